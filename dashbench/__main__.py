@@ -1,0 +1,5 @@
+import sys
+
+from dashbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,42 @@
+"""The `python -m dashbench` command line. Each command lives in its own module with a `register`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dashbench import __version__
+from dashbench.spec import SpecError
+
+# Each module defines register(subparsers); a command sets `func` (args -> exit code).
+COMMAND_MODULES = [
+]
+
+
+class UsageError(Exception):
+    """A bad command line: reported as one line naming the field, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints usage plus the error; scripts and the dashboard want one line.
+    def error(self, message):
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m dashbench", description="Training-throughput benchmarks.")
+    parser.add_argument("--version", action="version", version=f"dashbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"dashbench.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except (UsageError, SpecError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

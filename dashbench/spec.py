@@ -1,0 +1,130 @@
+"""RunSpec: what to measure. The one contract between the CLI, the job runner, the engine and the store.
+
+No TensorFlow here: the dashboard validates specs without importing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")
+DEVICES = ("auto", "cpu", "gpu", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+DATA_SOURCES = ("synthetic", "real")
+# Models with a real-data reader; the others only have synthetic data.
+REAL_DATA_MODELS = ("fashion_mnist_cnn",)
+
+
+class SpecError(ValueError):
+    """Bad input. The message names the field and what is allowed, on one line."""
+
+    def __init__(self, field_name: str, message: str):
+        self.field = field_name
+        super().__init__(f"{field_name}: {message}")
+
+
+def _choices(values) -> str:
+    return ", ".join(values)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str
+    batch_size: int
+    device: str = "auto"
+    precision: str = "float32"
+    xla: bool = False
+    steps: int = 20
+    warmup: int = 2
+    steps_per_loop: int = 1
+    replicas: Optional[int] = None  # CPU: logical devices; GPU: GPUs used; None: all (1 on CPU)
+    data: str = "synthetic"
+    data_path: Optional[str] = None
+    # Shape overrides: None means the workload's full-size default.
+    image_size: Optional[int] = None
+    seq_len: Optional[int] = None
+    width: Optional[int] = None
+    tpu: Optional[str] = None  # TPU name or grpc address; None: the local TPU VM
+    label: Optional[str] = None
+    seed: int = 0
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        if self.model not in MODELS:
+            raise SpecError("model", f"unknown model {self.model!r}; choose one of: {_choices(MODELS)}")
+        _positive_int("batch_size", self.batch_size)
+        if self.device not in DEVICES:
+            raise SpecError("device", f"unknown device {self.device!r}; choose one of: {_choices(DEVICES)}")
+        if self.precision not in PRECISIONS:
+            raise SpecError(
+                "precision", f"unknown precision {self.precision!r}; choose one of: {_choices(PRECISIONS)}"
+            )
+        if not isinstance(self.xla, bool):
+            raise SpecError("xla", f"must be true or false, got {self.xla!r}")
+        _positive_int("steps", self.steps)
+        _int_at_least("warmup", self.warmup, 0)
+        _positive_int("steps_per_loop", self.steps_per_loop)
+        if self.steps % self.steps_per_loop:
+            raise SpecError(
+                "steps",
+                f"{self.steps} is not a multiple of steps_per_loop {self.steps_per_loop}: "
+                f"use e.g. {self.steps_per_loop * max(1, self.steps // self.steps_per_loop)}",
+            )
+        if self.replicas is not None:
+            _positive_int("replicas", self.replicas)
+            if self.batch_size % self.replicas:
+                raise SpecError("batch_size", divisibility_message(self.batch_size, self.replicas))
+        if self.data not in DATA_SOURCES:
+            raise SpecError("data", f"unknown data source {self.data!r}; choose one of: {_choices(DATA_SOURCES)}")
+        if self.data == "real" and self.model not in REAL_DATA_MODELS:
+            raise SpecError(
+                "data", f"real data exists only for {_choices(REAL_DATA_MODELS)}; use synthetic for {self.model}"
+            )
+        for name in ("image_size", "seq_len", "width"):
+            value = getattr(self, name)
+            if value is not None:
+                _positive_int(name, value)
+        _int_at_least("seed", self.seed, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(unknown[0], f"unknown field; known fields: {_choices(sorted(known))}")
+        for required in ("model", "batch_size"):
+            if required not in data:
+                raise SpecError(required, "is required")
+        return cls(**data)
+
+    def replace(self, **changes) -> "RunSpec":
+        return dataclasses.replace(self, **changes)
+
+
+def divisibility_message(batch_size: int, replicas: int) -> str:
+    suggestion = replicas * max(1, round(batch_size / replicas))
+    return (
+        f"batch size {batch_size} is not divisible by {replicas} replicas: "
+        f"use a multiple of {replicas} (e.g. {suggestion})"
+    )
+
+
+def _positive_int(name: str, value: Any) -> None:
+    _int_at_least(name, value, 1)
+
+
+def _int_at_least(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(name, f"must be an integer, got {value!r}")
+    if value < low:
+        raise SpecError(name, f"must be an integer >= {low}, got {value}")
+
+
+SPEC_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.default is not dataclasses.MISSING}

@@ -1,0 +1,36 @@
+import pytest
+
+from dashbench.spec import MODELS, RunSpec, SpecError
+
+
+@pytest.mark.parametrize(
+    "fields, field, allowed",
+    [
+        ({"model": "vgg", "batch_size": 8}, "model", "fashion_mnist_cnn"),
+        ({"model": "conv2d", "batch_size": 0}, "batch_size", ">= 1"),
+        ({"model": "conv2d", "batch_size": 7, "replicas": 2}, "batch_size", "multiple of 2 (e.g. 8)"),
+        ({"model": "conv2d", "batch_size": 8, "precision": "fp8"}, "precision", "mixed_bfloat16"),
+        ({"model": "conv2d", "batch_size": 8, "device": "npu"}, "device", "tpu"),
+        ({"model": "conv2d", "batch_size": 8, "steps": 10, "steps_per_loop": 4}, "steps", "steps_per_loop"),
+        ({"model": "resnet50", "batch_size": 8, "data": "real"}, "data", "fashion_mnist_cnn"),
+        ({"model": "conv2d", "batch_size": 8, "colour": "red"}, "colour", "unknown field"),
+        ({"model": "conv2d", "batch_size": "8"}, "batch_size", "integer"),
+    ],
+)
+def test_bad_spec_names_field_and_allowed_values(fields, field, allowed):
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_dict(fields)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+    assert allowed in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_round_trip_through_dict():
+    spec = RunSpec(model="bilstm", batch_size=16, replicas=2, seq_len=12, label="quick")
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_every_model_accepts_synthetic_defaults():
+    for model in MODELS:
+        assert RunSpec(model=model, batch_size=4).data == "synthetic"
