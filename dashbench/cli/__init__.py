@@ -11,6 +11,11 @@ from dashbench.spec import SpecError
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
 COMMAND_MODULES = [
+    "run_cmd", "info_cmd",
+    "results_cmd",
+    "sweep_cmd",
+    "prices_cmd",
+    "preset_cmd",
 ]
 
 

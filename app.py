@@ -1,0 +1,40 @@
+"""dashbench dashboard: `streamlit run app.py` (add `-- --read-only` to browse stored results only).
+
+This process never imports TensorFlow: runs are launched as their own processes by dashbench.jobs.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashbench import settings as settings_module
+from dashbench import ui, views
+
+st.set_page_config(page_title="dashbench", page_icon=":material/speed:", layout="wide")
+
+settings = settings_module.load()
+store, store_error = views.open_store(settings)
+# Pages read the handle from here; it lives for this script run only (SQLite handles are per thread).
+st.session_state[ui.CONTEXT_KEY] = views.AppContext(settings=settings, store=store, store_error=store_error)
+
+if not settings.read_only and store is not None:
+    views.pump_jobs(settings)  # start queued runs whose device is free; idempotent
+
+pages = []
+if not settings.read_only:
+    pages.append(st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run"))
+pages += [
+    st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart:", url_path="compare", default=True),
+    st.Page("pages/results.py", title="Results", icon=":material/table_rows:", url_path="results"),
+    st.Page("pages/prices.py", title="Prices", icon=":material/sell:", url_path="prices"),
+]
+page = st.navigation(pages)
+
+with st.sidebar:
+    st.caption(("**Read-only** · " if settings.read_only else "") + f"database: `{settings.db_path}`")
+
+try:
+    page.run()
+finally:
+    if store is not None:
+        store.close()

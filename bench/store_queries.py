@@ -1,0 +1,229 @@
+"""How fast the store answers the dashboard at 100k stored runs.
+
+Fills a fresh SQLite file with N runs (realistic spread of models, devices, precisions, batch
+sizes, statuses, sweeps; each with a full result JSON and its per-loop samples), then times the
+queries the views make, and the insert path a run takes. Writes the table into
+docs/PERFORMANCE.md between the `<!-- store -->` markers.
+
+    .venv/bin/python bench/store_queries.py                # 100k runs, writes docs/PERFORMANCE.md
+    .venv/bin/python bench/store_queries.py --runs 5000 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dashbench import schema  # noqa: E402
+from dashbench.spec import RunSpec  # noqa: E402
+from dashbench.store import Store, insert_run  # noqa: E402
+
+MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
+ACCELERATORS = [("cpu", "CPU", 1), ("gpu", "V100", 1), ("gpu", "A100", 8), ("gpu", "T4", 1),
+                ("tpu", "TPU v3", 8), ("tpu", "TPU v5e", 4)]
+PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]
+BATCHES = [16, 32, 64, 128, 256, 512, 1024]
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
+
+
+def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> tuple[dict, list[tuple]]:
+    model = rng.choice(MODELS)
+    device, accelerator, count = rng.choice(ACCELERATORS)
+    spec = RunSpec(model=model, batch_size=rng.choice(BATCHES), device=device, precision=rng.choice(PRECISIONS),
+                   steps=samples, label=f"label-{i % 50}")
+    status = rng.choices(["done", "failed", "cancelled", "interrupted"], [90, 5, 3, 2])[0]
+    created = t0 + i * 30.0  # one run every 30 s: 100k runs span about five weeks
+    eps = rng.uniform(100, 50000)
+    result = None
+    if status == "done":
+        step = spec.batch_size / eps
+        result = {
+            "model": model, "unit": "sequences" if model == "bilstm" else "images", "device": device,
+            "accelerator": accelerator, "accelerator_count": count, "device_names": [f"/device:{device}:{k}" for k in range(count)],
+            "replicas": count, "global_batch_size": spec.batch_size, "per_replica_batch_size": spec.batch_size // count or 1,
+            "precision": spec.precision, "xla": False, "data": "synthetic", "status": "done",
+            "examples_per_sec": eps, "examples_per_sec_ci95": [eps * 0.98, eps * 1.02], "step_time_median_s": step,
+            "step_time_p10_s": step * 0.97, "step_time_p90_s": step * 1.05, "step_time_std_s": step * 0.02,
+            "samples": samples, "steps": samples, "steps_per_loop": 1, "compile_s": rng.uniform(1, 60),
+            "flops_per_example": 1.2e10, "achieved_tflops": eps * 1.2e10 / 1e12, "peak_tflops": 125.0,
+            "peak_source": "datasheet", "mfu": rng.uniform(0.05, 0.6),
+            "flags": ["above_peak"] if rng.random() < 0.01 else [], "losses": [2.3 - 0.01 * k for k in range(samples + 2)],
+            "placement": {"variables": ["/device:GPU:0"], "ops": ["/device:GPU:0"]},
+            "env": {"tensorflow": "2.20.0", "keras": "3.15.1", "python": "3.11.7", "host": "bench-host",
+                    "cpu_model": "Xeon", "device_names": [], "device_count": count, "precision": spec.precision,
+                    "xla": False, "dashbench_version": "0.1.0", "git_commit": "abc1234", "platform": "Linux"},
+            "spec": spec.to_dict(),
+        }
+    spec_d = spec.to_dict()
+    row = {
+        "run_id": f"bench-{i:07d}", "status": status, "spec_json": json.dumps(spec_d),
+        "result_json": json.dumps(result) if result else None,
+        "error": "ResourceExhaustedError: OOM" if status == "failed" else None,
+        "created_at": created, "started_at": created + 1, "finished_at": created + 25, "pid": 1000 + i % 30000,
+        "host": "bench-host", "sweep_id": f"sweep-{i // 5}" if (i // 5) % 3 == 0 else None, "label": spec.label,
+        **schema.flat_values(spec_d, result),
+    }
+    n = samples + 2 if status != "failed" else 1
+    rows = [(row["run_id"], k, 1, 0.01 + rng.random() * 1e-3, 2.3 - 0.01 * k, int(k < 2)) for k in range(n)]
+    return row, rows
+
+
+def fill(path: Path, runs: int, samples: int, seed: int = 0) -> float:
+    rng = random.Random(seed)
+    t0 = time.time() - runs * 30.0
+    started = time.perf_counter()
+    with Store(path) as store:
+        with store._write("fill") as conn:
+            for i in range(runs):
+                row, sample_rows = fake_run(rng, i, t0, samples)
+                insert_run(conn, row)
+                conn.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?)", sample_rows)
+    return time.perf_counter() - started
+
+
+def timed(fn, repeat: int = 7) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def measure(path: Path, runs: int, samples: int) -> list[tuple[str, str, str]]:
+    rows = []
+    with Store(path, read_only=True) as store:
+        middle = f"bench-{runs // 2:07d}"
+        since_week = time.time() - 7 * 86400
+        queries = [
+            ("newest 200 runs (Results page first view)", lambda: store.runs(limit=200)),
+            ("filter model + device + precision", lambda: store.runs(model="resnet50", device="gpu", precision="mixed_float16")),
+            ("filter model + batch size, done only", lambda: store.runs(model="bilstm", batch_size=[64, 128], status="done")),
+            ("one sweep (5 runs)", lambda: store.runs(sweep_id=f"sweep-{runs // 30 * 3}")),
+            ("last 7 days", lambda: store.runs(since=since_week)),
+            ("one label (~2% of runs)", lambda: store.runs(label="label-7")),
+            ("queued + running (job panel)", lambda: store.runs(status=["queued", "running"])),
+            ("count by model", lambda: store.count_runs(model="conv2d")),
+            ("distinct accelerators (select box)", lambda: store.distinct("accelerator")),
+            ("one run's samples", lambda: store.samples(middle)),
+            ("one run in full (get_run)", lambda: store.get_run(middle)),
+            (f"ALL {runs:,} runs as a DataFrame", lambda: store.runs()),
+        ]
+        for name, fn in queries:
+            seconds, out = timed(fn, repeat=3 if name.startswith("ALL") else 7)
+            size = len(out) if hasattr(out, "__len__") and not isinstance(out, dict) else 1
+            rows.append((name, f"{seconds * 1e3:,.1f} ms", f"{size:,}"))
+    return rows
+
+
+def measure_inserts(path: Path, runs: int = 300, samples: int = 20) -> list[tuple[str, str, str]]:
+    """The write path of a real run: create, samples committed one by one, finish."""
+    spec = RunSpec(model="conv2d", batch_size=32, steps=samples)
+    result = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 1.0, "flags": []}
+    with Store(path) as store:
+        t = time.perf_counter()
+        for _ in range(runs):
+            run_id = store.create_run(spec)
+            for k in range(samples):
+                store.add_samples(run_id, [{"index": k, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}])
+            store.finish_run(run_id, "done", result)
+        seconds = time.perf_counter() - t
+    commits = runs * (samples + 2)
+    return [
+        (f"run lifecycle, {samples} samples committed one at a time", f"{seconds / runs * 1e3:,.2f} ms per run",
+         f"{runs} runs"),
+        ("one write transaction (commit)", f"{seconds / commits * 1e3:,.3f} ms", f"{commits:,} commits"),
+    ]
+
+
+def plans(path: Path) -> list[str]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    out = []
+    for sql in ("SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
+                "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
+                "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx"):
+        detail = "; ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+        out.append(f"`{sql}` → {detail}")
+    conn.close()
+    return out
+
+
+def write_docs(text: str) -> None:
+    start, end = "<!-- store -->", "<!-- /store -->"
+    current = DOCS.read_text() if DOCS.exists() else "# Performance\n"
+    block = f"{start}\n{text.rstrip()}\n{end}"
+    if start in current and end in current:
+        before, rest = current.split(start, 1)
+        after = rest.split(end, 1)[1]
+        current = before + block + after
+    else:
+        current = current.rstrip() + "\n\n" + block + "\n"
+    DOCS.parent.mkdir(parents=True, exist_ok=True)
+    DOCS.write_text(current)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--samples", type=int, default=20, help="measured samples per run")
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.sqlite"
+        fill_s = fill(path, args.runs, args.samples)
+        with Store(path) as store:
+            n_samples = store._read("SELECT count(*) FROM samples")[0][0]
+            store._read("PRAGMA wal_checkpoint(TRUNCATE)")
+        size_mb = path.stat().st_size / 2**20
+        query_rows = measure(path, args.runs, args.samples)
+        insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite")
+        plan_lines = plans(path)
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "## Store (SQLite) at scale",
+        "",
+        f"`bench/store_queries.py`: {args.runs:,} runs ({n_samples:,} samples) in one file of {size_mb:,.0f} MiB, "
+        f"filled in {fill_s:.1f} s (one transaction). Machine: {os.cpu_count()} CPU cores ({cpu}), "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; median of 7 tries (3 for the full table), "
+        f"read-only handle, warm page cache, measured {time.strftime('%Y-%m-%d')} "
+        f"(load average {load:.1f} at the start: the machine was shared, so read these as upper bounds).",
+        "",
+        "| query | time | rows |",
+        "|---|---:|---:|",
+        *[f"| {a} | {b} | {c} |" for a, b, c in query_rows],
+        "",
+        "| write path | time | of |",
+        "|---|---:|---:|",
+        *[f"| {a} | {b} | {c} |" for a, b, c in insert_rows],
+        "",
+        "Query plans (every filter is an index lookup, not a table scan):",
+        "",
+        *[f"- {line}" for line in plan_lines],
+        "",
+        "Filtered queries cost what their matching rows cost to turn into a DataFrame; only loading every",
+        "run at once grows with the store, so views page or filter first. Each sample commit costs about",
+        "the time shown above (WAL, synchronous=NORMAL), which the runner pays between host loops, never",
+        "inside a timed step; it batches samples when loops come faster than every 0.2 s.",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_docs:
+        write_docs(text)
+        print(f"\nwritten to {DOCS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

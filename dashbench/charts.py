@@ -1,0 +1,216 @@
+"""Plotly figure builders: a DataFrame in, a Figure out. No Streamlit and no TensorFlow here.
+
+Frames come from dashbench.views (compare_frame, step_samples, sweep_frame) so the column names
+below are the ones views produces. Reference rows (published figures) are drawn hatched and
+grey so they can never be mistaken for a measured run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+MEASURED_COLOR = "#1f77b4"
+REFERENCE_COLOR = "#9e9e9e"
+FLAGGED_COLOR = "#d62728"
+SPOT_COLOR = "#ff7f0e"
+_LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), height=380)
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, **_LAYOUT)
+    return fig
+
+
+def _is_reference(df: pd.DataFrame) -> pd.Series:
+    if "kind" not in df:
+        return pd.Series(False, index=df.index)
+    return df["kind"].eq("reference")
+
+
+def _flag_marks(df: pd.DataFrame) -> list[str]:
+    if "flag_text" not in df:
+        return [""] * len(df)
+    return ["⚠ " + t if isinstance(t, str) and t else "" for t in df["flag_text"]]
+
+
+def _bar_colors(df: pd.DataFrame) -> list[str]:
+    ref = _is_reference(df)
+    marks = _flag_marks(df)
+    return [REFERENCE_COLOR if r else (FLAGGED_COLOR if m else MEASURED_COLOR) for r, m in zip(ref, marks)]
+
+
+def _patterns(df: pd.DataFrame) -> list[str]:
+    return ["/" if r else "" for r in _is_reference(df)]
+
+
+def _hbar_layout(fig: go.Figure, title: str, n: int, axis_title: str) -> go.Figure:
+    """Horizontal bars: run labels are long, and read best on the y axis, first row on top."""
+    # Room on the right for the value (and flag) printed past the end of each bar.
+    layout = dict(_LAYOUT, height=max(260, 90 + 34 * n), margin=dict(l=10, r=150, t=50, b=10))
+    fig.update_layout(title=title, xaxis_title=axis_title, **layout)
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    return fig
+
+
+def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
+    """Examples per second per run, reference rows hatched grey, flagged runs red with the flag named."""
+    title = f"Throughput ({unit}/s, higher is better)"
+    rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
+    if rows.empty:
+        return _empty(title, "No runs with a throughput figure")
+    fig = go.Figure(
+        go.Bar(
+            y=rows["label"],
+            x=rows["examples_per_sec"],
+            orientation="h",
+            marker_color=_bar_colors(rows),
+            marker_pattern_shape=_patterns(rows),
+            text=[_fmt(v) + (f"  {m}" if m else "") for v, m in zip(rows["examples_per_sec"], _flag_marks(rows))],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}<br>%{x:,.1f} /s<extra></extra>",
+        )
+    )
+    return _hbar_layout(fig, title, len(rows), f"{unit}/s")
+
+
+def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
+    """Box per run of the per-step time of every measured sample (warm-up excluded)."""
+    title = "Step time per run (ms, lower is better)"
+    if samples.empty:
+        return _empty(title, "No step-time samples recorded for these runs")
+    fig = go.Figure()
+    for label, group in samples.groupby("label", sort=False):
+        fig.add_trace(go.Box(x=group["step_time_s"] * 1000.0, name=str(label), orientation="h", boxpoints="all",
+                             jitter=0.3, pointpos=0))
+    _hbar_layout(fig, title, samples["label"].nunique(), "ms per step")
+    fig.update_layout(showlegend=False)
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def cost_per_million(df: pd.DataFrame) -> go.Figure:
+    """On-demand and spot USD per million examples side by side; unpriced runs are named, not dropped."""
+    title = "Cost per million examples (USD, lower is better)"
+    if df.empty or "usd_per_million_examples" not in df:
+        return _empty(title, "No runs selected")
+    priced = df[df["usd_per_million_examples"].notna()]
+    unpriced = df[df["usd_per_million_examples"].isna() & ~_is_reference(df)]
+    if priced.empty:
+        return _empty(title, "No selected run has a price: set one on the Prices page")
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            y=priced["label"], x=priced["usd_per_million_examples"], name="on-demand", orientation="h",
+            marker_color=MEASURED_COLOR, marker_pattern_shape=_patterns(priced),
+            hovertemplate="%{y}<br>$%{x:,.3f}<extra>on-demand</extra>",
+        )
+    )
+    if "usd_per_million_examples_spot" in priced and priced["usd_per_million_examples_spot"].notna().any():
+        fig.add_trace(
+            go.Bar(
+                y=priced["label"], x=priced["usd_per_million_examples_spot"], name="spot", orientation="h",
+                marker_color=SPOT_COLOR, marker_pattern_shape=_patterns(priced),
+                hovertemplate="%{y}<br>$%{x:,.3f}<extra>spot</extra>",
+            )
+        )
+    if not unpriced.empty:
+        names = ", ".join(str(x) for x in unpriced["label"])
+        fig.add_annotation(text=f"no price: {names}", showarrow=False, x=0, y=-0.02, xref="paper", yref="paper",
+                           xanchor="left", yanchor="top", yshift=-40, font=dict(color=FLAGGED_COLOR))
+    _hbar_layout(fig, title, 2 * len(priced), "USD / 1M examples")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.12, x=1, xanchor="right", yanchor="top"))
+    return fig
+
+
+def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
+    """Speed-up of each row against the baseline (1.0 = same speed), computed from raw figures."""
+    short = baseline_label if len(baseline_label) <= 48 else baseline_label[:47] + "…"
+    title = f"Speed-up vs {short} (×)"
+    rows = df[df["speedup"].notna()] if "speedup" in df else df.iloc[0:0]
+    if rows.empty:
+        return _empty(title, "Pick a baseline with a throughput figure")
+    fig = go.Figure(
+        go.Bar(
+            y=rows["label"], x=rows["speedup"], orientation="h", marker_color=_bar_colors(rows),
+            marker_pattern_shape=_patterns(rows), text=[f"{v:.2f}×" for v in rows["speedup"]],
+            textposition="outside", cliponaxis=False, hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
+        )
+    )
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#555")
+    return _hbar_layout(fig, title, len(rows), "× baseline")
+
+
+def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
+    """One line per series (a sweep, or model · device · precision) of throughput against batch size."""
+    title = "Throughput vs batch size"
+    rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
+    if rows.empty or "series" not in rows:
+        return _empty(title, "No sweep among the selected runs")
+    fig = go.Figure()
+    for series, group in rows.sort_values("batch_size").groupby("series", sort=False):
+        fig.add_trace(
+            go.Scatter(x=group["batch_size"], y=group["examples_per_sec"], mode="lines+markers", name=str(series),
+                       hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>")
+        )
+    fig.update_layout(title=title, xaxis_title="global batch size", yaxis_title="examples/s", **_LAYOUT)
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def loss_curve(samples: pd.DataFrame) -> go.Figure:
+    """Loss per host loop; warm-up loops drawn as hollow markers so convergence is judged on both."""
+    title = "Loss per loop"
+    if samples.empty or samples["loss"].dropna().empty:
+        return _empty(title, "No loss recorded")
+    fig = go.Figure()
+    for warm, name, symbol in ((True, "warm-up", "circle-open"), (False, "measured", "circle")):
+        part = samples[samples["warmup"].astype(bool) == warm]
+        if not part.empty:
+            fig.add_trace(go.Scatter(x=part["index"], y=part["loss"], mode="lines+markers", name=name,
+                                     marker_symbol=symbol))
+    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **_LAYOUT)
+    return fig
+
+
+def step_time_series(samples: pd.DataFrame) -> go.Figure:
+    """Per-step time of each loop in order: drift, outliers and a slow first loop show here."""
+    title = "Step time per loop (ms)"
+    if samples.empty:
+        return _empty(title, "No samples recorded")
+    fig = go.Figure()
+    for warm, name, symbol in ((True, "warm-up", "circle-open"), (False, "measured", "circle")):
+        part = samples[samples["warmup"].astype(bool) == warm]
+        if not part.empty:
+            fig.add_trace(go.Scatter(x=part["index"], y=part["step_time_s"] * 1000.0, mode="lines+markers",
+                                     name=name, marker_symbol=symbol))
+    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **_LAYOUT)
+    return fig
+
+
+def live(samples: pd.DataFrame) -> go.Figure:
+    """Step time and loss of a run in progress, stacked, sharing the loop axis."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("step time (ms)", "loss"))
+    if not samples.empty:
+        fig.add_trace(go.Scatter(x=samples["index"], y=samples["step_time_s"] * 1000.0, mode="lines+markers",
+                                 name="step time"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=samples["index"], y=samples["loss"], mode="lines+markers", name="loss"),
+                      row=2, col=1)
+    fig.update_layout(template="plotly_white", showlegend=False, height=420, margin=dict(l=10, r=10, t=30, b=10))
+    fig.update_xaxes(title_text="loop", row=2, col=1)
+    return fig
+
+
+def _fmt(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.3g}"

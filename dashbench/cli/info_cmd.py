@@ -1,0 +1,51 @@
+"""`python -m dashbench models` (no TensorFlow) and `python -m dashbench devices` (what TensorFlow sees)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    # Every command takes --db (scripts pass it uniformly); these two read no database.
+    models = subparsers.add_parser("models", help="list the workloads with their units and defaults")
+    models.add_argument("--json", action="store_true", help="print a JSON list")
+    models.add_argument("--db", default=None, help=argparse.SUPPRESS)
+    models.set_defaults(func=handle_models)
+    devices = subparsers.add_parser("devices", help="show the CPUs, GPUs and TPUs TensorFlow sees here")
+    devices.add_argument("--json", action="store_true", help="print a JSON object")
+    devices.add_argument("--db", default=None, help=argparse.SUPPRESS)
+    devices.set_defaults(func=handle_devices)
+
+
+def handle_models(args) -> int:
+    from dashbench.workloads import describe_all
+
+    rows = describe_all()
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        shape = ", ".join(f"{k} {v}" for k, v in row["defaults"].items())
+        batches = ", ".join(f"{k} {v}" for k, v in row["batch_sizes"].items())
+        print(f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}")
+        print(f"{'':<18} {row['description']}")
+    return 0
+
+
+def handle_devices(args) -> int:
+    from dashbench.devices import discover
+
+    info = discover()
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"TensorFlow {info['tensorflow']}; default device: {info['default_device']}")
+    print(f"CPU: {info['cpu']['model']} ({info['cpu']['cores']} cores)")
+    for gpu in info["gpus"]:
+        print(f"GPU: {gpu['name']} {gpu.get('device_name', '')} → {gpu['accelerator']}")
+    if not info["gpus"]:
+        print("GPU: none seen by TensorFlow")
+    tpu = info["tpu"]
+    print(f"TPU: {tpu['evidence'] + ' ' + (tpu['accelerator_type'] or '') if tpu['evidence'] else 'none'}")
+    return 0

@@ -1,0 +1,177 @@
+"""`preset`: run one of the seed experiments on the device you pick (`preset --list` shows them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from dashbench import presets
+from dashbench.cli.spec_args import _int
+from dashbench.spec import SpecError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "preset",
+        help="run a seed experiment (Colab conv2d, RiseML ResNet-50, ...)",
+        description=(
+            "Run a preset with the article's model, batch size and steps on --device; shape overrides make it "
+            "quick on a CPU, e.g. preset riseml-resnet50 --device cpu --image-size 32 --steps 2."
+        ),
+    )
+    parser.add_argument("name", nargs="?", help="preset slug or name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the presets")
+    parser.add_argument("--device", default=None, help=f"device class: {', '.join(presets.DEVICE_CLASSES)}")
+    parser.add_argument("--quick", action="store_true", help="the preset's tiny shapes for a CPU try (seconds)")
+    parser.add_argument("--image-size", type=_int("image_size"), default=None, help="override the image side")
+    parser.add_argument("--seq-len", type=_int("seq_len"), default=None, help="override the sequence length")
+    parser.add_argument("--width", type=_int("width"), default=None, help="override filters / hidden units")
+    parser.add_argument("--steps", type=_int("steps"), default=None, help="measured steps")
+    parser.add_argument("--batch-size", type=_int("batch_size"), default=None, help="global batch size")
+    parser.add_argument("--warmup", type=_int("warmup"), default=None, help="warm-up steps")
+    parser.add_argument("--steps-per-loop", type=_int("steps_per_loop"), default=None, help="steps per host call")
+    parser.add_argument("--replicas", type=_int("replicas"), default=None, help="CPU logical devices / GPUs used")
+    parser.add_argument("--precision", default=None, help="float32, mixed_float16 or mixed_bfloat16")
+    parser.add_argument("--xla", action="store_true", default=None, help="compile the step with XLA")
+    parser.add_argument("--data", default=None, help="synthetic or real")
+    parser.add_argument("--data-path", default=None, help="folder with Fashion-MNIST IDX files (real data)")
+    parser.add_argument("--tpu", default=None, help="TPU name or address (default: this TPU VM)")
+    parser.add_argument("--label", default=None, help="free text stored with the run (default: preset:<slug>, which links the run to its preset)")
+    parser.add_argument("--json", action="store_true", help="print the result (or the list) as JSON")
+    parser.add_argument("--no-store", action="store_true", help="do not record the run")
+    parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    parser.set_defaults(func=_handle)
+
+
+_OVERRIDES = ("image_size", "seq_len", "width", "steps", "batch_size", "warmup", "steps_per_loop", "replicas",
+              "precision", "xla", "data", "data_path", "tpu", "label")
+
+
+def spec_from_args(args: argparse.Namespace):
+    if not args.name:
+        raise SpecError("preset", f"name a preset or use --list; presets: {', '.join(presets.PRESETS)}")
+    if args.device is None:
+        raise SpecError("device", f"is required: one of {', '.join(presets.DEVICE_CLASSES)} (the batch size depends on it)")
+    overrides = {name: getattr(args, name) for name in _OVERRIDES if getattr(args, name) is not None}
+    if args.quick:
+        return presets.quick_spec(args.name, args.device, **overrides)
+    return presets.spec_for(args.name, args.device, **overrides)
+
+
+def _handle(args) -> int:
+    if args.list:
+        return _list(args.json)
+    spec = spec_from_args(args)
+    preset = presets.get(args.name)
+    from dashbench import runner
+
+    def on_event(event: dict) -> None:
+        if not args.json and event.get("event") == "phase":
+            print(f"  {event['phase']} …", file=sys.stderr, flush=True)
+
+    if not args.json:
+        print(f"{preset.name} on {spec.device}: {spec.model}, batch {spec.batch_size}, {spec.steps} steps",
+              file=sys.stderr, flush=True)
+    try:
+        result = runner.execute(spec, db_path=args.db, record=not args.no_store, on_event=on_event)
+    except SpecError:
+        raise
+    except runner.RunCancelled as exc:
+        print(f"error: run cancelled ({exc})", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # the run failed; it is recorded as failed with this text
+        print(f"error: run failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    print(summary(preset, spec.device, result, db_path=args.db))
+    changed = _changed_from_article(preset, spec)
+    if changed:
+        print(f"not the article's setup ({changed}): compare with the published rows with care")
+    return 0
+
+
+def summary(preset, device_class: str, result: dict, db_path=None) -> str:
+    """The result, its cost where priced, and the published rows for this device class."""
+    from dashbench import costs, reference
+
+    unit = result.get("unit") or "examples"
+    lines = [
+        f"{result.get('examples_per_sec', float('nan')):,.1f} {unit}/s on {result.get('accelerator')} "
+        f"×{result.get('accelerator_count')} (median step {result.get('step_time_median_s', float('nan')):.4g} s, "
+        f"{result.get('samples')} samples)" + (f" — run {result['run_id']}" if result.get("run_id") else "")
+    ]
+    if result.get("flags"):
+        lines.append(f"flags: {', '.join(result['flags'])}")
+    store = None
+    if result.get("run_id"):
+        from dashbench.store import Store, StoreError
+
+        try:
+            store = Store(db_path, read_only=True)
+        except StoreError:
+            store = None  # the shipped prices still say something
+    try:
+        price = costs.match_price(result.get("accelerator"), result.get("accelerator_count"), costs.catalog(store))
+    finally:
+        if store is not None:
+            store.close()
+    if price is None:
+        lines.append(f"cost: no price for {result.get('accelerator')} (set one: python -m dashbench prices set …)")
+    else:
+        per_m = costs.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour"])
+        spot = costs.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour_spot"])
+        text = f"cost: ${per_m:,.4g} per million {unit} on-demand" if per_m is not None else "cost: —"
+        if spot is not None:
+            text += f", ${spot:,.4g} spot"
+        lines.append(f"{text} ({price['key']})")
+    rows = reference.rows().set_index("key")
+    for key in preset.reference_by_device.get(device_class, ()):
+        row = rows.loc[key]
+        eps = row["examples_per_sec"]
+        figure = f" = {row['examples_per_sec_qualifier']}{eps:,.1f} {unit}/s" if _finite(eps) else ""
+        flags = f" [{', '.join(row['flags'])}]" if row["flags"] else ""
+        lines.append(f"published: {row['name']}: {row['figure_text']}{figure}{flags} ({row['source']})")
+    return "\n".join(lines)
+
+
+def _changed_from_article(preset, spec) -> str:
+    article = presets.spec_for(preset.slug, spec.device)
+    changed = [
+        f"{name} {getattr(spec, name)}"
+        for name in ("image_size", "seq_len", "width", "batch_size", "precision")
+        if getattr(spec, name) != getattr(article, name)
+    ]
+    return ", ".join(changed)
+
+
+def _list(as_json: bool) -> int:
+    if as_json:
+        out = [
+            {
+                "slug": p.slug,
+                "name": p.name,
+                "model": p.model,
+                "description": p.description,
+                "source": p.source,
+                "per_device": p.per_device,
+                "references": list(p.references),
+                "quick": p.quick,
+            }
+            for p in presets.PRESETS.values()
+        ]
+        print(json.dumps(out, indent=2))
+        return 0
+    for p in presets.PRESETS.values():
+        batches = ", ".join(f"{d} {p.per_device[d]['batch_size']}" for d in presets.DEVICE_CLASSES)
+        steps = ", ".join(f"{d} {p.per_device[d]['steps']}" for d in presets.DEVICE_CLASSES)
+        print(f"{p.slug:<22} {p.name}")
+        print(f"{'':<22} model {p.model}; batch {batches}; steps {steps}; {p.source}")
+    return 0
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

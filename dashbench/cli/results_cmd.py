@@ -1,0 +1,269 @@
+"""`list`, `show`, `delete`, `export`, `import`: the stored runs from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from dashbench.store import STATUSES, SchemaVersionError, Store, StoreError, default_db_path
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=None, help=f"results database (default: $DASHBENCH_DB or {default_db_path()})")
+
+
+def reports_store_errors(handler):
+    """A StoreError (unknown run, bad bundle, unreadable file) is one line on stderr, exit 2."""
+    @functools.wraps(handler)
+    def wrapped(args) -> int:
+        try:
+            return handler(args)
+        except StoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:  # a bad filter value, e.g. --since yesterday
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return wrapped
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("list", help="list stored runs, newest first")
+    add_db_argument(p)
+    _add_filters(p)
+    p.add_argument("--json", action="store_true", help="JSON records (with cost columns)")
+    p.set_defaults(func=cmd_list)
+
+    p = subparsers.add_parser("show", help="one run in full")
+    add_db_argument(p)
+    p.add_argument("run_id", help="run id (a unique prefix is enough)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = subparsers.add_parser("delete", help="delete runs and their samples")
+    add_db_argument(p)
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--force", action="store_true", help="also delete runs that are queued or running")
+    p.set_defaults(func=cmd_delete)
+
+    p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
+    add_db_argument(p)
+    _add_filters(p)
+    p.add_argument("--out", required=True, help="bundle file to write (JSON)")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser("import", help="merge bundle files into the database")
+    add_db_argument(p)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_import)
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("filters (comma-separated values match any of them)")
+    for name in ("model", "device", "accelerator", "precision", "label", "host"):
+        group.add_argument(f"--{name}", default=None)
+    group.add_argument("--batch-size", default=None, help="e.g. 32,64")
+    group.add_argument("--status", default=None, help=", ".join(STATUSES))
+    group.add_argument("--sweep", dest="sweep_id", default=None, help="sweep id")
+    group.add_argument("--since", default=None, help="date or time, e.g. 2025-01-31")
+    group.add_argument("--until", default=None, help="date or time (a date includes that whole day)")
+    group.add_argument("--limit", type=int, default=None)
+
+
+def filters_from_args(args) -> dict:
+    filters = {}
+    for name in ("model", "device", "accelerator", "precision", "label", "host", "status", "sweep_id"):
+        value = getattr(args, name, None)
+        if value is not None:
+            filters[name] = [v.strip() for v in value.split(",") if v.strip()]
+    if getattr(args, "batch_size", None) is not None:
+        try:
+            filters["batch_size"] = [int(v) for v in args.batch_size.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"batch_size: must be whole numbers separated by commas, got {args.batch_size!r}")
+    for name in ("since", "until", "limit"):
+        if getattr(args, name, None) is not None:
+            filters[name] = getattr(args, name)
+    return filters
+
+
+def _open(args, must_exist: bool = True) -> Store | None:
+    path = Path(args.db) if args.db else default_db_path()
+    if must_exist and not path.exists():
+        return None
+    try:
+        store = Store(path)
+        store.reconcile()  # a run whose process died shows as interrupted, not forever running
+        return store
+    except SchemaVersionError:
+        raise
+    except (StoreError, sqlite3.OperationalError):
+        if must_exist and path.exists():  # a file we may read but not write: show it as it is
+            return Store(path, read_only=True)
+        raise
+
+
+def with_costs(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
+    """Cost columns from dashbench.costs, when that part is installed; a run without a matching
+    price gets price_note "no price"."""
+    try:
+        from dashbench import costs
+    except ImportError:
+        return frame
+    return costs.add_cost_columns(frame, costs.catalog(store))
+
+
+@reports_store_errors
+def cmd_list(args) -> int:
+    filters = filters_from_args(args)
+    store = _open(args)
+    if store is None:
+        print("[]" if args.json else f"no runs yet (no database at {args.db or default_db_path()})")
+        return 0
+    with store:
+        frame = store.runs(**filters)
+        if args.json:
+            frame = with_costs(frame, store)
+            print(json.dumps(records(frame)))
+            return 0
+    if frame.empty:
+        print("no runs match")
+        return 0
+    print(format_table(frame))
+    return 0
+
+
+COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid")
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """JSON-ready rows: ISO times, null for missing, whole counts as integers."""
+    out = []
+    for row in frame.to_dict("records"):
+        item = {}
+        for key, value in row.items():
+            if isinstance(value, pd.Timestamp):
+                value = value.isoformat()
+            elif isinstance(value, (list, dict)):
+                pass
+            elif pd.isna(value):
+                value = None
+            elif key in COUNT_COLUMNS:
+                value = int(value)
+            elif hasattr(value, "item"):  # numpy scalar
+                value = value.item()
+            item[key] = value
+        out.append(item)
+    return out
+
+
+def format_table(frame: pd.DataFrame) -> str:
+    local = frame["created_at"].dt.tz_convert(None) if len(frame) else frame["created_at"]
+    table = pd.DataFrame({
+        "run_id": frame["run_id"],
+        "created": local.dt.strftime("%Y-%m-%d %H:%M") if len(frame) else local,
+        "status": frame["status"],
+        "model": frame["model"],
+        "device": frame["accelerator"].fillna(frame["device"]),
+        "batch": frame["batch_size"],
+        "precision": frame["precision"],
+        "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
+        "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
+        "flags": frame["flags"].map(lambda f: ",".join(f)),
+        "sweep": frame["sweep_id"].fillna(""),
+    })
+    return table.to_string(index=False)
+
+
+@reports_store_errors
+def cmd_show(args) -> int:
+    store = _open(args)
+    if store is None:
+        raise StoreError(f"run_id: no run {args.run_id!r}: no database at {args.db or default_db_path()}")
+    with store:
+        run = store.get_run(store.resolve_run_id(args.run_id))
+        samples = store.samples(run["run_id"])
+    if args.json:
+        run["samples"] = json.loads(samples.to_json(orient="records"))
+        print(json.dumps(run, indent=2, default=str))
+        return 0
+    print(describe_run(run, samples))
+    return 0
+
+
+def describe_run(run: dict, samples: pd.DataFrame) -> str:
+    spec, result = run["spec"], run["result"] or {}
+    lines = [f"run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run["error"] else "")]
+    context = [f"{k} {run[k]}" for k in ("sweep_id", "label", "host", "pid") if run.get(k)]
+    if context:
+        lines.append("  " + ", ".join(context))
+    lines.append(f"  created {run['created_at']}  started {run['started_at']}  finished {run['finished_at']}")
+    lines.append("  spec: " + " ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+    if result:
+        unit = result.get("unit", "examples")
+        lo, hi = (result.get("examples_per_sec_ci95") or [None, None])[:2]
+        ci = f" (95% CI {lo:,.1f}–{hi:,.1f})" if lo is not None and hi is not None else ""
+        lines.append(f"  on {result.get('accelerator')} x{result.get('accelerator_count')} "
+                     f"({result.get('device')}, {result.get('replicas')} replicas)")
+        lines.append(f"  throughput {result.get('examples_per_sec', float('nan')):,.1f} {unit}/s{ci}")
+        med, p10, p90 = (result.get(k) for k in ("step_time_median_s", "step_time_p10_s", "step_time_p90_s"))
+        if med is not None:
+            lines.append(f"  step time median {med * 1e3:.2f} ms (p10 {p10 * 1e3:.2f}, p90 {p90 * 1e3:.2f}),"
+                         f" {result.get('samples')} samples, compile {result.get('compile_s', 0):.2f} s")
+        if result.get("achieved_tflops") is not None:
+            mfu = result.get("mfu")
+            lines.append(f"  {result['achieved_tflops']:.3f} TFLOP/s achieved"
+                         + (f", MFU {mfu:.1%} of {result.get('peak_tflops')} peak ({result.get('peak_source')})"
+                            if mfu is not None else ""))
+        if result.get("flags"):
+            lines.append("  flags: " + ", ".join(result["flags"]))
+    if len(samples):
+        warm = int(samples["warmup"].sum())
+        losses = samples["loss"].dropna()
+        loss = f", loss {losses.iloc[0]:.4g} → {losses.iloc[-1]:.4g}" if len(losses) else ""
+        lines.append(f"  {len(samples)} samples stored ({warm} warm-up){loss}")
+    return "\n".join(lines)
+
+
+@reports_store_errors
+def cmd_delete(args) -> int:
+    store = _open(args)
+    if store is None:
+        raise StoreError(f"run_id: no database at {args.db or default_db_path()}")
+    with store:
+        ids = [store.resolve_run_id(r) for r in args.run_ids]
+        if not args.force:
+            for run_id in ids:
+                status = store.get_run(run_id)["status"]
+                if status in ("queued", "running"):
+                    raise StoreError(f"run_id: run {run_id} is {status}; cancel it first, or pass --force")
+        deleted = store.delete_runs(ids)
+    print(f"deleted {deleted} run{'s' if deleted != 1 else ''}")
+    return 0
+
+
+@reports_store_errors
+def cmd_export(args) -> int:
+    filters = filters_from_args(args)
+    store = _open(args)
+    if store is None:
+        raise StoreError(f"db: no database at {args.db or default_db_path()}")
+    with store:
+        count = store.export_bundle(args.out, **filters)
+    print(f"exported {count} run{'s' if count != 1 else ''} to {args.out}")
+    return 0
+
+
+@reports_store_errors
+def cmd_import(args) -> int:
+    with Store(args.db) as store:
+        counts = store.import_bundles(args.files)
+    print(f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
+          f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present")
+    return 0

@@ -1,0 +1,102 @@
+"""`sweep`: one run per batch size, in sequence, grouped under one sweep id.
+
+Each point is its own `run` process, queued through dashbench.jobs: an out-of-memory error or a
+crash ends that point (`failed`) and the sweep goes on; the device lock keeps the points, and any
+run the dashboard started on the same device, from overlapping.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+from dashbench import jobs
+from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
+from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+from dashbench.spec import SpecError
+from dashbench.store import TERMINAL, Store, default_db_path, new_run_id
+
+POLL_S = 0.5
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="one run per batch size, in sequence, grouped by a sweep id")
+    add_spec_arguments(p, batch_size=False)
+    p.add_argument("--batch-sizes", required=True, help="global batch sizes, e.g. 32,64,128")
+    add_db_argument(p)
+    p.add_argument("--json", action="store_true", help="print the points as JSON at the end")
+    p.set_defaults(func=cmd_sweep)
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SpecError("batch_sizes", f"must be whole numbers separated by commas, e.g. 32,64,128; got {text!r}")
+    if not sizes:
+        raise SpecError("batch_sizes", "give at least one batch size, e.g. 32,64,128")
+    return sizes
+
+
+def _stop(signum, _frame):
+    raise KeyboardInterrupt
+
+
+@reports_store_errors
+def cmd_sweep(args) -> int:
+    sizes = parse_batch_sizes(args.batch_sizes)
+    specs = [spec_from_args(args, batch_size=size) for size in sizes]  # every point checked before any runs
+    db = args.db or str(default_db_path())
+    sweep_id = "sweep-" + new_run_id()
+    print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _stop)
+    run_ids: list[str] = []
+    try:
+        run_ids = [jobs.submit(spec, db, sweep_id=sweep_id) for spec in specs]
+        rows = _wait(run_ids, db, sizes)
+    except KeyboardInterrupt:
+        for run_id in run_ids:
+            jobs.cancel(run_id, db, wait_s=10)
+        print(f"sweep {sweep_id} cancelled", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        print(json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
+    else:
+        print(sweep_id)
+    return 0 if all(row["status"] == "done" for row in rows) else 1
+
+
+def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
+    reported: set[str] = set()
+    while True:
+        jobs.pump(db)
+        with Store(db) as store:
+            runs = {run_id: store.get_run(run_id) for run_id in run_ids}
+        for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):
+            run = runs[run_id]
+            if run["status"] in TERMINAL and run_id not in reported:
+                reported.add(run_id)
+                print(f"[{number}/{len(run_ids)}] batch {size}: {_summary(run)}", file=sys.stderr)
+        if len(reported) == len(run_ids):
+            return [_point(runs[run_id], size) for run_id, size in zip(run_ids, sizes)]
+        time.sleep(POLL_S)
+
+
+def _summary(run: dict) -> str:
+    result = run["result"] or {}
+    if run["status"] == "done":
+        return f"done, {result.get('examples_per_sec', float('nan')):,.1f} {result.get('unit', 'examples')}/s ({run['run_id']})"
+    return f"{run['status']}: {run['error']} ({run['run_id']})"
+
+
+def _point(run: dict, size: int) -> dict:
+    result = run["result"] or {}
+    return {
+        "run_id": run["run_id"], "batch_size": size, "status": run["status"], "error": run["error"],
+        "examples_per_sec": result.get("examples_per_sec"), "step_time_median_s": result.get("step_time_median_s"),
+        "mfu": result.get("mfu"), "flags": result.get("flags", []),
+    }

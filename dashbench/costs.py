@@ -1,0 +1,390 @@
+"""Price catalog and cost per unit of work. No TensorFlow here.
+
+The catalog is the shipped file `dashbench/data/prices.csv` merged with the user's overrides kept in
+the store: an override with a shipped row's key replaces that row in the merged view, any other key
+adds a row; the shipped file is never written. Costs are derived when viewed, from the run's
+recorded accelerator and count, so changing a price re-prices every stored run.
+
+Rules for the shipped rows (from shared FIGURES.md):
+- Every row carries a source and an as-of date (ISO prefix: YYYY, YYYY-MM or YYYY-MM-DD).
+- A figure published as a range ("4.20–9.80 by region", spot "0.52–0.77") is stored as its lower
+  bound, a price that is really offered somewhere; the row is marked unconfirmed and the range is
+  kept in the note. An approximate figure ("~0.45") or one flagged "check" is marked unconfirmed too.
+- Device is the accelerator's canonical name as the engine records it ("TPU v2", "V100"), or a VM
+  name for a CPU-only VM: a CPU run is matched only through a user's override for "CPU" (this
+  machine), never through a cloud VM it did not run on.
+
+Matching a run (accelerator, count) to a price: overrides first; then per-chip / per-GPU rows,
+then board, VM, setup and plain-hour rows; then the newest as-of; then confirmed before
+unconfirmed. A unit of several chips is billed whole: 2 chips of a 4-chip board cost one board.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from importlib import resources
+from typing import Any, Mapping, Optional
+
+import pandas as pd
+
+from dashbench.spec import SpecError
+
+COLUMNS = (
+    "key",
+    "device",
+    "provider",
+    "unit",
+    "chips_per_unit",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "region",
+    "source",
+    "as_of",
+    "unconfirmed",
+    "origin",
+)
+# Not part of the agreed row: free text (ranges, what a VM holds), shipped rows only.
+EXTRA_COLUMNS = ("note",)
+
+# Order of preference when several rows price the same accelerator.
+UNITS = ("chip-hour", "GPU-hour", "board-hour", "VM-hour", "setup-hour", "hour")
+_UNIT_RANK = {"chip-hour": 0, "GPU-hour": 0, "board-hour": 1, "VM-hour": 2, "setup-hour": 3, "hour": 4}
+
+CANONICAL_ACCELERATORS = (
+    "CPU", "K80", "P100", "V100", "T4", "L4", "A100", "H100", "H200",
+    "TPU v2", "TPU v3", "TPU v4", "TPU v5e", "TPU v5p", "TPU v6e",
+)
+NO_PRICE = "no price"
+_AS_OF = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+COST_COLUMNS = (
+    "price_key",
+    "price_note",
+    "usd_per_hour",
+    "usd_per_hour_spot",
+    "usd_per_million_examples",
+    "usd_per_million_examples_spot",
+    "examples_per_usd",
+    "examples_per_usd_spot",
+)
+
+
+def shipped_catalog() -> pd.DataFrame:
+    """The price file as shipped with the package (read through importlib.resources)."""
+    with resources.files("dashbench").joinpath("data/prices.csv").open("r", encoding="utf-8") as f:
+        frame = pd.read_csv(f, dtype={"key": str, "as_of": str, "region": str, "note": str})
+    frame["origin"] = "shipped"
+    return _normalise(frame)
+
+
+def catalog(store=None) -> pd.DataFrame:
+    """Shipped rows merged with the store's overrides (column `origin` says which is which)."""
+    shipped = shipped_catalog()
+    if store is None:
+        return shipped
+    overrides = [normalise_row(row) for row in store.price_overrides()]
+    if not overrides:
+        return shipped
+    override_frame = pd.DataFrame(overrides)
+    override_frame["origin"] = "override"
+    kept = shipped[~shipped["key"].isin(set(override_frame["key"]))]
+    merged = pd.concat([kept, override_frame], ignore_index=True)
+    return _normalise(merged)
+
+
+def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    for column in COLUMNS + EXTRA_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame["chips_per_unit"] = frame["chips_per_unit"].astype(int)
+    for column in ("on_demand_usd_per_hour", "spot_usd_per_hour"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame["unconfirmed"] = frame["unconfirmed"].map(_as_bool).astype(bool)
+    for column in ("key", "device", "provider", "unit", "region", "source", "as_of", "origin", "note"):
+        frame[column] = frame[column].map(lambda v: "" if _missing(v) else str(v)).astype(object)
+    return frame[list(COLUMNS + EXTRA_COLUMNS)].reset_index(drop=True)
+
+
+def _as_bool(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    if _missing(value):
+        return False
+    return bool(value)
+
+
+def _missing(value) -> bool:
+    """None, NaN, pd.NA or NaT (what an empty cell of a runs frame holds)."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+# ---- overrides -------------------------------------------------------------------------------
+
+
+def canonical_device(name: str) -> str:
+    """'v100' -> 'V100', 'tpu v5e' -> 'TPU v5e'; other names (VMs, raw device names) kept as typed."""
+    text = " ".join(str(name).split())
+    for canonical in CANONICAL_ACCELERATORS:
+        if text.lower() == canonical.lower() or text.lower().replace(" ", "") == canonical.lower().replace(" ", ""):
+            return canonical
+    return text
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def normalise_row(row: Mapping[str, Any]) -> dict:
+    """Check a price row (an override, or one read back from the store) and fill its defaults."""
+    device = canonical_device(row.get("device") or "")
+    if not device:
+        raise SpecError("device", "is required: an accelerator name such as V100, TPU v5e or CPU")
+    unit = row.get("unit") or ""
+    if unit not in UNITS:
+        raise SpecError("unit", f"unknown unit {unit!r}; choose one of: {', '.join(UNITS)}")
+    chips = row.get("chips_per_unit")
+    chips = 1 if _missing(chips) else chips
+    if isinstance(chips, float) and chips.is_integer():
+        chips = int(chips)
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise SpecError("chips_per_unit", f"must be an integer >= 1, got {chips!r}")
+    on_demand = _price("on_demand_usd_per_hour", row.get("on_demand_usd_per_hour"), required=True)
+    spot = _price("spot_usd_per_hour", row.get("spot_usd_per_hour"), required=False)
+    as_of = str(row.get("as_of") or _dt.date.today().isoformat())
+    if not _AS_OF.match(as_of):
+        raise SpecError("as_of", f"must be a date YYYY-MM-DD (or YYYY-MM, YYYY), got {as_of!r}")
+    provider = str(row.get("provider") or "user")
+    key = str(row.get("key") or _slug(f"{provider}-{device}-{unit}" + (f"-x{chips}" if chips > 1 else "")))
+    return {
+        "key": key,
+        "device": device,
+        "provider": provider,
+        "unit": unit,
+        "chips_per_unit": chips,
+        "on_demand_usd_per_hour": on_demand,
+        "spot_usd_per_hour": spot,
+        "region": "" if _missing(row.get("region")) else str(row.get("region") or ""),
+        "source": str(row.get("source") or "user override"),
+        "as_of": as_of,
+        "unconfirmed": _as_bool(row.get("unconfirmed", False)),
+        "origin": "override",
+    }
+
+
+def _price(name: str, value, *, required: bool) -> Optional[float]:
+    if _missing(value) or value == "":
+        if required:
+            raise SpecError(name, "is required: USD per hour, a number >= 0")
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(name, f"must be a number of USD per hour, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise SpecError(name, f"must be a number >= 0, got {value!r}")
+    return number
+
+
+def override_row(
+    device: str,
+    unit: str,
+    on_demand: float,
+    spot: Optional[float] = None,
+    chips: Optional[int] = None,
+    provider: Optional[str] = None,
+    source: Optional[str] = None,
+    region: Optional[str] = None,
+    key: Optional[str] = None,
+    current: Optional[pd.DataFrame] = None,
+) -> dict:
+    """An override row. Without a key, a row of `current` with the same device, provider, unit
+    (and chips, when given) is the one overridden, so "prices set --device V100 --unit GPU-hour
+    --provider GCP --on-demand 2.0" replaces the shipped GCP V100 price instead of adding a second."""
+    device = canonical_device(device)
+    if device == "CPU" and provider is None:
+        # Shipped CPU prices are cloud VMs; a CPU run is priced only by the box it ran on.
+        provider = "this machine"
+    if key is None and current is not None and len(current):
+        same = current[
+            (current["device"].str.lower() == device.lower())
+            & (current["unit"] == unit)
+            & (current["provider"].str.lower() == (provider or "user").lower())
+        ]
+        if chips is not None:
+            same = same[same["chips_per_unit"] == chips]
+        if len(same):
+            best = _ranked(same).iloc[0]
+            key = best["key"]
+            if chips is None:
+                chips = int(best["chips_per_unit"])
+            if region is None:
+                region = best["region"]
+    return normalise_row(
+        {
+            "key": key,
+            "device": device,
+            "provider": provider,
+            "unit": unit,
+            "chips_per_unit": chips,
+            "on_demand_usd_per_hour": on_demand,
+            "spot_usd_per_hour": spot,
+            "region": region,
+            "source": source,
+            "as_of": None,
+            "unconfirmed": False,
+        }
+    )
+
+
+def store_row(row: Mapping[str, Any]) -> dict:
+    """The row as handed to Store.set_price_override: the agreed columns only."""
+    return {column: row[column] for column in COLUMNS}
+
+
+# ---- matching and cost ----------------------------------------------------------------------
+
+
+def _ranked(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.copy()
+    rows["_override"] = (rows["origin"] != "override").astype(int)
+    rows["_unit"] = rows["unit"].map(_UNIT_RANK).fillna(9)
+    rows["_as_of"] = rows["as_of"].fillna("")
+    rows["_unconfirmed"] = rows["unconfirmed"].astype(int)
+    rows = rows.sort_values(
+        ["_override", "_unit", "_as_of", "_unconfirmed", "key"], ascending=[True, True, False, True, True], kind="stable"
+    )
+    return rows.drop(columns=["_override", "_unit", "_as_of", "_unconfirmed"])
+
+
+def match_price(accelerator, accelerator_count, catalog: pd.DataFrame) -> Optional[dict]:
+    """The price row for a run on `accelerator_count` of `accelerator`, with what that run costs
+    per hour (`units` billed × the row's price), or None when no row matches."""
+    if _missing(accelerator) or not str(accelerator).strip():
+        return None
+    count = 1 if _missing(accelerator_count) else int(accelerator_count)
+    if count < 1:
+        return None
+    name = canonical_device(accelerator)
+    rows = catalog[catalog["device"].str.lower() == name.lower()]
+    if name == "CPU":
+        rows = rows[rows["origin"] == "override"]
+    if not len(rows):
+        return None
+    row = _ranked(rows).iloc[0].to_dict()
+    units = math.ceil(count / int(row["chips_per_unit"]))
+    spot = row["spot_usd_per_hour"]
+    row.update(
+        {
+            "units": units,
+            "accelerator_count": count,
+            "usd_per_hour": units * row["on_demand_usd_per_hour"],
+            "usd_per_hour_spot": None if _missing(spot) else units * spot,
+        }
+    )
+    return row
+
+
+def usd_per_million_examples(examples_per_sec, usd_per_hour) -> Optional[float]:
+    if _bad_rate(examples_per_sec) or _missing(usd_per_hour):
+        return None
+    return usd_per_hour / (examples_per_sec * 3600.0) * 1e6
+
+
+def examples_per_usd(examples_per_sec, usd_per_hour) -> Optional[float]:
+    if _bad_rate(examples_per_sec) or _missing(usd_per_hour) or usd_per_hour <= 0:
+        return None
+    return examples_per_sec * 3600.0 / usd_per_hour
+
+
+def _bad_rate(value) -> bool:
+    return _missing(value) or not math.isfinite(value) or value <= 0
+
+
+def add_cost_columns(runs_df: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `runs_df` (needs accelerator, accelerator_count, examples_per_sec) with the
+    COST_COLUMNS added; an unmatched run gets price_note "no price" and empty costs."""
+    out = runs_df.copy()
+    values = {column: [] for column in COST_COLUMNS}
+    for _, run in runs_df.iterrows():
+        price = match_price(run.get("accelerator"), run.get("accelerator_count"), catalog)
+        eps = run.get("examples_per_sec")
+        eps = None if _missing(eps) else float(eps)
+        if price is None:
+            row = dict.fromkeys(COST_COLUMNS)
+            row["price_note"] = NO_PRICE
+        else:
+            row = {
+                "price_key": price["key"],
+                "price_note": price_note(price),
+                "usd_per_hour": price["usd_per_hour"],
+                "usd_per_hour_spot": price["usd_per_hour_spot"],
+                "usd_per_million_examples": usd_per_million_examples(eps, price["usd_per_hour"]),
+                "usd_per_million_examples_spot": usd_per_million_examples(eps, price["usd_per_hour_spot"]),
+                "examples_per_usd": examples_per_usd(eps, price["usd_per_hour"]),
+                "examples_per_usd_spot": examples_per_usd(eps, price["usd_per_hour_spot"]),
+            }
+        for column in COST_COLUMNS:
+            values[column].append(row[column])
+    for column in COST_COLUMNS:
+        series = pd.Series(values[column], index=out.index, dtype=object)
+        if column not in ("price_key", "price_note"):
+            series = pd.to_numeric(series, errors="coerce").astype(float)
+        out[column] = series
+    return out
+
+
+def price_note(price: Mapping[str, Any]) -> str:
+    """One line saying how a run was priced, e.g. "1 board of 4 chips for 2 chips; unconfirmed price"."""
+    parts = []
+    chips = int(price["chips_per_unit"])
+    units = int(price["units"])
+    what = _UNIT_NAMES.get(price["unit"], "unit")
+    if chips > 1:
+        plural = "s" if units > 1 else ""
+        parts.append(f"{units} {what}{plural} of {chips} chips for {price['accelerator_count']} chips")
+    elif units > 1:
+        parts.append(f"{units} × {price['unit']}")
+    if price.get("unconfirmed"):
+        parts.append("unconfirmed price")
+    if price.get("origin") == "override":
+        parts.append("your price")
+    return "; ".join(parts)
+
+
+_UNIT_NAMES = {"board-hour": "board", "VM-hour": "VM", "setup-hour": "setup", "chip-hour": "chip", "GPU-hour": "GPU"}
+
+
+def epochs_cost(examples_per_sec, dataset_size: int, epochs: float, price_row: Optional[Mapping[str, Any]]) -> dict:
+    """Time and cost of `epochs` passes over `dataset_size` examples at `examples_per_sec`.
+
+    `price_row` is what match_price returns (its usd_per_hour already covers the run's chips); a
+    plain catalog row is taken as one unit. Costs are None where there is no price."""
+    if _bad_rate(examples_per_sec):
+        raise SpecError("examples_per_sec", f"must be a number > 0, got {examples_per_sec!r}")
+    if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1:
+        raise SpecError("dataset_size", f"must be an integer >= 1, got {dataset_size!r}")
+    if _missing(epochs) or epochs <= 0:
+        raise SpecError("epochs", f"must be a number > 0, got {epochs!r}")
+    seconds = dataset_size * epochs / examples_per_sec
+    hours = seconds / 3600.0
+    on_demand = spot = None
+    if price_row is not None:
+        hourly = price_row.get("usd_per_hour", price_row.get("on_demand_usd_per_hour"))
+        hourly_spot = price_row.get("usd_per_hour_spot", price_row.get("spot_usd_per_hour"))
+        on_demand = None if _missing(hourly) else hours * hourly
+        spot = None if _missing(hourly_spot) else hours * hourly_spot
+    return {
+        "examples": dataset_size * epochs,
+        "seconds": seconds,
+        "hours": hours,
+        "usd_on_demand": on_demand,
+        "usd_spot": spot,
+    }

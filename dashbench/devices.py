@@ -1,0 +1,299 @@
+"""What TensorFlow sees here, and the tf.distribute strategy for a run.
+
+A device that was asked for and is not there is a DeviceError naming what was found instead —
+never a silent fall-back to the CPU (seed 000: switching the runtime to TPU changed nothing).
+
+TensorFlow is imported inside functions, through import_tensorflow(), which quiets its logging
+first: the GPU build prints a cuInit error on a machine without a GPU, harmless but alarming.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dashbench.spec import RunSpec, SpecError, divisibility_message
+
+# TPU generations whose chips each show up as two TensorFlow devices (cores).
+_TWO_CORES_PER_CHIP = ("TPU v2", "TPU v3")
+# Accelerator-type prefixes on TPU VMs (TPU_ACCELERATOR_TYPE, e.g. "v5litepod-8") → canonical names.
+_TPU_TYPES = (("v5litepod", "TPU v5e"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"),
+              ("v4", "TPU v4"), ("v3", "TPU v3"), ("v2", "TPU v2"))
+# Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
+_GPU_NAMES = ("H200", "H100", "A100", "V100", "P100", "K80", "T4", "L4")
+
+
+class DeviceError(SpecError):
+    """The requested device is not available; the message says what was found instead."""
+
+    def __init__(self, message: str):
+        super().__init__("device", message)
+
+
+@dataclass
+class Target:
+    """A strategy plus what it runs on, resolved from a RunSpec."""
+
+    strategy: Any
+    kind: str  # cpu | gpu | tpu
+    accelerator: str  # canonical name (peaks.csv) or the raw device name
+    accelerator_count: int
+    device_names: list = field(default_factory=list)
+    replicas: int = 1
+    multi_worker: bool = False
+
+
+def import_tensorflow():
+    """Import TensorFlow with its C++ and Python logging turned down to errors that matter."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    with native_stderr_silenced():
+        import tensorflow as tf
+    tf.get_logger().setLevel("ERROR")
+    import absl.logging
+
+    absl.logging.set_verbosity(absl.logging.ERROR)
+    return tf
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """Send what C++ libraries write to file descriptor 2 to a scratch file for the duration.
+
+    Python exceptions are objects, not text, so real errors still reach the caller.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def tpu_evidence() -> Optional[str]:
+    """Why this host looks like a TPU VM (device files, libtpu), or None. Imports no TensorFlow."""
+    for path in ("/dev/accel0", "/dev/vfio/0"):
+        if os.path.exists(path):
+            return path
+    if os.environ.get("TPU_ACCELERATOR_TYPE") or os.environ.get("TPU_NAME"):
+        return "TPU_ACCELERATOR_TYPE/TPU_NAME set"
+    return None
+
+
+def discover() -> dict:
+    """What TensorFlow sees here, for `devices --json` and the environment record."""
+    tf = import_tensorflow()
+    with native_stderr_silenced():
+        physical = tf.config.list_physical_devices()
+    gpus = []
+    for device in physical:
+        if device.device_type == "GPU":
+            details = _gpu_details(tf, device)
+            gpus.append({"name": device.name, **details, "accelerator": canonical_gpu(details.get("device_name", ""))})
+    return {
+        "tensorflow": tf.__version__,
+        "physical_devices": [{"name": d.name, "type": d.device_type} for d in physical],
+        "gpus": gpus,
+        "tpu": {"evidence": tpu_evidence(), "accelerator_type": os.environ.get("TPU_ACCELERATOR_TYPE")},
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
+        "tf_config": bool(os.environ.get("TF_CONFIG")),
+        "default_device": resolve_auto(tf),
+    }
+
+
+def resolve_auto(tf) -> str:
+    if tpu_evidence():
+        return "tpu"
+    if tf.config.list_physical_devices("GPU"):
+        return "gpu"
+    return "cpu"
+
+
+def create(spec: RunSpec) -> Target:
+    """The strategy for this spec. CPU logical devices must be set before TensorFlow initialises."""
+    tf = import_tensorflow()
+    kind = spec.device
+    if kind == "auto":
+        kind = resolve_auto(tf)
+    if kind == "tpu":
+        return _tpu_target(tf, spec)
+    if _multi_worker_config():
+        return _multi_worker_target(tf, spec, kind)
+    if kind == "gpu":
+        return _gpu_target(tf, spec)
+    return _cpu_target(tf, spec)
+
+
+def _cpu_target(tf, spec: RunSpec) -> Target:
+    replicas = spec.replicas or 1
+    _check_divisible(spec.batch_size, replicas)
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        # A CPU run must not put ops on a GPU that happens to be there.
+        tf.config.set_visible_devices([], "GPU")
+        if replicas > 1:
+            tf.config.set_logical_device_configuration(
+                cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)]
+            )
+    except RuntimeError:
+        pass  # already initialised: checked below
+    logical = tf.config.list_logical_devices("CPU")
+    if len(logical) < replicas:
+        raise SpecError(
+            "replicas",
+            f"TensorFlow is already running in this process with {len(logical)} CPU device(s); "
+            f"{replicas} replicas need a fresh process (python -m dashbench run ... --replicas {replicas})",
+        )
+    names = [d.name for d in logical[:replicas]]
+    if replicas == 1:
+        strategy = tf.distribute.OneDeviceStrategy(names[0])
+    else:
+        strategy = tf.distribute.MirroredStrategy(names, cross_device_ops=tf.distribute.ReductionToOneDevice())
+    return Target(strategy, "cpu", "CPU", 1, names, replicas)
+
+
+def _gpu_target(tf, spec: RunSpec) -> Target:
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        raise DeviceError(f"gpu requested but TensorFlow sees no GPU; found: {found_summary(tf)}")
+    replicas = spec.replicas or len(gpus)
+    if replicas > len(gpus):
+        raise DeviceError(f"{replicas} GPUs requested but TensorFlow sees {len(gpus)}; found: {found_summary(tf)}")
+    _check_divisible(spec.batch_size, replicas)
+    logical = [d.name for d in tf.config.list_logical_devices("GPU")][:replicas]
+    if replicas == 1:
+        strategy = tf.distribute.OneDeviceStrategy(logical[0])
+    else:
+        strategy = tf.distribute.MirroredStrategy(logical)
+    raw = _gpu_details(tf, gpus[0]).get("device_name", gpus[0].name)
+    return Target(strategy, "gpu", canonical_gpu(raw), replicas, [_gpu_details(tf, g).get("device_name", g.name) for g in gpus[:replicas]], replicas)
+
+
+def _tpu_target(tf, spec: RunSpec) -> Target:
+    name = spec.tpu or "local"
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
+        if name != "local":
+            tf.config.experimental_connect_to_cluster(resolver)
+        with native_stderr_silenced():
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    except DeviceError:
+        raise
+    except Exception as exc:  # any failure to reach a TPU is the same answer for the user
+        # The first sentence says it ("TPUs not found in the cluster"); the rest is kernel detail.
+        reason = (str(exc).strip().split(". ")[0].splitlines() or [type(exc).__name__])[0][:160]
+        raise DeviceError(
+            f"tpu requested (tpu={name!r}) but no TPU could be initialised ({reason}); found: {found_summary(tf)}"
+        ) from None
+    replicas = strategy.num_replicas_in_sync
+    if spec.replicas is not None and spec.replicas != replicas:
+        raise SpecError("replicas", f"a TPU runs on all its {replicas} cores here; drop --replicas or use {replicas}")
+    _check_divisible(spec.batch_size, replicas)
+    accelerator = canonical_tpu(os.environ.get("TPU_ACCELERATOR_TYPE", ""))
+    cores_per_chip = 2 if accelerator in _TWO_CORES_PER_CHIP else 1
+    names = [d.name for d in tf.config.list_logical_devices("TPU")]
+    return Target(strategy, "tpu", accelerator, max(1, replicas // cores_per_chip), names, replicas)
+
+
+def _multi_worker_config() -> Optional[dict]:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError:
+        raise SpecError("TF_CONFIG", "is not valid JSON") from None
+    workers = config.get("cluster", {}).get("worker", [])
+    return config if len(workers) > 1 else None
+
+
+def _multi_worker_target(tf, spec: RunSpec, kind: str) -> Target:
+    if kind == "gpu" and not tf.config.list_physical_devices("GPU"):
+        raise DeviceError(f"gpu requested but TensorFlow sees no GPU; found: {found_summary(tf)}")
+    if kind == "cpu":
+        with contextlib.suppress(RuntimeError):
+            tf.config.set_visible_devices([], "GPU")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    replicas = strategy.num_replicas_in_sync
+    if spec.replicas is not None and spec.replicas != replicas:
+        raise SpecError("replicas", f"TF_CONFIG gives {replicas} replicas in all; drop --replicas or use {replicas}")
+    _check_divisible(spec.batch_size, replicas)
+    if kind == "gpu":
+        gpus = tf.config.list_physical_devices("GPU")
+        raw = _gpu_details(tf, gpus[0]).get("device_name", gpus[0].name)
+        return Target(strategy, "gpu", canonical_gpu(raw), replicas, [raw] * replicas, replicas, True)
+    workers = len(_multi_worker_config()["cluster"]["worker"])
+    return Target(strategy, "cpu", "CPU", workers, ["CPU"] * replicas, replicas, True)
+
+
+def _check_divisible(batch_size: int, replicas: int) -> None:
+    if batch_size % replicas:
+        raise SpecError("batch_size", divisibility_message(batch_size, replicas))
+
+
+def found_summary(tf) -> str:
+    """One phrase listing what TensorFlow does see, e.g. 'CPU (2 cores); no GPU; no TPU'."""
+    parts = [f"CPU ({os.cpu_count()} cores)"]
+    with native_stderr_silenced():
+        gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        parts.append(", ".join(_gpu_details(tf, g).get("device_name", g.name) for g in gpus))
+    else:
+        parts.append("no GPU")
+    parts.append(f"TPU evidence: {tpu_evidence()}" if tpu_evidence() else "no TPU")
+    usable = ["cpu", "auto"] if not gpus else ["gpu", "cpu", "auto"]
+    return ", ".join(parts) + f"; use --device {' or '.join(usable)}"
+
+
+def canonical_gpu(raw: str) -> str:
+    """'NVIDIA H100 80GB HBM3' → 'H100'; an unknown name is kept as it is."""
+    for name in _GPU_NAMES:
+        if re.search(rf"(?<![A-Za-z0-9]){name}(?![0-9A-Za-z])", raw):
+            return name
+    return raw or "GPU"
+
+
+def canonical_tpu(accelerator_type: str) -> str:
+    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU'."""
+    for prefix, name in _TPU_TYPES:
+        if accelerator_type.lower().startswith(prefix):
+            return name
+    return "TPU"
+
+
+def _gpu_details(tf, device) -> dict:
+    try:
+        details = tf.config.experimental.get_device_details(device)
+    except Exception:  # details are informative only
+        return {}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in details.items()}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

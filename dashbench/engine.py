@@ -1,0 +1,255 @@
+"""The measured training loop: RunSpec in, result dict out (the store and the dashboard read its keys).
+
+How it measures (DESIGN.md, "Measuring honestly"):
+- a custom loop: `strategy.run` inside one `tf.function` that runs `steps_per_loop` steps per host
+  call; the optimizer is built inside the strategy scope before the function is traced;
+- with XLA, only the per-replica forward/backward is compiled (`jit_compile=True`) and
+  `apply_gradients` stays outside it — a whole-step jit fails under MirroredStrategy;
+- synthetic data is one global batch generated on the devices once; each replica keeps its slice;
+- the first host call (tracing, graph optimisation, XLA compilation) is timed as `compile_s` and
+  kept out of the samples; warm-up loops are samples marked `warmup` and left out of the statistics;
+- each host call is timed until the loss and the optimizer's step counter are on the host, so
+  asynchronous dispatch cannot make a step look faster than the device ran it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Callable, Optional
+
+from dashbench import devices, envinfo, peaks, stats, workloads
+from dashbench.spec import RunSpec
+
+# Op types whose placement says where the training work ran (not loop counters or host copies).
+_COMPUTE_OPS = re.compile(
+    r"^_?(Fused)?(Conv2D|Conv2DBackprop|MatMul|BatchMatMul|DepthwiseConv2dNative|FusedBatchNorm|CudnnRNN|"
+    r"ResourceApply|BiasAdd|Elu|Relu|Softmax|SparseSoftmaxCrossEntropy)"
+)
+
+Event = Callable[[dict], None]
+
+
+def run(spec: RunSpec, on_event: Optional[Event] = None) -> dict:
+    """Train `spec.model` as the spec says and return the measured result (JSON-able dict)."""
+    emit = on_event or (lambda event: None)
+    workload = workloads.get(spec.model)
+    shapes = workload.shapes(spec)
+    if spec.data == "real":
+        workloads.fashion_mnist_dir(spec.data_path)  # a missing file is a SpecError before TF starts
+    emit({"event": "phase", "phase": "setup"})
+    tf = devices.import_tensorflow()
+    import keras
+
+    target = devices.create(spec)
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.utils.set_random_seed(spec.seed)
+    keras.mixed_precision.set_global_policy(spec.precision)
+    try:
+        return _measure(tf, keras, spec, workload, shapes, target, emit)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
+    strategy = target.strategy
+    global_batch = spec.batch_size
+    per_replica_batch = global_batch // target.replicas
+    loss_scaling = spec.precision == "mixed_float16"
+
+    with strategy.scope():
+        model = workload.build_model(shapes)
+        optimizer = workload.make_optimizer()
+        if loss_scaling:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)  # before tracing: slots must exist in the scope
+    flops = workload.flops_per_example(model)
+    variables = model.trainable_variables
+
+    def forward_backward(x, y):
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            # Sum over this replica's examples / GLOBAL batch: summed over replicas it is the mean.
+            loss = tf.reduce_sum(workload.per_example_loss(y, predictions)) / global_batch
+            scaled = optimizer.scale_loss(loss) if loss_scaling else loss
+        return loss, tape.gradient(scaled, variables)
+
+    if spec.xla and target.kind != "tpu":  # a TPU compiles everything with XLA anyway
+        forward_backward = tf.function(forward_backward, jit_compile=True)
+
+    def replica_step(x, y):
+        loss, grads = forward_backward(x, y)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    if spec.data == "real":
+        dataset = workloads.real_dataset(spec.data_path, global_batch, spec.seed)
+        source = iter(strategy.experimental_distribute_dataset(dataset))
+    else:
+        source = _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, spec.seed)
+    real = spec.data == "real"
+
+    @tf.function
+    def train_loop(batches, steps):
+        loss = tf.constant(0.0)
+        for _ in tf.range(steps):
+            batch = next(batches) if real else batches
+            per_replica_loss = strategy.run(replica_step, args=batch)
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+        return loss, tf.convert_to_tensor(optimizer.iterations)
+
+    steps_per_loop = tf.constant(spec.steps_per_loop)
+
+    def host_loop() -> tuple[float, float]:
+        start = time.perf_counter()
+        loss, iterations = train_loop(source, steps_per_loop)
+        loss_value = float(loss.numpy())  # the host sync: both values come from the device
+        int(iterations.numpy())
+        return time.perf_counter() - start, loss_value
+
+    emit({"event": "phase", "phase": "compile"})
+    compile_s, _ = host_loop()
+    emit({"event": "compiled", "compile_s": compile_s})
+
+    samples: list[dict] = []
+    warmup_loops = math.ceil(spec.warmup / spec.steps_per_loop)
+    measured_loops = spec.steps // spec.steps_per_loop
+    for index in range(warmup_loops + measured_loops):
+        warmup = index < warmup_loops
+        if index == 0 and warmup_loops:
+            emit({"event": "phase", "phase": "warmup"})
+        if index == warmup_loops:
+            emit({"event": "phase", "phase": "measure"})
+        duration, loss = host_loop()
+        sample = {
+            "event": "sample", "index": index, "steps": spec.steps_per_loop, "duration_s": duration,
+            "loss": stats.finite_or_none(loss), "warmup": warmup,
+        }
+        samples.append(sample)
+        emit(sample)
+
+    placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
+    measured = [s for s in samples if not s["warmup"]]
+    timing = stats.step_time_stats(measured, global_batch)
+    losses = [s["loss"] for s in samples]
+
+    achieved = stats.achieved_tflops(flops["training"], timing["examples_per_sec"])
+    tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    peak_tflops, source_name, margin = _peak(target, spec.precision, tf32)
+    flags = []
+    if stats.above_peak(achieved, peak_tflops, margin):
+        flags.append(stats.FLAG_ABOVE_PEAK)
+    if stats.non_finite(losses):
+        flags.append(stats.FLAG_NON_FINITE_LOSS)
+    if stats.loss_not_falling(losses):
+        flags.append(stats.FLAG_LOSS_NOT_FALLING)
+    if stats.placement_mismatch(target.kind, placement["variables"] + placement["ops"]):
+        flags.append(stats.FLAG_PLACEMENT_MISMATCH)
+
+    xla = spec.xla or target.kind == "tpu"
+    result = {
+        "model": spec.model,
+        "unit": workload.unit,
+        "device": target.kind,
+        "accelerator": target.accelerator,
+        "accelerator_count": target.accelerator_count,
+        "device_names": list(target.device_names),
+        "replicas": target.replicas,
+        "global_batch_size": global_batch,
+        "per_replica_batch_size": per_replica_batch,
+        "precision": spec.precision,
+        "xla": xla,
+        "data": spec.data,
+        "status": "done",
+        **timing,
+        "steps": spec.steps,
+        "steps_per_loop": spec.steps_per_loop,
+        "compile_s": compile_s,
+        "flops_per_example": flops["training"],
+        "forward_flops_per_example": flops["forward"],
+        "achieved_tflops": achieved,
+        "peak_tflops": peak_tflops,
+        "peak_source": source_name,
+        "mfu": stats.mfu(achieved, peak_tflops),
+        "flags": flags,
+        "losses": losses,
+        "placement": placement,
+        "shapes": shapes.to_dict(),
+        "env": envinfo.record(
+            target.device_names, spec.precision, xla,
+            {
+                "strategy": type(target.strategy).__name__,
+                "replicas": target.replicas,
+                "multi_worker": target.multi_worker,
+                "tf32": tf32,
+                "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
+            },
+        ),
+        "spec": spec.to_dict(),
+    }
+    return result
+
+
+def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):
+    """Each replica builds the same global batch from the seed and keeps its own slice, on its device.
+
+    Building the whole batch everywhere costs memory once, at set-up; in exchange a run with N
+    replicas sees exactly the examples of a 1-replica run of the same global batch.
+    """
+    replicas = global_batch // per_replica_batch
+
+    def replica_batch():
+        context = tf.distribute.get_replica_context()
+        x, y = workload.synthetic_batch(shapes, global_batch, seed)
+        index = context.replica_id_in_sync_group
+        # Reshape to [replicas, per_replica, ...] and gather: static shapes, as XLA on a TPU needs.
+        take = lambda t: tf.gather(tf.reshape(t, [replicas, per_replica_batch, *t.shape[1:]]), index)
+        return take(x), take(y)
+
+    return tf.function(lambda: strategy.run(replica_batch))()
+
+
+def _peak(target, precision: str, tf32: bool):
+    """(peak TFLOP/s for all accelerators used, 'datasheet'|'measured'|None, above-peak margin)."""
+    if target.kind == "cpu":
+        per_host = peaks.cpu_peak_tflops("float32")
+        dtype = peaks.compute_dtype(precision)
+        if dtype != "float32":
+            per_host = max(per_host, peaks.cpu_peak_tflops(dtype))
+        return per_host * target.accelerator_count, "measured", peaks.CPU_SOFT_MARGIN
+    per_chip = peaks.datasheet_peak_tflops(target.accelerator, precision, tf32)
+    if per_chip is None:
+        return None, None, 1.0
+    return per_chip * target.accelerator_count, "datasheet", 1.0
+
+
+def _variable_devices(model, optimizer) -> list[str]:
+    found = set()
+    for variable in list(model.variables) + list(optimizer.variables):
+        handle = getattr(variable, "value", variable)
+        components = getattr(handle, "values", None) or (handle,)
+        for component in components:
+            device = getattr(component, "device", "")
+            if device:
+                found.add(device)
+    return sorted(found)
+
+
+def _op_devices(train_loop, source, steps) -> list[str]:
+    """Devices the compute ops of the traced step were placed on (per-replica device scopes)."""
+    try:
+        graph_def = train_loop.get_concrete_function(source, steps).graph.as_graph_def()
+    except Exception:  # placement is a record, never a reason to lose a finished run
+        return []
+    nodes = list(graph_def.node) + [node for function in graph_def.library.function for node in function.node_def]
+    found = set()
+    for node in nodes:
+        compute = _COMPUTE_OPS.match(node.op) or "_XlaMustCompile" in node.attr
+        if not compute:
+            continue
+        if node.device:
+            found.add(node.device)
+        elif "_tpu_replicate" in node.attr:
+            found.add("/device:TPU_REPLICATED_CORE:0")
+    return sorted(found)

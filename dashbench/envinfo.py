@@ -1,0 +1,70 @@
+"""The environment record stored with every run: enough to judge two runs comparable or not.
+
+Versions come from package metadata, so this module imports no TensorFlow itself.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+from dashbench import __version__
+from dashbench.devices import cpu_model
+
+
+def package_version(name: str) -> Optional[str]:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def tensorflow_version() -> Optional[str]:
+    # The TPU and GPU builds install under other distribution names.
+    for name in ("tensorflow", "tensorflow-tpu", "tensorflow-cpu", "tf-nightly"):
+        version = package_version(name)
+        if version:
+            return version
+    return None
+
+
+def git_commit() -> Optional[str]:
+    """HEAD of the checkout dashbench runs from, with '-dirty' when files differ; None outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
+        if head.returncode:
+            return None
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
+
+
+def record(device_names: list, precision: str, xla: bool, extra: Optional[dict] = None) -> dict:
+    env = {
+        "tensorflow": tensorflow_version(),
+        "keras": package_version("keras"),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "device_names": list(device_names),
+        "device_count": len(device_names),
+        "precision": precision,
+        "xla": xla,
+        "dashbench_version": __version__,
+        "git_commit": git_commit(),
+        "platform": platform.platform(),
+    }
+    env.update(extra or {})
+    return env

@@ -1,0 +1,179 @@
+"""Run the engine inside this process and record the run's whole life in the store.
+
+The row exists before the first step (so a crash leaves a trace, never nothing), samples land while
+the run goes (so a SIGKILL keeps what was measured), and the end is always written: `done` with the
+result, `failed` with the error text, or `cancelled` on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from typing import Callable
+
+from dashbench.spec import RunSpec
+from dashbench.store import Store, StoreError, this_host
+
+# Samples are committed at least this often; between commits they wait in memory.
+FLUSH_EVERY_S = 0.2
+FLUSH_EVERY_N = 100
+
+
+class RunCancelled(Exception):
+    """The run was stopped by SIGTERM or SIGINT; it is recorded as `cancelled`."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"cancelled by {signal.Signals(signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _Recorder:
+    """Turns engine events into store writes, batching samples by time."""
+
+    def __init__(self, store: Store | None, run_id: str | None, on_event: Callable[[dict], None] | None):
+        self.store, self.run_id, self.on_event = store, run_id, on_event
+        self.pending: list[dict] = []
+        self.last_flush = time.monotonic()
+
+    def __call__(self, event: dict) -> None:
+        if self.store is not None:
+            kind = event.get("event")
+            if kind == "sample":
+                self.pending.append(event)
+                if len(self.pending) >= FLUSH_EVERY_N or time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
+                    self.flush()
+            elif kind == "phase":
+                self.flush()
+                with _deferred_signals():
+                    self.store.set_phase(self.run_id, event.get("phase"))
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def flush(self) -> None:
+        if self.store is None or not self.pending:
+            return
+        with _deferred_signals():
+            self.store.add_samples(self.run_id, self.pending)
+        self.pending = []
+        self.last_flush = time.monotonic()
+
+
+_signal_state = threading.local()
+
+
+@contextlib.contextmanager
+def _deferred_signals(swallow: bool = False):
+    """A cancel that arrives mid-write raises after the write, so no transaction is cut in half.
+    With `swallow`, the run is already ending, so a late signal is simply dropped."""
+    _signal_state.busy = getattr(_signal_state, "busy", 0) + 1
+    try:
+        yield
+    finally:
+        _signal_state.busy -= 1
+        pending = getattr(_signal_state, "pending", None)
+        if pending and not _signal_state.busy:
+            _signal_state.pending = None
+            if not swallow:
+                raise RunCancelled(pending)
+
+
+def _on_signal(signum, _frame):
+    if getattr(_signal_state, "busy", 0):
+        _signal_state.pending = signum
+        return
+    raise RunCancelled(signum)
+
+
+@contextlib.contextmanager
+def _cancel_on_signals():
+    # Signal handlers can only be set from the main thread; elsewhere (a test thread) we go without.
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
+            on_event: Callable[[dict], None] | None = None) -> dict:
+    """Run `spec` with `dashbench.engine.run`, recording it. Returns the result with "run_id" added.
+
+    With `run_id`, an existing queued row (e.g. from the job runner) is started, or a new row is
+    made under that id; `spec` may then be None to run the spec stored in that row.
+    Errors are recorded (`failed`, with the error text) and then raised again."""
+    from dashbench import engine  # looked up per call, so tests can swap engine.run
+
+    store = Store(db_path) if record else None
+    try:
+        with _cancel_on_signals():
+            if store is not None:
+                spec, run_id = _begin(store, spec, run_id)
+            elif spec is None:
+                raise ValueError("spec: a spec is required when the run is not recorded")
+            spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
+            recorder = None
+            try:
+                recorder = _Recorder(store, run_id, on_event)
+                result = engine.run(spec, on_event=recorder)
+                recorder.flush()
+            except RunCancelled as exc:
+                if store is not None and run_id is not None:
+                    _finish(store, run_id, "cancelled", None, str(exc), recorder)
+                raise
+            except BaseException as exc:
+                if store is not None and run_id is not None:
+                    status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
+                    _finish(store, run_id, status, None, _error_text(exc), recorder)
+                raise
+            with _deferred_signals(swallow=True):
+                result = dict(result)
+                result["run_id"] = run_id
+                if store is not None:
+                    store.finish_run(run_id, "done", result=result)
+            return result
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _begin(store: Store, spec, run_id: str | None):
+    if run_id is not None:
+        row = store.get_run(run_id)
+        if row is not None:
+            if spec is None:
+                spec = RunSpec.from_dict(row["spec"])
+            with _deferred_signals():
+                store.start_run(run_id, os.getpid(), this_host())
+            return spec, run_id
+    if spec is None:
+        raise StoreError(f"run_id: no run {run_id} in {store.path}, and no spec given to create it")
+    with _deferred_signals():
+        run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
+    return spec, run_id
+
+
+def _finish(store: Store, run_id: str, status: str, result, error: str, recorder) -> None:
+    # Keep what was measured before the end; a second signal must not cut this write short.
+    with _deferred_signals(swallow=True):
+        try:
+            if recorder is not None:
+                recorder.flush()
+        finally:
+            store.finish_run(run_id, status, result=result, error=error)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name

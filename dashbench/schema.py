@@ -1,0 +1,214 @@
+"""The store's SQLite schema, as a list of forward migrations.
+
+A new database is built by applying every migration from v1, so the upgrade path that old files
+take is the same path every fresh file takes — it cannot rot unnoticed. The version lives in
+`PRAGMA user_version`. Migrations only ever move forward; a file from a newer dashbench is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+# The first released layout: everything a run knows lives in JSON columns.
+V1_SQL = """
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY,
+    status      TEXT NOT NULL,
+    spec_json   TEXT NOT NULL,
+    result_json TEXT,
+    error       TEXT,
+    created_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    pid         INTEGER,
+    host        TEXT,
+    sweep_id    TEXT,
+    label       TEXT
+);
+CREATE TABLE samples (
+    run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    idx        INTEGER NOT NULL,
+    steps      INTEGER NOT NULL,
+    duration_s REAL NOT NULL,
+    loss       REAL,
+    warmup     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX runs_created ON runs(created_at);
+"""
+
+# Columns lifted out of spec_json / result_json in v2, so that the dashboard's filters and tables
+# read plain indexed columns instead of parsing JSON for 100k rows. name -> (SQL type, source, key)
+FLAT_COLUMNS = {
+    "model": ("TEXT", "spec", "model"),
+    "device": ("TEXT", "spec", "device"),  # replaced by the resolved kind once a result exists
+    "accelerator": ("TEXT", "result", "accelerator"),
+    "accelerator_count": ("INTEGER", "result", "accelerator_count"),
+    "replicas": ("INTEGER", "result", "replicas"),
+    "batch_size": ("INTEGER", "spec", "batch_size"),
+    "precision": ("TEXT", "spec", "precision"),
+    "xla": ("INTEGER", "spec", "xla"),
+    "data": ("TEXT", "spec", "data"),
+    "unit": ("TEXT", "result", "unit"),
+    "steps": ("INTEGER", "spec", "steps"),
+    "examples_per_sec": ("REAL", "result", "examples_per_sec"),
+    "examples_per_sec_ci95_lo": ("REAL", "result", None),
+    "examples_per_sec_ci95_hi": ("REAL", "result", None),
+    "step_time_median_s": ("REAL", "result", "step_time_median_s"),
+    "step_time_p10_s": ("REAL", "result", "step_time_p10_s"),
+    "step_time_p90_s": ("REAL", "result", "step_time_p90_s"),
+    "step_time_std_s": ("REAL", "result", "step_time_std_s"),
+    "n_samples": ("INTEGER", "result", "samples"),
+    "compile_s": ("REAL", "result", "compile_s"),
+    "achieved_tflops": ("REAL", "result", "achieved_tflops"),
+    "peak_tflops": ("REAL", "result", "peak_tflops"),
+    "mfu": ("REAL", "result", "mfu"),
+    "flags_json": ("TEXT", "result", "flags"),
+}
+
+
+def flat_values(spec: dict, result: dict | None) -> dict:
+    """The v2 flat columns for one run, from its spec and (maybe absent) result."""
+    result = result or {}
+    values = {}
+    for column, (_type, source, key) in FLAT_COLUMNS.items():
+        if key is None:
+            continue
+        value = (spec if source == "spec" else result).get(key)
+        values[column] = value
+    if result.get("device"):
+        values["device"] = result["device"]
+    if values.get("replicas") is None:
+        values["replicas"] = spec.get("replicas")
+    if result.get("global_batch_size") is not None:
+        values["batch_size"] = result["global_batch_size"]
+    ci = result.get("examples_per_sec_ci95") or [None, None]
+    values["examples_per_sec_ci95_lo"], values["examples_per_sec_ci95_hi"] = (list(ci) + [None, None])[:2]
+    values["xla"] = None if values.get("xla") is None else int(bool(values["xla"]))
+    values["flags_json"] = json.dumps(list(result.get("flags") or []))
+    return values
+
+
+# v2 columns of `runs`, in order. The JSON moved to `run_blobs`: a row of `runs` is ~300 bytes,
+# so a scan of 100k runs reads a few MiB of pages instead of walking every run's JSON.
+RUN_COLUMNS_V2 = ("run_id", "status", "created_at", "started_at", "finished_at", "pid", "host", "sweep_id",
+                  "label", "error", *FLAT_COLUMNS)
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    columns = ",\n    ".join(f"{name} {sql_type}" for name, (sql_type, _s, _k) in FLAT_COLUMNS.items())
+    conn.execute(f"""CREATE TABLE runs_v2 (
+    run_id      TEXT PRIMARY KEY,
+    status      TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    pid         INTEGER,
+    host        TEXT,
+    sweep_id    TEXT,
+    label       TEXT,
+    error       TEXT,
+    {columns}
+)""")
+    conn.execute(
+        """CREATE TABLE run_blobs (
+            run_id      TEXT PRIMARY KEY REFERENCES runs(run_id) ON DELETE CASCADE,
+            spec_json   TEXT NOT NULL,
+            result_json TEXT
+        )"""
+    )
+    rows = conn.execute(
+        "SELECT run_id, status, created_at, started_at, finished_at, pid, host, sweep_id, label, error,"
+        " spec_json, result_json FROM runs"
+    ).fetchall()
+    marks = ",".join("?" * len(RUN_COLUMNS_V2))
+    for *head, spec_json, result_json in rows:
+        flat = flat_values(json.loads(spec_json), json.loads(result_json) if result_json else None)
+        conn.execute(f"INSERT INTO runs_v2 ({', '.join(RUN_COLUMNS_V2)}) VALUES ({marks})",
+                     [*head, *(flat[name] for name in FLAT_COLUMNS)])
+        conn.execute("INSERT INTO run_blobs VALUES (?, ?, ?)", (head[0], spec_json, result_json))
+    # SQLite's table-rebuild recipe; foreign keys are off (see migrate) so the drop cascades nowhere.
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_v2 RENAME TO runs")
+    conn.execute("CREATE INDEX runs_created ON runs(created_at)")
+    # Every filter of the dashboard is an equality on one of these plus an ordering by time.
+    for column in ("status", "model", "device", "accelerator", "precision", "batch_size", "sweep_id", "label"):
+        conn.execute(f"CREATE INDEX runs_{column} ON runs({column}, created_at)")
+    conn.execute("CREATE INDEX runs_host_status ON runs(host, status)")
+
+
+def _v3(conn: sqlite3.Connection) -> None:
+    # Job runner: what the run is doing now, and a cancel that outlives the process that asked.
+    conn.execute("ALTER TABLE runs ADD COLUMN phase TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE runs ADD COLUMN log_path TEXT")
+    # The user's edits to the price catalog (dashbench.costs merges them over the shipped rows).
+    conn.execute(
+        """CREATE TABLE price_overrides (
+            key                     TEXT PRIMARY KEY,
+            device                  TEXT NOT NULL,
+            provider                TEXT,
+            unit                    TEXT NOT NULL,
+            chips_per_unit          REAL,
+            on_demand_usd_per_hour  REAL,
+            spot_usd_per_hour       REAL,
+            region                  TEXT,
+            source                  TEXT,
+            as_of                   TEXT,
+            unconfirmed             INTEGER NOT NULL DEFAULT 0,
+            origin                  TEXT NOT NULL DEFAULT 'override',
+            updated_at              REAL NOT NULL
+        )"""
+    )
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    # Not executescript(): it would COMMIT the migration's transaction half-way.
+    for statement in V1_SQL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+# MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
+MIGRATIONS = [_v1, _v2, _v3]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+PRICE_COLUMNS = (
+    "key",
+    "device",
+    "provider",
+    "unit",
+    "chips_per_unit",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "region",
+    "source",
+    "as_of",
+    "unconfirmed",
+    "origin",
+)
+
+
+def migrate(conn: sqlite3.Connection, from_version: int) -> None:
+    """Apply every migration after `from_version` in ONE transaction: a reader (or a crash) sees
+    the old version or the new one, never a half-built file. Foreign keys are off meanwhile (a
+    table rebuild drops and renames tables) and checked before the commit."""
+    conn.execute("PRAGMA foreign_keys = OFF")  # only takes effect outside a transaction
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # A second process may have upgraded the file while we waited for the lock.
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            for version in range(max(current, from_version) + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[version - 1](conn)
+            broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise sqlite3.IntegrityError(f"migration broke references: {broken[:3]}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")

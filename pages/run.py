@@ -1,0 +1,118 @@
+"""Run: launch a run or a batch-size sweep through the job runner and watch it live."""
+
+import streamlit as st
+
+from dashbench import charts, jobs, ui, views
+from dashbench.spec import MODELS, PRECISIONS, SpecError
+from dashbench.store import Store
+
+ctx = ui.page_context()
+st.title("Run")
+if ctx.settings.read_only or ctx.store is None:
+    st.error(ctx.store_error or "This dashboard is read-only: runs are launched elsewhere.")
+    st.stop()
+db_path = ctx.settings.db_path
+
+with st.spinner("Looking for devices on this machine…"):
+    devices = views.device_info()
+if devices.error:
+    st.warning(devices.error)
+
+for key, value in views.run_form_defaults(devices.kinds).items():
+    st.session_state.setdefault(key, value)
+
+
+def _apply_preset():
+    slug = st.session_state["run_preset"]
+    if slug:
+        st.session_state.update(views.preset_form_values(slug, st.session_state["run_device"],
+                                                         quick=st.session_state["run_quick"]))
+
+
+preset_names = views.preset_choices()
+cols = st.columns([3, 1])
+cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(preset_names), key="run_preset",
+                  format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
+                  on_change=_apply_preset)
+cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
+                 help="The preset with tiny shapes and 2 steps: seconds on a CPU, for trying it out.")
+if st.session_state["run_preset"]:
+    st.caption(views.preset_description(st.session_state["run_preset"]))
+
+with st.form("run_form"):
+    cols = st.columns(4)
+    cols[0].selectbox("Model", MODELS, key="run_model")
+    cols[1].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
+    cols[2].selectbox("Device", devices.kinds, key="run_device",
+                      format_func=lambda k: devices.description.get(k, k.upper()))
+    cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
+    cols = st.columns(4)
+    cols[0].number_input("Measured steps", min_value=1, step=1, key="run_steps")
+    cols[1].number_input("Warm-up steps", min_value=0, step=1, key="run_warmup")
+    cols[2].number_input("Steps per host loop", min_value=1, step=1, key="run_steps_per_loop")
+    cols[3].checkbox("XLA (jit_compile)", key="run_xla")
+    st.text_input("Label (optional, stored with the run)", key="run_label")
+    with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
+        cols = st.columns(3)
+        cols[0].number_input("Image size", min_value=0, step=1, key="run_image_size")
+        cols[1].number_input("Sequence length", min_value=0, step=1, key="run_seq_len")
+        cols[2].number_input("Width (filters / hidden units)", min_value=0, step=1, key="run_width")
+    st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
+    cols = st.columns(2)
+    launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
+    launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
+
+if launch or launch_sweep:
+    try:
+        specs, sweep_id = views.specs_from_form(st.session_state, sweep=launch_sweep)
+        ids = [jobs.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
+    except SpecError as exc:
+        st.error(f"Not launched: {exc}")
+    else:
+        st.session_state.setdefault("my_runs", []).extend(ids)
+        st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
+
+active = ctx.store.runs(status=["queued", "running"])
+
+
+def live_panel():
+    """Refreshes on its own while runs are active; a plain function of the store underneath."""
+    with Store(db_path) as store:
+        jobs.pump(db_path)
+        current = store.runs(status=["queued", "running"])
+    if current.empty:
+        st.rerun(scope="app")  # all finished: redraw the page once with their headlines
+    for _, row in current.iterrows():
+        run_id = row["run_id"]
+        view = views.live_view(jobs.progress(run_id, db_path))
+        with st.container(border=True):
+            cols = st.columns([5, 1])
+            cols[0].markdown(f"**{views.run_label(row)}** — {view.text}")
+            if cols[1].button("Cancel", key=f"cancel_{run_id}"):
+                jobs.cancel(run_id, db_path)
+            st.progress(view.fraction)
+            if not view.samples.empty:
+                st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")
+
+
+if not active.empty:
+    st.subheader(f"Active runs ({len(active)})")
+    st.fragment(live_panel, run_every=1.0)()
+
+mine = views.finished_runs(ctx.store, st.session_state.get("my_runs", []))
+if mine:
+    st.subheader("Finished")
+    for run in mine:
+        detail = views.run_detail(run)
+        with st.container(border=True):
+            st.markdown(f"**{detail['title']}** — `{detail['status']}`")
+            if detail["error"]:
+                st.error(detail["error"])
+            for name, text in detail["flags"]:
+                st.warning(f"`{name}`: {text}", icon=":material/warning:")
+            if detail["headline"]:
+                for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
+                    col.metric(label, value)
+                    col.caption(more)
+    st.page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
+                 query_params={"runs": ",".join(r["run_id"] for r in mine)})

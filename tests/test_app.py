@@ -1,0 +1,248 @@
+"""The real Streamlit app under streamlit.testing.v1.AppTest, against real SQLite stores in tmp_path."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashbench import views
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+
+import dashboard_data
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ["pages/run.py", "pages/compare.py", "pages/results.py", "pages/prices.py"]
+# A page's first render may wait for device discovery (a TensorFlow subprocess) on this slow machine.
+TIMEOUT_S = 180
+
+
+def start(monkeypatch, db, read_only=False) -> AppTest:
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    if read_only:
+        monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+    else:
+        monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def show(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page).run()
+    assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
+    parts += [e.value for e in at.error] + [i.value for i in at.info] + [s.value for s in at.success]
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def filled(tmp_path):
+    db = tmp_path / "runs.sqlite"
+    ids = dashboard_data.fill(db, n_runs=60)
+    return db, ids
+
+
+def digest(db: Path) -> str:
+    # The main file only: a WAL reader may create the -shm index beside it, which changes no data.
+    return hashlib.sha256(db.read_bytes()).hexdigest()
+
+
+def test_every_page_renders_on_an_empty_store(tmp_path, monkeypatch):
+    at = start(monkeypatch, tmp_path / "new" / "empty.sqlite")
+    assert "No runs stored yet" in texts(at)  # the default page is Compare: a first screen, not a blank
+    for page in PAGES:
+        show(at, page)
+    show(at, "pages/run.py")
+    assert at.selectbox(key="run_device").options  # at least the CPU
+    show(at, "pages/results.py")
+    assert "No runs stored yet" in texts(at)
+    show(at, "pages/prices.py")
+    assert len(at.dataframe) == 2  # the catalog and the published rows
+
+
+def test_every_page_renders_on_a_store_with_many_runs(filled, monkeypatch):
+    db, ids = filled
+    at = start(monkeypatch, db)
+    for page in PAGES:
+        show(at, page)
+    show(at, "pages/compare.py")
+    # Flags sit next to the figures on Compare, not in a detail view.
+    shown = texts(at)
+    assert "above peak" in shown and "not on the chosen device" in shown
+    assert len(at.get("plotly_chart")) >= 4
+    assert at.selectbox(key="cmp_baseline").options
+    show(at, "pages/results.py")
+    assert len(at.dataframe[0].value) == len(ids)
+    assert any(d.proto.label.startswith("Download bundle") for d in at.get("download_button"))
+
+
+def test_compare_link_opens_the_requested_runs(filled, monkeypatch):
+    db, ids = filled
+    at = start(monkeypatch, db)
+    at.query_params["runs"] = ids[1]
+    show(at, "pages/compare.py")
+    assert at.multiselect(key="cmp_runs").value == [ids[1]]
+
+
+def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypatch):
+    db, _ = filled
+    before = digest(db)
+    at = start(monkeypatch, db, read_only=True)
+    with pytest.raises(ValueError):
+        at.switch_page("pages/run.py")
+    for page in PAGES[1:]:
+        show(at, page)
+        labels = [b.label for b in at.button]
+        assert not at.get("file_uploader") and "Delete" not in labels and "Reset all overrides" not in labels
+        assert "Save price" not in labels
+    show(at, "pages/compare.py")
+    assert len(at.get("plotly_chart")) >= 4
+    assert digest(db) == before
+
+
+def test_read_only_without_a_database_says_so(tmp_path, monkeypatch):
+    at = start(monkeypatch, tmp_path / "missing.sqlite", read_only=True)
+    assert "No database at" in texts(at)
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_results_page_deletes_and_imports(filled, monkeypatch, tmp_path):
+    db, ids = filled
+    other = tmp_path / "other.sqlite"
+    with Store(other) as store:
+        extra = store.create_run(RunSpec(model="conv2d", batch_size=8), status="running")
+        store.finish_run(extra, "failed", error="bundle me")
+    bundle = views.bundle_bytes(str(other), [extra])
+
+    at = start(monkeypatch, db)
+    show(at, "pages/results.py")
+    at.multiselect(key="res_delete").set_value([ids[0]])
+    at.checkbox(key="res_delete_confirm").check().run()
+    at.button(key="res_delete_go").click().run()
+    assert_clean(at)
+    assert "Deleted 1 runs." in texts(at)
+    at.file_uploader(key="res_import").upload("bundle.json", bundle, "application/json").run()
+    at.button(key="res_import_go").click().run()
+    assert_clean(at)
+    assert "Imported" in texts(at)
+    with Store(db, read_only=True) as store:
+        assert store.get_run(ids[0]) is None
+        assert store.get_run(extra)["error"] == "bundle me"
+
+
+def test_prices_page_sets_and_resets_an_override(filled, monkeypatch):
+    db, _ = filled
+    at = start(monkeypatch, db)
+    show(at, "pages/prices.py")
+    at.text_input(key="price_device").input("cpu")
+    at.selectbox(key="price_unit").set_value("hour")
+    at.number_input(key="price_on_demand").set_value(0.5)
+    at.button(key="price_save").click().run()
+    assert_clean(at)
+    with Store(db, read_only=True) as store:
+        (row,) = store.price_overrides()
+    assert row["device"] == "CPU" and row["on_demand_usd_per_hour"] == 0.5
+    show(at, "pages/compare.py")
+    assert "No price for: " not in "\n".join(c.value for c in at.caption if "CPU" in c.value)
+    show(at, "pages/prices.py")
+    at.button(key="price_reset").click().run()
+    assert_clean(at)
+    with Store(db, read_only=True) as store:
+        assert store.price_overrides() == []
+
+
+def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
+    db = tmp_path / "queue.sqlite"
+    with Store(db) as store:
+        # "Running" in this (alive) test process: the CPU is busy, so the next CPU run must wait.
+        busy = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4),
+                                status="running", pid=os.getpid())
+        store.add_samples(busy, [{"index": 0, "steps": 1, "duration_s": 0.2, "loss": 2.0, "warmup": True},
+                                 {"index": 1, "steps": 1, "duration_s": 0.1, "loss": 1.9, "warmup": False}])
+        waiting = store.create_run(RunSpec(model="conv2d", batch_size=8, device="cpu"), status="queued")
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    shown = texts(at)
+    assert "Active runs (2)" in [s.value for s in at.subheader]
+    assert "step 2 of 6" in shown and "queued: waiting for the device" in shown
+    assert at.button(key=f"cancel_{waiting}") and len(at.get("plotly_chart")) == 1
+    with Store(db) as store:
+        store.finish_run(busy, "cancelled")
+        store.request_cancel(waiting)
+
+
+def test_a_tiny_real_run_launched_from_the_run_page_shows_on_compare(tmp_path, monkeypatch):
+    db = tmp_path / "real.sqlite"
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.number_input(key="run_batch_size").set_value(4)
+    at.number_input(key="run_steps").set_value(2)
+    at.number_input(key="run_warmup").set_value(1)
+    at.number_input(key="run_image_size").set_value(8)
+    at.number_input(key="run_width").set_value(2)
+    at.text_input(key="run_label").input("from the app test")
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert "Queued 1 run(s)." in texts(at)
+    with Store(db, read_only=True) as store:
+        (run_id,) = store.runs()["run_id"]
+        deadline = time.monotonic() + 150
+        while store.get_run(run_id)["status"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        run = store.get_run(run_id)
+    assert run["status"] == "done", run["error"]
+    at.run()  # the page the user is on reruns: the finished run's headline and the link
+    assert_clean(at)
+    assert any(m.label == "images/s" for m in at.metric)
+    assert any(link.proto.label == "Compare these runs" for link in at.get("page_link"))
+    at.query_params["runs"] = run_id
+    show(at, "pages/compare.py")
+    assert at.multiselect(key="cmp_runs").value == [run_id]
+    throughput = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any("from the app test" in str(y) for y in throughput["data"][0]["y"])
+
+
+def test_the_app_process_never_imports_tensorflow(filled, tmp_path):
+    """In a fresh interpreter (other tests in this worker may have imported TF): render every page,
+    normal and read-only, then look at sys.modules."""
+    db, _ = filled
+    script = f"""
+import json, os, sys
+from streamlit.testing.v1 import AppTest
+seen = {{}}
+for read_only in ("0", "1"):
+    os.environ["DASHBENCH_READ_ONLY"] = read_only
+    at = AppTest.from_file({APP!r}, default_timeout={TIMEOUT_S})
+    at.run()
+    pages = {PAGES!r}[1:] if read_only == "1" else {PAGES!r}
+    for page in pages:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    seen[read_only] = [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")]
+print(json.dumps(seen))
+"""
+    env = dict(os.environ, DASHBENCH_DB=str(db), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=TIMEOUT_S * 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"0": [], "1": []}

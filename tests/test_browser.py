@@ -1,0 +1,169 @@
+"""The dashboard in a real browser: `streamlit run` on a free local port, every page in headless Chromium.
+
+Screenshots land in test-artifacts/ (gitignored). With DASHBENCH_UPDATE_SCREENSHOT=1 the Compare page
+is also saved as docs/compare.png, the README's picture.
+"""
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import dashboard_data
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("DASHBENCH_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+# The Run page's first render waits for device discovery (a TensorFlow subprocess) on a slow CI box.
+PAGE_TIMEOUT_MS = 90_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(db: Path, *app_args: str):
+    port = free_port()
+    log = (ARTIFACTS / f"streamlit-{port}.log").open("wb")
+    argv = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+            "--server.headless", "true"]
+    if app_args:
+        argv += ["--", *app_args]
+    env = dict(os.environ, DASHBENCH_DB=str(db), PYTHONPATH=str(ROOT))
+    env.pop("DASHBENCH_READ_ONLY", None)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:  # readiness poll of the health endpoint, not a fixed sleep
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"streamlit did not start (see {log.name})")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` (as .ci/run does) "
+                    "or point DASHBENCH_CHROMIUM at a Chromium binary. This test does not skip.")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def open_page(browser, url: str, heading: str, shot: str):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    # Elements load lazily: placeholders first, then the widget.
+    expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
+    # Must not happen: an exception box, or "page not found", on any page.
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+    expect(page.locator("[data-testid='stDialog']")).to_have_count(0)
+    page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+    return page
+
+
+def test_every_page_in_a_real_browser(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    db = tmp_path / "runs.sqlite"
+    ids = dashboard_data.fill(db, n_runs=30)
+    with streamlit_server(db) as url:
+        page = open_page(browser, url + "/run", "Run", "run.png")
+        expect(page.get_by_text("Launch run")).to_be_visible()
+        expect(page.get_by_text("Preset (an experiment from the seed articles)")).to_be_visible()
+        page.close()
+
+        page = open_page(browser, url + "/", "Compare", "compare.png")  # the default page lives at the root
+        expect(page.get_by_text("above peak").first).to_be_visible()
+        expect(page.locator(".js-plotly-plot").first).to_be_visible()
+        expect(page.get_by_text("Download CSV")).to_be_visible()
+        page.close()
+
+        page = open_page(browser, url + "/results", "Results", "results.png")
+        expect(page.get_by_text(f"{len(ids)} of {len(ids)} runs")).to_be_visible()
+        expect(page.get_by_text("Run detail")).to_be_visible()
+        page.close()
+
+        page = open_page(browser, url + "/prices", "Prices", "prices.png")
+        expect(page.get_by_text("Published reference results")).to_be_visible()
+        expect(page.get_by_text("Save price")).to_be_visible()
+        page.close()
+
+        if os.environ.get("DASHBENCH_UPDATE_SCREENSHOT") == "1":
+            readme_screenshot(browser, url, db)
+
+
+def test_read_only_server_has_no_run_page(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    db = tmp_path / "runs.sqlite"
+    dashboard_data.fill(db, n_runs=12)
+    with streamlit_server(db, "--read-only") as url:
+        page = open_page(browser, url + "/results", "Results", "read-only-results.png")
+        nav = page.locator("[data-testid='stSidebarNav']")
+        expect(nav.get_by_text("Compare")).to_be_visible()
+        # Must not happen in read-only mode: a Run page, or import / delete controls.
+        expect(nav.get_by_text("Run", exact=True)).to_have_count(0)
+        expect(page.get_by_text("Runs to delete")).to_have_count(0)
+        expect(page.locator("[data-testid='stFileUploader']")).to_have_count(0)
+        expect(page.get_by_text("Read-only")).to_be_visible()
+        page.close()
+
+
+def readme_screenshot(browser, url: str, db: Path):
+    """The picture under the README's first command: one workload across devices, next to the articles."""
+    from playwright.sync_api import expect
+
+    from dashbench.store import Store
+
+    with Store(db, read_only=True) as store:
+        runs = store.runs(status="done", model="fashion_mnist_cnn")
+    # One run per device, a flagged one among them, so the flag box shows too.
+    flagged = runs[runs["flags"].map(bool)].head(1)
+    picked = flagged["run_id"].tolist() + runs.drop_duplicates("accelerator")["run_id"].tolist()
+    picked = list(dict.fromkeys(picked))
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.goto(url + "/?runs=" + ",".join(picked))
+    expect(page.get_by_role("heading", name="Compare", exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
+    expect(page.locator(".js-plotly-plot")).to_have_count(4)
+    page.screenshot(path=str(ARTIFACTS / "readme-compare.png"))
+    shutil.copy(ARTIFACTS / "readme-compare.png", ROOT / "docs" / "compare.png")
+    page.close()

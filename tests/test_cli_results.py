@@ -1,0 +1,126 @@
+"""`list`, `show`, `delete`, `export`, `import` and a real `sweep`, through the command line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_store import SPEC, result_for, samples_for
+
+from dashbench.cli import main
+from dashbench.store import Store
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "cli.sqlite"
+    with Store(path) as store:
+        for batch in (16, 32):
+            spec = SPEC.replace(batch_size=batch)
+            run_id = store.create_run(spec, sweep_id="sweep-x")
+            store.add_samples(run_id, samples_for(3))
+            store.finish_run(run_id, "done", result_for(spec, 50.0 * batch, flags=["above_peak"] if batch == 32 else []))
+        failed = store.create_run(SPEC.replace(model="bilstm", seq_len=8))
+        store.finish_run(failed, "failed", error="ResourceExhaustedError: OOM when allocating tensor")
+    return path
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_table_json_and_filters(db, capsys):
+    code, out, _ = run_cli(capsys, "list", "--db", str(db))
+    assert code == 0
+    assert "bilstm" in out and "above_peak" in out and "1,600.0" in out and "failed" in out
+
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 3
+    done = [r for r in rows if r["status"] == "done"]
+    assert {r["batch_size"] for r in done} == {16, 32} and all(r["samples"] == 4 for r in done)
+    assert rows[0]["created_at"].endswith("+00:00")
+    # Cost columns come from dashbench.costs: the CPU has no catalog price, and says so.
+    assert all(r["price_note"] == "no price" for r in rows)
+
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--status", "done", "--batch-size", "32")
+    assert [r["batch_size"] for r in json.loads(out)] == [32]
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--sweep", "sweep-x", "--model", "fashion_mnist_cnn,bilstm")
+    assert len(json.loads(out)) == 2
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--until", "2001-01-01")
+    assert "no runs match" in out
+
+    code, _, err = run_cli(capsys, "list", "--db", str(db), "--status", "finished")
+    assert code == 2 and err.startswith("error: status: unknown status 'finished'")
+    code, _, err = run_cli(capsys, "list", "--db", str(db), "--since", "last week")
+    assert code == 2 and "since/until: not a date" in err
+
+
+def test_list_without_a_database_creates_none(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "list", "--db", str(tmp_path / "nothing.sqlite"))
+    assert code == 0 and "no runs yet" in out and not (tmp_path / "nothing.sqlite").exists()
+
+
+def test_show_text_and_json(db, capsys):
+    with Store(db) as store:
+        run_id = store.runs(batch_size=32)["run_id"].iloc[0]
+        failed = store.runs(status="failed")["run_id"].iloc[0]
+    code, out, _ = run_cli(capsys, "show", run_id[:-3], "--db", str(db))  # a unique prefix will do
+    assert code == 0 and run_id in out and "1,600.0 images/s" in out and "above_peak" in out and "3 samples stored" in out
+    code, out, _ = run_cli(capsys, "show", failed, "--db", str(db))
+    assert "failed (ResourceExhaustedError: OOM when allocating tensor)" in out
+    code, out, _ = run_cli(capsys, "show", run_id, "--db", str(db), "--json")
+    data = json.loads(out)
+    assert data["run_id"] == run_id and data["result"]["examples_per_sec"] == 1600.0 and len(data["samples"]) == 3
+    code, _, err = run_cli(capsys, "show", "zzz", "--db", str(db))
+    assert code == 2 and err.strip() == f"error: run_id: no run 'zzz' in {db}"
+
+
+def test_delete(db, capsys):
+    with Store(db) as store:
+        ids = list(store.runs(status="done")["run_id"])
+        running = store.create_run(SPEC)  # this process: alive, so it stays running
+    code, _, err = run_cli(capsys, "delete", running, "--db", str(db))
+    assert code == 2 and "is running; cancel it first, or pass --force" in err
+    code, out, _ = run_cli(capsys, "delete", *ids, "--db", str(db))
+    assert code == 0 and out.strip() == "deleted 2 runs"
+    with Store(db) as store:
+        assert store.count_runs() == 2 and store._read("SELECT count(*) FROM samples")[0][0] == 0
+    code, _, err = run_cli(capsys, "delete", "nope", "--db", str(db))
+    assert code == 2 and "no run 'nope'" in err
+
+
+def test_export_then_import_elsewhere(db, tmp_path, capsys):
+    bundle = tmp_path / "out.json"
+    code, out, _ = run_cli(capsys, "export", "--db", str(db), "--status", "done", "--out", str(bundle))
+    assert code == 0 and out.strip() == f"exported 2 runs to {bundle}"
+    other = tmp_path / "other.sqlite"
+    code, out, _ = run_cli(capsys, "import", str(bundle), "--db", str(other))
+    assert code == 0 and "imported 2 runs (6 samples) from 1 file; 0 already present" in out
+    code, out, _ = run_cli(capsys, "import", str(bundle), str(bundle), "--db", str(other))
+    assert "imported 0 runs (0 samples) from 2 files; 4 already present" in out
+    broken = tmp_path / "broken.json"
+    broken.write_text(bundle.read_text()[:100])
+    code, _, err = run_cli(capsys, "import", str(broken), "--db", str(other))
+    assert code == 2 and err.startswith(f"error: {broken}: not valid JSON") and "nothing was imported" in err
+
+
+def test_real_sweep_of_tiny_runs(tmp_path):
+    db = tmp_path / "sweep.sqlite"
+    argv = [sys.executable, "-m", "dashbench", "sweep", "--model", "fashion_mnist_cnn", "--image-size", "8",
+            "--width", "4", "--steps", "2", "--warmup", "1", "--device", "cpu", "--batch-sizes", "2,4",
+            "--db", str(db), "--json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=150, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads(out.stdout)
+    assert [p["status"] for p in data["points"]] == ["done", "done"]
+    assert "[2/2] batch 4: done" in out.stderr
+    with Store(db) as store:
+        runs = store.runs(sweep_id=data["sweep_id"]).sort_values("batch_size")
+        assert list(runs["batch_size"]) == [2, 4] and (runs["examples_per_sec"] > 0).all()
+        # one after the other, each in its own process
+        assert runs["started_at"].iloc[1] >= runs["finished_at"].iloc[0]
+        assert runs["pid"].nunique() == 2

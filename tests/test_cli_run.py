@@ -1,0 +1,100 @@
+"""`python -m dashbench run / models / devices`: the CLI contract scripts and the dashboard rely on."""
+
+import json
+
+import pytest
+
+from dashbench import peaks
+from dashbench.cli import main
+
+TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8",
+        "--steps", "4", "--warmup", "1", "--device", "cpu"]
+CONTRACT_KEYS = {"model", "device", "replicas", "global_batch_size", "precision", "xla", "status",
+                 "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s", "samples",
+                 "compile_s", "flops_per_example", "achieved_tflops", "mfu", "flags", "losses", "env"}
+
+
+@pytest.fixture(autouse=True)
+def small_cpu_probe(monkeypatch):
+    monkeypatch.setattr(peaks, "CPU_PROBE_SIZE", 512)
+
+
+def test_run_json_prints_exactly_one_object_and_progress_on_stderr(capfd):
+    assert main(["run", *TINY, "--no-store", "--json"]) == 0
+    out, err = capfd.readouterr()
+    result = json.loads(out)  # the whole of stdout is one JSON object
+    assert out.count("\n") == 1
+    assert CONTRACT_KEYS <= set(result)
+    assert result["status"] == "done" and result["device"] == "cpu" and "run_id" not in result
+    assert "compiled in" in err and "step 4/4" in err
+
+
+def test_run_stored_through_the_runner(tmp_path, capfd):
+    from dashbench.store import Store
+
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", *TINY, "--db", str(db), "--json", "--label", "cli"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    with Store(db) as store:
+        row = store.get_run(result["run_id"])
+        assert row["status"] == "done" and row["label"] == "cli"
+        assert row["result"]["examples_per_sec"] == result["examples_per_sec"]
+        samples = store.samples(result["run_id"])
+    assert len(samples) == 5 and samples["warmup"].sum() == 1
+
+
+def test_run_without_json_prints_a_summary(capfd):
+    assert main(["run", *TINY, "--no-store"]) == 0
+    out, _ = capfd.readouterr()
+    assert out.startswith("conv2d on CPU ×1 (1 replica(s), batch 8, float32)")
+    assert "images/s" in out and "flags:" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "vgg", "--batch-size", "8"], "error: model: unknown model 'vgg'; choose one of: conv2d, "),
+        (["--model", "conv2d", "--batch-size", "0"], "error: batch_size: must be an integer >= 1, got 0"),
+        (["--model", "conv2d", "--batch-size", "7", "--replicas", "2"],
+         "error: batch_size: batch size 7 is not divisible by 2 replicas: use a multiple of 2 (e.g. 8)"),
+        (["--model", "conv2d", "--batch-size", "8", "--precision", "fp8"],
+         "error: precision: unknown precision 'fp8'; choose one of: float32, mixed_float16, mixed_bfloat16"),
+        (["--model", "conv2d", "--batch-size", "8", "--device", "npu"],
+         "error: device: unknown device 'npu'; choose one of: auto, cpu, gpu, tpu"),
+        (["--model", "conv2d", "--batch-size", "8", "--device", "gpu"],
+         "error: device: gpu requested but TensorFlow sees no GPU; found: CPU"),
+        (["--model", "resnet50", "--batch-size", "8", "--width", "3"],
+         "error: width: resnet50 has no width override; it accepts: image_size"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_field(argv, message, capfd):
+    assert main(["run", *argv, "--no-store", "--json"]) == 2
+    out, err = capfd.readouterr()
+    assert out == ""
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(message), err
+
+
+def test_models_and_devices(capfd):
+    assert main(["models", "--json"]) == 0
+    names = [row["name"] for row in json.loads(capfd.readouterr().out)]
+    assert names == ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
+    assert main(["devices", "--json"]) == 0
+    info = json.loads(capfd.readouterr().out)
+    assert info["tensorflow"].startswith("2.20") and info["default_device"] == "cpu"
+    assert main(["models"]) == 0 and "sequences" in capfd.readouterr().out
+    assert main(["devices"]) == 0 and "default device: cpu" in capfd.readouterr().out
+
+
+def test_a_failed_run_is_one_line_and_exit_1(monkeypatch, capfd):
+    from dashbench import engine
+
+    def broken(spec, on_event=None):
+        on_event({"event": "phase", "phase": "setup"})
+        raise RuntimeError("OOM when allocating tensor\nwith shape [128, 256]")
+
+    monkeypatch.setattr(engine, "run", broken)
+    assert main(["run", *TINY, "--no-store", "--json"]) == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err.splitlines()[-1] == "error: run failed: RuntimeError: OOM when allocating tensor with shape [128, 256]"

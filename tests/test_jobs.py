@@ -1,0 +1,263 @@
+"""The job runner with real processes: per-device queue, cancel, crashes, app restarts, sweeps.
+
+Most tests put a stand-in engine behind the run command (a small script that goes through the
+real runner and store, but sleeps instead of training), so they pay no TensorFlow import; one
+test submits a real tiny run through the real `python -m dashbench run`.
+"""
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from dashbench import jobs
+from dashbench.cli import main
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+
+# The stand-in run command: the real CLI options, runner and store; an engine that sleeps
+# `seed` milliseconds per step, fails at batch 13 and dies without a word at batch 17.
+FAKE_RUN = textwrap.dedent('''
+    import argparse, json, os, sys, time, types
+    import dashbench
+    from dashbench import runner
+    from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+
+    def run(spec, on_event=None):
+        on_event({"event": "phase", "phase": "measure"})
+        if spec.batch_size == 13:
+            raise RuntimeError("out of memory (stand-in)")
+        if spec.batch_size == 17:
+            os._exit(3)
+        for i in range(spec.steps):
+            time.sleep(spec.seed / 1000)
+            on_event({"event": "sample", "index": i, "steps": 1, "duration_s": spec.seed / 1000 + 1e-4,
+                      "loss": 1.0, "warmup": False})
+        return {"model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1,
+                "examples_per_sec": 1000.0 * spec.batch_size, "unit": "images", "flags": [],
+                "global_batch_size": spec.batch_size, "samples": spec.steps}
+
+    dashbench.engine = types.SimpleNamespace(run=run)
+    parser = argparse.ArgumentParser()
+    add_spec_arguments(parser)
+    parser.add_argument("--run-id")
+    parser.add_argument("--db")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    try:
+        result = runner.execute(spec_from_args(args), db_path=args.db, run_id=args.run_id)
+    except runner.RunCancelled as exc:
+        sys.exit(exc.exit_code)
+    except Exception:
+        sys.exit(1)
+    print(json.dumps(result))
+''')
+
+TINY = dict(model="fashion_mnist_cnn", image_size=8, width=4, device="cpu")
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    script = tmp_path / "fake_run.py"
+    script.write_text(FAKE_RUN)
+    monkeypatch.setattr(jobs, "RUN_COMMAND", [sys.executable, str(script)])
+    yield tmp_path / "jobs.sqlite"
+    _stop_everything(tmp_path / "jobs.sqlite")
+
+
+def _stop_everything(db):
+    """No test leaves a run process behind."""
+    if not db.exists():
+        return
+    with Store(db) as store:
+        for run_id in store.runs(status=["queued", "running"])["run_id"]:
+            jobs.cancel(run_id, db, wait_s=5)
+
+
+def spec(batch=4, device="cpu", ms=0, steps=2, **kw) -> RunSpec:
+    return RunSpec(model="conv2d", batch_size=batch, device=device, steps=steps, seed=ms, **kw)
+
+
+def status(db, run_id) -> str:
+    with Store(db) as store:
+        return store.get_run(run_id)["status"]
+
+
+def wait_until(db, predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs.pump(db)
+        if predicate():
+            return
+        time.sleep(0.05)
+    with Store(db) as store:
+        table = store.runs()[["run_id", "status", "error", "device"]].to_string()
+    raise AssertionError(f"timed out; runs:\n{table}")
+
+
+def test_spec_to_argv_round_trips_through_the_cli_options():
+    from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+    import argparse
+
+    original = RunSpec(model="bilstm", batch_size=8, device="cpu", xla=True, seq_len=16, width=8, label="a b",
+                       steps=4, steps_per_loop=2, replicas=2)
+    parser = argparse.ArgumentParser()
+    add_spec_arguments(parser)
+    assert spec_from_args(parser.parse_args(jobs.spec_to_argv(original))) == original
+
+
+def test_one_run_per_device_and_the_queue_moves_on(fake):
+    db = fake
+    first = jobs.submit(spec(ms=40, steps=10), db)
+    second = jobs.submit(spec(), db)
+    other_device = jobs.submit(spec(device="gpu"), db)
+    assert status(db, first) == "running" and status(db, second) == "queued"
+    assert status(db, other_device) in ("running", "done")  # another device: no need to wait
+    assert jobs.pump(db) == [] or status(db, first) != "running"
+    wait_until(db, lambda: all(status(db, r) == "done" for r in (first, second, other_device)))
+    with Store(db) as store:
+        a, b = store.get_run(first), store.get_run(second)
+        assert b["started_at"] >= a["finished_at"]  # strictly one after the other on one device
+        assert a["result"]["examples_per_sec"] == 4000.0 and len(store.samples(first)) == 10
+        assert os.path.exists(a["log_path"])
+
+
+def test_progress_reports_fraction_samples_and_queue_position(fake):
+    db = fake
+    slow = jobs.submit(spec(ms=50, steps=40), db)
+    waiting = jobs.submit(spec(batch=8), db)
+    wait_until(db, lambda: jobs.progress(slow, db)["steps_done"] >= 3)
+    now = jobs.progress(slow, db)
+    assert now["status"] == "running" and 0 < now["fraction"] < 1
+    assert now["steps_total"] == 42 and now["examples_per_sec_live"] > 0 and len(now["samples"]) >= 3
+    assert jobs.progress(waiting, db)["queue_position"] == 2
+    wait_until(db, lambda: status(db, waiting) == "done", timeout=30)
+    done = jobs.progress(slow, db)
+    assert done["fraction"] == 1.0 and done["result"]["examples_per_sec"] == 4000.0
+
+
+def test_cancel_running_and_queued_runs(fake):
+    db = fake
+    running = jobs.submit(spec(ms=100, steps=300), db)
+    after = jobs.submit(spec(), db)
+    never = jobs.submit(spec(batch=8), db)
+    assert jobs.cancel(never, db) == "cancelled"  # queued: cancelled at once, nothing started
+    wait_until(db, lambda: jobs.progress(running, db)["steps_done"] >= 1)
+    assert jobs.cancel(running, db, wait_s=15) == "cancelled"
+    with Store(db) as store:
+        run = store.get_run(running)
+        assert "SIGTERM" in run["error"] and len(store.samples(running)) >= 1
+        assert store.get_run(never)["started_at"] is None and store.get_run(never)["pid"] is None
+    wait_until(db, lambda: status(db, after) == "done")  # the device was freed for the next run
+    assert status(db, never) == "cancelled"
+
+
+def test_failures_and_crashes_are_recorded_and_the_queue_goes_on(fake):
+    db = fake
+    oom = jobs.submit(spec(batch=13), db)
+    crash = jobs.submit(spec(batch=17), db)
+    fine = jobs.submit(spec(batch=8), db)
+    wait_until(db, lambda: status(db, fine) == "done")
+    with Store(db) as store:
+        assert store.get_run(oom)["status"] == "failed"
+        assert store.get_run(oom)["error"] == "RuntimeError: out of memory (stand-in)"
+        assert store.get_run(crash)["status"] == "failed"
+        assert "exited with code 3 before recording a result" in store.get_run(crash)["error"]
+
+
+def test_killed_run_is_interrupted(fake):
+    db = fake
+    victim = jobs.submit(spec(ms=100, steps=300), db)
+    wait_until(db, lambda: jobs.progress(victim, db)["steps_done"] >= 1)
+    with Store(db) as store:
+        os.kill(store.get_run(victim)["pid"], signal.SIGKILL)
+    wait_until(db, lambda: status(db, victim) != "running")
+    with Store(db) as store:
+        run = store.get_run(victim)
+        assert run["status"] == "interrupted" and "SIGKILL" in run["error"]
+
+
+def test_runs_survive_an_app_restart_and_the_queue_resumes(fake):
+    db = fake
+    # The "app" is a separate process that queues two runs and exits while the first is going.
+    app = textwrap.dedent(f"""
+        import sys
+        from dashbench import jobs
+        from dashbench.spec import RunSpec
+        jobs.RUN_COMMAND = {jobs.RUN_COMMAND!r}
+        for ms in (30, 0):
+            print(jobs.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=20, seed=ms), {str(db)!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split()
+    assert status(db, first) in ("running", "done") and status(db, second) == "queued"
+    # The restarted app (this process) knows nothing of the first process, yet both land.
+    wait_until(db, lambda: status(db, first) == "done" and status(db, second) == "done")
+
+
+def _pump_at_once(db, barrier, results):
+    barrier.wait()
+    results.put(len(jobs.pump(db)))
+
+
+def test_two_sessions_pumping_at_once_start_one_run_per_device(fake):
+    db = fake
+    with Store(db) as store:
+        ids = [store.create_run(spec(ms=20, steps=10), status="queued", host=None) for _ in range(3)]
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_pump_at_once, args=(db, barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert sum(results.get(timeout=5) for _ in procs) == 1
+    with Store(db) as store:
+        assert store.count_runs(status="running") == 1
+    wait_until(db, lambda: all(status(db, r) == "done" for r in ids))
+
+
+def test_sweep_goes_on_past_failed_points(fake, capsys):
+    db = fake
+    code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,13,17,8", "--steps", "2",
+                 "--db", str(db), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1  # not every point succeeded
+    assert [p["status"] for p in out["points"]] == ["done", "failed", "failed", "done"]
+    assert [p["batch_size"] for p in out["points"]] == [4, 13, 17, 8]
+    assert out["points"][3]["examples_per_sec"] == 8000.0
+    with Store(db) as store:
+        assert set(store.runs(sweep_id=out["sweep_id"])["batch_size"]) == {4, 8, 13, 17}
+
+
+def test_sweep_refuses_bad_points_before_running_any(fake, capsys):
+    code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,7", "--replicas", "2",
+                 "--db", str(fake)])
+    assert code == 2
+    assert "error: batch_size: batch size 7 is not divisible by 2 replicas" in capsys.readouterr().err
+    assert main(["sweep", "--model", "conv2d", "--batch-sizes", "4,x", "--db", str(fake)]) == 2
+    assert "error: batch_sizes: must be whole numbers" in capsys.readouterr().err
+    assert not fake.exists() or Store(fake).count_runs() == 0
+
+
+def test_real_job_is_submitted_and_finishes(tmp_path):
+    db = tmp_path / "real.sqlite"
+    run_id = jobs.submit(RunSpec(batch_size=4, steps=4, warmup=1, **TINY), db)
+    try:
+        wait_until(db, lambda: status(db, run_id) not in ("queued", "running"), timeout=120)
+    finally:
+        _stop_everything(db)
+    with Store(db) as store:
+        run = store.get_run(run_id)
+        assert run["status"] == "done", run["error"] or open(run["log_path"]).read()[-2000:]
+        assert run["result"]["examples_per_sec"] > 0 and run["result"]["accelerator"] == "CPU"
+        samples = store.samples(run_id)
+        assert int(samples.loc[~samples["warmup"], "steps"].sum()) == 4

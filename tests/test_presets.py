@@ -1,0 +1,125 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashbench import presets, reference
+from dashbench.spec import RunSpec, SpecError
+
+ARTICLE_BATCH = {
+    ("riseml-resnet50", "tpu"): 1024,
+    ("riseml-resnet50", "gpu"): 128,
+    ("riseml-inceptionv3", "tpu"): 1024,
+    ("riseml-inceptionv3", "gpu"): 128,
+    ("colab-fashion-mnist", "tpu"): 1024,
+    ("colab-fashion-mnist", "gpu"): 1024,
+    ("colab-conv2d", "cpu"): 128,
+}
+
+
+def test_the_five_seed_presets():
+    assert list(presets.PRESETS) == [
+        "colab-conv2d", "colab-fashion-mnist", "riseml-resnet50", "riseml-inceptionv3", "riseml-bilstm",
+    ]
+
+
+@pytest.mark.parametrize("slug", list(presets.PRESETS))
+@pytest.mark.parametrize("device", presets.DEVICE_CLASSES)
+def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device):
+    spec = presets.spec_for(slug, device)
+    assert isinstance(spec, RunSpec)
+    assert spec.device == device and spec.model == presets.get(slug).model
+    assert spec.label == f"preset:{slug}"
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    if (slug, device) in ARTICLE_BATCH:
+        assert spec.batch_size == ARTICLE_BATCH[(slug, device)]
+    quick = presets.quick_spec(slug, device)
+    assert quick.steps <= 2 and quick.batch_size <= 32
+
+
+def test_fashion_mnist_is_five_epochs_of_100_steps():
+    spec = presets.spec_for("Colab Fashion-MNIST, 5 epochs × 100 steps, batch 1024", "tpu")
+    assert (spec.steps, spec.steps_per_loop, spec.batch_size) == (500, 100, 1024)
+
+
+@pytest.mark.parametrize("name", ["riseml-resnet50", "RiseML ResNet-50 (TPU batch 1024, GPU batch 128)",
+                                  "RISEML_RESNET50", "riseml resnet50"])
+def test_found_by_slug_or_name(name):
+    assert presets.get(name).slug == "riseml-resnet50"
+
+
+def test_unknown_preset_and_device_name_the_field():
+    with pytest.raises(SpecError) as info:
+        presets.get("alexnet")
+    assert info.value.field == "preset" and "riseml-bilstm" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        presets.spec_for("riseml-bilstm", "auto")
+    assert info.value.field == "device" and "cpu, gpu, tpu" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        presets.spec_for("riseml-bilstm", "cpu", model="conv2d")
+    assert info.value.field == "model"
+    with pytest.raises(SpecError) as info:
+        presets.spec_for("riseml-bilstm", "cpu", steps=0)
+    assert info.value.field == "steps"
+    # The workload's shape rules apply before anything runs.
+    with pytest.raises(SpecError) as info:
+        presets.spec_for("riseml-resnet50", "cpu", width=8)
+    assert info.value.field == "width" and "image_size" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        presets.spec_for("riseml-inceptionv3", "cpu", image_size=32)
+    assert info.value.field == "image_size"
+
+
+def test_shape_overrides_and_a_short_steps_override_stay_valid():
+    spec = presets.spec_for("riseml-resnet50", "tpu", image_size=32, steps=3, width=None)
+    assert (spec.image_size, spec.steps, spec.steps_per_loop, spec.warmup) == (32, 3, 1, 3)
+    assert spec.batch_size == 1024
+    spec = presets.spec_for("riseml-bilstm", "cpu", seq_len=8, width=16, steps=4, steps_per_loop=2, warmup=0)
+    assert (spec.seq_len, spec.width, spec.steps, spec.steps_per_loop, spec.warmup) == (8, 16, 4, 2, 0)
+
+
+def test_preset_references_exist_and_runs_find_their_preset():
+    keys = set(reference.rows()["key"])
+    for preset in presets.PRESETS.values():
+        assert preset.references and set(preset.references) <= keys, preset.slug
+        for rows in preset.reference_by_device.values():
+            assert set(rows) <= set(preset.references)
+        assert presets.for_run(presets.spec_for(preset.slug, "cpu")) is preset
+        assert presets.for_run({"label": f"preset:{preset.slug}"}) is preset
+    assert presets.for_run({"label": "mine"}) is None
+
+
+def test_costs_reference_and_presets_import_no_tensorflow():
+    code = (
+        "import sys\n"
+        "from dashbench import costs, reference, presets\n"
+        "from dashbench.cli import prices_cmd, preset_cmd\n"
+        "reference.rows(); costs.catalog(); presets.spec_for('riseml-bilstm', 'cpu')\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'tensorflow imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_path):
+    from dashbench import costs
+    from dashbench.store import Store
+
+    db = tmp_path / "results.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "preset", "colab-conv2d", "--device", "cpu", "--quick", "--steps", "2",
+         "--json", "--db", str(db)],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["spec"]["label"] == "preset:colab-conv2d" and result["spec"]["image_size"] == 32
+    assert result["examples_per_sec"] > 0 and result["accelerator"] == "CPU"
+    with Store(db) as store:
+        runs = store.runs()
+        assert list(runs["status"]) == ["done"] and list(runs["label"]) == ["preset:colab-conv2d"]
+        assert costs.add_cost_columns(runs, costs.catalog(store))["price_note"].tolist() == [costs.NO_PRICE]
+        store.set_price_override(costs.store_row(costs.override_row("CPU", "hour", 0.36)))
+        priced = costs.add_cost_columns(store.runs(), costs.catalog(store)).iloc[0]
+    assert priced["usd_per_million_examples"] == pytest.approx(0.36 / (result["examples_per_sec"] * 3600) * 1e6)

@@ -1,0 +1,163 @@
+"""The run lifecycle recorded around the engine: done, failed, cancelled, and a real SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_store import SPEC, result_for
+
+import dashbench
+from dashbench import runner
+from dashbench.spec import RunSpec
+from dashbench.store import Store, StoreError
+
+TINY = ["--model", "fashion_mnist_cnn", "--image-size", "8", "--width", "4", "--device", "cpu"]
+
+
+class FakeEngine:
+    """Stands in for dashbench.engine: emits the engine's events, then does what the test asks."""
+
+    def __init__(self, loops=4, then=None):
+        self.loops, self.then = loops, then
+
+    def run(self, spec, on_event=None):
+        on_event({"event": "phase", "phase": "compile"})
+        on_event({"event": "compiled", "compile_s": 0.5})
+        for i in range(self.loops):
+            if i < 2:
+                on_event({"event": "phase", "phase": "warmup" if i == 0 else "measure"})
+            on_event({"event": "sample", "index": i, "steps": spec.steps_per_loop, "duration_s": 0.01,
+                      "loss": 2.0 - i * 0.1, "warmup": i == 0})
+        if self.then is not None:
+            self.then()
+        return result_for(spec, 1234.0)
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    fake = FakeEngine()
+    # `from dashbench import engine` inside execute() reads this attribute.
+    monkeypatch.setattr(dashbench, "engine", fake, raising=False)
+    return fake
+
+
+def test_done_records_result_and_samples(tmp_path, engine):
+    events = []
+    result = runner.execute(SPEC, db_path=tmp_path / "r.sqlite", on_event=events.append)
+    assert result["run_id"] and result["examples_per_sec"] == 1234.0
+    assert [e["event"] for e in events].count("sample") == 4  # the caller still sees every event
+    with Store(tmp_path / "r.sqlite") as store:
+        run = store.get_run(result["run_id"])
+        assert run["status"] == "done" and run["result"]["examples_per_sec"] == 1234.0
+        assert run["pid"] == os.getpid() and run["finished_at"] and run["phase"] is None
+        samples = store.samples(result["run_id"])
+        assert list(samples["index"]) == [0, 1, 2, 3] and list(samples["warmup"]) == [True, False, False, False]
+
+
+def test_failure_is_recorded_with_its_text_and_raised(tmp_path, engine):
+    def oom():
+        raise MemoryError("out of memory allocating 3 GiB")
+
+    engine.then = oom
+    with pytest.raises(MemoryError):
+        runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
+    with Store(tmp_path / "r.sqlite") as store:
+        run = store.runs().iloc[0]
+        assert run["status"] == "failed"
+        assert run["error"] == "MemoryError: out of memory allocating 3 GiB"
+        assert len(store.samples(run["run_id"])) == 4  # measured before the failure: kept
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_cancels_the_run(tmp_path, engine, sig):
+    engine.then = lambda: os.kill(os.getpid(), sig)
+    before = signal.getsignal(sig)
+    with pytest.raises(runner.RunCancelled) as caught:
+        runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
+    assert caught.value.exit_code == 128 + sig
+    assert signal.getsignal(sig) is before  # handlers are put back
+    with Store(tmp_path / "r.sqlite") as store:
+        run = store.runs().iloc[0]
+        assert run["status"] == "cancelled" and signal.Signals(sig).name in run["error"]
+        assert len(store.samples(run["run_id"])) == 4
+
+
+def test_queued_row_is_started_and_finished(tmp_path, engine):
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:
+        run_id = store.create_run(SPEC.replace(label="queued one"), status="queued", sweep_id="s")
+    result = runner.execute(None, db_path=db, run_id=run_id)  # the spec comes from the row
+    assert result["run_id"] == run_id
+    with Store(db) as store:
+        run = store.get_run(run_id)
+        assert run["status"] == "done" and run["sweep_id"] == "s" and run["spec"]["label"] == "queued one"
+        assert run["started_at"] and run["pid"] == os.getpid()
+        cancelled = store.create_run(SPEC, status="queued")
+        store.request_cancel(cancelled)
+    with pytest.raises(Exception, match="is cancelled; only a queued run can start"):
+        runner.execute(None, db_path=db, run_id=cancelled)
+
+
+def test_unrecorded_run_touches_no_database(tmp_path, engine, monkeypatch):
+    monkeypatch.setenv("DASHBENCH_DB", str(tmp_path / "default.sqlite"))
+    result = runner.execute(SPEC.to_dict(), record=False)
+    assert result["run_id"] is None and result["examples_per_sec"] == 1234.0
+    assert not (tmp_path / "default.sqlite").exists()
+
+
+def test_samples_are_committed_while_the_run_goes(tmp_path, engine, monkeypatch):
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setattr(runner, "FLUSH_EVERY_S", 0.0)
+    seen = []
+
+    def look():
+        with Store(db, read_only=True) as reader:  # another connection: sees only committed rows
+            seen.append(len(reader.samples(reader.runs()["run_id"].iloc[0])))
+
+    engine.then = look
+    runner.execute(SPEC, db_path=db)
+    assert seen == [4]
+
+
+def test_real_run_killed_with_sigkill_is_interrupted_and_keeps_samples(tmp_path):
+    db = tmp_path / "r.sqlite"
+    # Long enough to be killed mid-way; each loop of this tiny model takes milliseconds.
+    argv = [sys.executable, "-m", "dashbench", "run", *TINY, "--batch-size", "4", "--steps", "200000",
+            "--warmup", "1", "--db", str(db)]
+    log = open(tmp_path / "run.log", "wb")  # a file, not a pipe: progress lines must never block the run
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 90
+        measured = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with Store(db, read_only=True) as store:
+                    runs = store.runs()
+                    if len(runs):
+                        samples = store.samples(runs["run_id"].iloc[0])
+                        measured = int((~samples["warmup"]).sum())
+            except StoreError:
+                pass  # the run process has not created the file yet
+            if measured >= 3:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        assert measured >= 3, "the run never recorded samples"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    with Store(db) as store:
+        run_id = store.runs()["run_id"].iloc[0]
+        assert store.get_run(run_id)["status"] == "running"  # nobody could write the end...
+        assert store.reconcile() == 1  # ...so the store finds the dead process
+        run = store.get_run(run_id)
+        assert run["status"] == "interrupted" and f"pid {proc.pid}" in run["error"]
+        assert len(store.samples(run_id)) >= measured
+        assert RunSpec.from_dict(run["spec"]).steps == 200000

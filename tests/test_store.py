@@ -1,0 +1,336 @@
+"""The results store on real SQLite files: lifecycle, queries, migration, read-only mode, reconcile."""
+
+import hashlib
+import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from dashbench import schema
+from dashbench.spec import RunSpec
+from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
+
+SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, warmup=1, label="base")
+
+
+def result_for(spec: RunSpec, eps: float, **extra) -> dict:
+    result = {
+        "model": spec.model, "unit": "images", "device": "cpu", "accelerator": "CPU", "accelerator_count": 1,
+        "device_names": ["/CPU:0"], "replicas": 1, "global_batch_size": spec.batch_size,
+        "per_replica_batch_size": spec.batch_size, "precision": spec.precision, "xla": spec.xla,
+        "data": spec.data, "status": "done", "examples_per_sec": eps, "examples_per_sec_ci95": [eps * 0.9, eps * 1.1],
+        "step_time_median_s": spec.batch_size / eps, "step_time_p10_s": 0.9 * spec.batch_size / eps,
+        "step_time_p90_s": 1.1 * spec.batch_size / eps, "step_time_std_s": 0.01, "samples": spec.steps,
+        "steps": spec.steps, "steps_per_loop": 1, "compile_s": 1.5, "flops_per_example": 1e6,
+        "achieved_tflops": eps * 1e6 / 1e12, "peak_tflops": 0.2, "peak_source": "measured", "mfu": 0.01,
+        "flags": [], "losses": [2.3, 2.2], "placement": {"variables": [], "ops": []}, "env": {"host": "h"},
+        "spec": spec.to_dict(),
+    }
+    result.update(extra)
+    return result
+
+
+def samples_for(n: int, warmup: int = 1) -> list[dict]:
+    return [{"event": "sample", "index": i, "steps": 1, "duration_s": 0.01 * (i + 1), "loss": 2.3 - 0.1 * i,
+             "warmup": i < warmup} for i in range(n)]
+
+
+def file_hash(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_default_path_follows_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("DASHBENCH_DB", str(tmp_path / "x.sqlite"))
+    assert default_db_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("DASHBENCH_DB")
+    assert default_db_path().name == "dashbench.sqlite"
+
+
+def test_lifecycle_done_failed_cancelled(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        assert store.schema_version == schema.SCHEMA_VERSION
+        assert store._read("PRAGMA journal_mode")[0][0] == "wal"
+        done = store.create_run(SPEC)
+        row = store.get_run(done)
+        assert row["status"] == "running" and row["pid"] == os.getpid() and row["started_at"]
+        store.add_samples(done, samples_for(5))
+        assert store.finish_run(done, "done", result=result_for(SPEC, 500.0))
+
+        failed = store.create_run(SPEC.replace(batch_size=32))
+        store.add_samples(failed, samples_for(2))
+        store.finish_run(failed, "failed", error="ResourceExhaustedError: OOM")
+
+        queued = store.create_run(SPEC.replace(precision="mixed_bfloat16"), status="queued")
+        assert store.get_run(queued)["started_at"] is None
+        assert store.request_cancel(queued) == "cancelled"
+
+        runs = store.runs()
+        assert list(runs["run_id"]) == [queued, failed, done]  # newest first
+        by_id = runs.set_index("run_id")
+        assert by_id.loc[done, "status"] == "done"
+        assert by_id.loc[done, "examples_per_sec"] == 500.0
+        assert by_id.loc[done, "accelerator"] == "CPU"
+        assert by_id.loc[done, "flags"] == []
+        assert by_id.loc[failed, "error"] == "ResourceExhaustedError: OOM"
+        assert pd.isna(by_id.loc[failed, "examples_per_sec"])
+        assert by_id.loc[queued, "status"] == "cancelled"
+        assert runs["created_at"].dt.tz is not None
+
+        samples = store.samples(done)
+        assert list(samples.columns) == ["index", "steps", "duration_s", "loss", "warmup"]
+        assert list(samples["warmup"]) == [True, False, False, False, False]
+        assert samples["loss"].iloc[-1] == pytest.approx(1.9)
+        assert len(store.samples(failed)) == 2
+
+        # A run that already ended cannot be ended again (a late signal must not rewrite history).
+        assert not store.finish_run(done, "cancelled")
+        assert store.get_run(done)["status"] == "done"
+        with pytest.raises(ValueError, match="status"):
+            store.finish_run(done, "finished")
+
+
+def test_filters(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        ids = {}
+        for batch in (16, 32, 64):
+            for precision in ("float32", "mixed_bfloat16"):
+                spec = SPEC.replace(batch_size=batch, precision=precision, label=f"b{batch}")
+                run_id = store.create_run(spec, sweep_id="s1" if batch < 64 else None)
+                store.finish_run(run_id, "done", result_for(spec, 100.0 * batch))
+                ids[(batch, precision)] = run_id
+        flagged = store.create_run(SPEC.replace(model="conv2d"))
+        store.finish_run(flagged, "done", result_for(SPEC, 1e9, flags=["above_peak"], model="conv2d"))
+
+        assert len(store.runs()) == 7
+        assert set(store.runs(batch_size=32)["run_id"]) == {ids[(32, "float32")], ids[(32, "mixed_bfloat16")]}
+        assert len(store.runs(precision="mixed_bfloat16", batch_size=[16, 64])) == 2
+        assert len(store.runs(sweep_id="s1")) == 4
+        assert len(store.runs(label="b64")) == 2
+        assert store.runs(model="conv2d")["flags"].iloc[0] == ["above_peak"]
+        assert len(store.runs(device="cpu", accelerator="CPU")) == 7
+        assert len(store.runs(limit=3)) == 3
+        assert len(store.runs(status="failed")) == 0
+        assert len(store.runs(run_ids=[flagged])) == 1
+        assert len(store.runs(since="2000-01-01", until=pd.Timestamp.now(tz="UTC"))) == 7
+        assert len(store.runs(until="2000-01-01")) == 0
+        assert store.count_runs(model="fashion_mnist_cnn") == 6
+        assert store.distinct("batch_size") == [16, 32, 64]
+        with pytest.raises(ValueError, match="colour: unknown filter"):
+            store.runs(colour="red")
+        with pytest.raises(ValueError, match="status: unknown status"):
+            store.runs(status="finished")
+        with pytest.raises(ValueError, match="since/until"):
+            store.runs(since="last tuesday")
+        assert store.resolve_run_id(flagged[:-2]) == flagged
+        with pytest.raises(StoreError, match="no run"):
+            store.resolve_run_id("nope")
+
+
+def test_migration_from_v1_file(tmp_path):
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    for statement in schema.V1_SQL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    result = result_for(SPEC, 321.0, flags=["loss_not_falling"])
+    conn.execute(
+        "INSERT INTO runs (run_id, status, spec_json, result_json, created_at, started_at, finished_at, pid, host)"
+        " VALUES ('old-run', 'done', ?, ?, 1700000000.0, 1700000001.0, 1700000100.0, 1, 'oldhost')",
+        (json.dumps(SPEC.to_dict()), json.dumps(result)),
+    )
+    conn.execute("INSERT INTO samples VALUES ('old-run', 0, 1, 0.5, 2.0, 1), ('old-run', 1, 1, 0.25, 1.5, 0)")
+    conn.commit()
+    conn.close()
+
+    before = file_hash(path)
+    with pytest.raises(StoreError, match="has schema v1; open it once without read-only to upgrade it"):
+        Store(path, read_only=True)
+    assert file_hash(path) == before
+    with Store(path) as store:
+        assert store.schema_version == schema.SCHEMA_VERSION
+        runs = store.runs(model="fashion_mnist_cnn", accelerator="CPU")
+        assert list(runs["run_id"]) == ["old-run"]
+        assert runs["examples_per_sec"].iloc[0] == 321.0
+        assert runs["flags"].iloc[0] == ["loss_not_falling"]
+        assert runs["created_at"].iloc[0] == pd.Timestamp(1700000000, unit="s", tz="UTC")
+        assert list(store.samples("old-run")["duration_s"]) == [0.5, 0.25]
+        assert store.get_run("old-run")["result"]["examples_per_sec"] == 321.0
+        assert store._read("PRAGMA foreign_key_check") == []
+        assert store.price_overrides() == []  # a v3 table exists now
+        # The upgraded file takes new runs like any other.
+        new = store.create_run(SPEC)
+        assert store.get_run(new)["status"] == "running"
+    with Store(path, read_only=True) as again:
+        assert again.schema_version == schema.SCHEMA_VERSION and len(again.runs()) == 2
+
+
+def test_newer_schema_is_refused_and_file_untouched(tmp_path):
+    path = tmp_path / "future.sqlite"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    before = file_hash(path)
+    for read_only in (False, True):
+        with pytest.raises(SchemaVersionError, match="schema v99, newer than this dashbench"):
+            Store(path, read_only=read_only)
+    assert file_hash(path) == before
+
+
+def test_foreign_files_are_refused(tmp_path):
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not a dashbench database"):
+        Store(other)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="cannot read database"):
+        Store(junk)
+    with pytest.raises(StoreError, match="no database at"):
+        Store(tmp_path / "missing.sqlite", read_only=True)
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with Store(path) as store:
+        run_id = store.create_run(SPEC)
+        store.add_samples(run_id, samples_for(3))
+        store.finish_run(run_id, "done", result_for(SPEC, 10.0))
+        queued = store.create_run(SPEC, status="queued")
+        store.set_price_override({"key": "x", "device": "CPU", "unit": "hour", "on_demand_usd_per_hour": 1.0})
+    before = file_hash(path)
+    bundle = tmp_path / "b.json"
+    with Store(path) as writer_side:
+        writer_side.export_bundle(bundle)
+    assert file_hash(path) == before
+
+    with Store(path, read_only=True) as ro:
+        assert len(ro.runs()) == 2 and len(ro.samples(run_id)) == 3
+        assert ro.get_run(run_id)["status"] == "done"
+        assert ro.price_overrides()[0]["key"] == "x"
+        ro.export_bundle(tmp_path / "b2.json")  # reading out is allowed
+        writes = {
+            "create_run": lambda: ro.create_run(SPEC),
+            "start_run": lambda: ro.start_run(queued, 1),
+            "add_samples": lambda: ro.add_samples(run_id, samples_for(1)),
+            "set_phase": lambda: ro.set_phase(run_id, "measure"),
+            "finish_run": lambda: ro.finish_run(queued, "failed"),
+            "request_cancel": lambda: ro.request_cancel(queued),
+            "reconcile": ro.reconcile,
+            "delete_runs": lambda: ro.delete_runs([run_id]),
+            "import_bundles": lambda: ro.import_bundles([bundle]),
+            "set_price_override": lambda: ro.set_price_override({"key": "y", "device": "CPU", "unit": "hour"}),
+            "delete_price_override": lambda: ro.delete_price_override("x"),
+            "reset_price_overrides": ro.reset_price_overrides,
+        }
+        for name, call in writes.items():
+            with pytest.raises(ReadOnlyError, match="open read-only"):
+                call()
+        # Even a write that slips past the API is refused by SQLite itself.
+        with pytest.raises(sqlite3.OperationalError):
+            ro._conn.execute("DELETE FROM runs")
+        assert len(ro.runs()) == 2
+    assert file_hash(path) == before
+
+
+def test_reconcile_marks_dead_processes_interrupted(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with Store(tmp_path / "r.sqlite") as store:
+        alive = store.create_run(SPEC)  # this test's own pid: alive
+        gone = store.create_run(SPEC, pid=dead.pid)
+        store.add_samples(gone, samples_for(2))
+        elsewhere = store.create_run(SPEC, pid=dead.pid, host="another-host")
+        asked = store.create_run(SPEC, pid=dead.pid)
+        store.request_cancel(asked)
+        assert store.reconcile() == 2
+        status = dict(zip(store.runs()["run_id"], store.runs()["status"]))
+        assert status == {alive: "running", gone: "interrupted", elsewhere: "running", asked: "cancelled"}
+        assert "ended without recording a result" in store.get_run(gone)["error"]
+        assert len(store.samples(gone)) == 2  # what was measured stays
+        assert store.reconcile() == 0
+
+
+def test_delete_runs_removes_samples(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        keep, drop = store.create_run(SPEC), store.create_run(SPEC)
+        store.add_samples(keep, samples_for(2))
+        store.add_samples(drop, samples_for(3))
+        assert store.delete_runs([drop, "no-such-run"]) == 1
+        assert list(store.runs()["run_id"]) == [keep]
+        assert store._read("SELECT count(*) FROM samples")[0][0] == 2
+
+
+def test_price_overrides(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        row = {"key": "gcp-tpu-v4", "device": "TPU v4", "provider": "GCP", "unit": "chip-hour", "chips_per_unit": 1,
+               "on_demand_usd_per_hour": 3.0, "spot_usd_per_hour": 0.9, "region": "us-central2",
+               "source": "my invoice", "as_of": "2025-06-01", "unconfirmed": False}
+        store.set_price_override(row)
+        store.set_price_override({**row, "on_demand_usd_per_hour": 2.5})  # same key: replaced
+        store.set_price_override({"key": "b", "device": "T4", "unit": "GPU-hour", "unconfirmed": True})
+        rows = store.price_overrides()
+        assert [r["key"] for r in rows] == ["b", "gcp-tpu-v4"]
+        assert rows[1]["on_demand_usd_per_hour"] == 2.5 and rows[1]["origin"] == "override"
+        assert rows[0]["unconfirmed"] is True
+        with pytest.raises(ValueError, match="colour: unknown price column"):
+            store.set_price_override({**row, "colour": "red"})
+        with pytest.raises(ValueError, match="unit: is required"):
+            store.set_price_override({"key": "c", "device": "T4"})
+        assert store.delete_price_override("b") and not store.delete_price_override("b")
+        assert store.reset_price_overrides() == 1 and store.price_overrides() == []
+
+
+def _writer(path, n, tag, errors):
+    try:
+        with Store(path) as store:
+            for i in range(n):
+                run_id = store.create_run(SPEC.replace(label=tag))
+                store.add_samples(run_id, samples_for(4))
+                store.finish_run(run_id, "done", result_for(SPEC, 100.0 + i))
+    except Exception as exc:  # reported to the parent; the test fails on any error
+        errors.put(f"writer {tag}: {exc!r}")
+
+
+def _reader(path, n, errors):
+    try:
+        with Store(path, read_only=True) as store:
+            for _ in range(n):
+                runs = store.runs(status="done")
+                if len(runs):
+                    store.samples(runs["run_id"].iloc[0])
+                store.runs(label="w1", limit=10)
+    except Exception as exc:
+        errors.put(f"reader: {exc!r}")
+
+
+def test_writers_and_readers_at_once_never_see_locked(tmp_path):
+    path = tmp_path / "busy.sqlite"
+    Store(path).close()
+    ctx = multiprocessing.get_context("fork")
+    errors = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(path, 60, f"w{i}", errors)) for i in range(2)]
+    procs += [ctx.Process(target=_reader, args=(path, 60, errors)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    problems = []
+    while not errors.empty():
+        problems.append(errors.get())
+    assert problems == []
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    with Store(path, read_only=True) as store:
+        assert store.count_runs(status="done") == 120
+        assert store._read("SELECT count(*) FROM samples")[0][0] == 480
