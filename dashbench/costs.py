@@ -29,22 +29,11 @@ from typing import Any, Mapping, Optional
 
 import pandas as pd
 
+from dashbench.schema import PRICE_COLUMNS
 from dashbench.spec import SpecError
 
-COLUMNS = (
-    "key",
-    "device",
-    "provider",
-    "unit",
-    "chips_per_unit",
-    "on_demand_usd_per_hour",
-    "spot_usd_per_hour",
-    "region",
-    "source",
-    "as_of",
-    "unconfirmed",
-    "origin",
-)
+# One list of catalog columns, shared with the store's price_overrides table.
+COLUMNS = PRICE_COLUMNS
 # Not part of the agreed row: free text (ranges, what a VM holds), shipped rows only.
 EXTRA_COLUMNS = ("note",)
 
