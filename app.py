@@ -8,17 +8,18 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench import settings as settings_module
-from dashbench import ui, views
+from dashbench import ui
+from dashbench.views import context
 
 st.set_page_config(page_title="dashbench", page_icon=":material/speed:", layout="wide")
 
 settings = settings_module.load()
-store, store_error = views.open_store(settings)
+store, store_error = context.open_store(settings)
 # Pages read the handle from here; it lives for this script run only (SQLite handles are per thread).
-st.session_state[ui.CONTEXT_KEY] = views.AppContext(settings=settings, store=store, store_error=store_error)
+st.session_state[ui.CONTEXT_KEY] = context.AppContext(settings=settings, store=store, store_error=store_error)
 
 if not settings.read_only and store is not None:
-    views.pump_jobs(settings)  # start queued runs whose device is free; idempotent
+    context.pump_jobs(settings)  # start queued runs whose device is free; idempotent
 
 pages = []
 if not settings.read_only:

@@ -8,6 +8,7 @@ naming the file and the fault, and nothing from any of the files is written (one
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -22,6 +23,7 @@ from dashbench.store import (
     SAMPLE_COLUMNS,
     STATUSES,
     BundleError,
+    StoreError,
     Store,
     insert_run,
     _where,
@@ -75,9 +77,14 @@ def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     # Written aside and renamed, so a crash never leaves a half bundle under the real name.
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(bundle, fh, default=str)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(bundle, fh, default=str)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"out: cannot write {path}: {exc.strerror or exc}") from None
     return len(runs)
 
 

@@ -1,7 +1,7 @@
 """Plotly figure builders: a DataFrame in, a Figure out. No Streamlit and no TensorFlow here.
 
-Frames come from dashbench.views (compare_frame, step_samples, sweep_frame) so the column names
-below are the ones views produces. Reference rows (published figures) are drawn hatched and
+Frames come from dashbench.views (compare.compare_frame, samples.step_samples, compare.sweep_frame),
+so the column names below are the ones those produce. Reference rows (published figures) are drawn hatched and
 grey so they can never be mistaken for a measured run.
 """
 
@@ -17,6 +17,8 @@ MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"
 FLAGGED_COLOR = "#d62728"
 SPOT_COLOR = "#ff7f0e"
+# Warm-up loops grey and hollow, measured ones in the measured colour (red means "flagged" here).
+_PHASES = ((True, "warm-up", "circle-open", REFERENCE_COLOR), (False, "measured", "circle", MEASURED_COLOR))
 _LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), height=380)
 
 
@@ -25,6 +27,27 @@ def _empty(title: str, message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, **_LAYOUT)
     return fig
+
+
+def _wrap(label, width: int = 34) -> str:
+    """Break a long run label onto lines at its separators: unbroken, long labels on a half-width
+    chart's axis squeeze the bars away, and Plotly then cuts the labels' start off."""
+    text = str(label)
+    if len(text) <= width:
+        return text
+    pieces = text.replace(" (", " \0(").replace(" · ", " · \0").split("\0")
+    lines, line = [], ""
+    for piece in pieces:
+        if line and len(line) + len(piece) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip())
+    return "<br>".join(lines)
+
+
+def _wrapped(labels) -> list[str]:
+    return [_wrap(label) for label in labels]
 
 
 def _is_reference(df: pd.DataFrame) -> pd.Series:
@@ -52,7 +75,7 @@ def _patterns(df: pd.DataFrame) -> list[str]:
 def _hbar_layout(fig: go.Figure, title: str, n: int, axis_title: str) -> go.Figure:
     """Horizontal bars: run labels are long, and read best on the y axis, first row on top."""
     # Room on the right for the value (and flag) printed past the end of each bar.
-    layout = dict(_LAYOUT, height=max(260, 90 + 34 * n), margin=dict(l=10, r=150, t=50, b=10))
+    layout = dict(_LAYOUT, height=max(260, 90 + 44 * n), margin=dict(l=10, r=150, t=50, b=10))
     fig.update_layout(title=title, xaxis_title=axis_title, **layout)
     fig.update_yaxes(autorange="reversed", automargin=True)
     return fig
@@ -66,7 +89,7 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
         return _empty(title, "No runs with a throughput figure")
     fig = go.Figure(
         go.Bar(
-            y=rows["label"],
+            y=_wrapped(rows["label"]),
             x=rows["examples_per_sec"],
             orientation="h",
             marker_color=_bar_colors(rows),
@@ -87,11 +110,11 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
         return _empty(title, "No step-time samples recorded for these runs")
     fig = go.Figure()
     for label, group in samples.groupby("label", sort=False):
-        fig.add_trace(go.Box(x=group["step_time_s"] * 1000.0, name=str(label), orientation="h", boxpoints="all",
+        fig.add_trace(go.Box(x=group["step_time_s"] * 1000.0, name=_wrap(label), orientation="h", boxpoints="all",
                              jitter=0.3, pointpos=0))
     _hbar_layout(fig, title, samples["label"].nunique(), "ms per step")
     fig.update_layout(showlegend=False)
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(type="log", dtick=1)  # ticks at 1, 10, 100 ms only: minor log ticks read as noise
     return fig
 
 
@@ -107,7 +130,7 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
-            y=priced["label"], x=priced["usd_per_million_examples"], name="on-demand", orientation="h",
+            y=_wrapped(priced["label"]), x=priced["usd_per_million_examples"], name="on-demand", orientation="h",
             marker_color=MEASURED_COLOR, marker_pattern_shape=_patterns(priced),
             hovertemplate="%{y}<br>$%{x:,.3f}<extra>on-demand</extra>",
         )
@@ -115,17 +138,19 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     if "usd_per_million_examples_spot" in priced and priced["usd_per_million_examples_spot"].notna().any():
         fig.add_trace(
             go.Bar(
-                y=priced["label"], x=priced["usd_per_million_examples_spot"], name="spot", orientation="h",
+                y=_wrapped(priced["label"]), x=priced["usd_per_million_examples_spot"], name="spot", orientation="h",
                 marker_color=SPOT_COLOR, marker_pattern_shape=_patterns(priced),
                 hovertemplate="%{y}<br>$%{x:,.3f}<extra>spot</extra>",
             )
         )
     if not unpriced.empty:
-        names = ", ".join(str(x) for x in unpriced["label"])
-        fig.add_annotation(text=f"no price: {names}", showarrow=False, x=0, y=-0.02, xref="paper", yref="paper",
+        # The runs are named in the caption above the charts; a long list here runs off the figure.
+        fig.add_annotation(text=f"no price: {len(unpriced)} run(s) not shown", showarrow=False, x=0, y=-0.02, xref="paper", yref="paper",
                            xanchor="left", yanchor="top", yshift=-40, font=dict(color=FLAGGED_COLOR))
     _hbar_layout(fig, title, 2 * len(priced), "USD / 1M examples")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.12, x=1, xanchor="right", yanchor="top"))
+    # Legend above the plot: below it, it collides with the axis title and the "no price" note.
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.0, x=0, xanchor="left", yanchor="bottom"),
+                      margin=dict(fig.layout.margin.to_plotly_json(), t=80, b=60))
     return fig
 
 
@@ -138,7 +163,7 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
         return _empty(title, "Pick a baseline with a throughput figure")
     fig = go.Figure(
         go.Bar(
-            y=rows["label"], x=rows["speedup"], orientation="h", marker_color=_bar_colors(rows),
+            y=_wrapped(rows["label"]), x=rows["speedup"], orientation="h", marker_color=_bar_colors(rows),
             marker_pattern_shape=_patterns(rows), text=[f"{v:.2f}×" for v in rows["speedup"]],
             textposition="outside", cliponaxis=False, hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
         )
@@ -160,7 +185,10 @@ def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
                        hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>")
         )
     fig.update_layout(title=title, xaxis_title="global batch size", yaxis_title="examples/s", **_LAYOUT)
-    fig.update_xaxes(type="log")
+    # Log scale (sweeps double the batch), ticked at the batch sizes measured, not at 3, 4, 5, …
+    sizes = sorted({int(b) for b in rows["batch_size"].dropna()})
+    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
+    fig.update_yaxes(rangemode="tozero")
     return fig
 
 
@@ -170,11 +198,11 @@ def loss_curve(samples: pd.DataFrame) -> go.Figure:
     if samples.empty or samples["loss"].dropna().empty:
         return _empty(title, "No loss recorded")
     fig = go.Figure()
-    for warm, name, symbol in ((True, "warm-up", "circle-open"), (False, "measured", "circle")):
+    for warm, name, symbol, color in _PHASES:
         part = samples[samples["warmup"].astype(bool) == warm]
         if not part.empty:
             fig.add_trace(go.Scatter(x=part["index"], y=part["loss"], mode="lines+markers", name=name,
-                                     marker_symbol=symbol))
+                                     marker_symbol=symbol, line_color=color))
     fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **_LAYOUT)
     return fig
 
@@ -185,11 +213,11 @@ def step_time_series(samples: pd.DataFrame) -> go.Figure:
     if samples.empty:
         return _empty(title, "No samples recorded")
     fig = go.Figure()
-    for warm, name, symbol in ((True, "warm-up", "circle-open"), (False, "measured", "circle")):
+    for warm, name, symbol, color in _PHASES:
         part = samples[samples["warmup"].astype(bool) == warm]
         if not part.empty:
             fig.add_trace(go.Scatter(x=part["index"], y=part["step_time_s"] * 1000.0, mode="lines+markers",
-                                     name=name, marker_symbol=symbol))
+                                     name=name, marker_symbol=symbol, line_color=color))
     fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **_LAYOUT)
     return fig
 

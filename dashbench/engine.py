@@ -109,7 +109,10 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
         return time.perf_counter() - start, loss_value
 
     emit({"event": "phase", "phase": "compile"})
-    compile_s, _ = host_loop()
+    # XLA and graph optimisers log to the C++ stderr on first use ("Compiled cluster using XLA!");
+    # a failure still arrives as a Python exception with its message.
+    with devices.native_stderr_silenced():
+        compile_s, _ = host_loop()
     emit({"event": "compiled", "compile_s": compile_s})
 
     samples: list[dict] = []

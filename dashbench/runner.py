@@ -174,6 +174,26 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
 
 
 def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = error_message(exc)
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
+
+
+def error_message(exc: BaseException) -> str:
+    """The message of `exc` without the Python trace a TensorFlow graph error carries.
+
+    TF puts "Detected at node N defined at (most recent call last):" and a dozen `File ...` lines
+    before the cause ("Received a label value of 200 ...", "OOM when allocating ..."), so a
+    message cut to one line would keep the trace and lose the cause."""
+    lines, in_trace = [], False
+    for line in str(exc).strip().splitlines():
+        if line.startswith("Detected at node") and "(most recent call last)" in line:
+            in_trace = True
+            continue
+        if in_trace and (not line.strip() or line.startswith("  ")):
+            continue  # `  File "...", line N, in f` and the blank lines between them
+        in_trace = False
+        if line.strip().startswith("[[{{node"):
+            continue
+        lines.append(line)
+    return "\n".join(lines).strip()

@@ -160,14 +160,20 @@ class Store:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             uri = self.path.resolve().as_uri() + "?mode=rwc"
-        try:
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S,
-                                   check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open database {self.path}: {exc}") from None
+        conn = self._connect(uri)
         try:
             # Read the version before anything that could write (even switching to WAL writes).
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if not (self.read_only and self._wal_index_unavailable(exc)):
+                    raise
+                # A WAL database in a folder we cannot write (a read-only mount, another user's
+                # files): SQLite cannot create its -shm index. With no pending WAL content the
+                # main file is the whole database, so it can be read as immutable.
+                conn.close()
+                conn = self._connect(uri + "&immutable=1")
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > schema.SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"database {self.path} has schema v{version}, newer than this dashbench "
@@ -192,11 +198,32 @@ class Store:
                     schema.migrate(conn, version)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StoreError(f"cannot read database {self.path}: {exc}") from None
+            raise StoreError(f"cannot read database {self.path}: {exc}{self._write_hint(exc)}") from None
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _connect(self, uri: str) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {self.path}: {exc}{self._write_hint(exc)}") from None
+
+    def _write_hint(self, exc: sqlite3.Error) -> str:
+        if self.read_only or getattr(exc, "sqlite_errorname", "") not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
+            return ""
+        return " (is the file or its folder read-only?)"
+
+    def _wal_index_unavailable(self, exc: sqlite3.OperationalError) -> bool:
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or not self.path.is_file():
+            return False
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            return not wal.exists() or wal.stat().st_size == 0
+        except OSError:
+            return False
 
     @staticmethod
     def _has_tables(conn) -> bool:

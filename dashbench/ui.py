@@ -31,3 +31,29 @@ def page_context():
         exec(code, module.__dict__)  # noqa: S102 - the app's own entry script
         st.stop()
     return st.session_state[CONTEXT_KEY]
+
+
+def column_config(table) -> dict:
+    """st.column_config for a dashbench table: readable labels and number formats (views.columns)."""
+    from dashbench.views.columns import COLUMNS
+
+    config = {}
+    for name in table.columns:
+        spec = COLUMNS.get(name)
+        if spec is None:
+            continue
+        common = dict(label=spec.label, help=spec.help, pinned=spec.pinned or None)
+        if spec.kind == "number":
+            config[name] = st.column_config.NumberColumn(format=spec.format, **common)
+        elif spec.kind == "datetime":
+            config[name] = st.column_config.DatetimeColumn(format=spec.format, **common)
+        elif spec.kind == "checkbox":
+            config[name] = st.column_config.CheckboxColumn(**common)
+        else:
+            config[name] = st.column_config.TextColumn(**common)
+    return config
+
+
+def table(frame, **kwargs):
+    """st.dataframe with dashbench's column labels and formats, without the index."""
+    return st.dataframe(frame, column_config=column_config(frame), hide_index=True, **kwargs)

@@ -401,6 +401,11 @@ def load_fashion_mnist(data_path: Optional[str]) -> tuple[np.ndarray, np.ndarray
     labels = read_idx(_idx_file(folder, FASHION_FILES[1]))
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise SpecError("data_path", f"IDX files in {folder} disagree: images {images.shape}, labels {labels.shape}")
+    classes = get("fashion_mnist_cnn").defaults["classes"]
+    if len(labels) and (labels.min() < 0 or labels.max() >= classes):
+        # Caught here, not by the loss op: TF's error would come mid-run, wrapped in a graph trace.
+        raise SpecError("data_path", f"labels in {folder} must be class numbers 0–{classes - 1}; found "
+                                     f"{int(labels.min())}–{int(labels.max())} (a different dataset's file?)")
     return images[..., None], labels.astype(np.int32)
 
 

@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from dashbench import charts, costs, reference, ui, views
+from dashbench import charts, costs, reference, ui
+from dashbench.views import compare, context, filters
+from dashbench.views.format import run_label
+from dashbench.views.samples import step_samples
 
 ctx = ui.page_context()
 st.title("Compare")
@@ -12,55 +15,85 @@ if ctx.store is None:
 
 runs = ctx.store.runs()
 if runs.empty:
-    st.markdown(views.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else views.EMPTY_STORE_TEXT)
+    st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
     if not ctx.settings.read_only:
         st.page_link("pages/run.py", label="Go to Run", icon=":material/play_arrow:")
 
-requested = [r for r in st.query_params.get("runs", "").split(",") if r]
+requested = [r for r in st.query_params.get("runs", "").split(",") if r and r in runs["run_id"].values]
+if requested and st.session_state.get("cmp_requested") != requested:
+    # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
+    # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
+    st.session_state["cmp_requested"] = requested
+    st.session_state["cmp_runs"] = requested
+    st.session_state["cmp_model"] = compare.models_of(runs, requested)
+    st.session_state.pop("cmp_acc", None)
+    st.session_state.pop("cmp_precision", None)
+    st.session_state.pop("cmp_status", None)
+    st.session_state.pop("cmp_ref_rows", None)
+
+
+def _unless_set(key, value):
+    """A widget's default, or None once Session State holds its value (Streamlit warns about both)."""
+    return None if key in st.session_state else value
+
+
+def _filters_changed():
+    st.session_state.pop("cmp_runs", None)  # the run list follows the filters again
+    _runs_changed()
+
+
+def _runs_changed():
+    st.session_state.pop("cmp_ref_rows", None)  # published rows follow the chosen runs' models again
+
 
 with st.expander("Choose runs", expanded=not requested):
-    options = views.filter_options(runs)
+    options = filters.filter_options(runs)
     cols = st.columns(4)
     selections = {
-        "model": cols[0].multiselect("Model", options.get("model", []), key="cmp_model"),
-        "accelerator": cols[1].multiselect("Accelerator", options.get("accelerator", []), key="cmp_acc"),
-        "precision": cols[2].multiselect("Precision", options.get("precision", []), key="cmp_precision"),
+        # Throughput of different workloads on one axis means nothing: start from one model.
+        "model": cols[0].multiselect("Model", options.get("model", []), key="cmp_model",
+                                     default=_unless_set("cmp_model", compare.default_models(runs)),
+                                     on_change=_filters_changed),
+        "accelerator": cols[1].multiselect("Accelerator", options.get("accelerator", []), key="cmp_acc",
+                                           on_change=_filters_changed),
+        "precision": cols[2].multiselect("Precision", options.get("precision", []), key="cmp_precision",
+                                         on_change=_filters_changed),
         "status": cols[3].multiselect("Status", options.get("status", []),
-                                      default=["done"] if "done" in options.get("status", []) else [],
-                                      key="cmp_status"),
+                                      default=_unless_set("cmp_status", ["done"] if "done" in options.get(
+                                          "status", []) else []),
+                                      key="cmp_status", on_change=_filters_changed),
     }
-    filtered = views.apply_filters(runs, selections)
-    labels = {r["run_id"]: views.run_label(r) for _, r in filtered.iterrows()}
-    default = [r for r in requested if r in labels] or list(labels)[:12]
-    if requested and st.session_state.get("cmp_requested") != requested:
-        # A link (?runs=...) was followed: it wins over the selection left from an earlier visit.
-        st.session_state["cmp_requested"] = requested
-        st.session_state["cmp_runs"] = [r for r in requested if r in runs["run_id"].values]
-        labels.update({r: views.run_label(runs.set_index("run_id").loc[r].to_dict() | {"run_id": r})
-                       for r in st.session_state["cmp_runs"] if r not in labels})
-    chosen = st.multiselect("Runs (filtered; pick by hand)", list(labels), default=default,
-                            format_func=labels.get, key="cmp_runs")
+    filtered = filters.apply_filters(runs, selections)
+    labels = {r["run_id"]: run_label(r) for r in filtered.to_dict("records")}
+    by_id = runs.set_index("run_id")
+    labels.update({r: run_label(by_id.loc[r].to_dict() | {"run_id": r})
+                   for r in st.session_state.get("cmp_runs", []) if r in by_id.index and r not in labels})
+    chosen = st.multiselect("Runs (the newest 12 that pass the filters; add or remove by hand)", list(labels),
+                            default=_unless_set("cmp_runs", list(filtered["run_id"])[:12]), format_func=labels.get,
+                            key="cmp_runs", on_change=_runs_changed)
     show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
     published = reference.rows()
     ref_names = dict(zip(published["key"], published["name"]))
     chosen_models = runs.loc[runs["run_id"].isin(chosen), "model"].unique().tolist()
     chosen_labels = runs.loc[runs["run_id"].isin(chosen), "label"].tolist()
     ref_keys = st.multiselect("Published rows (default: those for the chosen runs' models)", list(ref_names),
-                              default=views.reference_for_models(published, chosen_models, chosen_labels),
+                              default=_unless_set("cmp_ref_rows", compare.reference_for_models(
+                                  published, chosen_models, chosen_labels)),
                               format_func=ref_names.get, key="cmp_ref_rows", disabled=not show_reference)
 
 catalog = costs.catalog(ctx.store)
-frame = views.compare_frame(runs[runs["run_id"].isin(chosen)], catalog,
-                            published[published["key"].isin(ref_keys)] if show_reference else None)
+frame = compare.compare_frame(runs[runs["run_id"].isin(chosen)], catalog,
+                              published[published["key"].isin(ref_keys)] if show_reference else None)
 if frame.empty:
     st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
     st.stop()
 
-baselines = views.baseline_choices(frame)
-baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline")
-frame = views.speedup_vs(frame, baseline) if baseline else frame.assign(speedup=float("nan"))
+baselines = compare.baseline_choices(frame)
+baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
+                        help="Speed-up is examples/s over this row's, only between runs of the same model.")
+frame = compare.speedup_vs(frame, baseline) if baseline else frame.assign(speedup=float("nan"))
 
-flag_lines = views.flag_lines(frame)
+flag_lines = compare.flag_lines(frame)
 if flag_lines:
     st.warning("**Flagged: judge these figures with care**\n\n" + "\n".join(flag_lines), icon=":material/warning:")
 unpriced = frame[(frame["kind"] == "measured") & frame["usd_per_million_examples"].isna()]
@@ -72,29 +105,34 @@ if not unpriced.empty:
 models = sorted(frame.loc[frame["kind"] == "measured", "model"].dropna().unique())
 if len(models) == 1:
     st.subheader(f"Workload: {models[0]}")
+elif len(models) > 1:
+    st.caption(f"{len(models)} workloads ({', '.join(models)}): compare throughput within a workload; "
+               "speed-up is only computed against the baseline's.")
+sweeps = compare.sweep_frame(frame)
+if not sweeps.empty:
+    st.plotly_chart(charts.throughput_vs_batch(sweeps), key="chart_sweep")
 left, right = st.columns(2)
 left.plotly_chart(charts.throughput(frame), key="chart_throughput")
 right.plotly_chart(charts.speedup(frame, baselines.get(baseline, "—")), key="chart_speedup")
-left.plotly_chart(charts.step_time_distribution(views.step_samples(ctx.store, frame)), key="chart_steps")
+left.plotly_chart(charts.step_time_distribution(step_samples(ctx.store, frame)), key="chart_steps")
 right.plotly_chart(charts.cost_per_million(frame), key="chart_cost")
-sweeps = views.sweep_frame(frame)
-if not sweeps.empty:
-    st.plotly_chart(charts.throughput_vs_batch(sweeps), key="chart_sweep")
+
+st.subheader("The numbers")
+table = compare.compare_table(frame)
+ui.table(table)
+st.download_button("Download CSV", compare.csv_bytes(table), file_name="dashbench-compare.csv", mime="text/csv",
+                   icon=":material/download:")
 
 with st.expander("Time and cost of N epochs"):
     cols = st.columns(2)
     dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
                                         key="cmp_dataset")
     epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
-    st.dataframe(views.epochs_table(frame, catalog, int(dataset_size), float(epochs)), hide_index=True)
+    ui.table(compare.epochs_table(frame, catalog, int(dataset_size), float(epochs)))
 
 if show_reference:
-    ratios = views.published_ratios(published[published["model"].isin(chosen_models)] if chosen_models
-                                    else published)
+    ratios = compare.published_ratios(published[published["model"].isin(chosen_models)] if chosen_models
+                                      else published)
     if not ratios.empty:
         with st.expander("Published ratios (computed from raw figures where the article gave them)"):
-            st.dataframe(ratios, hide_index=True)
-
-table = views.compare_table(frame)
-st.dataframe(table, hide_index=True)
-st.download_button("Download CSV", views.csv_bytes(table), file_name="dashbench-compare.csv", mime="text/csv")
+            ui.table(ratios)

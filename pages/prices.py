@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from dashbench import costs, reference, ui, views
+from dashbench import costs, reference, ui
+from dashbench.views import prices
 from dashbench.spec import SpecError
 
 ctx = ui.page_context()
@@ -17,7 +18,7 @@ if "price_flash" in st.session_state:
 catalog = costs.catalog(ctx.store)
 st.caption("Costs are derived when viewed, so a changed price re-prices every stored run. "
            "Shipped rows come from public sources (see `source`, `as_of`); overrides live in your database.")
-st.dataframe(views.catalog_table(catalog), hide_index=True)
+ui.table(prices.catalog_table(catalog))
 
 if not read_only:
     st.subheader("Set a price")
@@ -63,4 +64,4 @@ if not read_only:
 st.subheader("Published reference results")
 st.caption("Figures from the seed articles and their sources. They appear on Compare as hatched grey "
            "bars, never mixed with measured runs, and can be used as a speed-up baseline.")
-st.dataframe(views.reference_table(reference.rows()), hide_index=True)
+ui.table(prices.reference_table(reference.rows()))

@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from dashbench import charts, ui, views
+from dashbench import charts, costs, ui
+from dashbench.views import context, filters, results
+from dashbench.views.format import run_label
+from dashbench.views.samples import prepare_samples
 
 ctx = ui.page_context()
 st.title("Results")
@@ -15,9 +18,9 @@ if "res_flash" in st.session_state:
 
 runs = ctx.store.runs()
 if runs.empty:
-    st.markdown(views.EMPTY_STORE_TEXT_READ_ONLY if read_only else views.EMPTY_STORE_TEXT)
+    st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
-options = views.filter_options(runs)
+options = filters.filter_options(runs)
 cols = st.columns([1, 1, 1, 1, 2])
 selections = {
     "model": cols[0].multiselect("Model", options.get("model", []), key="res_model"),
@@ -26,18 +29,19 @@ selections = {
     "status": cols[3].multiselect("Status", options.get("status", []), key="res_status"),
 }
 search = cols[4].text_input("Search (label, host, id, …)", key="res_search")
-filtered = views.apply_filters(runs, selections, search)
-st.caption(f"{len(filtered)} of {len(runs)} runs. Click a column header to sort.")
-st.dataframe(views.results_table(filtered), hide_index=True)
+filtered = filters.apply_filters(runs, selections, search)
+st.caption(f"{len(filtered)} of {len(runs)} runs, newest first. Click a column header to sort; "
+           "cost is on-demand USD per million examples (\"no price\" runs are blank).")
+ui.table(results.results_table(filtered, costs.catalog(ctx.store)))
 
 if not filtered.empty:
     st.subheader("Run detail")
-    labels = {r["run_id"]: f"{views.run_label(r)} — {r['status']}" for _, r in filtered.iterrows()}
+    labels = {r["run_id"]: f"{run_label(r)} — {r['status']}" for _, r in filtered.iterrows()}
     done = filtered.index[filtered["status"] == "done"]
     first_done = filtered.index.get_loc(done[0]) if len(done) else 0
     run_id = st.selectbox("Run", list(labels), index=first_done, format_func=labels.get, key="res_detail")
     run = ctx.store.get_run(run_id)
-    detail = views.run_detail(run)
+    detail = results.run_detail(run)
     st.markdown(f"**{detail['title']}** — status `{detail['status']}`")
     if detail["error"]:
         st.error(detail["error"])
@@ -48,7 +52,7 @@ if not filtered.empty:
         for col, (label, value, more) in zip(metric_cols, detail["headline"]):
             col.metric(label, value)
             col.caption(more)
-    samples = views.prepare_samples(ctx.store.samples(run_id))
+    samples = prepare_samples(ctx.store.samples(run_id))
     left, right = st.columns(2)
     left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
     right.plotly_chart(charts.step_time_series(samples), key="detail_steps")
@@ -64,7 +68,7 @@ if not filtered.empty:
     export_ids = filtered["run_id"].tolist()
     # Built only when clicked, in its own read-only connection (this run's handle is closed by then).
     st.download_button(f"Download bundle of the {len(export_ids)} runs shown above",
-                       lambda: views.bundle_bytes(ctx.settings.db_path, export_ids),
+                       lambda: results.bundle_bytes(ctx.settings.db_path, export_ids),
                        file_name="dashbench-bundle.json", mime="application/json", on_click="ignore")
 else:
     st.caption("Nothing to export.")
@@ -74,12 +78,12 @@ if not read_only:
     uploads = st.file_uploader("Bundles made with `python -m dashbench export`", accept_multiple_files=True,
                                key="res_import")
     if uploads and st.button("Import", key="res_import_go"):
-        message, ok = views.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])
+        message, ok = results.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])
         (st.success if ok else st.error)(message)
 
     st.subheader("Delete")
     doomed = st.multiselect("Runs to delete", list(filtered["run_id"]), key="res_delete",
-                            format_func=lambda r: views.run_label(filtered.set_index("run_id").loc[r].to_dict()
+                            format_func=lambda r: run_label(filtered.set_index("run_id").loc[r].to_dict()
                                                                   | {"run_id": r}))
     confirm = st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
     if st.button("Delete", disabled=not (doomed and confirm), key="res_delete_go"):

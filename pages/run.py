@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from dashbench import charts, jobs, ui, views
+from dashbench import charts, jobs, ui
+from dashbench.views import devices as device_views
+from dashbench.views import live, results, run_form
+from dashbench.views.format import run_label
 from dashbench.spec import MODELS, PRECISIONS, SpecError
 from dashbench.store import Store
 
@@ -14,22 +17,22 @@ if ctx.settings.read_only or ctx.store is None:
 db_path = ctx.settings.db_path
 
 with st.spinner("Looking for devices on this machine…"):
-    devices = views.device_info()
+    devices = device_views.device_info()
 if devices.error:
     st.warning(devices.error)
 
-for key, value in views.run_form_defaults(devices.kinds).items():
+for key, value in run_form.run_form_defaults(devices.kinds).items():
     st.session_state.setdefault(key, value)
 
 
 def _apply_preset():
     slug = st.session_state["run_preset"]
     if slug:
-        st.session_state.update(views.preset_form_values(slug, st.session_state["run_device"],
+        st.session_state.update(run_form.preset_form_values(slug, st.session_state["run_device"],
                                                          quick=st.session_state["run_quick"]))
 
 
-preset_names = views.preset_choices()
+preset_names = run_form.preset_choices()
 cols = st.columns([3, 1])
 cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(preset_names), key="run_preset",
                   format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
@@ -37,7 +40,7 @@ cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(p
 cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
                  help="The preset with tiny shapes and 2 steps: seconds on a CPU, for trying it out.")
 if st.session_state["run_preset"]:
-    st.caption(views.preset_description(st.session_state["run_preset"]))
+    st.caption(run_form.preset_description(st.session_state["run_preset"]))
 
 with st.form("run_form"):
     cols = st.columns(4)
@@ -64,7 +67,7 @@ with st.form("run_form"):
 
 if launch or launch_sweep:
     try:
-        specs, sweep_id = views.specs_from_form(st.session_state, sweep=launch_sweep)
+        specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
         ids = [jobs.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
     except SpecError as exc:
         st.error(f"Not launched: {exc}")
@@ -84,10 +87,10 @@ def live_panel():
         st.rerun(scope="app")  # all finished: redraw the page once with their headlines
     for _, row in current.iterrows():
         run_id = row["run_id"]
-        view = views.live_view(jobs.progress(run_id, db_path))
+        view = live.live_view(jobs.progress(run_id, db_path))
         with st.container(border=True):
             cols = st.columns([5, 1])
-            cols[0].markdown(f"**{views.run_label(row)}** — {view.text}")
+            cols[0].markdown(f"**{run_label(row)}** — {view.text}")
             if cols[1].button("Cancel", key=f"cancel_{run_id}"):
                 jobs.cancel(run_id, db_path)
             st.progress(view.fraction)
@@ -99,11 +102,11 @@ if not active.empty:
     st.subheader(f"Active runs ({len(active)})")
     st.fragment(live_panel, run_every=1.0)()
 
-mine = views.finished_runs(ctx.store, st.session_state.get("my_runs", []))
+mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
 if mine:
     st.subheader("Finished")
     for run in mine:
-        detail = views.run_detail(run)
+        detail = results.run_detail(run)
         with st.container(border=True):
             st.markdown(f"**{detail['title']}** — `{detail['status']}`")
             if detail["error"]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashbench import views
+from dashbench.views import results
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
@@ -129,7 +129,7 @@ def test_results_page_deletes_and_imports(filled, monkeypatch, tmp_path):
     with Store(other) as store:
         extra = store.create_run(RunSpec(model="conv2d", batch_size=8), status="running")
         store.finish_run(extra, "failed", error="bundle me")
-    bundle = views.bundle_bytes(str(other), [extra])
+    bundle = results.bundle_bytes(str(other), [extra])
 
     at = start(monkeypatch, db)
     show(at, "pages/results.py")
@@ -186,6 +186,47 @@ def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
     with Store(db) as store:
         store.finish_run(busy, "cancelled")
         store.request_cancel(waiting)
+
+
+def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, monkeypatch):
+    """Real run processes (the stand-in engine of test_jobs: the real CLI options, runner and store,
+    sleeping instead of training), cancelled by clicking Cancel on the Run page."""
+    from dashbench import jobs
+    from test_jobs import FAKE_RUN
+
+    script = tmp_path / "fake_run.py"
+    script.write_text(FAKE_RUN)
+    monkeypatch.setattr(jobs, "RUN_COMMAND", [sys.executable, str(script)])
+    db = tmp_path / "cancel.sqlite"
+    # 2000 steps of 50 ms: still going when cancelled; the second waits for the CPU behind it.
+    slow = RunSpec(model="conv2d", batch_size=4, device="cpu", steps=2000, seed=50)
+    running, queued = jobs.submit(slow, db), jobs.submit(slow, db)
+    try:
+        with Store(db, read_only=True) as store:
+            deadline = time.monotonic() + 60
+            while store.samples(running).empty and time.monotonic() < deadline:
+                time.sleep(0.2)  # measuring: the runner's signal handler is in place
+            assert not store.samples(running).empty, store.get_run(running)
+        at = start(monkeypatch, db)
+        show(at, "pages/run.py")
+        assert "Active runs (2)" in [s.value for s in at.subheader]
+        at.button(key=f"cancel_{queued}").click().run()
+        assert_clean(at)
+        with Store(db, read_only=True) as store:
+            assert store.get_run(queued)["status"] == "cancelled"
+        at.button(key=f"cancel_{running}").click().run()
+        assert_clean(at)
+        with Store(db, read_only=True) as store:
+            deadline = time.monotonic() + 30
+            while store.get_run(running)["status"] == "running" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert store.get_run(running)["status"] == "cancelled"
+        at.run()
+        assert_clean(at)
+        assert not any(s.value.startswith("Active runs") for s in at.subheader)
+    finally:
+        for run_id in (running, queued):
+            jobs.cancel(run_id, db, wait_s=10)
 
 
 def test_a_tiny_real_run_launched_from_the_run_page_shows_on_compare(tmp_path, monkeypatch):

@@ -145,6 +145,19 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         expect(page.get_by_text("Read-only")).to_be_visible()
         page.close()
 
+        # Must not happen: the launch form, when the Run page's URL is typed in directly.
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/run")
+        expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
+        page.screenshot(path=str(ARTIFACTS / "read-only-run-url.png"), full_page=True)
+        expect(page.get_by_text("Page not found")).to_be_visible()  # Streamlit says so, then shows Compare
+        expect(page.get_by_role("heading", name="Compare", exact=True)).to_be_visible()
+        expect(page.get_by_text("Launch run")).to_have_count(0)
+        expect(page.locator("[data-testid='stForm']")).to_have_count(0)
+        expect(page.locator("[data-testid='stException']")).to_have_count(0)
+        page.close()
+
 
 def readme_screenshot(browser, url: str, db: Path):
     """The picture under the README's first command: one workload across devices, next to the articles."""

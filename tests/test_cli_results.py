@@ -124,3 +124,17 @@ def test_real_sweep_of_tiny_runs(tmp_path):
         # one after the other, each in its own process
         assert runs["started_at"].iloc[1] >= runs["finished_at"].iloc[0]
         assert runs["pid"].nunique() == 2
+
+
+def test_export_into_a_missing_folder_is_one_line(db, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "export", "--db", str(db), "--out", str(tmp_path / "no" / "such" / "b.json"))
+    assert code == 2 and out == ""
+    assert err.strip().startswith("error: out: cannot write ") and "No such file or directory" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+
+
+def test_show_formats_the_peak(db, capsys):
+    with Store(db) as store:
+        run_id = store.runs(batch_size=[16])["run_id"][0]
+    code, out, _ = run_cli(capsys, "show", "--db", str(db), run_id)
+    assert code == 0 and "MFU 1.0% of 0.2 TFLOP/s peak (measured)" in out

@@ -98,3 +98,47 @@ def test_a_failed_run_is_one_line_and_exit_1(monkeypatch, capfd):
     out, err = capfd.readouterr()
     assert out == ""
     assert err.splitlines()[-1] == "error: run failed: RuntimeError: OOM when allocating tensor with shape [128, 256]"
+
+
+GRAPH_ERROR = (
+    "Graph execution error:\n\n"
+    "Detected at node while/SparseSoftmaxCrossEntropyWithLogits defined at (most recent call last):\n"
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n\n'
+    + "".join(f'  File "/x/engine.py", line {n}, in train_loop\n\n' for n in range(40))
+    + "Received a label value of 200 which is outside the valid range of [0, 10).\n"
+    "\t [[{{node while/SparseSoftmaxCrossEntropyWithLogits}}]] [Op:__inference_train_loop_1779]"
+)
+
+
+def test_a_tensorflow_graph_error_keeps_its_cause_not_its_trace(monkeypatch, tmp_path, capfd):
+    """TF's message puts a long Python trace before the cause; the CLI line and the stored error
+    must say the cause."""
+    from dashbench import engine
+    from dashbench.store import Store
+
+    def broken(spec, on_event=None):
+        raise RuntimeError(GRAPH_ERROR)
+
+    monkeypatch.setattr(engine, "run", broken)
+    db = tmp_path / "e.sqlite"
+    assert main(["run", *TINY, "--db", str(db)]) == 1
+    line = capfd.readouterr().err.splitlines()[-1]
+    assert line == ("error: run failed: RuntimeError: Graph execution error: Received a label value of 200 "
+                    "which is outside the valid range of [0, 10).")
+    with Store(db) as store:
+        error = store.get_run(store.runs()["run_id"][0])["error"]
+    assert "File " not in error and "[[{{node" not in error
+    assert error.endswith("Received a label value of 200 which is outside the valid range of [0, 10).")
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback():
+    import subprocess
+    import sys
+
+    reader = subprocess.Popen([sys.executable, "-m", "dashbench", "models", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.read(10)
+    reader.stdout.close()  # as `| head -c 10` does
+    err = reader.stderr.read().decode()
+    reader.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err

@@ -334,3 +334,22 @@ def test_writers_and_readers_at_once_never_see_locked(tmp_path):
     with Store(path, read_only=True) as store:
         assert store.count_runs(status="done") == 120
         assert store._read("SELECT count(*) FROM samples")[0][0] == 480
+
+
+def test_read_only_opens_a_wal_file_whose_folder_cannot_be_written(tmp_path):
+    """A results file on a read-only mount: SQLite cannot create the -shm index next to it.
+    A dangling -shm symlink fails the same way, even for root."""
+    path = tmp_path / "served.sqlite"
+    with Store(path) as store:
+        run_id = store.create_run(SPEC)
+        store.add_samples(run_id, samples_for(3))
+        store.finish_run(run_id, "done", result_for(SPEC, 10.0))
+    assert not (tmp_path / "served.sqlite-wal").exists()  # checkpointed on close
+    (tmp_path / "served.sqlite-shm").symlink_to(tmp_path / "missing-folder" / "shm")
+    before = file_hash(path)
+    with Store(path, read_only=True) as ro:
+        assert ro.get_run(run_id)["status"] == "done" and len(ro.samples(run_id)) == 3
+    assert file_hash(path) == before
+    # Writing is still refused, with a hint at the cause rather than a bare SQLite message.
+    with pytest.raises(StoreError, match="read-only"):
+        Store(path).create_run(SPEC)

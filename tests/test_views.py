@@ -5,7 +5,10 @@ import io
 import pandas as pd
 import pytest
 
-from dashbench import charts, costs, reference, views
+from dashbench import charts, costs, reference
+from dashbench.views import compare, context, devices, filters, live, results, run_form
+from dashbench.views.format import flag_list, flag_text, run_label
+from dashbench.views.samples import prepare_samples, step_samples
 from dashbench.spec import SpecError
 from dashbench.store import Store
 
@@ -21,32 +24,32 @@ def store(tmp_path):
 
 
 def test_flags_are_named_in_words():
-    assert views.flag_text(["above_peak", "loss_not_falling"]) == "above peak; did not converge"
-    assert "invalid" in views.flag_text(["above_peak"], short=False)
-    assert views.flag_list(None) == [] and views.flag_list('["placement_mismatch"]') == ["placement_mismatch"]
+    assert flag_text(["above_peak", "loss_not_falling"]) == "above peak; did not converge"
+    assert "invalid" in flag_text(["above_peak"], short=False)
+    assert flag_list(None) == [] and flag_list('["placement_mismatch"]') == ["placement_mismatch"]
 
 
 def test_run_label_is_unique_and_says_what_ran(store):
     runs = store.runs()
-    labels = [views.run_label(r) for _, r in runs.iterrows()]
+    labels = [run_label(r) for _, r in runs.iterrows()]
     assert len(set(labels)) == len(labels)
     tpu = runs[runs["accelerator"] == "TPU v2"].iloc[0]
-    assert "4×TPU v2" in views.run_label(tpu) and tpu["run_id"][-6:] in views.run_label(tpu)
+    assert "4×TPU v2" in run_label(tpu) and tpu["run_id"][-6:] in run_label(tpu)
 
 
 def test_filters_and_search(store):
     runs = store.runs()
-    only = views.apply_filters(runs, {"accelerator": ["V100"], "model": []})
+    only = filters.apply_filters(runs, {"accelerator": ["V100"], "model": []})
     assert len(only) and set(only["accelerator"]) == {"V100"}
-    assert len(views.apply_filters(runs, {})) == len(runs)
-    found = views.apply_filters(runs, {}, text="cpu sweep")
+    assert len(filters.apply_filters(runs, {})) == len(runs)
+    found = filters.apply_filters(runs, {}, text="cpu sweep")
     assert set(found["sweep_id"]) == {"sweep-fixture-1"}
-    assert "TPU v2" in views.filter_options(runs)["accelerator"]
+    assert "TPU v2" in filters.filter_options(runs)["accelerator"]
 
 
 def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
     runs = store.runs(status="done")
-    frame = views.compare_frame(runs, costs.catalog(store), reference.rows())
+    frame = compare.compare_frame(runs, costs.catalog(store), reference.rows())
     measured = frame[frame["kind"] == "measured"]
     published = frame[frame["kind"] == "reference"]
     assert len(measured) == len(runs) and len(published) == len(reference.rows())
@@ -65,14 +68,14 @@ def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
 
 def test_speedup_against_a_run_and_against_a_published_row(store):
     runs = store.runs(status="done", model="bilstm")
-    frame = views.compare_frame(runs, None, reference.rows())
+    frame = compare.compare_frame(runs, None, reference.rows())
     base = frame[frame["kind"] == "measured"].iloc[0]
-    out = views.speedup_vs(frame, base["id"])
+    out = compare.speedup_vs(frame, base["id"])
     assert out.loc[out["id"] == base["id"], "speedup"].iloc[0] == pytest.approx(1.0)
     other = out[(out["kind"] == "measured") & (out["id"] != base["id"])].iloc[0]
     assert other["speedup"] == pytest.approx(other["examples_per_sec"] / base["examples_per_sec"])
     # The BiLSTM's published raw figures: TPU / P100 is 12.9x, not the claimed 16.9x.
-    out = views.speedup_vs(frame, "ref:riseml-bilstm-p100")
+    out = compare.speedup_vs(frame, "ref:riseml-bilstm-p100")
     tpu = out[out["id"] == "ref:riseml-bilstm-tpu"].iloc[0]
     assert tpu["speedup"] == pytest.approx(21402 / 1658)
     # Other workloads get no ratio at all: a conv2d row is not "faster" than a BiLSTM.
@@ -81,18 +84,18 @@ def test_speedup_against_a_run_and_against_a_published_row(store):
 
 
 def test_csv_download_has_one_row_per_compared_item(store):
-    frame = views.compare_frame(store.runs(status="done"), costs.catalog(store), None)
-    frame = views.speedup_vs(frame, frame["id"].iloc[0])
-    table = views.compare_table(frame)
-    back = pd.read_csv(io.BytesIO(views.csv_bytes(table)))
+    frame = compare.compare_frame(store.runs(status="done"), costs.catalog(store), None)
+    frame = compare.speedup_vs(frame, frame["id"].iloc[0])
+    table = compare.compare_table(frame)
+    back = pd.read_csv(io.BytesIO(compare.csv_bytes(table)))
     assert len(back) == len(frame)
     assert {"label", "examples_per_sec", "speedup", "usd_per_million_examples", "flags"} <= set(back.columns)
     assert back["flags"].fillna("").str.contains("above peak").any()
 
 
 def test_sweep_frame_finds_the_stored_sweep(store):
-    frame = views.compare_frame(store.runs(status="done"), None, None)
-    sweeps = views.sweep_frame(frame)
+    frame = compare.compare_frame(store.runs(status="done"), None, None)
+    sweeps = compare.sweep_frame(frame)
     stored = sweeps[sweeps["sweep_id"] == "sweep-fixture-1"]
     assert sorted(stored["batch_size"]) == [32, 64, 128, 256]
     fig = charts.throughput_vs_batch(sweeps)
@@ -100,37 +103,37 @@ def test_sweep_frame_finds_the_stored_sweep(store):
 
 
 def test_run_form_to_specs_and_sweeps():
-    state = views.run_form_defaults(["cpu"]) | {"run_image_size": 8, "run_label": "  ", "run_sweep": "16, 8 8"}
-    (spec,), sweep = views.specs_from_form(state)
+    state = run_form.run_form_defaults(["cpu"]) | {"run_image_size": 8, "run_label": "  ", "run_sweep": "16, 8 8"}
+    (spec,), sweep = run_form.specs_from_form(state)
     assert spec.image_size == 8 and spec.seq_len is None and spec.label is None and sweep is None
-    specs, sweep = views.specs_from_form(state, sweep=True)
+    specs, sweep = run_form.specs_from_form(state, sweep=True)
     assert [s.batch_size for s in specs] == [16, 8] and sweep.startswith("sweep-")
     with pytest.raises(SpecError, match="batch_sizes"):
-        views.parse_batch_sizes("32, lots")
+        run_form.parse_batch_sizes("32, lots")
     with pytest.raises(SpecError, match="model"):
-        views.specs_from_form(state | {"run_model": "alexnet"})
+        run_form.specs_from_form(state | {"run_model": "alexnet"})
 
 
 def test_preset_fills_the_form_for_the_device_class():
-    values = views.preset_form_values("riseml-resnet50", "tpu")
+    values = run_form.preset_form_values("riseml-resnet50", "tpu")
     assert values["run_model"] == "resnet50" and values["run_batch_size"] == 1024
-    assert views.preset_form_values("riseml-resnet50", "gpu")["run_batch_size"] == 128
-    quick = views.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
+    assert run_form.preset_form_values("riseml-resnet50", "gpu")["run_batch_size"] == 128
+    quick = run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
     assert quick["run_steps"] <= 5 and quick["run_label"] == "preset:colab-fashion-mnist"
-    assert "riseml-bilstm-tpu" in views.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
+    assert "riseml-bilstm-tpu" in compare.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
 
 
 def test_live_view_is_a_plain_function_of_progress():
-    queued = views.live_view({"status": "queued", "fraction": 0.0, "queue_position": 2, "samples": pd.DataFrame()})
+    queued = live.live_view({"status": "queued", "fraction": 0.0, "queue_position": 2, "samples": pd.DataFrame()})
     assert "position 2" in queued.text and not queued.finished
     samples = [{"index": 0, "steps": 2, "duration_s": 1.0, "loss": 2.0, "warmup": True},
                {"index": 1, "steps": 2, "duration_s": 0.2, "loss": 1.5, "warmup": False}]
-    running = views.live_view({"status": "running", "phase": "measure", "fraction": 0.5, "steps_done": 4,
+    running = live.live_view({"status": "running", "phase": "measure", "fraction": 0.5, "steps_done": 4,
                                "steps_total": 8, "samples": pd.DataFrame(samples), "examples_per_sec_live": 80.0})
     assert running.fraction == 0.5 and "step 4 of 8" in running.text and "100.0 ms" in running.text
     assert list(running.samples["step_time_s"]) == [0.5, 0.1]
     assert len(charts.live(running.samples).data) == 2
-    done = views.live_view({"status": "done", "fraction": 0.9, "samples": pd.DataFrame(samples)})
+    done = live.live_view({"status": "done", "fraction": 0.9, "samples": pd.DataFrame(samples)})
     assert done.finished and done.fraction == 1.0
 
 
@@ -143,24 +146,24 @@ def test_live_view_from_a_real_run_row(tmp_path):
         run_id = s.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=4, warmup=1))
         s.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.1, "loss": 1.0 - i / 10,
                                 "warmup": i == 0} for i in range(3)])
-    view = views.live_view(jobs.progress(run_id, db))
+    view = live.live_view(jobs.progress(run_id, db))
     assert view.status == "running" and view.fraction == pytest.approx(3 / 5) and len(view.samples) == 3
 
 
 def test_device_report_becomes_choices():
-    cpu_only = views.parse_devices({"gpus": [], "tpu": {"evidence": None}, "cpu": {"model": "Xeon"},
+    cpu_only = devices.parse_devices({"gpus": [], "tpu": {"evidence": None}, "cpu": {"model": "Xeon"},
                                     "default_device": "cpu"})
     assert cpu_only.kinds == ["cpu"] and "Xeon" in cpu_only.description["cpu"]
-    gpu = views.parse_devices({"gpus": [{"accelerator": "V100"}, {"accelerator": "V100"}], "tpu": {},
+    gpu = devices.parse_devices({"gpus": [{"accelerator": "V100"}, {"accelerator": "V100"}], "tpu": {},
                                "cpu": {}, "default_device": "gpu"})
     assert gpu.kinds == ["gpu", "cpu"] and gpu.description["gpu"] == "GPU: 2× V100"
-    tpu = views.parse_devices({"gpus": [], "tpu": {"evidence": "libtpu", "accelerator_type": "v5litepod-8"},
+    tpu = devices.parse_devices({"gpus": [], "tpu": {"evidence": "libtpu", "accelerator_type": "v5litepod-8"},
                                "default_device": "tpu"})
     assert tpu.kinds[0] == "tpu"
 
 
 def test_charts_mark_reference_rows_flags_and_unpriced_runs(store):
-    frame = views.compare_frame(store.runs(status="done"), costs.catalog(store), reference.rows())
+    frame = compare.compare_frame(store.runs(status="done"), costs.catalog(store), reference.rows())
     fig = charts.throughput(frame)
     bar = fig.data[0]
     assert "/" in bar.marker.pattern.shape  # reference rows hatched
@@ -173,24 +176,24 @@ def test_charts_mark_reference_rows_flags_and_unpriced_runs(store):
 
 
 def test_step_samples_and_detail_charts(store):
-    frame = views.compare_frame(store.runs(status="done", limit=3), None, None)
-    samples = views.step_samples(store, frame)
+    frame = compare.compare_frame(store.runs(status="done", limit=3), None, None)
+    samples = step_samples(store, frame)
     assert set(samples["label"]) == set(frame["label"]) and not samples["warmup"].any()
     assert len(charts.step_time_distribution(samples).data) == 3
-    one = views.prepare_samples(store.samples(frame["run_id"].iloc[0]))
+    one = prepare_samples(store.samples(frame["run_id"].iloc[0]))
     assert {t.name for t in charts.loss_curve(one).data} == {"warm-up", "measured"}
-    detail = views.run_detail(store.get_run(frame["run_id"].iloc[0]))
+    detail = results.run_detail(store.get_run(frame["run_id"].iloc[0]))
     assert detail["headline"] and detail["env"]["tensorflow"] == "2.20.0"
 
 
 def test_empty_store_first_screen_says_what_to_do():
-    assert "Run" in views.EMPTY_STORE_TEXT and "python -m dashbench run" in views.EMPTY_STORE_TEXT
-    assert "read-only" in views.EMPTY_STORE_TEXT_READ_ONLY
+    assert "Run" in context.EMPTY_STORE_TEXT and "python -m dashbench run" in context.EMPTY_STORE_TEXT
+    assert "read-only" in context.EMPTY_STORE_TEXT_READ_ONLY
 
 
 def test_epochs_table_prices_n_epochs(store):
-    frame = views.compare_frame(store.runs(status="done", accelerator="V100", limit=1), None, None)
-    table = views.epochs_table(frame, costs.catalog(store), 60_000, 5)
+    frame = compare.compare_frame(store.runs(status="done", accelerator="V100", limit=1), None, None)
+    table = compare.epochs_table(frame, costs.catalog(store), 60_000, 5)
     eps = frame["examples_per_sec"].iloc[0]
     price = costs.match_price("V100", 1, costs.catalog(store))
     assert table["usd_on_demand"].iloc[0] == pytest.approx(300_000 / eps / 3600 * price["usd_per_hour"])

@@ -122,3 +122,11 @@ def test_real_fashion_mnist_from_a_tiny_idx_folder(tmp_path):
     assert all(np.isfinite(result["losses"]))
     with pytest.raises(SpecError, match="image_size: real fashion_mnist_cnn data is 28 px"):
         engine.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), image_size=32))
+
+
+def test_real_labels_outside_the_classes_are_a_clear_error(tmp_path):
+    # A label file from another dataset would otherwise fail mid-run inside the loss op.
+    workloads.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((4, 28, 28), dtype=np.uint8))
+    workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([0, 3, 9, 200], dtype=np.uint8))
+    with pytest.raises(SpecError, match=r"data_path: labels in .* must be class numbers 0–9; found 0–200"):
+        workloads.load_fashion_mnist(str(tmp_path))

@@ -218,8 +218,8 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
                          f" {result.get('samples')} samples, compile {result.get('compile_s', 0):.2f} s")
         if result.get("achieved_tflops") is not None:
             mfu = result.get("mfu")
-            lines.append(f"  {result['achieved_tflops']:.3f} TFLOP/s achieved"
-                         + (f", MFU {mfu:.1%} of {result.get('peak_tflops')} peak ({result.get('peak_source')})"
+            lines.append(f"  {result['achieved_tflops']:.4g} TFLOP/s achieved"
+                         + (f", MFU {mfu:.1%} of {result.get('peak_tflops'):.4g} TFLOP/s peak ({result.get('peak_source')})"
                             if mfu is not None else ""))
         if result.get("flags"):
             lines.append("  flags: " + ", ".join(result["flags"]))

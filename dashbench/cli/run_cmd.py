@@ -56,7 +56,9 @@ def handle(args) -> int:
             if isinstance(exc, StoreError):
                 print(f"error: db: {_one_line(exc)}", file=sys.stderr)
                 return 2
-        print(f"error: run failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        from dashbench.runner import error_message
+
+        print(f"error: run failed: {type(exc).__name__}: {_one_line(error_message(exc))}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(json_safe(result), allow_nan=False))
@@ -138,6 +140,6 @@ def _stdout_to_stderr(active: bool):
         os.close(saved)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc) -> str:
     text = " ".join(str(exc).split())
     return text[:500] if text else "(no message)"

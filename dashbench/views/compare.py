@@ -1,0 +1,243 @@
+"""The Compare page's numbers: measured runs and published rows in one frame, speed-up, sweeps,
+the table and CSV, and the time and cost of N epochs."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import pandas as pd
+
+from dashbench.views.format import (FLAG_TEXT, PRECISION_SHORT, duration_text, flag_list, flag_text, is_number,
+                                    run_label, with_ms)
+
+REFERENCE_PREFIX = "ref:"
+
+
+def default_models(runs: pd.DataFrame) -> list[str]:
+    """The Compare page's first model filter: the model of the newest finished run (runs come newest
+    first), since throughput of different workloads on one axis means nothing."""
+    done = runs[runs["status"] == "done"] if "status" in runs else runs
+    models = done["model"].dropna() if "model" in done else []
+    return [models.iloc[0]] if len(models) else []
+
+
+def models_of(runs: pd.DataFrame, run_ids: Iterable[str]) -> list[str]:
+    """The distinct models of these runs, in the order given."""
+    picked = runs.set_index("run_id").reindex(list(run_ids))["model"].dropna()
+    return list(dict.fromkeys(picked))
+
+
+def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
+                  reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Measured runs (with costs) and, if given, published reference rows in one frame.
+
+    Every row has: id (run_id or "ref:<key>"), kind (measured|reference), label, model, accelerator,
+    batch_size, examples_per_sec, step-time columns, cost columns, flags, flag_text.
+    """
+    measured = runs.copy()
+    if measured.empty:
+        measured = pd.DataFrame(columns=list(runs.columns) + ["id", "kind", "label"])
+    else:
+        measured["kind"] = "measured"
+        measured["id"] = measured["run_id"]
+        if "label" in measured:
+            measured = measured.rename(columns={"label": "run_label_text"})
+        # One workload on every row: the model goes in the chart title's place, not on every bar.
+        with_model = measured["model"].nunique() > 1
+        measured["label"] = [run_label(_row_with_label(r), with_model) for _, r in measured.iterrows()]
+    if catalog is not None and not measured.empty:
+        from dashbench import costs
+
+        measured = costs.add_cost_columns(measured, catalog)
+    frames = [measured]
+    if reference is not None and not reference.empty:
+        frames.append(reference_frame(reference, catalog))
+    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
+        not f.empty for f in frames) else measured
+    if "flags" not in frame:
+        frame["flags"] = [[] for _ in range(len(frame))]
+    frame["flags"] = [flag_list(f) for f in frame["flags"]]
+    frame["flag_text"] = [flag_text(f) for f in frame["flags"]]
+    for column in ("usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_sec"):
+        if column not in frame:
+            frame[column] = float("nan")
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def _row_with_label(row: pd.Series) -> pd.Series:
+    row = row.copy()
+    row["label"] = row.get("run_label_text")
+    return row
+
+
+def reference_frame(reference: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Published rows in the compare frame's shape, kind=reference, labelled "published: …".
+
+    A row the article priced keeps its own cost; the others are priced from today's catalog, and
+    the note says so, so a 2018 throughput is never silently paired with a 2018 price or vice versa.
+    """
+    ref = reference.copy().reset_index(drop=True)
+    key = ref["key"] if "key" in ref else pd.Series([str(i) for i in range(len(ref))])
+    ref["id"] = [REFERENCE_PREFIX + str(k) for k in key]
+    ref["kind"] = "reference"
+    if "name" in ref:
+        ref["label"] = ["published: " + str(name) for name in ref["name"]]
+    else:
+        ref["label"] = [f"published: {row.get('model', '?')} · {row.get('accelerator', '?')}"
+                        for _, row in ref.iterrows()]
+    for column in ("examples_per_sec", "usd_per_million_examples"):
+        if column not in ref:
+            ref[column] = float("nan")
+        ref[column] = pd.to_numeric(ref[column], errors="coerce")
+    if catalog is not None and "accelerator" in ref:
+        from dashbench import costs
+
+        published = ref["usd_per_million_examples"].notna()
+        priced = costs.add_cost_columns(ref.drop(columns=["usd_per_million_examples"]), catalog)
+        for column in costs.COST_COLUMNS:
+            if column == "usd_per_million_examples":
+                ref[column] = ref[column].where(published, priced[column])
+            elif column != "price_note":
+                ref[column] = priced[column].where(~published)
+        notes = []
+        for pub, note in zip(published, priced["price_note"]):
+            if pub:
+                notes.append("price published with the figure")
+            elif note == costs.NO_PRICE:
+                notes.append(note)
+            else:
+                notes.append("today's catalog price" + (f"; {note}" if note else ""))
+        ref["price_note"] = notes
+    return ref
+
+
+def published_ratios(reference: pd.DataFrame) -> pd.DataFrame:
+    """Rows that publish only a ratio: the claim next to the ratio computed from raw figures."""
+    if reference is None or reference.empty or "ratio" not in reference:
+        return pd.DataFrame()
+    rows = reference[reference["ratio"].notna()]
+    columns = [c for c in ("name", "ratio_claimed", "ratio_computed", "claim_differs", "baseline", "source")
+               if c in rows]
+    return rows[columns].reset_index(drop=True)
+
+
+def reference_for_models(reference: pd.DataFrame, models: Iterable[str], labels: Iterable[Any] = ()) -> list[str]:
+    """Keys of published rows with a throughput figure for these models, plus those of the presets the
+    runs were made from (all rows with a figure when no model is given)."""
+    rows = reference[pd.to_numeric(reference["examples_per_sec"], errors="coerce").notna()]
+    models = [m for m in models if m]
+    wanted = set(preset_reference_keys(labels))
+    if models:
+        keep = rows["model"].isin(models) | rows["key"].isin(wanted)
+        rows = rows[keep]
+    return rows["key"].tolist()
+
+
+def flag_lines(frame: pd.DataFrame) -> list[str]:
+    """One markdown bullet per flagged row, the flag explained, for the box next to the charts."""
+    lines = []
+    for _, row in frame[frame["flag_text"] != ""].iterrows():
+        lines.append(f"- **{row['label']}**: " + "; ".join(FLAG_TEXT.get(f, f) for f in row["flags"]))
+    return lines
+
+
+def speedup_vs(frame: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
+    """Add `speedup` = examples_per_sec / the baseline's, from raw figures; only for the baseline's model.
+
+    A throughput ratio between different workloads means nothing, so other models get NaN.
+    """
+    out = frame.copy()
+    out["speedup"] = float("nan")
+    base = out[out["id"] == baseline_id]
+    if base.empty:
+        return out
+    base_row = base.iloc[0]
+    base_eps = base_row.get("examples_per_sec")
+    if not is_number(base_eps) or base_eps <= 0:
+        return out
+    same = out["model"].eq(base_row.get("model")) if "model" in out and base_row.get("model") else True
+    has = out["examples_per_sec"].notna()
+    out.loc[has & same, "speedup"] = out.loc[has & same, "examples_per_sec"] / float(base_eps)
+    return out
+
+
+def baseline_choices(frame: pd.DataFrame) -> dict[str, str]:
+    """id → label of rows usable as a speed-up baseline (those with a throughput figure)."""
+    rows = frame[frame["examples_per_sec"].notna()] if "examples_per_sec" in frame else frame.iloc[0:0]
+    return dict(zip(rows["id"], rows["label"]))
+
+
+def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows that form a batch-size series: a stored sweep, or the same setup at ≥2 batch sizes."""
+    rows = frame[frame.get("kind", pd.Series("measured", index=frame.index)).eq("measured")]
+    rows = rows[rows["examples_per_sec"].notna()] if "examples_per_sec" in rows else rows.iloc[0:0]
+    if rows.empty:
+        return rows.assign(series=pd.Series(dtype=str))
+    series = []
+    for _, row in rows.iterrows():
+        sweep = row.get("sweep_id")
+        setup = " · ".join(
+            str(x) for x in (row.get("model"), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
+                             row.get("precision")), "XLA" if row.get("xla") is True else None) if x
+        )
+        series.append(f"sweep {str(sweep)[:8]} · {setup}" if isinstance(sweep, str) and sweep else setup)
+    rows = rows.assign(series=series)
+    sizes = rows.groupby("series")["batch_size"].nunique()
+    return rows[rows["series"].isin(sizes[sizes >= 2].index)]
+
+
+# The figures first, what ran next, bookkeeping last; also the CSV's columns, in this order.
+COMPARE_COLUMNS = [
+    "label", "kind", "examples_per_sec", "speedup", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms",
+    "mfu", "usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_usd", "examples_per_usd_spot",
+    "flag_text", "model", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
+    "compile_s", "achieved_tflops", "price_key", "price_note", "source", "created_at", "run_id",
+]
+
+
+def compare_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The numbers behind the Compare charts, in a fixed column order (also the CSV); step times in ms."""
+    table = with_ms(frame)
+    columns = [c for c in COMPARE_COLUMNS if c in table]
+    table = table[columns].rename(columns={"flag_text": "flags"})
+    return table.reset_index(drop=True)
+
+
+def csv_bytes(table: pd.DataFrame) -> bytes:
+    """CSV for download; list cells (flags) joined so spreadsheets read one value per cell."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].map(lambda v: isinstance(v, (list, tuple))).any():
+            out[column] = out[column].map(lambda v: "; ".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
+    return out.to_csv(index=False).encode("utf-8")
+
+
+def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, epochs: float) -> pd.DataFrame:
+    """Time and cost (on-demand and spot) of `epochs` passes over `dataset_size` examples, per row."""
+    from dashbench import costs
+
+    rows = []
+    for _, row in frame[frame["examples_per_sec"].notna()].iterrows():
+        price = costs.match_price(row.get("accelerator"), row.get("accelerator_count"), catalog)
+        out = costs.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
+        rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
+                     "time": duration_text(out["seconds"]), "usd_on_demand": out["usd_on_demand"],
+                     "usd_spot": out["usd_spot"], "price": price["key"] if price else costs.NO_PRICE})
+    return pd.DataFrame(rows, columns=["label", "examples_per_sec", "time", "usd_on_demand", "usd_spot", "price"])
+
+
+
+def preset_reference_keys(labels: Iterable[Any]) -> list[str]:
+    """Published rows of the presets these run labels came from ("preset:<slug>")."""
+    from dashbench import presets
+
+    keys = []
+    for label in labels:
+        preset = presets.for_run(label if isinstance(label, str) else None)
+        for key in preset.references if preset else ():
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+

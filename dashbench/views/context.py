@@ -1,0 +1,57 @@
+"""What app.py hands every page: settings and the open store, and the first screen of an empty store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+EMPTY_STORE_TEXT = """\
+**No runs stored yet.** dashbench measures training throughput on this machine and keeps every
+run next to the published figures.
+
+1. Open **Run** and launch a quick run, e.g. *fashion_mnist_cnn* at batch 32 on the CPU with
+   image size 28 and 10 steps (a few seconds), or pick one of the seed presets.
+2. Or measure from a shell: `python -m dashbench run --model fashion_mnist_cnn --batch-size 32 --steps 10`,
+   or a sweep: `python -m dashbench sweep --model resnet50 --batch-sizes 32,64,128`.
+3. Or bring results measured elsewhere: `python -m dashbench import results.json`
+   (bundles made with `python -m dashbench export`).
+
+Then come back to **Compare** to see throughput, step time, cost and speed-up side by side.
+"""
+
+EMPTY_STORE_TEXT_READ_ONLY = """\
+**No runs in this database yet.** This dashboard is read-only: measure on a machine with the
+accelerator (`python -m dashbench run ...` or `sweep ...`), then copy the database here or
+import a bundle (`python -m dashbench import bundle.json`) and reload.
+"""
+
+
+@dataclass
+class AppContext:
+    """What app.py hands the pages for one script run."""
+
+    settings: Any
+    store: Any
+    store_error: str | None = None
+
+
+def open_store(settings) -> tuple[Any, str | None]:
+    """(store, None) or (None, message): a missing read-only database is a message, not a traceback."""
+    from pathlib import Path
+
+    from dashbench.store import Store
+
+    if settings.read_only and not Path(settings.db_path).exists():
+        return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
+                      "dashbench database, or copy one there.")
+    try:
+        return Store(settings.db_path, read_only=settings.read_only), None
+    except Exception as exc:  # a broken or foreign file: say which and why instead of crashing every page
+        return None, f"Cannot open the database `{settings.db_path}`: {exc}"
+
+
+def pump_jobs(settings) -> None:
+    from dashbench import jobs
+
+    jobs.pump(settings.db_path)
+

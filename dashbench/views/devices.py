@@ -1,0 +1,94 @@
+"""Which devices the Run page offers, found by `python -m dashbench devices --json` in a subprocess
+so that TensorFlow stays out of the app process (libtpu allows one process per TPU host)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+_DEVICE_CACHE: dict[str, tuple[float, "DeviceInfo"]] = {}
+_DEVICE_LOCK = threading.Lock()
+# A failed discovery is retried after this long; a successful one holds for the process (devices
+# do not come and go under a running server; restart it after changing hardware).
+DEVICE_RETRY_S = 60.0
+
+
+@dataclass
+class DeviceInfo:
+    """What `python -m dashbench devices --json` reported; `kinds` are RunSpec device values."""
+
+    kinds: list[str]
+    description: dict[str, str] = field(default_factory=dict)
+    raw: Any = None
+    error: str | None = None
+
+
+def device_info(python: str | None = None, timeout: float = 180.0, refresh: bool = False) -> DeviceInfo:
+    """Devices on this machine, discovered in a subprocess (TF stays out of the app) and cached per process."""
+    python = python or sys.executable
+    with _DEVICE_LOCK:
+        cached = _DEVICE_CACHE.get(python)
+        stale = cached is not None and cached[1].error and time.monotonic() - cached[0] > DEVICE_RETRY_S
+        if refresh or cached is None or stale:
+            _DEVICE_CACHE[python] = (time.monotonic(), _discover(python, timeout))
+        return _DEVICE_CACHE[python][1]
+
+
+def _discover(python: str, timeout: float) -> DeviceInfo:
+    try:
+        import os
+        from pathlib import Path
+
+        env = dict(os.environ)
+        # The child must import this dashbench even from a source checkout that is not installed.
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.run([python, "-m", "dashbench", "devices", "--json"], capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return DeviceInfo(kinds=["cpu"], error=f"device discovery failed ({exc}); offering the CPU only")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return DeviceInfo(kinds=["cpu"], error=f"device discovery failed: {last}; offering the CPU only")
+    try:
+        raw = json.loads(proc.stdout)
+    except ValueError:
+        return DeviceInfo(kinds=["cpu"], error="device discovery printed no JSON; offering the CPU only")
+    return parse_devices(raw)
+
+
+def parse_devices(raw: Any) -> DeviceInfo:
+    """The `devices --json` report (dashbench.devices.discover) → the device kinds a run may ask for.
+
+    The CPU is always there; a GPU only if TensorFlow lists one; a TPU only with evidence of one.
+    The kind `auto` would pick comes first.
+    """
+    if not isinstance(raw, dict):
+        return DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}, raw=raw,
+                          error="device discovery printed an unexpected report; offering the CPU only")
+    kinds, description = [], {}
+    tpu = raw.get("tpu") or {}
+    if isinstance(tpu, dict) and tpu.get("evidence"):
+        kinds.append("tpu")
+        description["tpu"] = "TPU" + (f": {tpu['accelerator_type']}" if tpu.get("accelerator_type") else "")
+    gpus = raw.get("gpus") or []
+    if gpus:
+        kinds.append("gpu")
+        names = sorted({str(g.get("accelerator") or g.get("device_name") or "GPU") for g in gpus})
+        description["gpu"] = f"GPU: {len(gpus)}× {', '.join(names)}"
+    kinds.append("cpu")
+    cpu = raw.get("cpu") or {}
+    description["cpu"] = "CPU" + (f": {cpu['model']}" if isinstance(cpu, dict) and cpu.get("model") else "")
+    default = raw.get("default_device")
+    if default in kinds:
+        kinds.remove(default)
+        kinds.insert(0, default)
+    return DeviceInfo(kinds=kinds, description=description, raw=raw)
+
+

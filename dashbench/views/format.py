@@ -1,0 +1,98 @@
+"""Shared wording and number helpers: flag names in words, run labels, missing-value checks."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+# Exact flag strings from the engine, with what the user must read next to a figure.
+FLAG_TEXT = {
+    "above_peak": "above peak: faster than the hardware's peak, so the measurement is invalid",
+    "non_finite_loss": "loss became NaN/inf",
+    "loss_not_falling": "did not converge: the loss did not fall",
+    "placement_mismatch": "not on the chosen device: ops ran elsewhere",
+}
+FLAG_SHORT = {
+    "above_peak": "above peak",
+    "non_finite_loss": "NaN loss",
+    "loss_not_falling": "did not converge",
+    "placement_mismatch": "placement mismatch",
+}
+
+PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
+
+
+def flag_list(flags: Any) -> list[str]:
+    if flags is None or (isinstance(flags, float) and math.isnan(flags)):
+        return []
+    if isinstance(flags, str):
+        try:
+            flags = json.loads(flags)
+        except ValueError:
+            flags = [f for f in flags.replace(";", ",").split(",") if f.strip()]
+    return [str(f).strip() for f in flags if str(f).strip()]
+
+
+def flag_text(flags: Any, short: bool = True) -> str:
+    names = FLAG_SHORT if short else FLAG_TEXT
+    return "; ".join(names.get(f, f) for f in flag_list(flags))
+
+
+# ------------------------------------------------------------------------------------------ labels
+
+
+def run_label(row: dict | pd.Series, with_model: bool = True) -> str:
+    """Short, unique name for a run on a chart axis: what ran, where, and its id."""
+    # A run that never started has no accelerator yet (NaN from the store): name the device asked for.
+    acc = next((str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)),
+               "?")
+    count = row.get("accelerator_count")
+    if is_number(count) and count > 1:
+        acc = f"{int(count)}×{acc}"
+    parts = ([str(row.get("model") or "?")] if with_model else []) + [acc, f"b{int_text(row.get('batch_size'))}"]
+    precision = row.get("precision")
+    if precision:
+        parts.append(PRECISION_SHORT.get(precision, str(precision)))
+    if bool(row.get("xla")) and not is_missing(row.get("xla")):
+        parts.append("XLA")
+    label = row.get("label")
+    tail = f"#{str(row.get('run_id', ''))[-6:]}"
+    if isinstance(label, str) and label:
+        tail = f"{label} {tail}"
+    return " · ".join(parts) + f" ({tail})"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_missing(value)
+
+
+def is_missing(value: Any) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def int_text(value: Any) -> str:
+    return str(int(value)) if is_number(value) else "?"
+
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
+    """Step-time columns in milliseconds (`step_time_*_ms`), the unit people read step times in."""
+    out = frame.copy()
+    for stat in ("median", "p10", "p90"):
+        if f"step_time_{stat}_s" in out:
+            out[f"step_time_{stat}_ms"] = pd.to_numeric(out[f"step_time_{stat}_s"], errors="coerce") * 1000.0
+    return out

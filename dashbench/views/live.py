@@ -1,0 +1,61 @@
+"""What the Run page's refreshing panel draws for a queued or running run (from jobs.progress)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dashbench.views.format import is_number
+from dashbench.views.samples import prepare_samples
+
+
+@dataclass
+class LiveView:
+    """What the live fragment draws for one run, computed from jobs.progress()."""
+
+    status: str
+    fraction: float
+    text: str
+    samples: pd.DataFrame
+    finished: bool
+    error: str | None = None
+
+
+FINISHED = ("done", "failed", "cancelled", "interrupted")
+
+
+def live_view(progress: dict | None) -> LiveView:
+    """Plain function behind the refreshing fragment (AppTest has no timer, so it is tested directly)."""
+    progress = progress or {}
+    status = str(progress.get("status") or "unknown")
+    fraction = progress.get("fraction")
+    fraction = min(1.0, max(0.0, float(fraction))) if is_number(fraction) else 0.0
+    if status == "done":
+        fraction = 1.0
+    samples = prepare_samples(progress.get("samples"))
+    measured = samples[~samples["warmup"]]
+    if status == "queued":
+        text = "queued: waiting for the device to be free"
+        position = progress.get("queue_position")
+        if is_number(position):
+            text += f" (position {int(position)} in the queue)"
+    elif status == "running":
+        phase = progress.get("phase")
+        text = f"running ({phase})" if phase else "running"
+        done, total = progress.get("steps_done"), progress.get("steps_total")
+        if is_number(done) and is_number(total):
+            text += f": step {int(done)} of {int(total)}"
+        if not measured.empty:
+            text += f", last step {measured['step_time_s'].iloc[-1] * 1000:.1f} ms"
+            if is_number(measured["loss"].iloc[-1]):
+                text += f", loss {measured['loss'].iloc[-1]:.4g}"
+        live = progress.get("examples_per_sec_live")
+        if is_number(live):
+            text += f", {live:,.1f} examples/s so far"
+    else:
+        text = status
+    return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in FINISHED,
+                    error=progress.get("error"))
+
+

@@ -1,0 +1,113 @@
+"""The Run page's form: its defaults, presets filling it, and its values turned into RunSpecs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
+from dashbench.views.format import is_number
+from dashbench.views.live import FINISHED
+
+FORM_FIELDS = ("model", "batch_size", "device", "precision", "xla", "steps", "warmup", "steps_per_loop", "label",
+               "image_size", "seq_len", "width")
+
+
+def run_form_defaults(kinds: list[str]) -> dict:
+    """Session-state defaults of the Run form (keys run_<field>); 0 in a shape box means full size."""
+    return {
+        "run_model": "fashion_mnist_cnn", "run_batch_size": 32, "run_device": kinds[0] if kinds else "cpu",
+        "run_precision": SPEC_DEFAULTS["precision"], "run_xla": SPEC_DEFAULTS["xla"],
+        "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
+        "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_label": "",
+        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
+    }
+
+
+def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | None]:
+    """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id."""
+    values = {name: state.get(f"run_{name}") for name in FORM_FIELDS}
+    values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
+    values["label"] = (values.get("label") or "").strip() or None
+    base = build_spec(values)
+    if not sweep:
+        return [base], None
+    sizes = parse_batch_sizes(state.get("run_sweep") or "")
+    return [base.replace(batch_size=size) for size in sizes], new_sweep_id()
+
+
+def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
+    """The most recent of this session's runs that have ended, newest first."""
+    out = []
+    for run_id in reversed(run_ids):
+        run = store.get_run(run_id)
+        if run and run["status"] in FINISHED:
+            out.append(run)
+        if len(out) >= limit:
+            break
+    return out
+
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """'32, 64,128' → [32, 64, 128]; errors name the field like every other bad input."""
+    sizes = []
+    for part in (text or "").replace(";", ",").replace(" ", ",").split(","):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise SpecError("batch_sizes", f"{part!r} is not an integer; write e.g. 32, 64, 128") from None
+        if value < 1:
+            raise SpecError("batch_sizes", f"must be integers >= 1, got {value}")
+        if value not in sizes:
+            sizes.append(value)
+    if not sizes:
+        raise SpecError("batch_sizes", "give at least one batch size, e.g. 32, 64, 128")
+    return sizes
+
+
+def build_spec(values: dict) -> RunSpec:
+    """Form values → RunSpec; empty shape overrides mean full size; RunSpec validates everything."""
+    clean = {}
+    for name, value in values.items():
+        if name not in SPEC_DEFAULTS and name not in ("model", "batch_size"):
+            continue
+        if value is None or value == "" or (name in ("image_size", "seq_len", "width") and value == 0):
+            continue
+        clean[name] = value
+    return RunSpec.from_dict(clean)
+
+
+def new_sweep_id() -> str:
+    return time.strftime("sweep-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def preset_choices() -> dict[str, str]:
+    """slug → display name of the seed presets."""
+    from dashbench import presets
+
+    return {slug: preset.name for slug, preset in presets.PRESETS.items()}
+
+
+def preset_description(slug: str) -> str:
+    from dashbench import presets
+
+    preset = presets.get(slug)
+    return f"{preset.description} — {preset.source}"
+
+
+def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dict:
+    """What choosing a preset puts in the Run form: the article's model, batch size and steps for this
+    device class, or (quick) its tiny shapes that run in seconds on a CPU."""
+    from dashbench import presets
+
+    spec = presets.quick_spec(slug, device_class) if quick else presets.spec_for(slug, device_class)
+    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name != "device"}
+    for shape in ("image_size", "seq_len", "width"):
+        values[f"run_{shape}"] = values[f"run_{shape}"] or 0
+    values["run_label"] = spec.label or ""
+    return values
+
+
