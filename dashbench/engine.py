@@ -35,9 +35,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> dict:
     """Train `spec.model` as the spec says and return the measured result (JSON-able dict)."""
     emit = on_event or (lambda event: None)
     workload = workloads.get(spec.model)
-    shapes = workload.shapes(spec)
-    if spec.data == "real":
-        workloads.fashion_mnist_dir(spec.data_path)  # a missing file is a SpecError before TF starts
+    shapes = workloads.check_spec(spec)  # bad input is a SpecError before TF starts
     emit({"event": "phase", "phase": "setup"})
     tf = devices.import_tensorflow()
     import keras

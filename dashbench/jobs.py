@@ -61,7 +61,12 @@ def _conflicts(key: str, busy: set[str]) -> bool:
 
 
 def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None) -> str:
-    """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id."""
+    """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
+    Bad input that needs no TensorFlow (shape overrides, real data's files) raises SpecError first."""
+    from dashbench import workloads
+
+    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
+    workloads.check_spec(spec)
     with _store(db_path) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host())
     pump(db_path)

@@ -209,11 +209,11 @@ def spec_for(name: str, device_class: str, **overrides) -> RunSpec:
                 values["warmup"] = min(values["warmup"], steps)
     values.update(overrides)
     spec = RunSpec.from_dict(values)
-    # The workload's own shape checks (which overrides it takes, its smallest image) run here, before
-    # a process or TensorFlow starts; its metadata imports no TensorFlow.
+    # The workload's own checks (which overrides it takes, its smallest image, real data's files) run
+    # here, before a process or TensorFlow starts; its metadata imports no TensorFlow.
     from dashbench import workloads
 
-    workloads.get(spec.model).shapes(spec)
+    workloads.check_spec(spec)
     return spec
 
 

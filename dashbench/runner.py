@@ -130,11 +130,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             except RunCancelled as exc:
                 if store is not None and run_id is not None:
                     _finish(store, run_id, "cancelled", None, str(exc), recorder)
+                    _tag(exc, run_id)
                 raise
             except BaseException as exc:
                 if store is not None and run_id is not None:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
                     _finish(store, run_id, status, None, _error_text(exc), recorder)
+                    _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True):
                 result = dict(result)
@@ -158,9 +160,23 @@ def _begin(store: Store, spec, run_id: str | None):
             return spec, run_id
     if spec is None:
         raise StoreError(f"run_id: no run {run_id} in {store.path}, and no spec given to create it")
+    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
+    # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
+    # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
+    from dashbench import workloads
+
+    workloads.check_spec(spec)
     with _deferred_signals():
         run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
     return spec, run_id
+
+
+def _tag(exc: BaseException, run_id: str) -> None:
+    """The recorded run's id travels with the error, so a caller can report it (`run --json`)."""
+    try:
+        exc.run_id = run_id
+    except AttributeError:  # an exception type with __slots__
+        pass
 
 
 def _finish(store: Store, run_id: str, status: str, result, error: str, recorder) -> None:

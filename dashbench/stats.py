@@ -116,3 +116,16 @@ def finite_or_none(value: Optional[float]) -> Optional[float]:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
+
+
+def ci95_text(ci) -> str:
+    """'95% CI lo–hi', or '95% CI ≥ lo' when the interval is unbounded above (few, noisy samples:
+    the step-time interval reaches zero); '' without a lower bound."""
+    lo, hi = (list(ci or []) + [None, None])[:2]
+    if not _finite_number(lo):
+        return ""
+    return f"95% CI {lo:,.1f}–{hi:,.1f}" if _finite_number(hi) else f"95% CI ≥ {lo:,.1f}"
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -158,7 +158,11 @@ class Store:
                 raise StoreError(f"no database at {self.path} (read-only mode cannot create one)")
             uri = self.path.resolve().as_uri() + "?mode=ro"
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of database {self.path}: "
+                                 f"{exc.strerror or exc}") from None
             uri = self.path.resolve().as_uri() + "?mode=rwc"
         conn = self._connect(uri)
         try:

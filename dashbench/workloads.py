@@ -203,6 +203,16 @@ def describe_all() -> list[dict]:
     return [w.describe() for w in WORKLOADS.values()]
 
 
+def check_spec(spec: RunSpec) -> Shapes:
+    """Every check of `spec` that needs no TensorFlow: the workload's shape overrides and, for real
+    data, that the IDX files are there. Callers run it before a run row is created, so bad input
+    is an error line, never a junk `failed` run. Returns the resolved shapes."""
+    shapes = get(spec.model).shapes(spec)
+    if spec.data == "real":
+        fashion_mnist_dir(spec.data_path)
+    return shapes
+
+
 # --- models ----------------------------------------------------------------------------------
 
 def _conv2d_model(s: Shapes):

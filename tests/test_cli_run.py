@@ -70,7 +70,8 @@ def test_run_without_json_prints_a_summary(capfd):
 def test_bad_input_is_one_line_naming_the_field(argv, message, capfd):
     assert main(["run", *argv, "--no-store", "--json"]) == 2
     out, err = capfd.readouterr()
-    assert out == ""
+    obj = json.loads(out)  # --json: still exactly one object on stdout
+    assert obj["status"] == "invalid" and message.startswith(f"error: {obj['field']}: ") and "run_id" not in obj
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(message), err
 
@@ -96,7 +97,9 @@ def test_a_failed_run_is_one_line_and_exit_1(monkeypatch, capfd):
     monkeypatch.setattr(engine, "run", broken)
     assert main(["run", *TINY, "--no-store", "--json"]) == 1
     out, err = capfd.readouterr()
-    assert out == ""
+    obj = json.loads(out)
+    assert (obj["status"], obj["model"], obj["device"]) == ("failed", "conv2d", "cpu") and "run_id" not in obj
+    assert obj["error"] == "RuntimeError: OOM when allocating tensor with shape [128, 256]"
     assert err.splitlines()[-1] == "error: run failed: RuntimeError: OOM when allocating tensor with shape [128, 256]"
 
 

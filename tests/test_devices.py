@@ -1,5 +1,6 @@
 """Device discovery and strategies: a missing device is a clear error, never a CPU fall-back."""
 
+import json
 import os
 import subprocess
 import sys
@@ -50,7 +51,8 @@ def test_tpu_requested_here_gives_the_clear_error():
             "--device", "tpu", "--no-store", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
-    assert done.stdout == ""
+    obj = json.loads(done.stdout)  # --json: one object on stdout, also for bad input
+    assert (obj["status"], obj["field"], obj["device"]) == ("invalid", "device", "tpu") and "run_id" not in obj
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1
     assert errors[0].startswith("error: device: tpu requested (tpu='local') but no TPU could be initialised")

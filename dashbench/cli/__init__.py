@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
+import re
 import sys
 
 from dashbench import __version__
@@ -24,6 +26,15 @@ class UsageError(Exception):
     """A bad command line: reported as one line naming the field, exit code 2."""
 
 
+def usage_field(message: str) -> str:
+    """The field an argparse message is about: `argument --batch-size: ...` → batch_size."""
+    match = re.search(r"(?:argument |required: )(--[\w-]+)", message)
+    if match:
+        return match.group(1).lstrip("-").replace("-", "_")
+    match = re.match(r"(\w+): ", message)
+    return match.group(1) if match else "arguments"
+
+
 class _Parser(argparse.ArgumentParser):
     # argparse prints usage plus the error; scripts and the dashboard want one line.
     def error(self, message):
@@ -39,12 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose --json promises exactly one JSON object on stdout, also for bad input.
+JSON_ERROR_COMMANDS = ("run", "preset")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except (UsageError, SpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if "--json" in argv and next((a for a in argv if not a.startswith("-")), None) in JSON_ERROR_COMMANDS:
+            field = exc.field if isinstance(exc, SpecError) else usage_field(str(exc))
+            print(json.dumps({"status": "invalid", "field": field, "error": str(exc)}))
         return 2
     except BrokenPipeError:
         # The reader went away (`... | head`): not an error worth a traceback. Point stdout at

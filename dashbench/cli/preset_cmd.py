@@ -63,9 +63,13 @@ def spec_from_args(args: argparse.Namespace):
 def _handle(args) -> int:
     if args.list:
         return _list(args.json)
-    spec = spec_from_args(args)
-    preset = presets.get(args.name)
-    from dashbench import runner
+    from dashbench.cli import run_cmd
+
+    try:
+        spec = spec_from_args(args)
+        preset = presets.get(args.name)
+    except SpecError as exc:
+        return run_cmd.report_invalid(exc, args.json)
 
     def on_event(event: dict) -> None:
         if not args.json and event.get("event") == "phase":
@@ -74,18 +78,12 @@ def _handle(args) -> int:
     if not args.json:
         print(f"{preset.name} on {spec.device}: {spec.model}, batch {spec.batch_size}, {spec.steps} steps",
               file=sys.stderr, flush=True)
-    try:
-        result = runner.execute(spec, db_path=args.db, record=not args.no_store, on_event=on_event)
-    except SpecError:
-        raise
-    except runner.RunCancelled as exc:
-        print(f"error: run cancelled ({exc})", file=sys.stderr)
-        return exc.exit_code
-    except Exception as exc:  # the run failed; it is recorded as failed with this text
-        print(f"error: run failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        return 1
+    code, result = run_cmd.execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
+                                   on_event=on_event)
+    if code:
+        return code
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        run_cmd.print_json(result)
         return 0
     print(summary(preset, spec.device, result, db_path=args.db))
     changed = _changed_from_article(preset, spec)

@@ -93,6 +93,50 @@ def filters_from_args(args) -> dict:
     return filters
 
 
+DEVICE_KINDS = ("cpu", "gpu", "tpu", "auto")
+
+
+def resolve_device_filters(filters: dict, store: Store) -> dict:
+    """--device takes a device kind (cpu, gpu, tpu; any case) or an accelerator name as `list` shows
+    it (CPU, V100, TPU v3; any case); --accelerator takes accelerator names in any case. An unknown
+    value is an error that lists the values there are, not an empty table."""
+    from dashbench import peaks
+
+    filters = dict(filters)
+    device_values = filters.pop("device", None)
+    accel_values = filters.pop("accelerator", None)
+    stored = [a for a in store.distinct("accelerator") if a]
+    names = {a.lower(): a for a in [*peaks.table(), *stored]}
+
+    def unknown(field: str, value: str) -> ValueError:
+        kinds = f"a device kind ({', '.join(DEVICE_KINDS[:3])}) or " if field == "device" else ""
+        return ValueError(f"{field}: no such device {value!r}; use {kinds}an accelerator name (any case) — in this "
+                          f"database: {', '.join(sorted(set(stored))) or 'none yet'}; known: {', '.join(peaks.table())}")
+
+    kinds, accelerators = [], []
+    for value in device_values or []:
+        if value.lower() in DEVICE_KINDS:
+            kinds.append(value.lower())
+        elif value.lower() in names:
+            accelerators.append(names[value.lower()])
+        else:
+            raise unknown("device", value)
+    if kinds and accelerators:
+        raise ValueError("device: give device kinds (cpu, gpu, tpu) or accelerator names (CPU, V100, …), not both")
+    chosen = set(accelerators) if accelerators else None
+    for value in accel_values or []:
+        if value.lower() not in names:
+            raise unknown("accelerator", value)
+    if accel_values is not None:
+        wanted = {names[v.lower()] for v in accel_values}
+        chosen = wanted if chosen is None else chosen & wanted
+    if kinds:
+        filters["device"] = kinds
+    if chosen is not None:
+        filters["accelerator"] = sorted(chosen)  # an empty list matches nothing
+    return filters
+
+
 def _open(args, must_exist: bool = True) -> Store | None:
     path = Path(args.db) if args.db else default_db_path()
     if must_exist and not path.exists():
@@ -127,7 +171,7 @@ def cmd_list(args) -> int:
         print("[]" if args.json else f"no runs yet (no database at {args.db or default_db_path()})")
         return 0
     with store:
-        frame = store.runs(**filters)
+        frame = store.runs(**resolve_device_filters(filters, store))
         if args.json:
             frame = with_costs(frame, store)
             print(json.dumps(records(frame)))
@@ -172,7 +216,9 @@ def format_table(frame: pd.DataFrame) -> str:
         "model": frame["model"],
         "device": frame["accelerator"].fillna(frame["device"]),
         "batch": frame["batch_size"],
+        "replicas": frame["replicas"].map(lambda v: "" if pd.isna(v) else str(int(v))),
         "precision": frame["precision"],
+        "xla": frame["xla"].map(lambda v: "xla" if v else ""),
         "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
         "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
         "flags": frame["flags"].map(lambda f: ",".join(f)),
@@ -207,8 +253,10 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
     lines.append("  spec: " + " ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
     if result:
         unit = result.get("unit", "examples")
-        lo, hi = (result.get("examples_per_sec_ci95") or [None, None])[:2]
-        ci = f" (95% CI {lo:,.1f}–{hi:,.1f})" if lo is not None and hi is not None else ""
+        from dashbench.stats import ci95_text
+
+        ci = ci95_text(result.get("examples_per_sec_ci95"))
+        ci = f" ({ci})" if ci else ""
         lines.append(f"  on {result.get('accelerator')} x{result.get('accelerator_count')} "
                      f"({result.get('device')}, {result.get('replicas')} replicas)")
         lines.append(f"  throughput {result.get('examples_per_sec', float('nan')):,.1f} {unit}/s{ci}")
@@ -255,7 +303,7 @@ def cmd_export(args) -> int:
     if store is None:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
-        count = store.export_bundle(args.out, **filters)
+        count = store.export_bundle(args.out, **resolve_device_filters(filters, store))
     print(f"exported {count} run{'s' if count != 1 else ''} to {args.out}")
     return 0
 

@@ -1,8 +1,11 @@
 """`python -m dashbench run`: one measured run, recorded in the store unless --no-store.
 
-Progress goes to stderr; with --json, stdout carries exactly one JSON object (the result), so
-anything else that writes to stdout while the run goes (a library's print) is sent to stderr.
-Exit codes: 0 done, 2 bad input (field named), 1 a run that failed, 128+N cancelled by signal N.
+Progress goes to stderr; with --json, stdout carries exactly one JSON object (the result, or on an
+error one with status "invalid" (+ field), "failed" or "cancelled", error, model, device and the
+run_id when stored), so anything else that writes to stdout while the run goes (a library's print)
+is sent to stderr.
+Exit codes: 0 done, 2 bad input (field named) or an unusable db, 1 a run that failed, 128+N
+cancelled by signal N. `preset` runs through the same `execute`, so both report errors alike.
 """
 
 from __future__ import annotations
@@ -28,43 +31,80 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
-    spec = spec_from_args(args)
-    progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop)
     try:
-        with _stdout_to_stderr(args.json):
-            if args.no_store:
-                from dashbench import engine
-
-                result = engine.run(spec, on_event=progress)
-            else:
-                from dashbench import runner
-
-                result = runner.execute(spec, db_path=args.db, run_id=args.run_id, on_event=progress)
-    except SpecError:
-        raise  # one line, exit 2 (cli.main)
-    except KeyboardInterrupt:
-        print("error: run cancelled: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        code = getattr(exc, "exit_code", None)
-        if code is not None:  # runner.RunCancelled: a signal, already recorded as cancelled
-            print(f"error: run cancelled: {exc}", file=sys.stderr)
-            return int(code)
-        if not args.no_store:
-            from dashbench.store import StoreError
-
-            if isinstance(exc, StoreError):
-                print(f"error: db: {_one_line(exc)}", file=sys.stderr)
-                return 2
-        from dashbench.runner import error_message
-
-        print(f"error: run failed: {type(exc).__name__}: {_one_line(error_message(exc))}", file=sys.stderr)
-        return 1
+        spec = spec_from_args(args)
+    except SpecError as exc:
+        return report_invalid(exc, args.json)
+    progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop)
+    code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
+                           run_id=args.run_id, on_event=progress)
+    if code:
+        return code
     if args.json:
-        print(json.dumps(json_safe(result), allow_nan=False))
+        print_json(result)
     else:
         print(summary(result))
     return 0
+
+
+def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
+            on_event=None) -> tuple[int, dict | None]:
+    """Run `spec` through the runner and report an error the one way every command does (run,
+    preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
+    Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
+    from dashbench import runner
+    from dashbench.store import StoreError
+
+    try:
+        with _stdout_to_stderr(json_out):
+            result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event)
+        if result.get("run_id") is None:
+            result.pop("run_id", None)  # not stored (--no-store): no id, as in the error objects
+        return 0, result
+    except SpecError as exc:
+        return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
+    except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
+        return report_invalid(SpecError("db", _one_line(exc)), json_out, spec, getattr(exc, "run_id", None)), None
+    except KeyboardInterrupt as exc:
+        return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
+    except Exception as exc:
+        stored_id = getattr(exc, "run_id", None)
+        if isinstance(exc, runner.RunCancelled):  # a signal; already recorded as cancelled
+            return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
+        error = f"{type(exc).__name__}: {_one_line(runner.error_message(exc))}"
+        return _report_end(spec, json_out, "failed", error, 1, stored_id), None
+
+
+def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None = None) -> int:
+    """Bad input: `error: <field>: <message>` on stderr; with --json also {"status": "invalid", ...}."""
+    print(f"error: {exc}", file=sys.stderr)
+    if json_out:
+        print_json(_error_object(spec, "invalid", str(exc), run_id, field=exc.field))
+    return 2
+
+
+def _report_end(spec, json_out: bool, status: str, error: str, code: int, run_id: str | None) -> int:
+    verb = "failed" if status == "failed" else "cancelled"
+    print(f"error: run {verb}: {error}", file=sys.stderr)
+    if json_out:
+        print_json(_error_object(spec, status, error, run_id))
+    return code
+
+
+def _error_object(spec, status: str, error: str, run_id: str | None, **extra) -> dict:
+    out = {}
+    if run_id is not None:
+        out["run_id"] = run_id
+    if spec is not None:
+        out.update(model=spec.model, device=spec.device)
+    out.update(status=status, **extra, error=error)
+    if spec is not None:
+        out["spec"] = spec.to_dict()
+    return out
+
+
+def print_json(obj: dict) -> None:
+    print(json.dumps(json_safe(obj), allow_nan=False), flush=True)
 
 
 class Progress:
@@ -96,8 +136,10 @@ class Progress:
 
 def summary(result: dict) -> str:
     unit = result.get("unit", "examples")
-    lo, hi = result.get("examples_per_sec_ci95") or (None, None)
-    ci = f" (95% CI {lo:,.1f}–{hi:,.1f})" if lo is not None and hi is not None else ""
+    from dashbench.stats import ci95_text
+
+    ci = ci95_text(result.get("examples_per_sec_ci95"))
+    ci = f" ({ci})" if ci else ""
     mfu = f", MFU {result['mfu'] * 100:.1f}% of {result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']})" if result.get("mfu") is not None else ""
     lines = [
         f"{result['model']} on {result['accelerator']} ×{result['accelerator_count']} "

@@ -12,11 +12,11 @@ import signal
 import sys
 import time
 
-from dashbench import jobs
+from dashbench import jobs, workloads
 from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 from dashbench.spec import SpecError
-from dashbench.store import TERMINAL, Store, default_db_path, new_run_id
+from dashbench.store import TERMINAL, Store, StoreError, default_db_path, new_run_id
 
 POLL_S = 0.5
 
@@ -47,8 +47,14 @@ def _stop(signum, _frame):
 @reports_store_errors
 def cmd_sweep(args) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
-    specs = [spec_from_args(args, batch_size=size) for size in sizes]  # every point checked before any runs
+    specs = [spec_from_args(args, batch_size=size) for size in sizes]
+    for spec in specs:  # every point checked (no TensorFlow) before any row exists
+        workloads.check_spec(spec)
     db = args.db or str(default_db_path())
+    try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
+        Store(db).close()
+    except StoreError as exc:
+        raise SpecError("db", " ".join(str(exc).split())) from None
     sweep_id = "sweep-" + new_run_id()
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _stop)

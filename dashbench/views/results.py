@@ -67,8 +67,9 @@ def headline(result: dict) -> list[tuple[str, str, str]]:
     out = []
     eps = result.get("examples_per_sec")
     if is_number(eps):
-        ci = result.get("examples_per_sec_ci95") or []
-        detail = f"95% CI {ci[0]:,.1f}–{ci[1]:,.1f}" if len(ci) == 2 and all(is_number(c) for c in ci) else ""
+        from dashbench.stats import ci95_text
+
+        detail = ci95_text(result.get("examples_per_sec_ci95"))
         out.append((f"{unit}/s", f"{eps:,.1f}", detail))
     med = result.get("step_time_median_s")
     if is_number(med):

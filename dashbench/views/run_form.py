@@ -69,7 +69,10 @@ def parse_batch_sizes(text: str) -> list[int]:
 
 
 def build_spec(values: dict) -> RunSpec:
-    """Form values → RunSpec; empty shape overrides mean full size; RunSpec validates everything."""
+    """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
+    the workload (no TensorFlow) what the model takes, so a bad form queues nothing."""
+    from dashbench import workloads
+
     clean = {}
     for name, value in values.items():
         if name not in SPEC_DEFAULTS and name not in ("model", "batch_size"):
@@ -77,7 +80,9 @@ def build_spec(values: dict) -> RunSpec:
         if value is None or value == "" or (name in ("image_size", "seq_len", "width") and value == 0):
             continue
         clean[name] = value
-    return RunSpec.from_dict(clean)
+    spec = RunSpec.from_dict(clean)
+    workloads.check_spec(spec)
+    return spec
 
 
 def new_sweep_id() -> str:

@@ -1,0 +1,186 @@
+"""Bad input is refused before a run row exists; errors keep the --json and exit-code contract;
+`list` filters devices the way it shows them. No TensorFlow: every check here fails before it loads."""
+
+import json
+import signal
+
+import numpy as np
+import pytest
+from test_store import SPEC, result_for
+
+from dashbench import engine, jobs, runner, stats, workloads
+from dashbench.cli import main
+from dashbench.cli.run_cmd import summary
+from dashbench.spec import RunSpec, SpecError
+from dashbench.store import Store
+from dashbench.views import run_form
+
+TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2",
+        "--warmup", "1", "--device", "cpu"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def stored_runs(db) -> int:
+    with Store(db) as store:
+        return len(store.runs())
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Any run that got past the checks would train: fail loudly instead."""
+    def refuse(spec, on_event=None):
+        raise AssertionError("engine.run reached: the bad input was not caught first")
+
+    monkeypatch.setattr(engine, "run", refuse)
+
+
+BAD_RUNS = [
+    (["--model", "fashion_mnist_cnn", "--batch-size", "8", "--data", "real", "--data-path", "{missing}"], "data_path"),
+    (["--model", "fashion_mnist_cnn", "--batch-size", "8", "--data", "real", "--image-size", "32"], "image_size"),
+    (["--model", "bilstm", "--batch-size", "8", "--image-size", "32"], "image_size"),
+]
+
+
+@pytest.mark.parametrize("argv, field", BAD_RUNS)
+def test_run_with_bad_input_leaves_no_row_and_prints_one_invalid_object(argv, field, tmp_path, capsys, no_training):
+    db = tmp_path / "r.sqlite"
+    argv = [a.format(missing=tmp_path / "nowhere") for a in argv]
+    code, out, err = run_cli(capsys, "run", *argv, "--db", str(db), "--json")
+    assert code == 2 and stored_runs(db) == 0
+    obj = json.loads(out)
+    assert (obj["status"], obj["field"], obj["model"]) == ("invalid", field, argv[1]) and "run_id" not in obj
+    assert err.strip() == f"error: {obj['error']}" and obj["error"].startswith(f"{field}: ")
+
+
+def test_preset_sweep_jobs_and_form_refuse_the_same_before_a_row(tmp_path, capsys, no_training):
+    db = tmp_path / "p.sqlite"
+    missing = str(tmp_path / "nowhere")
+    code, out, _ = run_cli(capsys, "preset", "colab-fashion-mnist", "--device", "cpu", "--data", "real",
+                           "--data-path", missing, "--db", str(db), "--json")
+    assert code == 2 and json.loads(out)["field"] == "data_path"
+    code, _, err = run_cli(capsys, "sweep", "--model", "bilstm", "--device", "cpu", "--batch-sizes", "8,16",
+                           "--image-size", "32", "--db", str(db))
+    assert code == 2 and err.splitlines() == ["error: image_size: bilstm has no image_size override; it accepts: seq_len, width"]
+    bad = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=missing)
+    with pytest.raises(SpecError, match="data_path"):
+        jobs.submit(bad, db)
+    with pytest.raises(SpecError, match="image_size: real fashion_mnist_cnn data is 28 px"):
+        run_form.build_spec({"model": "fashion_mnist_cnn", "batch_size": 8, "data": "real", "image_size": 32})
+    assert stored_runs(db) == 0
+
+
+def test_a_queued_row_that_fails_the_checks_ends_failed_with_the_message(tmp_path, capsys):
+    db = tmp_path / "q.sqlite"
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=str(tmp_path / "gone"))
+    with Store(db) as store:
+        run_id = store.create_run(spec, status="queued")  # queued while the folder was there
+    with pytest.raises(SpecError, match="data_path"):
+        runner.execute(None, db, run_id=run_id)
+    with Store(db) as store:
+        row = store.get_run(run_id)
+    assert row["status"] == "failed" and "no Fashion-MNIST file" in row["error"]
+
+    with Store(db) as store:
+        run_id = store.create_run(spec, status="queued")
+    code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--model", "fashion_mnist_cnn",
+                           "--batch-size", "8", "--data", "real", "--data-path", str(tmp_path / "gone"), "--json")
+    obj = json.loads(out)
+    assert code == 2 and (obj["status"], obj["field"], obj["run_id"]) == ("invalid", "data_path", run_id)
+
+
+def _broken(exc):
+    def run(spec, on_event=None):
+        on_event({"event": "phase", "phase": "setup"})
+        raise exc
+
+    return run
+
+
+@pytest.mark.parametrize("command", [["run", *TINY], ["preset", "colab-conv2d", "--device", "cpu", "--quick"]])
+def test_failed_and_cancelled_runs_print_one_object_and_keep_their_exit_codes(command, tmp_path, capsys, monkeypatch):
+    db = tmp_path / "f.sqlite"
+    monkeypatch.setattr(engine, "run", _broken(RuntimeError("OOM when allocating tensor")))
+    code, out, err = run_cli(capsys, *command, "--db", str(db), "--json")
+    obj = json.loads(out)
+    assert code == 1 and (obj["status"], obj["model"], obj["device"]) == ("failed", "conv2d", "cpu")
+    assert obj["error"] == "RuntimeError: OOM when allocating tensor"
+    with Store(db) as store:
+        assert store.get_run(obj["run_id"])["status"] == "failed"
+
+    monkeypatch.setattr(engine, "run", _broken(runner.RunCancelled(signal.SIGTERM)))
+    code, out, _ = run_cli(capsys, *command, "--db", str(db), "--json")
+    obj = json.loads(out)
+    assert code == 128 + signal.SIGTERM and obj["status"] == "cancelled" and "SIGTERM" in obj["error"]
+    with Store(db) as store:
+        assert store.get_run(obj["run_id"])["status"] == "cancelled"
+
+
+def test_an_unusable_db_is_the_same_line_for_run_preset_and_sweep(tmp_path, capsys, no_training):
+    (tmp_path / "file").write_text("not a folder")
+    db = str(tmp_path / "file" / "x.sqlite")
+    code, _, run_err = run_cli(capsys, "run", *TINY, "--db", db)
+    assert code == 2 and run_err.startswith("error: db: ") and len(run_err.splitlines()) == 1
+    code, _, preset_err = run_cli(capsys, "preset", "colab-conv2d", "--device", "cpu", "--quick", "--db", db)
+    assert code == 2 and preset_err.splitlines()[-1] == run_err.strip()
+    code, _, sweep_err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16",
+                                 "--db", db)
+    assert code == 2 and sweep_err.splitlines() == [run_err.strip()]  # no sweep header first
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Store(path) as store:
+        for xla in (False, True):
+            spec = SPEC.replace(xla=xla)
+            store.finish_run(store.create_run(spec), "done", result_for(spec, 1000.0, replicas=2 if xla else 1))
+        failed = store.create_run(SPEC.replace(model="bilstm", seq_len=8))
+        store.finish_run(failed, "failed", error="OOM")
+    return path
+
+
+def test_list_device_filter_takes_any_case_and_accelerator_names(db, capsys):
+    def listed(*filters):
+        code, out, err = run_cli(capsys, "list", "--db", str(db), "--json", *filters)
+        assert code == 0, err
+        return sorted(r["run_id"] for r in json.loads(out))
+
+    every = listed()
+    assert len(every) == 3
+    assert listed("--device", "CPU") == listed("--device", "cpu") == every  # the failed run too
+    assert listed("--device", "Cpu", "--status", "done") == listed("--accelerator", "cpu") != every
+    assert listed("--device", "v100") == []  # a known accelerator with no runs here
+    code, _, err = run_cli(capsys, "list", "--db", str(db), "--device", "npu")
+    assert code == 2 and err.startswith("error: device: no such device 'npu'; use a device kind (cpu, gpu, tpu)")
+    assert "in this database: CPU" in err
+
+
+def test_list_table_tells_xla_and_replicas_apart(db, capsys):
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--status", "done")
+    header, *rows = out.splitlines()
+    assert code == 0 and "xla" in header.split() and "replicas" in header.split()
+    # The two runs differ only in XLA and replicas: without those columns their lines would match.
+    assert len(rows) == 2 and rows[0].split()[1:] != rows[1].split()[1:]
+
+
+def test_an_interval_unbounded_above_is_printed_as_a_lower_bound():
+    assert stats.ci95_text([812.3, None]) == "95% CI ≥ 812.3"
+    assert stats.ci95_text([812.3, float("inf")]) == "95% CI ≥ 812.3"
+    assert stats.ci95_text([800.0, 900.0]) == "95% CI 800.0–900.0"
+    assert stats.ci95_text([None, None]) == ""
+    result = result_for(SPEC.replace(precision="mixed_float16"), 1000.0, examples_per_sec_ci95=[812.3, None])
+    assert "images/s (95% CI ≥ 812.3)" in summary(result).splitlines()[0]
+
+
+def test_check_spec_resolves_shapes_without_tensorflow(tmp_path):
+    workloads.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((2, 28, 28), "uint8"))
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=str(tmp_path))
+    with pytest.raises(SpecError, match="data_path: no Fashion-MNIST file train-labels-idx1-ubyte"):
+        workloads.check_spec(spec)
+    workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2, "uint8"))
+    assert workloads.check_spec(spec).image_size == 28
