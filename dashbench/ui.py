@@ -57,3 +57,16 @@ def column_config(table) -> dict:
 def table(frame, **kwargs):
     """st.dataframe with dashbench's column labels and formats, without the index."""
     return st.dataframe(frame, column_config=column_config(frame), hide_index=True, **kwargs)
+
+
+def open_page(title: str, flash_key: str | None = None):
+    """Every page's opening: its context, its title, the store error instead of the page, and the
+    one-shot message that the previous script run left under `flash_key` (e.g. "3 runs deleted")."""
+    ctx = page_context()
+    st.title(title)
+    if ctx.store is None:
+        st.error(ctx.store_error)
+        st.stop()
+    if flash_key and flash_key in st.session_state:
+        st.success(st.session_state.pop(flash_key))
+    return ctx

@@ -7,11 +7,7 @@ from dashbench.views import compare, context, filters
 from dashbench.views.format import run_label
 from dashbench.views.samples import step_samples
 
-ctx = ui.page_context()
-st.title("Compare")
-if ctx.store is None:
-    st.error(ctx.store_error)
-    st.stop()
+ctx = ui.open_page("Compare")
 
 runs = ctx.store.runs()
 if runs.empty:

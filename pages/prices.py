@@ -6,14 +6,8 @@ from dashbench import costs, reference, ui
 from dashbench.views import prices
 from dashbench.spec import SpecError
 
-ctx = ui.page_context()
-st.title("Prices")
-if ctx.store is None:
-    st.error(ctx.store_error)
-    st.stop()
+ctx = ui.open_page("Prices", flash_key="price_flash")
 read_only = ctx.settings.read_only
-if "price_flash" in st.session_state:
-    st.success(st.session_state.pop("price_flash"))
 
 catalog = costs.catalog(ctx.store)
 st.caption("Costs are derived when viewed, so a changed price re-prices every stored run. "

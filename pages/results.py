@@ -7,14 +7,8 @@ from dashbench.views import context, filters, results
 from dashbench.views.format import run_label
 from dashbench.views.samples import prepare_samples
 
-ctx = ui.page_context()
-st.title("Results")
-if ctx.store is None:
-    st.error(ctx.store_error)
-    st.stop()
+ctx = ui.open_page("Results", flash_key="res_flash")
 read_only = ctx.settings.read_only
-if "res_flash" in st.session_state:
-    st.success(st.session_state.pop("res_flash"))
 
 runs = ctx.store.runs()
 if runs.empty:
