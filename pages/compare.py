@@ -94,7 +94,10 @@ if flag_lines:
     st.warning("**Flagged: judge these figures with care**\n\n" + "\n".join(flag_lines), icon=":material/warning:")
 unpriced = frame[(frame["kind"] == "measured") & frame["usd_per_million_examples"].isna()]
 if not unpriced.empty:
-    st.caption("No price for: " + ", ".join(unpriced["label"]) + ". Set one on the Prices page.")
+    # Read-only has no price form: prices are set where the results are written.
+    where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
+             else "Set one on the Prices page.")
+    st.caption("No price for: " + ", ".join(unpriced["label"]) + ". " + where)
     if not ctx.settings.read_only:
         st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
 

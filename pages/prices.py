@@ -52,7 +52,8 @@ if not read_only:
             st.rerun()
         if cols[2].button("Reset all overrides", key="price_reset"):
             removed = ctx.store.reset_price_overrides()
-            st.session_state["price_flash"] = f"Removed {removed} overrides; shipped prices apply."
+            st.session_state["price_flash"] = (f"Removed {removed} override{'' if removed == 1 else 's'}; "
+                                               "shipped prices apply.")
             st.rerun()
 
 st.subheader("Published reference results")

@@ -6,6 +6,7 @@ from dashbench import charts, costs, ui
 from dashbench.views import context, filters, results
 from dashbench.views.format import run_label
 from dashbench.views.samples import prepare_samples
+from dashbench.store import Store
 
 ctx = ui.open_page("Results", flash_key="res_flash")
 read_only = ctx.settings.read_only
@@ -68,21 +69,35 @@ else:
     st.caption("Nothing to export.")
 
 if not read_only:
+    db_path = ctx.settings.db_path
+
+    def _delete():
+        # A callback (before the next run draws anything), so the table shows the store without them and
+        # the widgets can be cleared: a key popped in the page body keeps its value in the browser.
+        doomed = st.session_state.get("res_delete") or []
+        with Store(db_path) as store:
+            removed = store.delete_runs(doomed)
+        st.session_state["res_flash"] = f"Deleted {removed} run{'' if removed == 1 else 's'}."
+        st.session_state["res_delete"] = []
+        st.session_state["res_delete_confirm"] = False
+        st.session_state.pop("res_detail", None)
+
     st.subheader("Import")
+    # A new key empties the uploader once its files are in (its value cannot be set from Python).
+    upload_key = f"res_import_{st.session_state.get('res_import_round', 0)}"
     uploads = st.file_uploader("Bundles made with `python -m dashbench export`", accept_multiple_files=True,
-                               key="res_import")
+                               key=upload_key)
     if uploads and st.button("Import", key="res_import_go"):
         message, ok = results.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])
-        (st.success if ok else st.error)(message)
+        if ok:  # drawn again from the top, so the table above lists what came in
+            st.session_state["res_flash"] = message
+            st.session_state["res_import_round"] = st.session_state.get("res_import_round", 0) + 1
+            st.rerun()
+        st.error(message)
 
     st.subheader("Delete")
-    doomed = st.multiselect("Runs to delete", list(filtered["run_id"]), key="res_delete",
-                            format_func=lambda r: run_label(filtered.set_index("run_id").loc[r].to_dict()
-                                                                  | {"run_id": r}))
-    confirm = st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
-    if st.button("Delete", disabled=not (doomed and confirm), key="res_delete_go"):
-        removed = ctx.store.delete_runs(doomed)
-        st.session_state["res_flash"] = f"Deleted {removed} runs."
-        for key in ("res_delete", "res_delete_confirm", "res_detail"):
-            st.session_state.pop(key, None)
-        st.rerun()
+    st.multiselect("Runs to delete", list(filtered["run_id"]), key="res_delete",
+                   format_func=lambda r: run_label(filtered.set_index("run_id").loc[r].to_dict() | {"run_id": r}))
+    st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
+    ready = bool(st.session_state.get("res_delete")) and st.session_state.get("res_delete_confirm", False)
+    st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)

@@ -30,6 +30,8 @@ def _apply_preset():
     if slug:
         st.session_state.update(run_form.preset_form_values(slug, st.session_state["run_device"],
                                                          quick=st.session_state["run_quick"]))
+    elif st.session_state.get("run_label", "").startswith("preset:"):
+        st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
 
 
 preset_names = run_form.preset_choices()
@@ -85,6 +87,7 @@ def live_panel():
         current = store.runs(status=["queued", "running"])
     if current.empty:
         st.rerun(scope="app")  # all finished: redraw the page once with their headlines
+    st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count
     for _, row in current.iterrows():
         run_id = row["run_id"]
         view = live.live_view(jobs.progress(run_id, db_path))
@@ -99,7 +102,6 @@ def live_panel():
 
 
 if not active.empty:
-    st.subheader(f"Active runs ({len(active)})")
     st.fragment(live_panel, run_every=1.0)()
 
 mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))

@@ -114,6 +114,9 @@ def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypa
         assert "Save price" not in labels
     show(at, "pages/compare.py")
     assert len(at.get("plotly_chart")) >= 4
+    # The fixture's CPU runs have no price: the hint must not send a read-only reader to a price form.
+    (no_price,) = [c.value for c in at.caption if c.value.startswith("No price for")]
+    assert "Set one on the Prices page" not in no_price and "writes this database" in no_price
     assert digest(db) == before
 
 
@@ -137,11 +140,17 @@ def test_results_page_deletes_and_imports(filled, monkeypatch, tmp_path):
     at.checkbox(key="res_delete_confirm").check().run()
     at.button(key="res_delete_go").click().run()
     assert_clean(at)
-    assert "Deleted 1 runs." in texts(at)
-    at.file_uploader(key="res_import").upload("bundle.json", bundle, "application/json").run()
+    assert "Deleted 1 run." in texts(at)
+    # The deleted run is gone from the table, and the delete controls are cleared for the next choice.
+    assert f"{len(ids) - 1} of {len(ids) - 1} runs" in texts(at)
+    assert at.multiselect(key="res_delete").value == [] and not at.checkbox(key="res_delete_confirm").value
+    at.file_uploader(key="res_import_0").upload("bundle.json", bundle, "application/json").run()
     at.button(key="res_import_go").click().run()
     assert_clean(at)
-    assert "Imported" in texts(at)
+    assert "Imported 1 run" in texts(at)
+    # Drawn again after the import: the table lists the imported run, the uploader is empty.
+    assert f"{len(ids)} of {len(ids)} runs" in texts(at)
+    assert not at.file_uploader(key="res_import_1").value
     with Store(db, read_only=True) as store:
         assert store.get_run(ids[0]) is None
         assert store.get_run(extra)["error"] == "bundle me"
@@ -287,3 +296,13 @@ print(json.dumps(seen))
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen == {"0": [], "1": []}
+
+
+def test_leaving_a_preset_drops_its_label(tmp_path, monkeypatch):
+    at = start(monkeypatch, tmp_path / "runs.sqlite")
+    show(at, "pages/run.py")
+    at.selectbox(key="run_preset").set_value("colab-fashion-mnist").run()
+    assert at.text_input(key="run_label").value == "preset:colab-fashion-mnist"
+    at.selectbox(key="run_preset").set_value("").run()
+    assert_clean(at)
+    assert at.text_input(key="run_label").value == ""  # a custom run is not filed under the preset

@@ -102,6 +102,22 @@ def test_sweep_frame_finds_the_stored_sweep(store):
     assert any(list(t.x) == [32, 64, 128, 256] for t in fig.data)
 
 
+def test_two_sweeps_of_one_day_are_two_lines():
+    # Sweep ids as the Run page makes them: same date and minute, told apart only by their random tail.
+    rows = pd.DataFrame({"kind": "measured", "model": "conv2d", "accelerator": "CPU", "precision": "float32",
+                         "xla": False, "batch_size": [8, 16, 8, 16], "examples_per_sec": [1.0, 2.0, 3.0, 4.0],
+                         "sweep_id": ["sweep-20261130-0158-aaaaaa"] * 2 + ["sweep-20261130-0158-bbbbbb"] * 2})
+    sweeps = compare.sweep_frame(rows)
+    assert sweeps["series"].nunique() == 2
+    assert len(charts.throughput_vs_batch(sweeps).data) == 2
+
+
+def test_import_summary_reads_as_a_sentence():
+    text = results.import_summary({"files": 1, "runs_added": 1, "runs_skipped": 7, "samples_added": 32})
+    assert text == "Imported 1 run with 32 samples from 1 file; 7 runs already stored, kept once."
+    assert "_" not in results.import_summary({"files": 2, "runs_added": 0, "runs_skipped": 0, "samples_added": 0})
+
+
 def test_run_form_to_specs_and_sweeps():
     state = run_form.run_form_defaults(["cpu"]) | {"run_image_size": 8, "run_label": "  ", "run_sweep": "16, 8 8"}
     (spec,), sweep = run_form.specs_from_form(state)
@@ -125,7 +141,7 @@ def test_preset_fills_the_form_for_the_device_class():
 
 def test_live_view_is_a_plain_function_of_progress():
     queued = live.live_view({"status": "queued", "fraction": 0.0, "queue_position": 2, "samples": pd.DataFrame()})
-    assert "position 2" in queued.text and not queued.finished
+    assert "(1 run ahead)" in queued.text and not queued.finished
     samples = [{"index": 0, "steps": 2, "duration_s": 1.0, "loss": 2.0, "warmup": True},
                {"index": 1, "steps": 2, "duration_s": 0.2, "loss": 1.5, "warmup": False}]
     running = live.live_view({"status": "running", "phase": "measure", "fraction": 0.5, "steps_done": 4,

@@ -39,7 +39,8 @@ def live_view(progress: dict | None) -> LiveView:
         text = "queued: waiting for the device to be free"
         position = progress.get("queue_position")
         if is_number(position):
-            text += f" (position {int(position)} in the queue)"
+            ahead = int(position) - 1  # the position counts the run now on the device
+            text += f" ({ahead} run{'s' if ahead != 1 else ''} ahead)"
     elif status == "running":
         phase = progress.get("phase")
         text = f"running ({phase})" if phase else "running"

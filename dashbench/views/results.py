@@ -128,6 +128,19 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             counts = store.import_bundles(paths)
         except BundleError as exc:
             return f"Import failed: {exc}", False
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items()) if isinstance(counts, dict) else str(counts)
-    return f"Imported: {summary}.", True
+    return import_summary(counts), True
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def import_summary(counts: dict) -> str:
+    """One readable line from bundle.import_bundles' counts (files, runs_added, runs_skipped, samples_added)."""
+    text = (f"Imported {_count(counts.get('runs_added', 0), 'run')} with "
+            f"{_count(counts.get('samples_added', 0), 'sample')} from {_count(counts.get('files', 0), 'file')}")
+    skipped = counts.get("runs_skipped", 0)
+    if skipped:
+        text += f"; {_count(skipped, 'run')} already stored, kept once"
+    return text + "."
 
