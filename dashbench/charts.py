@@ -148,8 +148,8 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
         fig.add_annotation(text=f"no price: {len(unpriced)} run(s) not shown", showarrow=False, x=0, y=-0.02, xref="paper", yref="paper",
                            xanchor="left", yanchor="top", yshift=-40, font=dict(color=FLAGGED_COLOR))
     _hbar_layout(fig, title, 2 * len(priced), "USD / 1M examples")
-    # Legend above the plot: below it, it collides with the axis title and the "no price" note.
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.0, x=0, xanchor="left", yanchor="bottom"),
+    # Legend above the plot, right (the title is left): below it collides with the axis title and the note.
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"),
                       margin=dict(fig.layout.margin.to_plotly_json(), t=80, b=60))
     return fig
 
