@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Iterable
 
 from dashbench import __version__, schema
+from dashbench.queries import SAMPLE_COLUMNS, where_clause
 from dashbench.spec import RunSpec, SpecError
 from dashbench.store import (
-    SAMPLE_COLUMNS,
     STATUSES,
     BundleError,
     StoreError,
     Store,
     insert_run,
-    _where,
     iso,
     this_host,
 )
@@ -39,7 +38,7 @@ REQUIRED_RUN_FIELDS = ("run_id", "status", "spec", "created_at")
 
 def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
     """Write the runs matching `filters` (as Store.runs) to `path`. Returns how many."""
-    where, params, limit = _where(filters)
+    where, params, limit = where_clause(filters)
     sql = ("SELECT run_id, status, spec_json, result_json, error, created_at, started_at, finished_at, pid, host,"
            f" sweep_id, label FROM runs JOIN run_blobs USING (run_id){where} ORDER BY created_at, run_id")
     if limit is not None:

@@ -19,39 +19,15 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
-import numpy as np
 import pandas as pd
 
-from dashbench import schema
+from dashbench import queries, schema
+from dashbench.schema import FINAL, STATUSES, TERMINAL
 from dashbench.spec import RunSpec
 
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
-# A final status that a later report may still correct: an "interrupted" run was only presumed dead.
-FINAL = ("done", "failed", "cancelled")
-STATUSES = ("queued", "running") + TERMINAL
 BUSY_TIMEOUT_S = 30.0
-
-RUN_COLUMNS = (
-    "run_id", "created_at", "started_at", "finished_at", "status", "model", "device", "accelerator",
-    "accelerator_count", "replicas", "batch_size", "precision", "xla", "data", "label", "sweep_id",
-    "host", "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
-    "step_time_std_s", "samples", "compile_s", "achieved_tflops", "mfu", "flags", "error",
-    # Beyond the agreed list: what a chart's axis label or a confidence band needs.
-    "unit", "steps", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops", "pid", "phase",
-)
-_SQL_NAMES = {"samples": "n_samples", "flags": "flags_json"}
-_FLOAT_COLUMNS = (
-    "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s", "step_time_std_s",
-    "compile_s", "achieved_tflops", "mfu", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops",
-)
-# Never empty. The counts that are empty until a run ends (accelerator_count, replicas, samples,
-# pid) stay float64 with NaN: pandas' nullable Int64 would hand consumers pd.NA, which breaks
-# `int(x)` and `if x` in code that checks for None/NaN.
-_INT_COLUMNS = ("batch_size", "steps")
-_COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid")
-SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
 
 
 class StoreError(RuntimeError):
@@ -84,26 +60,6 @@ def this_host() -> str:
 def new_run_id() -> str:
     # Sortable by time and unique across machines, so bundles from many hosts merge without clashes.
     return f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
-
-
-def to_epoch(value: Any) -> float:
-    """A time filter as seconds since the epoch: datetime, date, ISO text, pandas Timestamp or number."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            value = _dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"since/until: not a date or time: {value!r} (use e.g. 2025-01-31 or 2025-01-31T12:00)")
-    if isinstance(value, pd.Timestamp):
-        value = value.to_pydatetime()
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.astimezone()  # naive times mean local time, as a user typed them
-        return value.timestamp()
-    if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day).astimezone().timestamp()
-    raise ValueError(f"since/until: not a date or time: {value!r}")
 
 
 def now() -> float:
@@ -420,59 +376,22 @@ class Store:
         raise StoreError(f"run_id: {prefix!r} matches several runs; give more characters")
 
     def runs(self, **filters) -> pd.DataFrame:
-        """One row per run, newest first, flat columns (see RUN_COLUMNS).
+        """One row per run, newest first, flat columns (see queries.RUN_COLUMNS).
 
         Filters: model, device, accelerator, precision, batch_size, status, sweep_id, label, host,
         run_ids (each a value or a list of values), since, until (datetime, date, ISO text or epoch
         seconds; on created_at), limit."""
-        where, params, limit = _where(filters)
-        select = ", ".join(f"{_SQL_NAMES.get(c, c)}" for c in RUN_COLUMNS)
-        sql = f"SELECT {select} FROM runs{where} ORDER BY created_at DESC, run_id DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        rows = self._read(sql, params)
-        # Column by column with known types: 100k runs would spend seconds in pandas' type inference.
-        columns = list(zip(*rows)) if rows else [()] * len(RUN_COLUMNS)
-        data: dict[str, Any] = {}
-        parsed: dict[str, list] = {}
-        for name, values in zip(RUN_COLUMNS, columns):
-            if name in ("created_at", "started_at", "finished_at"):
-                stamps = pd.to_datetime(np.array(values, dtype="float64"), unit="s", utc=True)
-                data[name] = stamps.round("us").as_unit("us")
-            elif name in _FLOAT_COLUMNS or name in _COUNT_COLUMNS:
-                data[name] = np.array(values, dtype="float64")  # None becomes NaN
-            elif name in _INT_COLUMNS:
-                data[name] = np.array(values, dtype="int64")
-            elif name == "flags":
-                for text in set(values):
-                    parsed[text] = json.loads(text or "[]")
-                data[name] = pd.Series([list(parsed[text]) for text in values], dtype=object)
-            elif name == "xla":  # always set: it comes from the spec
-                data[name] = np.array([bool(v) for v in values], dtype=bool)
-            else:
-                data[name] = pd.array(values, dtype="str")  # missing text is NaN, also in an empty frame
-        frame = pd.DataFrame(data, columns=list(RUN_COLUMNS))
-        return frame
+        return queries.runs(self._read, **filters)
 
     def count_runs(self, **filters) -> int:
-        where, params, _limit = _where(filters)
-        return self._read(f"SELECT count(*) FROM runs{where}", params)[0][0]
+        return queries.count_runs(self._read, **filters)
 
     def samples(self, run_id: str) -> pd.DataFrame:
-        rows = self._read(
-            "SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx", (run_id,)
-        )
-        frame = pd.DataFrame.from_records(rows, columns=list(SAMPLE_COLUMNS))
-        frame["loss"] = frame["loss"].astype("float64")
-        frame["warmup"] = frame["warmup"].astype(bool)
-        return frame
+        return queries.samples(self._read, run_id)
 
     def distinct(self, column: str) -> list:
         """Distinct values of one filter column, for the dashboard's select boxes."""
-        allowed = {"model", "device", "accelerator", "precision", "batch_size", "status", "sweep_id", "label", "host"}
-        if column not in allowed:
-            raise ValueError(f"column: one of {', '.join(sorted(allowed))}, not {column!r}")
-        return [r[0] for r in self._read(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1")]
+        return queries.distinct(self._read, column)
 
     # -- bundles ---------------------------------------------------------------------------------
 
@@ -567,47 +486,3 @@ def _chunks(items: list, size: int = 500) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
 
-
-_FILTER_COLUMNS = ("model", "device", "accelerator", "precision", "batch_size", "status", "sweep_id", "label", "host")
-
-
-def _where(filters: dict) -> tuple[str, list, int | None]:
-    filters = dict(filters)
-    limit = filters.pop("limit", None)
-    clauses, params = [], []
-    for name in _FILTER_COLUMNS:
-        value = filters.pop(name, None)
-        if value is None:
-            continue
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        if not values:
-            clauses.append("0")
-            continue
-        if name == "status":
-            bad = [v for v in values if v not in STATUSES]
-            if bad:
-                raise ValueError(f"status: unknown status {bad[0]!r}; choose from {', '.join(STATUSES)}")
-        clauses.append(f"{name} IN ({','.join('?' * len(values))})")
-        params.extend(values)
-    run_ids = filters.pop("run_ids", None)
-    if run_ids is not None:
-        run_ids = list(run_ids)
-        clauses.append(f"run_id IN ({','.join('?' * len(run_ids))})" if run_ids else "0")
-        params.extend(run_ids)
-    since = filters.pop("since", None)
-    if since is not None:
-        clauses.append("created_at >= ?")
-        params.append(to_epoch(since))
-    until = filters.pop("until", None)
-    if until is not None:
-        # A bare date means "up to the end of that day".
-        whole_day = (isinstance(until, _dt.date) and not isinstance(until, _dt.datetime)) or (
-            isinstance(until, str) and len(until.strip()) == 10)
-        clauses.append("created_at < ?" if whole_day else "created_at <= ?")
-        params.append(to_epoch(until) + (86400 if whole_day else 0))
-    if filters:
-        name = sorted(filters)[0]
-        raise ValueError(
-            f"{name}: unknown filter; known: {', '.join(_FILTER_COLUMNS + ('run_ids', 'since', 'until', 'limit'))}"
-        )
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params, limit

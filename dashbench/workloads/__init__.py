@@ -1,0 +1,229 @@
+"""The workloads: name → model builder, synthetic batch, loss, FLOPs per example, unit.
+
+Metadata (WORKLOADS, get, describe) imports no TensorFlow, so the dashboard and `models --json`
+can list workloads for free. Builders import TensorFlow/Keras inside the functions.
+
+Every workload trains on a *learnable* synthetic task — labels are a fixed function of the inputs —
+so a working run shows a falling loss and a broken one (the seed's non-converging LSTM) shows up.
+Synthetic data is one global batch generated on the devices once and reused every step.
+
+The TensorFlow side lives next to this file: images.py and text.py (models and synthetic batches),
+flops.py (FLOP counting), fashion_mnist_data.py (real Fashion-MNIST).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench.workloads import images, text
+from dashbench.workloads.fashion_mnist_data import (  # noqa: F401  (the package's API)
+    FASHION_FILES,
+    KERAS_FASHION_CACHE,
+    fashion_mnist_dir,
+    load_fashion_mnist,
+    read_idx,
+    real_dataset,
+    write_idx,
+)
+from dashbench.workloads.flops import count_flops, layer_forward_flops, layer_forward_flops_lstm  # noqa: F401
+from dashbench.workloads.text import BILSTM_EMBEDDING  # noqa: F401
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The resolved shape of one run: the full-size defaults with the spec's overrides applied."""
+
+    image_size: Optional[int] = None
+    channels: Optional[int] = None
+    seq_len: Optional[int] = None
+    width: Optional[int] = None
+    classes: int = 0
+    vocab: Optional[int] = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    unit: str  # "images" | "sequences"
+    description: str
+    defaults: dict  # full-size shapes: image_size/channels/seq_len/width/classes/vocab
+    quick: dict  # shape overrides and batch size for a ~30 s CPU run
+    batch_sizes: dict  # default global batch per device class
+    overrides: tuple  # which of image_size, seq_len, width this workload accepts
+    min_image_size: int = 1
+    notes: dict = field(default_factory=dict)
+
+    def shapes(self, spec: RunSpec) -> Shapes:
+        values = dict(self.defaults)
+        for name in ("image_size", "seq_len", "width"):
+            value = getattr(spec, name)
+            if value is None:
+                continue
+            if name not in self.overrides:
+                allowed = ", ".join(self.overrides) or "none"
+                raise SpecError(name, f"{self.name} has no {name} override; it accepts: {allowed}")
+            values[name] = value
+        if values.get("image_size") is not None and values["image_size"] < self.min_image_size:
+            raise SpecError(
+                "image_size", f"{self.name} needs images of at least {self.min_image_size} px, got {values['image_size']}"
+            )
+        if spec.data == "real" and values.get("image_size") != self.defaults.get("image_size"):
+            raise SpecError("image_size", f"real {self.name} data is {self.defaults['image_size']} px; drop the override")
+        return Shapes(**values)
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "description": self.description,
+            "defaults": dict(self.defaults),
+            "quick": dict(self.quick),
+            "batch_sizes": dict(self.batch_sizes),
+            "overrides": list(self.overrides),
+            "real_data": self.name == "fashion_mnist_cnn",
+            **({"notes": dict(self.notes)} if self.notes else {}),
+        }
+
+    # The TensorFlow side, dispatched by name so the metadata above stays a plain record.
+    def build_model(self, shapes: Shapes):
+        return _BUILDERS[self.name](shapes)
+
+    def make_optimizer(self):
+        import keras
+
+        if self.name in ("resnet50", "inception_v3"):
+            # tf_cnn_benchmarks (seed 003's GPU runs) trained these with momentum SGD.
+            return keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+        return keras.optimizers.Adam(learning_rate=1e-3)  # seed 000's CNN: Adam 1e-3
+
+    def synthetic_batch(self, shapes: Shapes, global_batch: int, seed: int):
+        """One deterministic global batch (x, y) as tensors, built where the caller's device scope says."""
+        return _SYNTHETIC[self.name](shapes, global_batch, seed)
+
+    def per_example_loss(self, y_true, y_pred):
+        import keras
+        import tensorflow as tf
+
+        y_pred = tf.cast(y_pred, tf.float32)  # losses in float32 under mixed precision
+        if self.name == "conv2d":
+            return tf.reduce_mean(tf.square(y_pred - y_true), axis=-1)
+        from_logits = self.name != "fashion_mnist_cnn"  # the seed's CNN ends in a softmax
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
+
+    def flops_per_example(self, model) -> dict:
+        return count_flops(model)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="conv2d",
+            unit="images",
+            description=(
+                "Seed 000's tf.nn.conv2d micro-benchmark made trainable: one 5×5 convolution, stride 2, "
+                "SAME, no bias, over 256×256×3 images; a global average over the output is regressed "
+                "(MSE) onto the same average from a fixed random 'teacher' filter bank."
+            ),
+            defaults={"image_size": 256, "channels": 3, "width": 256},
+            quick={"image_size": 32, "width": 16, "batch_size": 16},
+            batch_sizes={"cpu": 128, "gpu": 128, "tpu": 128},
+            overrides=("image_size", "width"),
+            min_image_size=5,
+            notes={"width": "number of filters", "flops": "80.5 GFLOP forward per 128 images at full size"},
+        ),
+        Workload(
+            name="fashion_mnist_cnn",
+            unit="images",
+            description=(
+                "Seed 000's Keras CNN: 3 × [BatchNorm, Conv 5×5 (64/128/256), ELU, MaxPool 2×2, Dropout 0.25], "
+                "Dense 256 + ELU, Dropout 0.5, Dense 10 + softmax; Adam 1e-3. Synthetic 28×28×1 images or "
+                "real Fashion-MNIST from local IDX files."
+            ),
+            defaults={"image_size": 28, "channels": 1, "width": 64, "classes": 10},
+            quick={"width": 16, "batch_size": 64},
+            batch_sizes={"cpu": 1024, "gpu": 1024, "tpu": 1024},
+            overrides=("image_size", "width"),
+            min_image_size=8,
+            notes={"width": "filters of the first conv (the others are 2× and 4×; the dense layer is 4×)"},
+        ),
+        Workload(
+            name="resnet50",
+            unit="images",
+            description="keras.applications.ResNet50, random weights, 1000 classes, synthetic ImageNet at 224 px (seed 003); momentum SGD.",
+            defaults={"image_size": 224, "channels": 3, "classes": 1000},
+            quick={"image_size": 32, "batch_size": 8},
+            batch_sizes={"cpu": 32, "gpu": 128, "tpu": 1024},
+            overrides=("image_size",),
+            min_image_size=32,
+        ),
+        Workload(
+            name="inception_v3",
+            unit="images",
+            description="keras.applications.InceptionV3, random weights, 1000 classes, synthetic ImageNet at 299 px (seed 003); momentum SGD.",
+            defaults={"image_size": 299, "channels": 3, "classes": 1000},
+            quick={"image_size": 75, "batch_size": 4},
+            batch_sizes={"cpu": 32, "gpu": 128, "tpu": 1024},
+            overrides=("image_size",),
+            min_image_size=75,
+        ),
+        Workload(
+            name="bilstm",
+            unit="sequences",
+            description=(
+                "Seed 003's text classifier: Embedding(20,000 tokens, 256) → Bidirectional LSTM with 1024 "
+                "hidden units per direction → Dense 2 (logits), over sequences of 200 tokens; Adam 1e-3. "
+                "Synthetic labels: whether the first token is in the lower half of the vocabulary."
+            ),
+            defaults={"seq_len": 200, "width": 1024, "classes": 2, "vocab": 20000},
+            quick={"seq_len": 32, "width": 64, "batch_size": 32},
+            batch_sizes={"cpu": 64, "gpu": 128, "tpu": 1024},
+            overrides=("seq_len", "width"),
+            notes={"width": "LSTM hidden units per direction", "embedding": "256"},
+        ),
+    )
+}
+assert tuple(WORKLOADS) == MODELS, "the registry and spec.MODELS must list the same models"
+
+
+def get(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}") from None
+
+
+def describe_all() -> list[dict]:
+    return [w.describe() for w in WORKLOADS.values()]
+
+
+def check_spec(spec: RunSpec) -> Shapes:
+    """Every check of `spec` that needs no TensorFlow: the workload's shape overrides and, for real
+    data, that the IDX files are there. Callers run it before a run row is created, so bad input
+    is an error line, never a junk `failed` run. Returns the resolved shapes."""
+    shapes = get(spec.model).shapes(spec)
+    if spec.data == "real":
+        fashion_mnist_dir(spec.data_path)
+    return shapes
+
+
+_BUILDERS = {
+    "conv2d": images.conv2d_model,
+    "fashion_mnist_cnn": images.fashion_model,
+    "resnet50": images.resnet50_model,
+    "inception_v3": images.inception_model,
+    "bilstm": text.bilstm_model,
+}
+
+_SYNTHETIC = {
+    "conv2d": images.conv2d_batch,
+    "fashion_mnist_cnn": images.classified_images,
+    "resnet50": images.classified_images,
+    "inception_v3": images.classified_images,
+    "bilstm": text.bilstm_batch,
+}

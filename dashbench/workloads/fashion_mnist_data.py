@@ -1,0 +1,92 @@
+"""Real Fashion-MNIST: finding, reading and writing its IDX files, and the tf.data pipeline over them."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from dashbench.spec import SpecError
+
+FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+KERAS_FASHION_CACHE = Path("~/.keras/datasets/fashion-mnist")
+
+
+def fashion_mnist_dir(data_path: Optional[str]) -> Path:
+    """The folder holding the Fashion-MNIST training IDX files, or a SpecError saying where to put them."""
+    folder = Path(data_path).expanduser() if data_path else KERAS_FASHION_CACHE.expanduser()
+    missing = [name for name in FASHION_FILES if _idx_file(folder, name) is None]
+    if missing:
+        hint = "pass --data-path FOLDER" if not data_path else "check the folder"
+        raise SpecError(
+            "data_path",
+            f"no Fashion-MNIST file {missing[0]}[.gz] in {folder}; {hint}, or fill Keras's cache with "
+            "keras.datasets.fashion_mnist.load_data()",
+        )
+    return folder
+
+
+def load_fashion_mnist(data_path: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Training images (N, 28, 28, 1) uint8 and labels (N,) from IDX files, gzipped or not."""
+    folder = fashion_mnist_dir(data_path)
+    images = read_idx(_idx_file(folder, FASHION_FILES[0]))
+    labels = read_idx(_idx_file(folder, FASHION_FILES[1]))
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        raise SpecError("data_path", f"IDX files in {folder} disagree: images {images.shape}, labels {labels.shape}")
+    from dashbench.workloads import get  # the registry imports this module
+
+    classes = get("fashion_mnist_cnn").defaults["classes"]
+    if len(labels) and (labels.min() < 0 or labels.max() >= classes):
+        # Caught here, not by the loss op: TF's error would come mid-run, wrapped in a graph trace.
+        raise SpecError("data_path", f"labels in {folder} must be class numbers 0–{classes - 1}; found "
+                                     f"{int(labels.min())}–{int(labels.max())} (a different dataset's file?)")
+    return images[..., None], labels.astype(np.int32)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format): zero bytes, a type code, the rank, big-endian sizes, data."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        data = handle.read()
+    if len(data) < 4 or data[0:2] != b"\x00\x00":
+        raise SpecError("data_path", f"{path} is not an IDX file")
+    type_code, rank = data[2], data[3]
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if type_code not in dtypes:
+        raise SpecError("data_path", f"{path}: unknown IDX type code 0x{type_code:02x}")
+    dims = struct.unpack(f">{rank}I", data[4 : 4 + 4 * rank])
+    array = np.frombuffer(data, dtype=dtypes[type_code], offset=4 + 4 * rank)
+    if array.size != int(np.prod(dims)):
+        raise SpecError("data_path", f"{path}: header says {dims} but holds {array.size} values")
+    return array.reshape(dims).astype(array.dtype.newbyteorder("="))
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (gzipped when the name ends in .gz); used by tests and tools."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as handle:
+        handle.write(header + array.tobytes())
+
+
+def _idx_file(folder: Path, name: str) -> Optional[Path]:
+    for candidate in (folder / name, folder / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def real_dataset(data_path: Optional[str], global_batch: int, seed: int):
+    """A shuffled, repeating tf.data pipeline of real Fashion-MNIST batches, scaled to [0, 1]."""
+    import tensorflow as tf
+
+    images, labels = load_fashion_mnist(data_path)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).cache()
+    dataset = dataset.shuffle(min(len(images), 60000), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.batch(global_batch, drop_remainder=True)
+    dataset = dataset.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
