@@ -184,3 +184,27 @@ def test_check_spec_resolves_shapes_without_tensorflow(tmp_path):
         workloads.check_spec(spec)
     workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2, "uint8"))
     assert workloads.check_spec(spec).image_size == 28
+
+
+def test_unsound_idx_files_are_refused_before_a_row(tmp_path, capsys, no_training):
+    images, labels = tmp_path / "train-images-idx3-ubyte", tmp_path / "train-labels-idx1-ubyte"
+    workloads.write_idx(images, np.zeros((4, 28, 28), "uint8"))
+    workloads.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=4, data="real", data_path=str(tmp_path))
+    assert workloads.check_spec(spec).image_size == 28
+    cases = [
+        (lambda: images.write_bytes(images.read_bytes()[:-100]), "truncated"),
+        (lambda: workloads.write_idx(labels, np.array([0, 1, 2], "uint8")), "disagree"),
+        (lambda: workloads.write_idx(labels, np.array([0, 1, 2, 42], "uint8")), "class numbers 0–9"),
+        (lambda: images.write_bytes(b"\x00\x00\x08\x03\x00"), "cut short"),
+    ]
+    for spoil, message in cases:
+        workloads.write_idx(images, np.zeros((4, 28, 28), "uint8"))
+        workloads.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
+        spoil()
+        with pytest.raises(SpecError, match=message):
+            workloads.check_spec(spec)
+    db = tmp_path / "r.sqlite"
+    code, out, _ = run_cli(capsys, "run", "--model", "fashion_mnist_cnn", "--batch-size", "4", "--data", "real",
+                           "--data-path", str(tmp_path), "--db", str(db), "--json")
+    assert code == 2 and json.loads(out)["field"] == "data_path" and stored_runs(db) == 0

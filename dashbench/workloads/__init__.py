@@ -21,6 +21,7 @@ from dashbench.workloads import images, text
 from dashbench.workloads.fashion_mnist_data import (  # noqa: F401  (the package's API)
     FASHION_FILES,
     KERAS_FASHION_CACHE,
+    check_fashion_mnist,
     fashion_mnist_dir,
     load_fashion_mnist,
     read_idx,
@@ -204,11 +205,11 @@ def describe_all() -> list[dict]:
 
 def check_spec(spec: RunSpec) -> Shapes:
     """Every check of `spec` that needs no TensorFlow: the workload's shape overrides and, for real
-    data, that the IDX files are there. Callers run it before a run row is created, so bad input
+    data, that the IDX files are there and sound (headers, labels). Callers run it before a run row is created, so bad input
     is an error line, never a junk `failed` run. Returns the resolved shapes."""
     shapes = get(spec.model).shapes(spec)
     if spec.data == "real":
-        fashion_mnist_dir(spec.data_path)
+        check_fashion_mnist(spec.data_path)
     return shapes
 
 

@@ -29,13 +29,49 @@ def fashion_mnist_dir(data_path: Optional[str]) -> Path:
     return folder
 
 
+def check_fashion_mnist(data_path: Optional[str]) -> Path:
+    """The files' soundness without loading the images: their headers agree, and the (small) label
+    file holds class numbers. Run before a run row exists, so a wrong file is an input error."""
+    folder = fashion_mnist_dir(data_path)
+    image_dims = _idx_dims(_idx_file(folder, FASHION_FILES[0]))
+    _check_labels(folder, image_dims, read_idx(_idx_file(folder, FASHION_FILES[1])))
+    return folder
+
+
 def load_fashion_mnist(data_path: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
     """Training images (N, 28, 28, 1) uint8 and labels (N,) from IDX files, gzipped or not."""
     folder = fashion_mnist_dir(data_path)
     images = read_idx(_idx_file(folder, FASHION_FILES[0]))
     labels = read_idx(_idx_file(folder, FASHION_FILES[1]))
-    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-        raise SpecError("data_path", f"IDX files in {folder} disagree: images {images.shape}, labels {labels.shape}")
+    _check_labels(folder, images.shape, labels)
+    return images[..., None], labels.astype(np.int32)
+
+
+def _idx_dims(path: Path) -> tuple:
+    """An IDX file's sizes from its header alone; an uncompressed file must be exactly that long."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        head = handle.read(4)
+        if len(head) < 4 or head[0:2] != b"\x00\x00":
+            raise SpecError("data_path", f"{path} is not an IDX file")
+        sizes = handle.read(4 * head[3])
+    if len(sizes) != 4 * head[3]:
+        raise SpecError("data_path", f"{path}: the IDX header is cut short")
+    dims = struct.unpack(f">{head[3]}I", sizes)
+    item = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}.get(head[2])
+    if item is None:
+        raise SpecError("data_path", f"{path}: unknown IDX type code 0x{head[2]:02x}")
+    expected = 4 + 4 * len(dims) + item * int(np.prod(dims))
+    if not str(path).endswith(".gz") and path.stat().st_size != expected:
+        raise SpecError("data_path", f"{path}: header says {dims} ({expected} bytes) but the file has "
+                                     f"{path.stat().st_size} bytes (truncated or not this format?)")
+    return dims
+
+
+def _check_labels(folder: Path, image_shape: tuple, labels: np.ndarray) -> None:
+    if len(image_shape) != 3 or labels.ndim != 1 or image_shape[0] != len(labels):
+        raise SpecError("data_path", f"IDX files in {folder} disagree: images {tuple(image_shape)}, "
+                                     f"labels {labels.shape}")
     from dashbench.workloads import get  # the registry imports this module
 
     classes = get("fashion_mnist_cnn").defaults["classes"]
@@ -43,7 +79,6 @@ def load_fashion_mnist(data_path: Optional[str]) -> tuple[np.ndarray, np.ndarray
         # Caught here, not by the loss op: TF's error would come mid-run, wrapped in a graph trace.
         raise SpecError("data_path", f"labels in {folder} must be class numbers 0–{classes - 1}; found "
                                      f"{int(labels.min())}–{int(labels.max())} (a different dataset's file?)")
-    return images[..., None], labels.astype(np.int32)
 
 
 def read_idx(path: Path) -> np.ndarray:
