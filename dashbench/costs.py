@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Optional
 
@@ -61,7 +62,13 @@ COST_COLUMNS = (
 
 
 def shipped_catalog() -> pd.DataFrame:
-    """The price file as shipped with the package (read through importlib.resources)."""
+    """The price file as shipped with the package (a copy: callers may change it freely)."""
+    return _shipped_catalog().copy()
+
+
+@lru_cache(maxsize=1)
+def _shipped_catalog() -> pd.DataFrame:
+    # Parsed once per process: the dashboard prices every rerun, and the shipped file never changes.
     with resources.files("dashbench").joinpath("data/prices.csv").open("r", encoding="utf-8") as f:
         frame = pd.read_csv(f, dtype={"key": str, "as_of": str, "region": str, "note": str})
     frame["origin"] = "shipped"

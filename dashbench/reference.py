@@ -11,6 +11,7 @@ claimed (the BiLSTM's "16.9×" is 21,402 / 1,658 = 12.9×).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from importlib import resources
 from typing import Optional
 
@@ -70,7 +71,13 @@ def rows() -> pd.DataFrame:
     """Published rows with derived columns: examples_per_sec (+ _qualifier), achieved_tflops,
     peak_tflops, mfu, flags (list), ratio_claimed, ratio_computed, ratio (computed where possible,
     else the claim), claim_differs, usd_per_million_examples (only from a price published with the figure:
-    published_usd_per_hour); `kind` is "reference" on every row."""
+    published_usd_per_hour); `kind` is "reference" on every row. A copy: callers may change it."""
+    return _rows().copy()
+
+
+@lru_cache(maxsize=1)
+def _rows() -> pd.DataFrame:
+    # Derived once per process: Compare reruns on every widget change, and the figures are fixed.
     raw = data_rows()
     records = [_typed(r) for r in raw.to_dict("records")]
     by_key = {r["key"]: r for r in records}
