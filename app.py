@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench import settings as settings_module
-from dashbench import ui
+from dashbench.views import settings as settings_module
+from dashbench.views import ui
 from dashbench.views import context
 
 st.set_page_config(page_title="dashbench", page_icon=":material/speed:", layout="wide")

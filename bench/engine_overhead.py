@@ -1,6 +1,6 @@
 """Does the engine cost throughput? Same model, same data, one process, three ways:
 
-  engine — dashbench.engine.run (strategy, custom loop, steps_per_loop, host sync per loop)
+  engine — dashbench.engine.loop.run (strategy, custom loop, steps_per_loop, host sync per loop)
   hand   — a minimal hand-written tf.function step, called in a Python loop, synced at the end
   fit    — Keras model.fit on a repeated tf.data batch (the seeds' way)
 
@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dashbench import devices, engine, envinfo, workloads  # noqa: E402
+from dashbench import catalog  # noqa: E402
+from dashbench.engine import devices, envinfo, loop, workloads  # noqa: E402
 from dashbench.spec import RunSpec  # noqa: E402
 
 DOC = ROOT / "docs" / "PERFORMANCE.md"
@@ -35,18 +36,18 @@ def hand_loop(spec: RunSpec):
     tf = devices.import_tensorflow()
     import keras
 
-    workload = workloads.get(spec.model)
+    workload = catalog.get(spec.model)
     shapes = workload.shapes(spec)
     keras.utils.set_random_seed(spec.seed)
-    model = workload.build_model(shapes)
-    optimizer = workload.make_optimizer()
+    model = workloads.build_model(spec.model, shapes)
+    optimizer = workloads.make_optimizer(spec.model)
     optimizer.build(model.trainable_variables)
-    x, y = workload.synthetic_batch(shapes, spec.batch_size, spec.seed)
+    x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(workload.per_example_loss(y, model(x, training=True)))
+            loss = tf.reduce_mean(workloads.per_example_loss(spec.model, y, model(x, training=True)))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
@@ -66,12 +67,12 @@ def fit_loop(spec: RunSpec):
     tf = devices.import_tensorflow()
     import keras
 
-    workload = workloads.get(spec.model)
+    workload = catalog.get(spec.model)
     shapes = workload.shapes(spec)
     keras.utils.set_random_seed(spec.seed)
-    model = workload.build_model(shapes)
-    model.compile(optimizer=workload.make_optimizer(), loss=workload.per_example_loss, jit_compile=False)
-    x, y = workload.synthetic_batch(shapes, spec.batch_size, spec.seed)
+    model = workloads.build_model(spec.model, shapes)
+    model.compile(optimizer=workloads.make_optimizer(spec.model), loss=lambda y, p: workloads.per_example_loss(spec.model, y, p), jit_compile=False)
+    x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
 
     class Timer(keras.callbacks.Callback):
@@ -123,7 +124,7 @@ def measure(spec: RunSpec) -> dict:
             print(f"loop {len(wall['engine'])}: examples/s  {rates}", file=sys.stderr, flush=True)
         last_cpu[0] = time.process_time()
 
-    engine.run(spec, on_event=after_each_loop)
+    loop.run(spec, on_event=after_each_loop)
     out = {}
     for name in wall:
         examples = spec.batch_size * k
@@ -146,7 +147,7 @@ def render(spec: RunSpec, result: dict) -> str:
         "## Engine overhead (`bench/engine_overhead.py`)",
         "",
         f"Same model and data in one process: `{spec.model}`, global batch {spec.batch_size}, "
-        f"shapes {workloads.get(spec.model).shapes(spec).to_dict()}, {spec.precision}, on the CPU. "
+        f"shapes {catalog.get(spec.model).shapes(spec).to_dict()}, {spec.precision}, on the CPU. "
         f"{loops} measured host loops of {spec.steps_per_loop} steps; after each engine loop the same number of "
         "steps ran by a minimal hand-written `tf.function` loop and by Keras `model.fit`, so load from other "
         f"processes hits all three alike. Host: {env['cpu_model']} ({env['cpu_count']} cores), TensorFlow "

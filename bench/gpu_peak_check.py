@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dashbench import peaks, stats  # noqa: E402  (no TensorFlow in either)
-from dashbench.devices import canonical_gpu  # noqa: E402
-from dashbench.reference import conv2d_flops  # noqa: E402
+from dashbench.engine.devices import canonical_gpu  # noqa: E402
+from dashbench.costs.reference import conv2d_flops  # noqa: E402
 
 START, END = "<!-- gpu -->", "<!-- /gpu -->"
 MATMUL_CASES = (  # label, torch dtype name, TF32 allowed, dashbench precision

@@ -211,9 +211,9 @@ def spec_for(name: str, device_class: str, **overrides) -> RunSpec:
     spec = RunSpec.from_dict(values)
     # The workload's own checks (which overrides it takes, its smallest image, real data's files) run
     # here, before a process or TensorFlow starts; its metadata imports no TensorFlow.
-    from dashbench import workloads
+    from dashbench import catalog
 
-    workloads.check_spec(spec)
+    catalog.check_spec(spec)
     return spec
 
 

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from dashbench import charts, costs, reference, ui
+from dashbench.views import charts, ui
+
+from dashbench.costs import prices, reference
 from dashbench.views import compare, context, filters
 from dashbench.views.format import run_label
 from dashbench.views.samples import step_samples
@@ -77,7 +79,7 @@ with st.expander("Choose runs", expanded=not requested):
                                   published, chosen_models, chosen_labels)),
                               format_func=ref_names.get, key="cmp_ref_rows", disabled=not show_reference)
 
-catalog = costs.catalog(ctx.store)
+catalog = prices.catalog(ctx.store)
 frame = compare.compare_frame(runs[runs["run_id"].isin(chosen)], catalog,
                               published[published["key"].isin(ref_keys)] if show_reference else None)
 if frame.empty:

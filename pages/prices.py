@@ -2,17 +2,18 @@
 
 import streamlit as st
 
-from dashbench import costs, reference, ui
-from dashbench.views import prices
+from dashbench.costs import prices, reference
+from dashbench.views import prices as price_views
+from dashbench.views import ui
 from dashbench.spec import SpecError
 
 ctx = ui.open_page("Prices", flash_key="price_flash")
 read_only = ctx.settings.read_only
 
-catalog = costs.catalog(ctx.store)
+catalog = prices.catalog(ctx.store)
 st.caption("Costs are derived when viewed, so a changed price re-prices every stored run. "
            "Shipped rows come from public sources (see `source`, `as_of`); overrides live in your database.")
-ui.table(prices.catalog_table(catalog))
+ui.table(price_views.catalog_table(catalog))
 
 if not read_only:
     st.subheader("Set a price")
@@ -21,7 +22,7 @@ if not read_only:
     with st.form("price_form", clear_on_submit=False):
         cols = st.columns(3)
         device = cols[0].text_input("Device (e.g. V100, TPU v5e, CPU)", key="price_device")
-        unit = cols[1].selectbox("Billing unit", costs.UNITS, key="price_unit")
+        unit = cols[1].selectbox("Billing unit", prices.UNITS, key="price_unit")
         provider = cols[2].text_input("Provider", value="user", key="price_provider")
         cols = st.columns(3)
         on_demand = cols[0].number_input("On-demand USD/hour", min_value=0.0, value=None, step=0.01,
@@ -32,9 +33,9 @@ if not read_only:
         source = st.text_input("Source (where the figure is from)", value="user override", key="price_source")
         if st.form_submit_button("Save price", key="price_save"):
             try:
-                row = costs.override_row(device, unit, on_demand, spot=spot, chips=int(chips), provider=provider,
+                row = prices.override_row(device, unit, on_demand, spot=spot, chips=int(chips), provider=provider,
                                          source=source, current=catalog)
-                ctx.store.set_price_override(costs.store_row(row))
+                ctx.store.set_price_override(prices.store_row(row))
             except (SpecError, ValueError) as exc:
                 st.error(f"Not saved: {exc}")
             else:
@@ -59,4 +60,4 @@ if not read_only:
 st.subheader("Published reference results")
 st.caption("Figures from the seed articles and their sources. They appear on Compare as hatched grey "
            "bars, never mixed with measured runs, and can be used as a speed-up baseline.")
-ui.table(prices.reference_table(reference.rows()))
+ui.table(price_views.reference_table(reference.rows()))

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from dashbench import charts, costs, ui
+from dashbench.views import charts, ui
+
+from dashbench.costs import prices
 from dashbench.views import context, filters, results
 from dashbench.views.format import run_label
 from dashbench.views.samples import prepare_samples
@@ -27,7 +29,7 @@ search = cols[4].text_input("Search (label, host, id, …)", key="res_search")
 filtered = filters.apply_filters(runs, selections, search)
 st.caption(f"{len(filtered)} of {len(runs)} runs, newest first. Click a column header to sort; "
            "cost is on-demand USD per million examples (\"no price\" runs are blank).")
-ui.table(results.results_table(filtered, costs.catalog(ctx.store)))
+ui.table(results.results_table(filtered, prices.catalog(ctx.store)))
 
 if not filtered.empty:
     st.subheader("Run detail")

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from dashbench import charts, jobs, ui
+from dashbench.views import charts, ui
+
+from dashbench.jobs import queue
 from dashbench.views import devices as device_views
 from dashbench.views import live, results, run_form
 from dashbench.views.format import run_label
@@ -70,7 +72,7 @@ with st.form("run_form"):
 if launch or launch_sweep:
     try:
         specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
-        ids = [jobs.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
+        ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
     except SpecError as exc:
         st.error(f"Not launched: {exc}")
     else:
@@ -83,19 +85,19 @@ active = ctx.store.runs(status=["queued", "running"])
 def live_panel():
     """Refreshes on its own while runs are active; a plain function of the store underneath."""
     with Store(db_path) as store:
-        jobs.pump(db_path)
+        queue.pump(db_path)
         current = store.runs(status=["queued", "running"])
     if current.empty:
         st.rerun(scope="app")  # all finished: redraw the page once with their headlines
     st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count
     for _, row in current.iterrows():
         run_id = row["run_id"]
-        view = live.live_view(jobs.progress(run_id, db_path))
+        view = live.live_view(queue.progress(run_id, db_path))
         with st.container(border=True):
             cols = st.columns([5, 1])
             cols[0].markdown(f"**{run_label(row)}** — {view.text}")
             if cols[1].button("Cancel", key=f"cancel_{run_id}"):
-                jobs.cancel(run_id, db_path)
+                queue.cancel(run_id, db_path)
             st.progress(view.fraction)
             if not view.samples.empty:
                 st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")

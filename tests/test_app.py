@@ -200,16 +200,16 @@ def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
 def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, monkeypatch):
     """Real run processes (the stand-in engine of test_jobs: the real CLI options, runner and store,
     sleeping instead of training), cancelled by clicking Cancel on the Run page."""
-    from dashbench import jobs
+    from dashbench.jobs import queue
     from test_jobs import FAKE_RUN
 
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
-    monkeypatch.setattr(jobs, "RUN_COMMAND", [sys.executable, str(script)])
+    monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, str(script)])
     db = tmp_path / "cancel.sqlite"
     # 2000 steps of 50 ms: still going when cancelled; the second waits for the CPU behind it.
     slow = RunSpec(model="conv2d", batch_size=4, device="cpu", steps=2000, seed=50)
-    running, queued = jobs.submit(slow, db), jobs.submit(slow, db)
+    running, queued = queue.submit(slow, db), queue.submit(slow, db)
     try:
         with Store(db, read_only=True) as store:
             deadline = time.monotonic() + 60
@@ -235,7 +235,7 @@ def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, mo
         assert not any(s.value.startswith("Active runs") for s in at.subheader)
     finally:
         for run_id in (running, queued):
-            jobs.cancel(run_id, db, wait_s=10)
+            queue.cancel(run_id, db, wait_s=10)
 
 
 def test_a_tiny_real_run_launched_from_the_run_page_shows_on_compare(tmp_path, monkeypatch):

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 from test_store import SPEC, result_for
 
-from dashbench import engine, jobs, runner, stats, workloads
+from dashbench import catalog, datasets, stats
+
+from dashbench.engine import loop
+
+from dashbench.jobs import queue, runner
 from dashbench.cli import main
 from dashbench.cli.run_cmd import summary
 from dashbench.spec import RunSpec, SpecError
@@ -34,9 +38,9 @@ def stored_runs(db) -> int:
 def no_training(monkeypatch):
     """Any run that got past the checks would train: fail loudly instead."""
     def refuse(spec, on_event=None):
-        raise AssertionError("engine.run reached: the bad input was not caught first")
+        raise AssertionError("loop.run reached: the bad input was not caught first")
 
-    monkeypatch.setattr(engine, "run", refuse)
+    monkeypatch.setattr(loop, "run", refuse)
 
 
 BAD_RUNS = [
@@ -68,7 +72,7 @@ def test_preset_sweep_jobs_and_form_refuse_the_same_before_a_row(tmp_path, capsy
     assert code == 2 and err.splitlines() == ["error: image_size: bilstm has no image_size override; it accepts: seq_len, width"]
     bad = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=missing)
     with pytest.raises(SpecError, match="data_path"):
-        jobs.submit(bad, db)
+        queue.submit(bad, db)
     with pytest.raises(SpecError, match="image_size: real fashion_mnist_cnn data is 28 px"):
         run_form.build_spec({"model": "fashion_mnist_cnn", "batch_size": 8, "data": "real", "image_size": 32})
     assert stored_runs(db) == 0
@@ -104,7 +108,7 @@ def _broken(exc):
 @pytest.mark.parametrize("command", [["run", *TINY], ["preset", "colab-conv2d", "--device", "cpu", "--quick"]])
 def test_failed_and_cancelled_runs_print_one_object_and_keep_their_exit_codes(command, tmp_path, capsys, monkeypatch):
     db = tmp_path / "f.sqlite"
-    monkeypatch.setattr(engine, "run", _broken(RuntimeError("OOM when allocating tensor")))
+    monkeypatch.setattr(loop, "run", _broken(RuntimeError("OOM when allocating tensor")))
     code, out, err = run_cli(capsys, *command, "--db", str(db), "--json")
     obj = json.loads(out)
     assert code == 1 and (obj["status"], obj["model"], obj["device"]) == ("failed", "conv2d", "cpu")
@@ -112,7 +116,7 @@ def test_failed_and_cancelled_runs_print_one_object_and_keep_their_exit_codes(co
     with Store(db) as store:
         assert store.get_run(obj["run_id"])["status"] == "failed"
 
-    monkeypatch.setattr(engine, "run", _broken(runner.RunCancelled(signal.SIGTERM)))
+    monkeypatch.setattr(loop, "run", _broken(runner.RunCancelled(signal.SIGTERM)))
     code, out, _ = run_cli(capsys, *command, "--db", str(db), "--json")
     obj = json.loads(out)
     assert code == 128 + signal.SIGTERM and obj["status"] == "cancelled" and "SIGTERM" in obj["error"]
@@ -178,32 +182,32 @@ def test_an_interval_unbounded_above_is_printed_as_a_lower_bound():
 
 
 def test_check_spec_resolves_shapes_without_tensorflow(tmp_path):
-    workloads.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((2, 28, 28), "uint8"))
+    datasets.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((2, 28, 28), "uint8"))
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=str(tmp_path))
     with pytest.raises(SpecError, match="data_path: no Fashion-MNIST file train-labels-idx1-ubyte"):
-        workloads.check_spec(spec)
-    workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2, "uint8"))
-    assert workloads.check_spec(spec).image_size == 28
+        catalog.check_spec(spec)
+    datasets.write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2, "uint8"))
+    assert catalog.check_spec(spec).image_size == 28
 
 
 def test_unsound_idx_files_are_refused_before_a_row(tmp_path, capsys, no_training):
     images, labels = tmp_path / "train-images-idx3-ubyte", tmp_path / "train-labels-idx1-ubyte"
-    workloads.write_idx(images, np.zeros((4, 28, 28), "uint8"))
-    workloads.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
+    datasets.write_idx(images, np.zeros((4, 28, 28), "uint8"))
+    datasets.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=4, data="real", data_path=str(tmp_path))
-    assert workloads.check_spec(spec).image_size == 28
+    assert catalog.check_spec(spec).image_size == 28
     cases = [
         (lambda: images.write_bytes(images.read_bytes()[:-100]), "truncated"),
-        (lambda: workloads.write_idx(labels, np.array([0, 1, 2], "uint8")), "disagree"),
-        (lambda: workloads.write_idx(labels, np.array([0, 1, 2, 42], "uint8")), "class numbers 0–9"),
+        (lambda: datasets.write_idx(labels, np.array([0, 1, 2], "uint8")), "disagree"),
+        (lambda: datasets.write_idx(labels, np.array([0, 1, 2, 42], "uint8")), "class numbers 0–9"),
         (lambda: images.write_bytes(b"\x00\x00\x08\x03\x00"), "cut short"),
     ]
     for spoil, message in cases:
-        workloads.write_idx(images, np.zeros((4, 28, 28), "uint8"))
-        workloads.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
+        datasets.write_idx(images, np.zeros((4, 28, 28), "uint8"))
+        datasets.write_idx(labels, np.array([0, 1, 2, 3], "uint8"))
         spoil()
         with pytest.raises(SpecError, match=message):
-            workloads.check_spec(spec)
+            catalog.check_spec(spec)
     db = tmp_path / "r.sqlite"
     code, out, _ = run_cli(capsys, "run", "--model", "fashion_mnist_cnn", "--batch-size", "4", "--data", "real",
                            "--data-path", str(tmp_path), "--db", str(db), "--json")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dashbench import peaks
+from dashbench.engine import devices
 from dashbench.cli import main
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8",
@@ -16,7 +16,7 @@ CONTRACT_KEYS = {"model", "device", "replicas", "global_batch_size", "precision"
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(peaks, "CPU_PROBE_SIZE", 512)
+    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)
 
 
 def test_run_json_prints_exactly_one_object_and_progress_on_stderr(capfd):
@@ -88,13 +88,13 @@ def test_models_and_devices(capfd):
 
 
 def test_a_failed_run_is_one_line_and_exit_1(monkeypatch, capfd):
-    from dashbench import engine
+    from dashbench.engine import loop
 
     def broken(spec, on_event=None):
         on_event({"event": "phase", "phase": "setup"})
         raise RuntimeError("OOM when allocating tensor\nwith shape [128, 256]")
 
-    monkeypatch.setattr(engine, "run", broken)
+    monkeypatch.setattr(loop, "run", broken)
     assert main(["run", *TINY, "--no-store", "--json"]) == 1
     out, err = capfd.readouterr()
     obj = json.loads(out)
@@ -116,13 +116,13 @@ GRAPH_ERROR = (
 def test_a_tensorflow_graph_error_keeps_its_cause_not_its_trace(monkeypatch, tmp_path, capfd):
     """TF's message puts a long Python trace before the cause; the CLI line and the stored error
     must say the cause."""
-    from dashbench import engine
+    from dashbench.engine import loop
     from dashbench.store import Store
 
     def broken(spec, on_event=None):
         raise RuntimeError(GRAPH_ERROR)
 
-    monkeypatch.setattr(engine, "run", broken)
+    monkeypatch.setattr(loop, "run", broken)
     db = tmp_path / "e.sqlite"
     assert main(["run", *TINY, "--db", str(db)]) == 1
     line = capfd.readouterr().err.splitlines()[-1]

@@ -5,7 +5,7 @@ from importlib import resources
 import pandas as pd
 import pytest
 
-from dashbench import costs
+from dashbench.costs import prices
 from dashbench.spec import RunSpec, SpecError
 from dashbench.store import Store
 
@@ -23,12 +23,12 @@ def test_every_shipped_price_has_a_source_and_a_date():
         assert row["source"].strip(), f"{row['key']} has no source"
         assert re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", row["as_of"]), f"{row['key']} has no as-of date"
         assert row["unconfirmed"] in ("true", "false"), f"{row['key']}: unconfirmed must be true or false"
-        assert row["unit"] in costs.UNITS, row["key"]
+        assert row["unit"] in prices.UNITS, row["key"]
     assert raw["key"].is_unique
 
 
 def test_ranges_are_unconfirmed_lower_bounds_with_the_range_kept():
-    cat = costs.catalog()
+    cat = prices.catalog()
     h100 = cat.set_index("key").loc["gcp-h100-80gb"]
     assert h100["unconfirmed"] and h100["on_demand_usd_per_hour"] == 4.20 and "4.20–9.80" in h100["note"]
     p3 = cat.set_index("key").loc["aws-p3.2xlarge"]
@@ -38,7 +38,7 @@ def test_ranges_are_unconfirmed_lower_bounds_with_the_range_kept():
 
 
 def test_per_chip_price_times_chips_on_a_multi_chip_device():
-    price = costs.match_price("TPU v4", 8, costs.catalog())
+    price = prices.match_price("TPU v4", 8, prices.catalog())
     assert price["key"] == "gcp-tpu-v4"
     assert price["usd_per_hour"] == pytest.approx(8 * 3.22)
     assert price["usd_per_hour_spot"] == pytest.approx(8 * 0.92)
@@ -47,7 +47,7 @@ def test_per_chip_price_times_chips_on_a_multi_chip_device():
 @pytest.mark.parametrize("chips, boards", [(4, 1), (2, 1), (8, 2)])
 def test_board_price_bills_whole_boards(chips, boards):
     # A TPU v2-8 board holds 4 chips: the newest board-hour row wins over the 2018 launch price.
-    price = costs.match_price("TPU v2", chips, costs.catalog())
+    price = prices.match_price("TPU v2", chips, prices.catalog())
     assert price["key"] == "gcp-tpu-v2-8"
     assert price["units"] == boards
     assert price["usd_per_hour"] == pytest.approx(boards * 4.50)
@@ -65,7 +65,7 @@ def test_cost_columns_on_hand_computed_runs():
             {"run_id": "f", "accelerator": None, "accelerator_count": float("nan"), "examples_per_sec": float("nan")},
         ]
     )
-    out = costs.add_cost_columns(runs, costs.catalog()).set_index("run_id")
+    out = prices.add_cost_columns(runs, prices.catalog()).set_index("run_id")
     # 8 chips × $3.22 = $25.76/h; 1000 ex/s = 3.6 M ex/h.
     assert out.loc["a", "usd_per_hour"] == pytest.approx(25.76)
     assert out.loc["a", "usd_per_million_examples"] == pytest.approx(25.76 / 3.6)
@@ -79,23 +79,23 @@ def test_cost_columns_on_hand_computed_runs():
     assert out.loc["c", "usd_per_million_examples"] == pytest.approx(4.50 / 7.2)
     assert out.loc["c", "price_note"] == "1 board of 4 chips for 4 chips"
     for run_id in ("d", "e", "f"):
-        assert out.loc[run_id, "price_note"] == costs.NO_PRICE
+        assert out.loc[run_id, "price_note"] == prices.NO_PRICE
         assert pd.isna(out.loc[run_id, "usd_per_million_examples"])
     assert list(runs.columns) == ["run_id", "accelerator", "accelerator_count", "examples_per_sec"]
 
 
 def test_epochs_cost_on_demand_and_spot():
-    price = costs.match_price("TPU v2", 4, costs.catalog())
+    price = prices.match_price("TPU v2", 4, prices.catalog())
     # 60,000 examples × 5 epochs at 1,000 ex/s = 300 s = 1/12 h.
-    cost = costs.epochs_cost(1000.0, 60_000, 5, price)
+    cost = prices.epochs_cost(1000.0, 60_000, 5, price)
     assert cost["seconds"] == pytest.approx(300.0)
     assert cost["usd_on_demand"] == pytest.approx(4.50 / 12)
     assert cost["usd_spot"] == pytest.approx(1.35 / 12)
-    historical = costs.match_price("TPU v2", 4, costs.catalog()[lambda c: c["key"] == "gcp-cloud-tpu-v2-2018"])
-    assert costs.epochs_cost(1000.0, 60_000, 5, historical)["usd_spot"] is None
-    assert costs.epochs_cost(1000.0, 60_000, 5, None)["usd_on_demand"] is None
+    historical = prices.match_price("TPU v2", 4, prices.catalog()[lambda c: c["key"] == "gcp-cloud-tpu-v2-2018"])
+    assert prices.epochs_cost(1000.0, 60_000, 5, historical)["usd_spot"] is None
+    assert prices.epochs_cost(1000.0, 60_000, 5, None)["usd_on_demand"] is None
     with pytest.raises(SpecError) as info:
-        costs.epochs_cost(0, 60_000, 5, price)
+        prices.epochs_cost(0, 60_000, 5, price)
     assert info.value.field == "examples_per_sec"
 
 
@@ -110,37 +110,37 @@ def test_overrides_in_a_real_store_reprice_history_and_leave_the_shipped_file(tm
     before = _digest()
     with Store(tmp_path / "results.sqlite") as store:
         run_id = _finished_run(store, "V100", 2, 1000.0)
-        priced = costs.add_cost_columns(store.runs(), costs.catalog(store)).set_index("run_id")
+        priced = prices.add_cost_columns(store.runs(), prices.catalog(store)).set_index("run_id")
         assert priced.loc[run_id, "usd_per_hour"] == pytest.approx(2 * 2.48)
 
-        current = costs.catalog(store)
-        row = costs.override_row("v100", "GPU-hour", 1.80, spot=0.5, provider="GCP", current=current)
+        current = prices.catalog(store)
+        row = prices.override_row("v100", "GPU-hour", 1.80, spot=0.5, provider="GCP", current=current)
         assert row["key"] == "gcp-v100"  # same device, unit and provider: overrides the shipped row
-        store.set_price_override(costs.store_row(row))
+        store.set_price_override(prices.store_row(row))
 
-        merged = costs.catalog(store)
+        merged = prices.catalog(store)
         assert (merged["key"] == "gcp-v100").sum() == 1
         assert merged.set_index("key").loc["gcp-v100", "origin"] == "override"
-        assert len(merged) == len(costs.shipped_catalog())
-        repriced = costs.add_cost_columns(store.runs(), merged).set_index("run_id")
+        assert len(merged) == len(prices.shipped_catalog())
+        repriced = prices.add_cost_columns(store.runs(), merged).set_index("run_id")
         assert repriced.loc[run_id, "usd_per_hour"] == pytest.approx(3.60)
         assert repriced.loc[run_id, "usd_per_million_examples_spot"] == pytest.approx(1.0 / 3.6)
         assert "your price" in repriced.loc[run_id, "price_note"]
 
         store.reset_price_overrides()
-        assert costs.catalog(store).set_index("key").loc["gcp-v100", "on_demand_usd_per_hour"] == 2.48
+        assert prices.catalog(store).set_index("key").loc["gcp-v100", "on_demand_usd_per_hour"] == 2.48
     assert _digest() == before
 
 
 def test_cpu_is_priced_only_through_a_this_machine_override(tmp_path):
     with Store(tmp_path / "results.sqlite") as store:
-        assert costs.match_price("CPU", 1, costs.catalog(store)) is None
-        store.set_price_override(costs.store_row(costs.override_row("CPU", "hour", 0.10)))
-        price = costs.match_price("CPU", 1, costs.catalog(store))
+        assert prices.match_price("CPU", 1, prices.catalog(store)) is None
+        store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.10)))
+        price = prices.match_price("CPU", 1, prices.catalog(store))
     assert price["provider"] == "this machine"
     assert price["usd_per_hour"] == pytest.approx(0.10)
     # A shipped CPU VM row never prices a CPU run.
-    assert costs.match_price("c5.4xlarge", 1, costs.catalog())["key"] == "aws-c5.4xlarge"
+    assert prices.match_price("c5.4xlarge", 1, prices.catalog())["key"] == "aws-c5.4xlarge"
 
 
 @pytest.mark.parametrize(
@@ -157,5 +157,5 @@ def test_cpu_is_priced_only_through_a_this_machine_override(tmp_path):
 def test_bad_override_names_the_field(changes, field):
     values = {"device": "V100", "unit": "GPU-hour", "on_demand": 1.0, **changes}
     with pytest.raises(SpecError) as info:
-        costs.override_row(**values)
+        prices.override_row(**values)
     assert info.value.field == field

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dashbench import devices
+from dashbench.engine import devices
 from dashbench.spec import RunSpec, SpecError
 
 

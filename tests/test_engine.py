@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from dashbench import engine, peaks
+from dashbench.engine import devices
+
+from dashbench.engine import loop
 from dashbench.spec import RunSpec
 
 RESULT_KEYS = {
@@ -27,13 +29,13 @@ TINY_CONV = dict(model="conv2d", batch_size=8, image_size=16, width=8)
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(peaks, "CPU_PROBE_SIZE", 512)
+    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)
 
 
 def test_result_keys_events_and_placement():
     events = []
     spec = RunSpec(**TINY_CONV, steps=6, warmup=3, steps_per_loop=3, label="t")
-    result = engine.run(spec, on_event=events.append)
+    result = loop.run(spec, on_event=events.append)
     assert RESULT_KEYS <= set(result), RESULT_KEYS - set(result)
     assert ENV_KEYS <= set(result["env"])
     json.dumps(result, allow_nan=False)
@@ -60,13 +62,13 @@ def test_result_keys_events_and_placement():
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_runs_on_cpu(precision):
-    result = engine.run(RunSpec(model="bilstm", batch_size=8, seq_len=8, width=16, steps=3, warmup=1, precision=precision))
+    result = loop.run(RunSpec(model="bilstm", batch_size=8, seq_len=8, width=16, steps=3, warmup=1, precision=precision))
     assert result["precision"] == precision
     assert all(np.isfinite(result["losses"])) and result["losses"][-1] < result["losses"][0]
 
 
 def test_xla_compiles_the_per_replica_step():
-    result = engine.run(RunSpec(model="fashion_mnist_cnn", batch_size=16, width=4, steps=3, warmup=1, xla=True))
+    result = loop.run(RunSpec(model="fashion_mnist_cnn", batch_size=16, width=4, steps=3, warmup=1, xla=True))
     assert result["xla"] is True
     assert all(np.isfinite(result["losses"]))
     assert result["placement"]["ops"]

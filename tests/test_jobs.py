@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from dashbench import jobs
+from dashbench.jobs import queue
 from dashbench.cli import main
 from dashbench.spec import RunSpec
 from dashbench.store import Store
@@ -24,9 +24,9 @@ from dashbench.store import Store
 # The stand-in run command: the real CLI options, runner and store; an engine that sleeps
 # `seed` milliseconds per step, fails at batch 13 and dies without a word at batch 17.
 FAKE_RUN = textwrap.dedent('''
-    import argparse, json, os, sys, time, types
-    import dashbench
-    from dashbench import runner
+    import argparse, json, os, sys, time
+    from dashbench.engine import loop
+    from dashbench.jobs import runner
     from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 
     def run(spec, on_event=None):
@@ -43,7 +43,7 @@ FAKE_RUN = textwrap.dedent('''
                 "examples_per_sec": 1000.0 * spec.batch_size, "unit": "images", "flags": [],
                 "global_batch_size": spec.batch_size, "samples": spec.steps}
 
-    dashbench.engine = types.SimpleNamespace(run=run)
+    loop.run = run
     parser = argparse.ArgumentParser()
     add_spec_arguments(parser)
     parser.add_argument("--run-id")
@@ -66,9 +66,9 @@ TINY = dict(model="fashion_mnist_cnn", image_size=8, width=4, device="cpu")
 def fake(tmp_path, monkeypatch):
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
-    monkeypatch.setattr(jobs, "RUN_COMMAND", [sys.executable, str(script)])
-    yield tmp_path / "jobs.sqlite"
-    _stop_everything(tmp_path / "jobs.sqlite")
+    monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, str(script)])
+    yield tmp_path / "queue.sqlite"
+    _stop_everything(tmp_path / "queue.sqlite")
 
 
 def _stop_everything(db):
@@ -77,7 +77,7 @@ def _stop_everything(db):
         return
     with Store(db) as store:
         for run_id in store.runs(status=["queued", "running"])["run_id"]:
-            jobs.cancel(run_id, db, wait_s=5)
+            queue.cancel(run_id, db, wait_s=5)
 
 
 def spec(batch=4, device="cpu", ms=0, steps=2, **kw) -> RunSpec:
@@ -92,7 +92,7 @@ def status(db, run_id) -> str:
 def wait_until(db, predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        jobs.pump(db)
+        queue.pump(db)
         if predicate():
             return
         time.sleep(0.05)
@@ -109,17 +109,17 @@ def test_spec_to_argv_round_trips_through_the_cli_options():
                        steps=4, steps_per_loop=2, replicas=2)
     parser = argparse.ArgumentParser()
     add_spec_arguments(parser)
-    assert spec_from_args(parser.parse_args(jobs.spec_to_argv(original))) == original
+    assert spec_from_args(parser.parse_args(queue.spec_to_argv(original))) == original
 
 
 def test_one_run_per_device_and_the_queue_moves_on(fake):
     db = fake
-    first = jobs.submit(spec(ms=40, steps=10), db)
-    second = jobs.submit(spec(), db)
-    other_device = jobs.submit(spec(device="gpu"), db)
+    first = queue.submit(spec(ms=40, steps=10), db)
+    second = queue.submit(spec(), db)
+    other_device = queue.submit(spec(device="gpu"), db)
     assert status(db, first) == "running" and status(db, second) == "queued"
     assert status(db, other_device) in ("running", "done")  # another device: no need to wait
-    assert jobs.pump(db) == [] or status(db, first) != "running"
+    assert queue.pump(db) == [] or status(db, first) != "running"
     wait_until(db, lambda: all(status(db, r) == "done" for r in (first, second, other_device)))
     with Store(db) as store:
         a, b = store.get_run(first), store.get_run(second)
@@ -130,26 +130,26 @@ def test_one_run_per_device_and_the_queue_moves_on(fake):
 
 def test_progress_reports_fraction_samples_and_queue_position(fake):
     db = fake
-    slow = jobs.submit(spec(ms=50, steps=40), db)
-    waiting = jobs.submit(spec(batch=8), db)
-    wait_until(db, lambda: jobs.progress(slow, db)["steps_done"] >= 3)
-    now = jobs.progress(slow, db)
+    slow = queue.submit(spec(ms=50, steps=40), db)
+    waiting = queue.submit(spec(batch=8), db)
+    wait_until(db, lambda: queue.progress(slow, db)["steps_done"] >= 3)
+    now = queue.progress(slow, db)
     assert now["status"] == "running" and 0 < now["fraction"] < 1
     assert now["steps_total"] == 42 and now["examples_per_sec_live"] > 0 and len(now["samples"]) >= 3
-    assert jobs.progress(waiting, db)["queue_position"] == 2
+    assert queue.progress(waiting, db)["queue_position"] == 2
     wait_until(db, lambda: status(db, waiting) == "done", timeout=30)
-    done = jobs.progress(slow, db)
+    done = queue.progress(slow, db)
     assert done["fraction"] == 1.0 and done["result"]["examples_per_sec"] == 4000.0
 
 
 def test_cancel_running_and_queued_runs(fake):
     db = fake
-    running = jobs.submit(spec(ms=100, steps=300), db)
-    after = jobs.submit(spec(), db)
-    never = jobs.submit(spec(batch=8), db)
-    assert jobs.cancel(never, db) == "cancelled"  # queued: cancelled at once, nothing started
-    wait_until(db, lambda: jobs.progress(running, db)["steps_done"] >= 1)
-    assert jobs.cancel(running, db, wait_s=15) == "cancelled"
+    running = queue.submit(spec(ms=100, steps=300), db)
+    after = queue.submit(spec(), db)
+    never = queue.submit(spec(batch=8), db)
+    assert queue.cancel(never, db) == "cancelled"  # queued: cancelled at once, nothing started
+    wait_until(db, lambda: queue.progress(running, db)["steps_done"] >= 1)
+    assert queue.cancel(running, db, wait_s=15) == "cancelled"
     with Store(db) as store:
         run = store.get_run(running)
         assert "SIGTERM" in run["error"] and len(store.samples(running)) >= 1
@@ -160,9 +160,9 @@ def test_cancel_running_and_queued_runs(fake):
 
 def test_failures_and_crashes_are_recorded_and_the_queue_goes_on(fake):
     db = fake
-    oom = jobs.submit(spec(batch=13), db)
-    crash = jobs.submit(spec(batch=17), db)
-    fine = jobs.submit(spec(batch=8), db)
+    oom = queue.submit(spec(batch=13), db)
+    crash = queue.submit(spec(batch=17), db)
+    fine = queue.submit(spec(batch=8), db)
     wait_until(db, lambda: status(db, fine) == "done")
     with Store(db) as store:
         assert store.get_run(oom)["status"] == "failed"
@@ -173,8 +173,8 @@ def test_failures_and_crashes_are_recorded_and_the_queue_goes_on(fake):
 
 def test_killed_run_is_interrupted(fake):
     db = fake
-    victim = jobs.submit(spec(ms=100, steps=300), db)
-    wait_until(db, lambda: jobs.progress(victim, db)["steps_done"] >= 1)
+    victim = queue.submit(spec(ms=100, steps=300), db)
+    wait_until(db, lambda: queue.progress(victim, db)["steps_done"] >= 1)
     with Store(db) as store:
         os.kill(store.get_run(victim)["pid"], signal.SIGKILL)
     wait_until(db, lambda: status(db, victim) != "running")
@@ -188,11 +188,11 @@ def test_runs_survive_an_app_restart_and_the_queue_resumes(fake):
     # The "app" is a separate process that queues two runs and exits while the first is going.
     app = textwrap.dedent(f"""
         import sys
-        from dashbench import jobs
+        from dashbench.jobs import queue
         from dashbench.spec import RunSpec
-        jobs.RUN_COMMAND = {jobs.RUN_COMMAND!r}
+        queue.RUN_COMMAND = {queue.RUN_COMMAND!r}
         for ms in (30, 0):
-            print(jobs.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=20, seed=ms), {str(db)!r}))
+            print(queue.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=20, seed=ms), {str(db)!r}))
     """)
     out = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
@@ -205,7 +205,7 @@ def test_runs_survive_an_app_restart_and_the_queue_resumes(fake):
 
 def _pump_at_once(db, barrier, results):
     barrier.wait()
-    results.put(len(jobs.pump(db)))
+    results.put(len(queue.pump(db)))
 
 
 def test_two_sessions_pumping_at_once_start_one_run_per_device(fake):
@@ -250,7 +250,7 @@ def test_sweep_refuses_bad_points_before_running_any(fake, capsys):
 
 def test_real_job_is_submitted_and_finishes(tmp_path):
     db = tmp_path / "real.sqlite"
-    run_id = jobs.submit(RunSpec(batch_size=4, steps=4, warmup=1, **TINY), db)
+    run_id = queue.submit(RunSpec(batch_size=4, steps=4, warmup=1, **TINY), db)
     try:
         wait_until(db, lambda: status(db, run_id) not in ("queued", "running"), timeout=120)
     finally:

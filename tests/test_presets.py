@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from dashbench import presets, reference
+from dashbench import presets
+
+from dashbench.costs import reference
 from dashbench.spec import RunSpec, SpecError
 
 ARTICLE_BATCH = {
@@ -94,16 +96,17 @@ def test_preset_references_exist_and_runs_find_their_preset():
 def test_costs_reference_and_presets_import_no_tensorflow():
     code = (
         "import sys\n"
-        "from dashbench import costs, reference, presets\n"
+        "from dashbench import presets\n"
+        "from dashbench.costs import prices, reference\n"
         "from dashbench.cli import prices_cmd, preset_cmd\n"
-        "reference.rows(); costs.catalog(); presets.spec_for('riseml-bilstm', 'cpu')\n"
+        "reference.rows(); prices.catalog(); presets.spec_for('riseml-bilstm', 'cpu')\n"
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'tensorflow imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
 
 
 def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_path):
-    from dashbench import costs
+    from dashbench.costs import prices
     from dashbench.store import Store
 
     db = tmp_path / "results.sqlite"
@@ -119,7 +122,7 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
     with Store(db) as store:
         runs = store.runs()
         assert list(runs["status"]) == ["done"] and list(runs["label"]) == ["preset:colab-conv2d"]
-        assert costs.add_cost_columns(runs, costs.catalog(store))["price_note"].tolist() == [costs.NO_PRICE]
-        store.set_price_override(costs.store_row(costs.override_row("CPU", "hour", 0.36)))
-        priced = costs.add_cost_columns(store.runs(), costs.catalog(store)).iloc[0]
+        assert prices.add_cost_columns(runs, prices.catalog(store))["price_note"].tolist() == [prices.NO_PRICE]
+        store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.36)))
+        priced = prices.add_cost_columns(store.runs(), prices.catalog(store)).iloc[0]
     assert priced["usd_per_million_examples"] == pytest.approx(0.36 / (result["examples_per_sec"] * 3600) * 1e6)

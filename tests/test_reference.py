@@ -4,7 +4,7 @@ from importlib import resources
 
 import pytest
 
-from dashbench import reference
+from dashbench.costs import reference
 
 CONV = "colab-conv2d-tpu-batch-parallel"
 

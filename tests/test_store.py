@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from dashbench import schema
+from dashbench.store import schema
 from dashbench.spec import RunSpec
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from test_store import SPEC, result_for, samples_for
 
-from dashbench import schema
+from dashbench.store import schema
 from dashbench.store import BundleError, Store
 
 

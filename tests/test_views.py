@@ -5,7 +5,9 @@ import io
 import pandas as pd
 import pytest
 
-from dashbench import charts, costs, reference
+from dashbench.views import charts
+
+from dashbench.costs import prices, reference
 from dashbench.views import compare, context, devices, filters, live, results, run_form
 from dashbench.views.format import flag_list, flag_text, run_label
 from dashbench.views.samples import prepare_samples, step_samples
@@ -49,7 +51,7 @@ def test_filters_and_search(store):
 
 def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
     runs = store.runs(status="done")
-    frame = compare.compare_frame(runs, costs.catalog(store), reference.rows())
+    frame = compare.compare_frame(runs, prices.catalog(store), reference.rows())
     measured = frame[frame["kind"] == "measured"]
     published = frame[frame["kind"] == "reference"]
     assert len(measured) == len(runs) and len(published) == len(reference.rows())
@@ -57,7 +59,7 @@ def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
     assert not measured["label"].str.startswith("published").any()
     # A V100 run is priced from the catalog; a CPU run has no price until the user sets one.
     v100 = measured[measured["accelerator"] == "V100"].iloc[0]
-    price = costs.match_price("V100", 1, costs.catalog(store))
+    price = prices.match_price("V100", 1, prices.catalog(store))
     expected = price["usd_per_hour"] / (v100["examples_per_sec"] * 3600) * 1e6
     assert v100["usd_per_million_examples"] == pytest.approx(expected)
     cpu = measured[measured["accelerator"] == "CPU"].iloc[0]
@@ -84,7 +86,7 @@ def test_speedup_against_a_run_and_against_a_published_row(store):
 
 
 def test_csv_download_has_one_row_per_compared_item(store):
-    frame = compare.compare_frame(store.runs(status="done"), costs.catalog(store), None)
+    frame = compare.compare_frame(store.runs(status="done"), prices.catalog(store), None)
     frame = compare.speedup_vs(frame, frame["id"].iloc[0])
     table = compare.compare_table(frame)
     back = pd.read_csv(io.BytesIO(compare.csv_bytes(table)))
@@ -154,7 +156,7 @@ def test_live_view_is_a_plain_function_of_progress():
 
 
 def test_live_view_from_a_real_run_row(tmp_path):
-    from dashbench import jobs
+    from dashbench.jobs import queue
     from dashbench.spec import RunSpec
 
     db = tmp_path / "live.sqlite"
@@ -162,7 +164,7 @@ def test_live_view_from_a_real_run_row(tmp_path):
         run_id = s.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=4, warmup=1))
         s.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.1, "loss": 1.0 - i / 10,
                                 "warmup": i == 0} for i in range(3)])
-    view = live.live_view(jobs.progress(run_id, db))
+    view = live.live_view(queue.progress(run_id, db))
     assert view.status == "running" and view.fraction == pytest.approx(3 / 5) and len(view.samples) == 3
 
 
@@ -179,7 +181,7 @@ def test_device_report_becomes_choices():
 
 
 def test_charts_mark_reference_rows_flags_and_unpriced_runs(store):
-    frame = compare.compare_frame(store.runs(status="done"), costs.catalog(store), reference.rows())
+    frame = compare.compare_frame(store.runs(status="done"), prices.catalog(store), reference.rows())
     fig = charts.throughput(frame)
     bar = fig.data[0]
     assert "/" in bar.marker.pattern.shape  # reference rows hatched
@@ -209,8 +211,8 @@ def test_empty_store_first_screen_says_what_to_do():
 
 def test_epochs_table_prices_n_epochs(store):
     frame = compare.compare_frame(store.runs(status="done", accelerator="V100", limit=1), None, None)
-    table = compare.epochs_table(frame, costs.catalog(store), 60_000, 5)
+    table = compare.epochs_table(frame, prices.catalog(store), 60_000, 5)
     eps = frame["examples_per_sec"].iloc[0]
-    price = costs.match_price("V100", 1, costs.catalog(store))
+    price = prices.match_price("V100", 1, prices.catalog(store))
     assert table["usd_on_demand"].iloc[0] == pytest.approx(300_000 / eps / 3600 * price["usd_per_hour"])
     assert table["price"].iloc[0] == price["key"]

@@ -7,21 +7,24 @@ import sys
 import numpy as np
 import pytest
 
-from dashbench import engine, peaks, stats, workloads
+from dashbench import catalog, datasets, stats
+
+from dashbench.engine import devices, loop, workloads
+from dashbench.engine.workloads.text import BILSTM_EMBEDDING
 from dashbench.spec import MODELS, RunSpec, SpecError
 
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(peaks, "CPU_PROBE_SIZE", 512)  # the peak's size is not under test here
+    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)  # the peak's size is not under test here
 
 
 def test_metadata_needs_no_tensorflow():
     code = (
         "import sys, json\n"
-        "from dashbench import workloads, stats, peaks, envinfo\n"
+        "from dashbench import catalog, stats, peaks\n"
         "from dashbench.cli import main\n"
-        "rows = workloads.describe_all()\n"
+        "rows = catalog.describe_all()\n"
         "assert main(['models', '--json']) == 0\n"
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported'\n"
     )
@@ -39,21 +42,21 @@ def test_metadata_needs_no_tensorflow():
 
 
 def test_shape_overrides_and_their_errors():
-    conv = workloads.get("conv2d")
+    conv = catalog.get("conv2d")
     assert conv.shapes(RunSpec(model="conv2d", batch_size=1)).image_size == 256
     assert conv.shapes(RunSpec(model="conv2d", batch_size=1, image_size=32, width=8)).width == 8
     with pytest.raises(SpecError, match="width: resnet50 has no width override; it accepts: image_size"):
-        workloads.get("resnet50").shapes(RunSpec(model="resnet50", batch_size=1, width=8))
+        catalog.get("resnet50").shapes(RunSpec(model="resnet50", batch_size=1, width=8))
     with pytest.raises(SpecError, match="inception_v3 needs images of at least 75 px"):
-        workloads.get("inception_v3").shapes(RunSpec(model="inception_v3", batch_size=1, image_size=32))
+        catalog.get("inception_v3").shapes(RunSpec(model="inception_v3", batch_size=1, image_size=32))
     with pytest.raises(SpecError, match="model: unknown model 'vgg'"):
-        workloads.get("vgg")
+        catalog.get("vgg")
 
 
 def test_conv2d_flops_match_the_seed_hand_count():
-    w = workloads.get("conv2d")
-    model = w.build_model(w.shapes(RunSpec(model="conv2d", batch_size=128)))
-    flops = w.flops_per_example(model)
+    w = catalog.get("conv2d")
+    model = workloads.build_model("conv2d", w.shapes(RunSpec(model="conv2d", batch_size=128)))
+    flops = workloads.flops_per_example(model)
     # 128×128 outputs × 256 filters × 5·5·3 multiply-adds × 2 FLOPs, per image
     hand = 128 * 128 * 256 * 5 * 5 * 3 * 2
     assert flops["forward"] == hand
@@ -62,35 +65,35 @@ def test_conv2d_flops_match_the_seed_hand_count():
 
 
 def test_fashion_and_bilstm_flops_match_hand_counts():
-    fashion = workloads.get("fashion_mnist_cnn")
-    model = fashion.build_model(fashion.shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1, width=2)))
+    fashion = catalog.get("fashion_mnist_cnn")
+    model = workloads.build_model("fashion_mnist_cnn", fashion.shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1, width=2)))
     convs = [28 * 28 * 2 * 25 * 1, 14 * 14 * 4 * 25 * 2, 7 * 7 * 8 * 25 * 4]
     dense = [3 * 3 * 8 * 8, 8 * 10]
     forward = 2 * (sum(convs) + sum(dense))
-    flops = fashion.flops_per_example(model)
+    flops = workloads.flops_per_example(model)
     assert flops["forward"] == forward
     assert flops["training"] == 3 * forward  # a BatchNorm comes first, so every conv needs input gradients
 
-    lstm = workloads.get("bilstm")
+    lstm = catalog.get("bilstm")
     shapes = lstm.shapes(RunSpec(model="bilstm", batch_size=1, seq_len=5, width=3))
-    flops = lstm.flops_per_example(lstm.build_model(shapes))
-    per_direction = 5 * 4 * 3 * (workloads.BILSTM_EMBEDDING + 3) * 2
+    flops = workloads.flops_per_example(workloads.build_model("bilstm", shapes))
+    per_direction = 5 * 4 * 3 * (BILSTM_EMBEDDING + 3) * 2
     assert flops["forward"] == 2 * per_direction + 2 * 6 * 2
 
 
 def test_idx_round_trip_and_errors(tmp_path):
     array = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    workloads.write_idx(tmp_path / "a.gz", array)
-    np.testing.assert_array_equal(workloads.read_idx(tmp_path / "a.gz"), array)
+    datasets.write_idx(tmp_path / "a.gz", array)
+    np.testing.assert_array_equal(datasets.read_idx(tmp_path / "a.gz"), array)
     (tmp_path / "bad").write_bytes(b"\x01\x02\x03")
     with pytest.raises(SpecError, match="data_path: .* is not an IDX file"):
-        workloads.read_idx(tmp_path / "bad")
+        datasets.read_idx(tmp_path / "bad")
     with pytest.raises(SpecError, match="data_path: no Fashion-MNIST file train-images-idx3-ubyte"):
-        workloads.fashion_mnist_dir(str(tmp_path))
+        datasets.fashion_mnist_dir(str(tmp_path))
 
 
 def quick_spec(model, **changes):
-    quick = dict(workloads.get(model).quick)
+    quick = dict(catalog.get(model).quick)
     values = {"model": model, "batch_size": quick.pop("batch_size"), "steps": 4, "warmup": 2, **quick}
     values.update(changes)
     return RunSpec(**values)
@@ -98,13 +101,13 @@ def quick_spec(model, **changes):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_workload_trains_with_a_falling_loss(model):
-    result = engine.run(quick_spec(model))
+    result = loop.run(quick_spec(model))
     losses = result["losses"]
     assert len(losses) == 6 and all(np.isfinite(losses)), losses
     assert not stats.loss_not_falling(losses), losses
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
     assert result["flags"] == [] or result["flags"] == ["above_peak"]  # a 512² probe peak is rough
-    assert result["unit"] == workloads.get(model).unit
+    assert result["unit"] == catalog.get(model).unit
     assert result["flops_per_example"] > 0 and result["examples_per_sec"] > 0
 
 
@@ -113,20 +116,20 @@ def test_real_fashion_mnist_from_a_tiny_idx_folder(tmp_path):
     labels = rng.integers(0, 10, size=64).astype(np.uint8)
     # Learnable: the label sets the brightness of the image.
     images = (rng.integers(0, 40, size=(64, 28, 28)) + labels[:, None, None] * 20).astype(np.uint8)
-    workloads.write_idx(tmp_path / "train-images-idx3-ubyte.gz", images)
-    workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", labels)
-    x, y = workloads.load_fashion_mnist(str(tmp_path))
+    datasets.write_idx(tmp_path / "train-images-idx3-ubyte.gz", images)
+    datasets.write_idx(tmp_path / "train-labels-idx1-ubyte", labels)
+    x, y = datasets.load_fashion_mnist(str(tmp_path), 10)
     assert x.shape == (64, 28, 28, 1) and y.dtype == np.int32
-    result = engine.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), batch_size=32))
+    result = loop.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), batch_size=32))
     assert result["data"] == "real"
     assert all(np.isfinite(result["losses"]))
     with pytest.raises(SpecError, match="image_size: real fashion_mnist_cnn data is 28 px"):
-        engine.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), image_size=32))
+        loop.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), image_size=32))
 
 
 def test_real_labels_outside_the_classes_are_a_clear_error(tmp_path):
     # A label file from another dataset would otherwise fail mid-run inside the loss op.
-    workloads.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((4, 28, 28), dtype=np.uint8))
-    workloads.write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([0, 3, 9, 200], dtype=np.uint8))
+    datasets.write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((4, 28, 28), dtype=np.uint8))
+    datasets.write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([0, 3, 9, 200], dtype=np.uint8))
     with pytest.raises(SpecError, match=r"data_path: labels in .* must be class numbers 0–9; found 0–200"):
-        workloads.load_fashion_mnist(str(tmp_path))
+        datasets.load_fashion_mnist(str(tmp_path), 10)

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def handle_models(args) -> int:
-    from dashbench.workloads import describe_all
+    from dashbench.catalog import describe_all
 
     rows = describe_all()
     if args.json:
@@ -34,7 +34,7 @@ def handle_models(args) -> int:
 
 
 def handle_devices(args) -> int:
-    from dashbench.devices import discover
+    from dashbench.engine.devices import discover
 
     info = discover()
     if args.json:

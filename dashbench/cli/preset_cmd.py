@@ -94,7 +94,7 @@ def _handle(args) -> int:
 
 def summary(preset, device_class: str, result: dict, db_path=None) -> str:
     """The result, its cost where priced, and the published rows for this device class."""
-    from dashbench import costs, reference
+    from dashbench.costs import prices, reference
 
     unit = result.get("unit") or "examples"
     lines = [
@@ -113,15 +113,15 @@ def summary(preset, device_class: str, result: dict, db_path=None) -> str:
         except StoreError:
             store = None  # the shipped prices still say something
     try:
-        price = costs.match_price(result.get("accelerator"), result.get("accelerator_count"), costs.catalog(store))
+        price = prices.match_price(result.get("accelerator"), result.get("accelerator_count"), prices.catalog(store))
     finally:
         if store is not None:
             store.close()
     if price is None:
         lines.append(f"cost: no price for {result.get('accelerator')} (set one: python -m dashbench prices set …)")
     else:
-        per_m = costs.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour"])
-        spot = costs.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour_spot"])
+        per_m = prices.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour"])
+        spot = prices.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour_spot"])
         text = f"cost: ${per_m:,.4g} per million {unit} on-demand" if per_m is not None else "cost: —"
         if spot is not None:
             text += f", ${spot:,.4g} spot"

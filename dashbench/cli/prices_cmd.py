@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-from dashbench import costs
+from dashbench.costs import prices
 from dashbench.spec import SpecError
 
 
@@ -30,7 +30,7 @@ def register(subparsers) -> None:
         ),
     )
     set_parser.add_argument("--device", required=True, help="accelerator (V100, TPU v5e, CPU, ...) or a VM name")
-    set_parser.add_argument("--unit", required=True, help=f"billing unit, one of: {', '.join(costs.UNITS)}")
+    set_parser.add_argument("--unit", required=True, help=f"billing unit, one of: {', '.join(prices.UNITS)}")
     set_parser.add_argument("--on-demand", required=True, help="on-demand USD per hour per unit")
     set_parser.add_argument("--spot", default=None, help="spot / preemptible USD per hour per unit")
     set_parser.add_argument("--chips", default=None, help="chips or GPUs in one unit (a TPU v2-8 board: 4)")
@@ -65,7 +65,7 @@ def _open_store(db, read_only: bool):
 def _list(args) -> int:
     store = _open_store(args.db, read_only=True)
     try:
-        frame = costs.catalog(store)
+        frame = prices.catalog(store)
     finally:
         if store is not None:
             store.close()
@@ -123,8 +123,8 @@ def _int_or_none(name: str, text):
 def _set(args) -> int:
     store = _open_store(args.db, read_only=False)
     try:
-        current = costs.catalog(store)
-        row = costs.override_row(
+        current = prices.catalog(store)
+        row = prices.override_row(
             device=args.device,
             unit=args.unit,
             on_demand=args.on_demand,
@@ -137,7 +137,7 @@ def _set(args) -> int:
             current=current,
         )
         replaced = current[current["key"] == row["key"]]
-        store.set_price_override(costs.store_row(row))
+        store.set_price_override(prices.store_row(row))
     finally:
         store.close()
     spot = "" if row["spot_usd_per_hour"] is None else f", spot ${row['spot_usd_per_hour']:g}/h"

@@ -157,10 +157,10 @@ def with_costs(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """Cost columns from dashbench.costs, when that part is installed; a run without a matching
     price gets price_note "no price"."""
     try:
-        from dashbench import costs
+        from dashbench.costs import prices
     except ImportError:
         return frame
-    return costs.add_cost_columns(frame, costs.catalog(store))
+    return prices.add_cost_columns(frame, prices.catalog(store))
 
 
 @reports_store_errors

@@ -52,7 +52,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
-    from dashbench import runner
+    from dashbench.jobs import runner
     from dashbench.store import StoreError
 
     try:

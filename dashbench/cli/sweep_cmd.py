@@ -12,7 +12,9 @@ import signal
 import sys
 import time
 
-from dashbench import jobs, workloads
+from dashbench import catalog
+
+from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 from dashbench.spec import SpecError
@@ -49,7 +51,7 @@ def cmd_sweep(args) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
     specs = [spec_from_args(args, batch_size=size) for size in sizes]
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
-        workloads.check_spec(spec)
+        catalog.check_spec(spec)
     db = args.db or str(default_db_path())
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
         Store(db).close()
@@ -60,11 +62,11 @@ def cmd_sweep(args) -> int:
     previous = signal.signal(signal.SIGTERM, _stop)
     run_ids: list[str] = []
     try:
-        run_ids = [jobs.submit(spec, db, sweep_id=sweep_id) for spec in specs]
+        run_ids = [queue.submit(spec, db, sweep_id=sweep_id) for spec in specs]
         rows = _wait(run_ids, db, sizes)
     except KeyboardInterrupt:
         for run_id in run_ids:
-            jobs.cancel(run_id, db, wait_s=10)
+            queue.cancel(run_id, db, wait_s=10)
         print(f"sweep {sweep_id} cancelled", file=sys.stderr)
         return 130
     finally:
@@ -79,7 +81,7 @@ def cmd_sweep(args) -> int:
 def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
     reported: set[str] = set()
     while True:
-        jobs.pump(db)
+        queue.pump(db)
         with Store(db) as store:
             runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):

@@ -46,9 +46,9 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
         with_model = measured["model"].nunique() > 1
         measured["label"] = [run_label(_row_with_label(r), with_model) for _, r in measured.iterrows()]
     if catalog is not None and not measured.empty:
-        from dashbench import costs
+        from dashbench.costs import prices
 
-        measured = costs.add_cost_columns(measured, catalog)
+        measured = prices.add_cost_columns(measured, catalog)
     frames = [measured]
     if reference is not None and not reference.empty:
         frames.append(reference_frame(reference, catalog))
@@ -91,11 +91,11 @@ def reference_frame(reference: pd.DataFrame, catalog: pd.DataFrame | None = None
             ref[column] = float("nan")
         ref[column] = pd.to_numeric(ref[column], errors="coerce")
     if catalog is not None and "accelerator" in ref:
-        from dashbench import costs
+        from dashbench.costs import prices
 
         published = ref["usd_per_million_examples"].notna()
-        priced = costs.add_cost_columns(ref.drop(columns=["usd_per_million_examples"]), catalog)
-        for column in costs.COST_COLUMNS:
+        priced = prices.add_cost_columns(ref.drop(columns=["usd_per_million_examples"]), catalog)
+        for column in prices.COST_COLUMNS:
             if column == "usd_per_million_examples":
                 ref[column] = ref[column].where(published, priced[column])
             elif column != "price_note":
@@ -104,7 +104,7 @@ def reference_frame(reference: pd.DataFrame, catalog: pd.DataFrame | None = None
         for pub, note in zip(published, priced["price_note"]):
             if pub:
                 notes.append("price published with the figure")
-            elif note == costs.NO_PRICE:
+            elif note == prices.NO_PRICE:
                 notes.append(note)
             else:
                 notes.append("today's catalog price" + (f"; {note}" if note else ""))
@@ -216,15 +216,15 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 
 def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, epochs: float) -> pd.DataFrame:
     """Time and cost (on-demand and spot) of `epochs` passes over `dataset_size` examples, per row."""
-    from dashbench import costs
+    from dashbench.costs import prices
 
     rows = []
     for _, row in frame[frame["examples_per_sec"].notna()].iterrows():
-        price = costs.match_price(row.get("accelerator"), row.get("accelerator_count"), catalog)
-        out = costs.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
+        price = prices.match_price(row.get("accelerator"), row.get("accelerator_count"), catalog)
+        out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
         rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
                      "time": duration_text(out["seconds"]), "usd_on_demand": out["usd_on_demand"],
-                     "usd_spot": out["usd_spot"], "price": price["key"] if price else costs.NO_PRICE})
+                     "usd_spot": out["usd_spot"], "price": price["key"] if price else prices.NO_PRICE})
     return pd.DataFrame(rows, columns=["label", "examples_per_sec", "time", "usd_on_demand", "usd_spot", "price"])
 
 

@@ -51,7 +51,7 @@ def open_store(settings) -> tuple[Any, str | None]:
 
 
 def pump_jobs(settings) -> None:
-    from dashbench import jobs
+    from dashbench.jobs import queue
 
-    jobs.pump(settings.db_path)
+    queue.pump(settings.db_path)
 

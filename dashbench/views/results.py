@@ -29,7 +29,7 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
     """On-demand USD per million examples per run, matching a price once per (device, count) pair:
     the Results table may hold every stored run."""
-    from dashbench import costs
+    from dashbench.costs import prices
 
     hourly = {}
     out = []
@@ -37,9 +37,9 @@ def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
                                runs.get("examples_per_sec", [])):
         key = (acc, None if pd.isna(count) else int(count)) if not pd.isna(acc) else None
         if key not in hourly:
-            price = costs.match_price(acc, count, catalog) if key else None
+            price = prices.match_price(acc, count, catalog) if key else None
             hourly[key] = price["usd_per_hour"] if price else None
-        out.append(costs.usd_per_million_examples(eps, hourly[key]) if hourly[key] is not None else None)
+        out.append(prices.usd_per_million_examples(eps, hourly[key]) if hourly[key] is not None else None)
     return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
 
 

@@ -71,7 +71,7 @@ def parse_batch_sizes(text: str) -> list[int]:
 def build_spec(values: dict) -> RunSpec:
     """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
     the workload (no TensorFlow) what the model takes, so a bad form queues nothing."""
-    from dashbench import workloads
+    from dashbench import catalog
 
     clean = {}
     for name, value in values.items():
@@ -81,7 +81,7 @@ def build_spec(values: dict) -> RunSpec:
             continue
         clean[name] = value
     spec = RunSpec.from_dict(clean)
-    workloads.check_spec(spec)
+    catalog.check_spec(spec)
     return spec
 
 

@@ -23,8 +23,8 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from dashbench import queries, schema
-from dashbench.schema import FINAL, STATUSES, TERMINAL
+from dashbench.store import queries, schema
+from dashbench.store.schema import FINAL, STATUSES, TERMINAL
 from dashbench.spec import RunSpec
 
 BUSY_TIMEOUT_S = 30.0
@@ -396,12 +396,12 @@ class Store:
     # -- bundles ---------------------------------------------------------------------------------
 
     def export_bundle(self, path: str | os.PathLike, **filters) -> int:
-        from dashbench import bundle
+        from dashbench.store import bundle
 
         return bundle.export_bundle(self, path, **filters)
 
     def import_bundles(self, paths: Iterable[str | os.PathLike]) -> dict:
-        from dashbench import bundle
+        from dashbench.store import bundle
 
         return bundle.import_bundles(self, paths)
 

@@ -1,4 +1,5 @@
-"""Real Fashion-MNIST: finding, reading and writing its IDX files, and the tf.data pipeline over them."""
+"""Real Fashion-MNIST: finding, reading, checking and writing its IDX files. No TensorFlow here:
+the catalog checks a run's files before the run exists; the engine builds its tf.data pipeline on top."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dashbench.spec import SpecError
 
 FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 KERAS_FASHION_CACHE = Path("~/.keras/datasets/fashion-mnist")
+FASHION_CLASSES = 10
 
 
 def fashion_mnist_dir(data_path: Optional[str]) -> Path:
@@ -29,21 +31,21 @@ def fashion_mnist_dir(data_path: Optional[str]) -> Path:
     return folder
 
 
-def check_fashion_mnist(data_path: Optional[str]) -> Path:
+def check_fashion_mnist(data_path: Optional[str], classes: int) -> Path:
     """The files' soundness without loading the images: their headers agree, and the (small) label
     file holds class numbers. Run before a run row exists, so a wrong file is an input error."""
     folder = fashion_mnist_dir(data_path)
     image_dims = _idx_dims(_idx_file(folder, FASHION_FILES[0]))
-    _check_labels(folder, image_dims, read_idx(_idx_file(folder, FASHION_FILES[1])))
+    _check_labels(folder, image_dims, read_idx(_idx_file(folder, FASHION_FILES[1])), classes)
     return folder
 
 
-def load_fashion_mnist(data_path: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
+def load_fashion_mnist(data_path: Optional[str], classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Training images (N, 28, 28, 1) uint8 and labels (N,) from IDX files, gzipped or not."""
     folder = fashion_mnist_dir(data_path)
     images = read_idx(_idx_file(folder, FASHION_FILES[0]))
     labels = read_idx(_idx_file(folder, FASHION_FILES[1]))
-    _check_labels(folder, images.shape, labels)
+    _check_labels(folder, images.shape, labels, classes)
     return images[..., None], labels.astype(np.int32)
 
 
@@ -68,13 +70,10 @@ def _idx_dims(path: Path) -> tuple:
     return dims
 
 
-def _check_labels(folder: Path, image_shape: tuple, labels: np.ndarray) -> None:
+def _check_labels(folder: Path, image_shape: tuple, labels: np.ndarray, classes: int) -> None:
     if len(image_shape) != 3 or labels.ndim != 1 or image_shape[0] != len(labels):
         raise SpecError("data_path", f"IDX files in {folder} disagree: images {tuple(image_shape)}, "
                                      f"labels {labels.shape}")
-    from dashbench.workloads import get  # the registry imports this module
-
-    classes = get("fashion_mnist_cnn").defaults["classes"]
     if len(labels) and (labels.min() < 0 or labels.max() >= classes):
         # Caught here, not by the loss op: TF's error would come mid-run, wrapped in a graph trace.
         raise SpecError("data_path", f"labels in {folder} must be class numbers 0–{classes - 1}; found "
@@ -113,15 +112,3 @@ def _idx_file(folder: Path, name: str) -> Optional[Path]:
         if candidate.is_file():
             return candidate
     return None
-
-
-def real_dataset(data_path: Optional[str], global_batch: int, seed: int):
-    """A shuffled, repeating tf.data pipeline of real Fashion-MNIST batches, scaled to [0, 1]."""
-    import tensorflow as tf
-
-    images, labels = load_fashion_mnist(data_path)
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).cache()
-    dataset = dataset.shuffle(min(len(images), 60000), seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.batch(global_batch, drop_remainder=True)
-    dataset = dataset.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)

@@ -107,12 +107,12 @@ def _cancel_on_signals():
 
 def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
             on_event: Callable[[dict], None] | None = None) -> dict:
-    """Run `spec` with `dashbench.engine.run`, recording it. Returns the result with "run_id" added.
+    """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with "run_id" added.
 
     With `run_id`, an existing queued row (e.g. from the job runner) is started, or a new row is
     made under that id; `spec` may then be None to run the spec stored in that row.
     Errors are recorded (`failed`, with the error text) and then raised again."""
-    from dashbench import engine  # looked up per call, so tests can swap engine.run
+    from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
     store = Store(db_path) if record else None
     try:
@@ -125,7 +125,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             recorder = None
             try:
                 recorder = _Recorder(store, run_id, on_event)
-                result = engine.run(spec, on_event=recorder)
+                result = loop.run(spec, on_event=recorder)
                 recorder.flush()
             except RunCancelled as exc:
                 if store is not None and run_id is not None:
@@ -163,9 +163,9 @@ def _begin(store: Store, spec, run_id: str | None):
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
-    from dashbench import workloads
+    from dashbench import catalog
 
-    workloads.check_spec(spec)
+    catalog.check_spec(spec)
     with _deferred_signals():
         run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
     return spec, run_id

@@ -1,14 +1,10 @@
-"""The workloads: name → model builder, synthetic batch, loss, FLOPs per example, unit.
+"""What can be measured: each workload's unit, description, full-size and quick shapes, default batch
+sizes and accepted overrides, and the checks of a spec that need no TensorFlow.
 
-Metadata (WORKLOADS, get, describe) imports no TensorFlow, so the dashboard and `models --json`
-can list workloads for free. Builders import TensorFlow/Keras inside the functions.
-
-Every workload trains on a *learnable* synthetic task — labels are a fixed function of the inputs —
-so a working run shows a falling loss and a broken one (the seed's non-converging LSTM) shows up.
-Synthetic data is one global batch generated on the devices once and reused every step.
-
-The TensorFlow side lives next to this file: images.py and text.py (models and synthetic batches),
-flops.py (FLOP counting), fashion_mnist_data.py (real Fashion-MNIST).
+The dashboard, the job queue, the presets and the run form read this; the engine builds the models
+(dashbench.engine.workloads). Every workload trains on a *learnable* synthetic task — labels are a
+fixed function of the inputs — so a working run shows a falling loss and a broken one (the seed's
+non-converging LSTM) shows up.
 """
 
 from __future__ import annotations
@@ -16,20 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist
 from dashbench.spec import MODELS, RunSpec, SpecError
-from dashbench.workloads import images, text
-from dashbench.workloads.fashion_mnist_data import (  # noqa: F401  (the package's API)
-    FASHION_FILES,
-    KERAS_FASHION_CACHE,
-    check_fashion_mnist,
-    fashion_mnist_dir,
-    load_fashion_mnist,
-    read_idx,
-    real_dataset,
-    write_idx,
-)
-from dashbench.workloads.flops import count_flops, layer_forward_flops, layer_forward_flops_lstm  # noqa: F401
-from dashbench.workloads.text import BILSTM_EMBEDDING  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -90,35 +74,6 @@ class Workload:
             **({"notes": dict(self.notes)} if self.notes else {}),
         }
 
-    # The TensorFlow side, dispatched by name so the metadata above stays a plain record.
-    def build_model(self, shapes: Shapes):
-        return _BUILDERS[self.name](shapes)
-
-    def make_optimizer(self):
-        import keras
-
-        if self.name in ("resnet50", "inception_v3"):
-            # tf_cnn_benchmarks (seed 003's GPU runs) trained these with momentum SGD.
-            return keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
-        return keras.optimizers.Adam(learning_rate=1e-3)  # seed 000's CNN: Adam 1e-3
-
-    def synthetic_batch(self, shapes: Shapes, global_batch: int, seed: int):
-        """One deterministic global batch (x, y) as tensors, built where the caller's device scope says."""
-        return _SYNTHETIC[self.name](shapes, global_batch, seed)
-
-    def per_example_loss(self, y_true, y_pred):
-        import keras
-        import tensorflow as tf
-
-        y_pred = tf.cast(y_pred, tf.float32)  # losses in float32 under mixed precision
-        if self.name == "conv2d":
-            return tf.reduce_mean(tf.square(y_pred - y_true), axis=-1)
-        from_logits = self.name != "fashion_mnist_cnn"  # the seed's CNN ends in a softmax
-        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
-
-    def flops_per_example(self, model) -> dict:
-        return count_flops(model)
-
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -146,7 +101,7 @@ WORKLOADS: dict[str, Workload] = {
                 "Dense 256 + ELU, Dropout 0.5, Dense 10 + softmax; Adam 1e-3. Synthetic 28×28×1 images or "
                 "real Fashion-MNIST from local IDX files."
             ),
-            defaults={"image_size": 28, "channels": 1, "width": 64, "classes": 10},
+            defaults={"image_size": 28, "channels": 1, "width": 64, "classes": FASHION_CLASSES},
             quick={"width": 16, "batch_size": 64},
             batch_sizes={"cpu": 1024, "gpu": 1024, "tpu": 1024},
             overrides=("image_size", "width"),
@@ -209,22 +164,5 @@ def check_spec(spec: RunSpec) -> Shapes:
     is an error line, never a junk `failed` run. Returns the resolved shapes."""
     shapes = get(spec.model).shapes(spec)
     if spec.data == "real":
-        check_fashion_mnist(spec.data_path)
+        check_fashion_mnist(spec.data_path, FASHION_CLASSES)
     return shapes
-
-
-_BUILDERS = {
-    "conv2d": images.conv2d_model,
-    "fashion_mnist_cnn": images.fashion_model,
-    "resnet50": images.resnet50_model,
-    "inception_v3": images.inception_model,
-    "bilstm": text.bilstm_model,
-}
-
-_SYNTHETIC = {
-    "conv2d": images.conv2d_batch,
-    "fashion_mnist_cnn": images.classified_images,
-    "resnet50": images.classified_images,
-    "inception_v3": images.classified_images,
-    "bilstm": text.bilstm_batch,
-}

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from dashbench.spec import RunSpec
-from dashbench.store import Store, StoreError, _update, now, pid_alive, reconcile_locked, this_host
+from dashbench.store.database import Store, StoreError, _update, now, pid_alive, reconcile_locked, this_host
 
 # A run asked to stop gets SIGTERM; if it has not ended after this long (stuck in a long compiled
 # op, say), the next pump sends SIGKILL and it is recorded as cancelled all the same.
@@ -28,7 +28,7 @@ CANCEL_GRACE_S = 30.0
 # Our own children, so their exit codes are collected (no zombies) and read: (db, run_id) -> Popen.
 _children: dict[tuple[str, str], subprocess.Popen] = {}
 _children_lock = threading.Lock()
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 # The run command before its options; a module attribute so tests can put a stand-in engine behind it.
 RUN_COMMAND = [sys.executable, "-m", "dashbench", "run"]
 
@@ -63,10 +63,10 @@ def _conflicts(key: str, busy: set[str]) -> bool:
 def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files) raises SpecError first."""
-    from dashbench import workloads
+    from dashbench import catalog
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
-    workloads.check_spec(spec)
+    catalog.check_spec(spec)
     with _store(db_path) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host())
     pump(db_path)

@@ -19,7 +19,9 @@ import re
 import time
 from typing import Callable, Optional
 
-from dashbench import devices, envinfo, peaks, stats, workloads
+from dashbench import catalog, peaks, stats
+
+from dashbench.engine import devices, envinfo, workloads
 from dashbench.spec import RunSpec
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
@@ -34,8 +36,8 @@ Event = Callable[[dict], None]
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> dict:
     """Train `spec.model` as the spec says and return the measured result (JSON-able dict)."""
     emit = on_event or (lambda event: None)
-    workload = workloads.get(spec.model)
-    shapes = workloads.check_spec(spec)  # bad input is a SpecError before TF starts
+    workload = catalog.get(spec.model)
+    shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
     emit({"event": "phase", "phase": "setup"})
     tf = devices.import_tensorflow()
     import keras
@@ -57,19 +59,19 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
     loss_scaling = spec.precision == "mixed_float16"
 
     with strategy.scope():
-        model = workload.build_model(shapes)
-        optimizer = workload.make_optimizer()
+        model = workloads.build_model(spec.model, shapes)
+        optimizer = workloads.make_optimizer(spec.model)
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)  # before tracing: slots must exist in the scope
-    flops = workload.flops_per_example(model)
+    flops = workloads.flops_per_example(model)
     variables = model.trainable_variables
 
     def forward_backward(x, y):
         with tf.GradientTape() as tape:
             predictions = model(x, training=True)
             # Sum over this replica's examples / GLOBAL batch: summed over replicas it is the mean.
-            loss = tf.reduce_sum(workload.per_example_loss(y, predictions)) / global_batch
+            loss = tf.reduce_sum(workloads.per_example_loss(spec.model, y, predictions)) / global_batch
             scaled = optimizer.scale_loss(loss) if loss_scaling else loss
         return loss, tape.gradient(scaled, variables)
 
@@ -202,7 +204,7 @@ def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_repl
 
     def replica_batch():
         context = tf.distribute.get_replica_context()
-        x, y = workload.synthetic_batch(shapes, global_batch, seed)
+        x, y = workloads.synthetic_batch(workload.name, shapes, global_batch, seed)
         index = context.replica_id_in_sync_group
         # Reshape to [replicas, per_replica, ...] and gather: static shapes, as XLA on a TPU needs.
         take = lambda t: tf.gather(tf.reshape(t, [replicas, per_replica_batch, *t.shape[1:]]), index)
@@ -214,10 +216,10 @@ def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_repl
 def _peak(target, precision: str, tf32: bool):
     """(peak TFLOP/s for all accelerators used, 'datasheet'|'measured'|None, above-peak margin)."""
     if target.kind == "cpu":
-        per_host = peaks.cpu_peak_tflops("float32")
+        per_host = devices.cpu_peak_tflops("float32")
         dtype = peaks.compute_dtype(precision)
         if dtype != "float32":
-            per_host = max(per_host, peaks.cpu_peak_tflops(dtype))
+            per_host = max(per_host, devices.cpu_peak_tflops(dtype))
         return per_host * target.accelerator_count, "measured", peaks.CPU_SOFT_MARGIN
     per_chip = peaks.datasheet_peak_tflops(target.accelerator, precision, tf32)
     if per_chip is None:

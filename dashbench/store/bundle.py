@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from dashbench import __version__, schema
-from dashbench.queries import SAMPLE_COLUMNS, where_clause
+from dashbench import __version__
+
+from dashbench.store import schema
+from dashbench.store.queries import SAMPLE_COLUMNS, where_clause
 from dashbench.spec import RunSpec, SpecError
-from dashbench.store import (
+from dashbench.store.database import (
     STATUSES,
     BundleError,
     StoreError,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench import __version__
-from dashbench.devices import cpu_model
+from dashbench.engine.devices import cpu_model
 
 
 def package_version(name: str) -> Optional[str]:
@@ -35,7 +35,7 @@ def tensorflow_version() -> Optional[str]:
 
 def git_commit() -> Optional[str]:
     """HEAD of the checkout dashbench runs from, with '-dirty' when files differ; None outside git."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5

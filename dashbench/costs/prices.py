@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 
 import pandas as pd
 
-from dashbench.schema import PRICE_COLUMNS
+from dashbench.store.schema import PRICE_COLUMNS
 from dashbench.spec import SpecError
 
 # One list of catalog columns, shared with the store's price_overrides table.

@@ -1,0 +1,77 @@
+"""The workloads' TensorFlow side: model builders, optimizers, synthetic batches, losses, FLOPs and
+the real-data pipeline, by workload name. What each workload *is* (shapes, units, defaults) is in
+dashbench.catalog, which needs no TensorFlow.
+
+Synthetic data is one global batch generated on the devices once and reused every step.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dashbench.catalog import Shapes
+from dashbench.datasets import FASHION_CLASSES, load_fashion_mnist
+from dashbench.engine.workloads import images, text
+from dashbench.engine.workloads.flops import count_flops
+
+
+def build_model(name: str, shapes: Shapes):
+    return _BUILDERS[name](shapes)
+
+
+def make_optimizer(name: str):
+    import keras
+
+    if name in ("resnet50", "inception_v3"):
+        # tf_cnn_benchmarks (seed 003's GPU runs) trained these with momentum SGD.
+        return keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+    return keras.optimizers.Adam(learning_rate=1e-3)  # seed 000's CNN: Adam 1e-3
+
+
+def synthetic_batch(name: str, shapes: Shapes, global_batch: int, seed: int):
+    """One deterministic global batch (x, y) as tensors, built where the caller's device scope says."""
+    return _SYNTHETIC[name](shapes, global_batch, seed)
+
+
+def per_example_loss(name: str, y_true, y_pred):
+    import keras
+    import tensorflow as tf
+
+    y_pred = tf.cast(y_pred, tf.float32)  # losses in float32 under mixed precision
+    if name == "conv2d":
+        return tf.reduce_mean(tf.square(y_pred - y_true), axis=-1)
+    from_logits = name != "fashion_mnist_cnn"  # the seed's CNN ends in a softmax
+    return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
+
+
+def flops_per_example(model) -> dict:
+    return count_flops(model)
+
+
+def real_dataset(data_path: Optional[str], global_batch: int, seed: int):
+    """A shuffled, repeating tf.data pipeline of real Fashion-MNIST batches, scaled to [0, 1]."""
+    import tensorflow as tf
+
+    images, labels = load_fashion_mnist(data_path, FASHION_CLASSES)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).cache()
+    dataset = dataset.shuffle(min(len(images), 60000), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.batch(global_batch, drop_remainder=True)
+    dataset = dataset.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+_BUILDERS = {
+    "conv2d": images.conv2d_model,
+    "fashion_mnist_cnn": images.fashion_model,
+    "resnet50": images.resnet50_model,
+    "inception_v3": images.inception_model,
+    "bilstm": text.bilstm_model,
+}
+
+_SYNTHETIC = {
+    "conv2d": images.conv2d_batch,
+    "fashion_mnist_cnn": images.classified_images,
+    "resnet50": images.classified_images,
+    "inception_v3": images.classified_images,
+    "bilstm": text.bilstm_batch,
+}
