@@ -97,6 +97,18 @@ def test_a_queued_row_that_fails_the_checks_ends_failed_with_the_message(tmp_pat
     assert code == 2 and (obj["status"], obj["field"], obj["run_id"]) == ("invalid", "data_path", run_id)
 
 
+def test_cli_and_run_page_read_sweep_batch_sizes_alike(tmp_path, capsys, no_training):
+    db = tmp_path / "s.sqlite"
+    for text in ("8,x", "8, 0", "-4", " , "):
+        code, _, err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", text,
+                               "--db", str(db))
+        with pytest.raises(SpecError) as form:
+            run_form.specs_from_form(run_form.run_form_defaults(["cpu"]) | {"run_sweep": text}, sweep=True)
+        assert code == 2 and err.splitlines() == [f"error: {form.value}"]
+        assert form.value.field == "batch_sizes" and "whole numbers >= 1" in str(form.value)
+    assert stored_runs(db) == 0
+
+
 def _broken(exc):
     def run(spec, on_event=None):
         on_event({"event": "phase", "phase": "setup"})

@@ -8,6 +8,7 @@ test submits a real tiny run through the real `python -m dashbench run`.
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -231,6 +232,7 @@ def test_sweep_goes_on_past_failed_points(fake, capsys):
                  "--db", str(db), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1  # not every point succeeded
+    assert re.fullmatch(r"sweep-\d{8}-\d{6}-[0-9a-f]{8}", out["sweep_id"])  # as the Run page makes them
     assert [p["status"] for p in out["points"]] == ["done", "failed", "failed", "done"]
     assert [p["batch_size"] for p in out["points"]] == [4, 13, 17, 8]
     assert out["points"][3]["examples_per_sec"] == 8000.0
