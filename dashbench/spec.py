@@ -116,6 +116,27 @@ def divisibility_message(batch_size: int, replicas: int) -> str:
     )
 
 
+def parse_batch_sizes(text: str) -> list[int]:
+    """A sweep's batch sizes, '32, 64,128' → [32, 64, 128] (the CLI's --batch-sizes and the Run page's
+    sweep field). Commas, spaces or semicolons separate; a repeated size is measured once."""
+    rule = "must be whole numbers >= 1 separated by commas, e.g. 32,64,128"
+    sizes: list[int] = []
+    for part in (text or "").replace(";", ",").replace(" ", ",").split(","):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise SpecError("batch_sizes", f"{rule}; {part!r} is not") from None
+        if value < 1:
+            raise SpecError("batch_sizes", f"{rule}; {value} is not")
+        if value not in sizes:
+            sizes.append(value)
+    if not sizes:
+        raise SpecError("batch_sizes", f"give at least one batch size: {rule}")
+    return sizes
+
+
 def _positive_int(name: str, value: Any) -> None:
     _int_at_least(name, value, 1)
 

@@ -198,8 +198,8 @@ def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
 
 
 def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, monkeypatch):
-    """Real run processes (the stand-in engine of test_jobs: the real CLI options, runner and store,
-    sleeping instead of training), cancelled by clicking Cancel on the Run page."""
+    """Real run processes (the stand-in engine of test_jobs: the spec read from the row, the real
+    runner and store, sleeping instead of training), cancelled by clicking Cancel on the Run page."""
     from dashbench.jobs import queue
     from test_jobs import FAKE_RUN
 

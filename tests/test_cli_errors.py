@@ -91,10 +91,48 @@ def test_a_queued_row_that_fails_the_checks_ends_failed_with_the_message(tmp_pat
 
     with Store(db) as store:
         run_id = store.create_run(spec, status="queued")
-    code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--model", "fashion_mnist_cnn",
-                           "--batch-size", "8", "--data", "real", "--data-path", str(tmp_path / "gone"), "--json")
+    # As the job queue starts it: the run id alone, the spec from the row.
+    code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--json")
     obj = json.loads(out)
     assert code == 2 and (obj["status"], obj["field"], obj["run_id"]) == ("invalid", "data_path", run_id)
+
+
+def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tmp_path, capsys, monkeypatch,
+                                                                              no_training):
+    db = tmp_path / "id.sqlite"
+    with Store(db) as store:
+        run_id = store.create_run(SPEC, status="queued")
+    code, out, err = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--label=--no-store",
+                             "--steps", "3", "--json")
+    obj = json.loads(out)
+    assert code == 2 and (obj["status"], obj["field"]) == ("invalid", "steps")
+    assert err.splitlines() == [f"error: {obj['error']}"] and "leave out --steps" in obj["error"]
+    code, out, err = run_cli(capsys, "run", "--run-id", "no-such-run", "--db", str(db), "--json")
+    assert code == 2 and json.loads(out)["field"] == "run_id" and len(err.splitlines()) == 1
+    with Store(db) as store:
+        assert store.get_run(run_id)["status"] == "queued" and store.count_runs() == 1
+
+    measured = []
+    monkeypatch.setattr(loop, "run", lambda spec, on_event=None: measured.append(spec) or result_for(spec, 5.0))
+    code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--json")
+    assert code == 0 and measured == [SPEC] and json.loads(out)["run_id"] == run_id
+    # An id that is not stored: a new run from the options, recorded under that id.
+    code, out, _ = run_cli(capsys, "run", "--run-id", "chosen-id", "--db", str(db), *TINY, "--json")
+    assert code == 0 and json.loads(out)["run_id"] == "chosen-id"
+    with Store(db) as store:
+        assert store.get_run("chosen-id")["spec"]["image_size"] == 16
+
+
+def test_cli_and_run_page_read_sweep_batch_sizes_alike(tmp_path, capsys, no_training):
+    db = tmp_path / "s.sqlite"
+    for text in ("8,x", "8, 0", "-4", " , "):
+        code, _, err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", text,
+                               "--db", str(db))
+        with pytest.raises(SpecError) as form:
+            run_form.specs_from_form(run_form.run_form_defaults(["cpu"]) | {"run_sweep": text}, sweep=True)
+        assert code == 2 and err.splitlines() == [f"error: {form.value}"]
+        assert form.value.field == "batch_sizes" and "whole numbers >= 1" in str(form.value)
+    assert stored_runs(db) == 0
 
 
 def _broken(exc):

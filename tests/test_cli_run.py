@@ -54,6 +54,7 @@ def test_run_without_json_prints_a_summary(capfd):
     "argv, message",
     [
         (["--model", "vgg", "--batch-size", "8"], "error: model: unknown model 'vgg'; choose one of: conv2d, "),
+        (["--batch-size", "8"], "error: model: is required"),
         (["--model", "conv2d", "--batch-size", "0"], "error: batch_size: must be an integer >= 1, got 0"),
         (["--model", "conv2d", "--batch-size", "7", "--replicas", "2"],
          "error: batch_size: batch size 7 is not divisible by 2 replicas: use a multiple of 2 (e.g. 8)"),

@@ -1,13 +1,14 @@
 """The job runner with real processes: per-device queue, cancel, crashes, app restarts, sweeps.
 
-Most tests put a stand-in engine behind the run command (a small script that goes through the
-real runner and store, but sleeps instead of training), so they pay no TensorFlow import; one
-test submits a real tiny run through the real `python -m dashbench run`.
+Most tests put a stand-in engine behind the run command (a small script that reads its spec from
+the row and goes through the real runner and store, but sleeps instead of training), so they pay no
+TensorFlow import; one test submits a real tiny run through the real `python -m dashbench run`.
 """
 
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,13 +22,13 @@ from dashbench.cli import main
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
-# The stand-in run command: the real CLI options, runner and store; an engine that sleeps
-# `seed` milliseconds per step, fails at batch 13 and dies without a word at batch 17.
+# The stand-in run command: the real runner and store, the spec read from the row as `run --run-id`
+# reads it; an engine that sleeps `seed` milliseconds per step, fails at batch 13 and dies without
+# a word at batch 17.
 FAKE_RUN = textwrap.dedent('''
     import argparse, json, os, sys, time
     from dashbench.engine import loop
     from dashbench.jobs import runner
-    from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 
     def run(spec, on_event=None):
         on_event({"event": "phase", "phase": "measure"})
@@ -44,14 +45,15 @@ FAKE_RUN = textwrap.dedent('''
                 "global_batch_size": spec.batch_size, "samples": spec.steps}
 
     loop.run = run
+    # Exactly what the job queue passes; anything more (a spec option) fails here with exit code 2.
     parser = argparse.ArgumentParser()
-    add_spec_arguments(parser)
-    parser.add_argument("--run-id")
-    parser.add_argument("--db")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--json", action="store_true", required=True)
     args = parser.parse_args()
     try:
-        result = runner.execute(spec_from_args(args), db_path=args.db, run_id=args.run_id)
+        spec = runner.stored_spec(args.db, args.run_id)
+        result = runner.execute(spec, db_path=args.db, run_id=args.run_id)
     except runner.RunCancelled as exc:
         sys.exit(exc.exit_code)
     except Exception:
@@ -101,15 +103,68 @@ def wait_until(db, predicate, timeout=30.0):
     raise AssertionError(f"timed out; runs:\n{table}")
 
 
-def test_spec_to_argv_round_trips_through_the_cli_options():
-    from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
-    import argparse
+# A run command that only writes down the options it was started with.
+ARGV_RUN = "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[2:]))"
 
-    original = RunSpec(model="bilstm", batch_size=8, device="cpu", xla=True, seq_len=16, width=8, label="a b",
-                       steps=4, steps_per_loop=2, replicas=2)
-    parser = argparse.ArgumentParser()
-    add_spec_arguments(parser)
-    assert spec_from_args(parser.parse_args(queue.spec_to_argv(original))) == original
+
+@pytest.fixture
+def validations(monkeypatch):
+    """Every RunSpec validation in this process, counted."""
+    seen = []
+    validate = RunSpec.validate
+
+    def counted(self):
+        seen.append(self)
+        return validate(self)
+
+    monkeypatch.setattr(RunSpec, "validate", counted)
+    return seen
+
+
+def test_the_run_process_gets_only_the_run_id_and_runs_the_stored_spec(tmp_path, monkeypatch, validations):
+    from dashbench.engine import loop
+    from dashbench.views import run_form
+
+    argv_file = tmp_path / "argv.json"
+    monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, "-c", ARGV_RUN, str(argv_file)])
+    db = tmp_path / "argv.sqlite"
+    # In through the Run page's form, with a label that once broke the child's command line.
+    state = run_form.run_form_defaults(["cpu"]) | {
+        "run_model": "bilstm", "run_batch_size": 8, "run_xla": True, "run_seq_len": 16, "run_width": 8,
+        "run_steps": 4, "run_steps_per_loop": 2, "run_label": "--no-store"}
+    (original,), _ = run_form.specs_from_form(state)
+    run_id = queue.submit(original, db)
+    assert len(validations) == 1  # where it entered; the queue, the store and the launch add none
+    deadline = time.monotonic() + 30
+    while not argv_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    argv = json.loads(argv_file.read_text())
+    assert argv == ["--run-id", run_id, "--db", str(db.resolve()), "--json"]
+
+    # The child's side, in this process: the real `run` with those options and a stand-in engine.
+    validations.clear()
+    measured = []
+
+    def engine(spec, on_event=None):
+        measured.append(spec)
+        return {"model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1,
+                "examples_per_sec": 1.0, "unit": "tokens", "flags": [], "samples": 1}
+
+    monkeypatch.setattr(loop, "run", engine)
+    assert main(["run", *argv]) == 0
+    assert measured == [original] and len(validations) == 1  # read from the row, validated once
+    with Store(db) as store:
+        row = store.get_run(run_id)
+    assert row["status"] == "done" and row["label"] == "--no-store" and row["spec"] == original.to_dict()
+
+
+def test_a_label_like_an_option_round_trips_through_a_run_process(fake):
+    run_id = queue.submit(spec(label="--no-store"), fake)
+    wait_until(fake, lambda: status(fake, run_id) not in ("queued", "running"))
+    with Store(fake) as store:
+        row = store.get_run(run_id)
+    assert row["status"] == "done" and row["label"] == "--no-store" and row["spec"]["label"] == "--no-store"
+    assert row["result"]["examples_per_sec"] == 4000.0
 
 
 def test_one_run_per_device_and_the_queue_moves_on(fake):
@@ -225,12 +280,14 @@ def test_two_sessions_pumping_at_once_start_one_run_per_device(fake):
     wait_until(db, lambda: all(status(db, r) == "done" for r in ids))
 
 
-def test_sweep_goes_on_past_failed_points(fake, capsys):
+def test_sweep_goes_on_past_failed_points(fake, capsys, validations):
     db = fake
     code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,13,17,8", "--steps", "2",
                  "--db", str(db), "--json"])
+    assert len(validations) == 4  # each point once, where it entered; the rest is read from the rows
     out = json.loads(capsys.readouterr().out)
     assert code == 1  # not every point succeeded
+    assert re.fullmatch(r"sweep-\d{8}-\d{6}-[0-9a-f]{8}", out["sweep_id"])  # as the Run page makes them
     assert [p["status"] for p in out["points"]] == ["done", "failed", "failed", "done"]
     assert [p["batch_size"] for p in out["points"]] == [4, 13, 17, 8]
     assert out["points"][3]["examples_per_sec"] == 8000.0

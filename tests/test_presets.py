@@ -74,6 +74,24 @@ def test_unknown_preset_and_device_name_the_field():
     assert info.value.field == "image_size"
 
 
+def test_preset_takes_every_spec_option_of_run_but_the_model():
+    from dashbench.cli import build_parser
+    from dashbench.cli.preset_cmd import spec_from_args
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    fields = set(RunSpec.__dataclass_fields__) - {"model"}
+    run = {a.dest: a.option_strings for a in commands["run"]._actions if a.dest in fields}
+    preset = {a.dest: a.option_strings for a in commands["preset"]._actions}
+    assert set(run) == fields and run.items() <= preset.items() and "model" not in preset
+    args = parser.parse_args(["preset", "riseml-bilstm", "--device", "cpu", "--seq-len", "8", "--width", "16",
+                              "--steps", "4", "--seed", "3", "--xla", "--label=--no-store"])
+    spec = spec_from_args(args)
+    assert (spec.seq_len, spec.width, spec.steps, spec.seed, spec.xla) == (8, 16, 4, 3, True)
+    assert spec.label == "--no-store"
+    assert spec.batch_size == presets.spec_for("riseml-bilstm", "cpu").batch_size  # not given: the preset's
+
+
 def test_shape_overrides_and_a_short_steps_override_stay_valid():
     spec = presets.spec_for("riseml-resnet50", "tpu", image_size=32, steps=3, width=None)
     assert (spec.image_size, spec.steps, spec.steps_per_loop, spec.warmup) == (32, 3, 1, 3)

@@ -11,7 +11,7 @@ from test_store import SPEC, result_for
 
 from dashbench.engine import loop
 from dashbench.jobs import runner
-from dashbench.spec import RunSpec
+from dashbench.spec import RunSpec, SpecError
 from dashbench.store import Store, StoreError
 
 TINY = ["--model", "fashion_mnist_cnn", "--image-size", "8", "--width", "4", "--device", "cpu"]
@@ -99,6 +99,18 @@ def test_queued_row_is_started_and_finished(tmp_path, engine):
         store.request_cancel(cancelled)
     with pytest.raises(Exception, match="is cancelled; only a queued run can start"):
         runner.execute(None, db_path=db, run_id=cancelled)
+
+
+def test_a_stored_run_runs_its_stored_spec_and_no_other(tmp_path, engine):
+    db = tmp_path / "s.sqlite"
+    with Store(db) as store:
+        run_id = store.create_run(SPEC, status="queued")
+    assert runner.stored_spec(db, run_id) == SPEC and runner.stored_spec(db, "no-such-run") is None
+    with pytest.raises(SpecError, match=f"^steps: run {run_id} is stored with steps {SPEC.steps}, not 99"):
+        runner.execute(SPEC.replace(steps=99), db_path=db, run_id=run_id)
+    with Store(db) as store:
+        assert store.get_run(run_id)["status"] == "queued"  # refused before it started
+    assert runner.execute(runner.stored_spec(db, run_id), db_path=db, run_id=run_id)["run_id"] == run_id
 
 
 def test_unrecorded_run_touches_no_database(tmp_path, engine, monkeypatch):

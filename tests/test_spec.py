@@ -1,6 +1,6 @@
 import pytest
 
-from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench.spec import MODELS, RunSpec, SpecError, parse_batch_sizes
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,14 @@ def test_round_trip_through_dict():
 def test_every_model_accepts_synthetic_defaults():
     for model in MODELS:
         assert RunSpec(model=model, batch_size=4).data == "synthetic"
+
+
+def test_sweep_batch_sizes_take_commas_spaces_or_semicolons_and_each_size_once():
+    assert parse_batch_sizes("16, 8 8;32,") == [16, 8, 32]
+    for text, bad in (("32, lots", "'lots'"), ("8,0", "0"), ("8,-4", "-4"), ("4.5", "'4.5'")):
+        with pytest.raises(SpecError) as info:
+            parse_batch_sizes(text)
+        rule = "must be whole numbers >= 1 separated by commas, e.g. 32,64,128"
+        assert str(info.value) == f"batch_sizes: {rule}; {bad} is not"
+    with pytest.raises(SpecError, match="^batch_sizes: give at least one batch size"):
+        parse_batch_sizes(" , ")

@@ -1,6 +1,7 @@
 """The dashboard's logic without Streamlit: views (tables, speed-up, filters, CSV, live view) and charts."""
 
 import io
+import re
 
 import pandas as pd
 import pytest
@@ -12,9 +13,12 @@ from dashbench.views import compare, context, devices, filters, live, results, r
 from dashbench.views.format import flag_list, flag_text, run_label
 from dashbench.views.samples import prepare_samples, step_samples
 from dashbench.spec import SpecError
-from dashbench.store import Store
+from dashbench.store import STATUSES, TERMINAL, Store
 
 import dashboard_data
+
+# The one sweep-id format, made by the CLI's sweep and the Run page alike (store.new_sweep_id).
+SWEEP_ID = r"sweep-\d{8}-\d{6}-[0-9a-f]{8}"
 
 
 @pytest.fixture
@@ -125,9 +129,9 @@ def test_run_form_to_specs_and_sweeps():
     (spec,), sweep = run_form.specs_from_form(state)
     assert spec.image_size == 8 and spec.seq_len is None and spec.label is None and sweep is None
     specs, sweep = run_form.specs_from_form(state, sweep=True)
-    assert [s.batch_size for s in specs] == [16, 8] and sweep.startswith("sweep-")
+    assert [s.batch_size for s in specs] == [16, 8] and re.fullmatch(SWEEP_ID, sweep)
     with pytest.raises(SpecError, match="batch_sizes"):
-        run_form.parse_batch_sizes("32, lots")
+        run_form.specs_from_form(state | {"run_sweep": "32, lots"}, sweep=True)
     with pytest.raises(SpecError, match="model"):
         run_form.specs_from_form(state | {"run_model": "alexnet"})
 
@@ -153,6 +157,8 @@ def test_live_view_is_a_plain_function_of_progress():
     assert len(charts.live(running.samples).data) == 2
     done = live.live_view({"status": "done", "fraction": 0.9, "samples": pd.DataFrame(samples)})
     assert done.finished and done.fraction == 1.0
+    # Finished means what the store calls terminal: every one of them, and nothing else.
+    assert [s for s in STATUSES if live.live_view({"status": s}).finished] == list(TERMINAL)
 
 
 def test_live_view_from_a_real_run_row(tmp_path):

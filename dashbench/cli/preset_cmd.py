@@ -8,7 +8,7 @@ import math
 import sys
 
 from dashbench import presets
-from dashbench.cli.spec_args import _int
+from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.spec import SpecError
 
 
@@ -23,30 +23,16 @@ def register(subparsers) -> None:
     )
     parser.add_argument("name", nargs="?", help="preset slug or name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the presets")
-    parser.add_argument("--device", default=None, help=f"device class: {', '.join(presets.DEVICE_CLASSES)}")
     parser.add_argument("--quick", action="store_true", help="the preset's tiny shapes for a CPU try (seconds)")
-    parser.add_argument("--image-size", type=_int("image_size"), default=None, help="override the image side")
-    parser.add_argument("--seq-len", type=_int("seq_len"), default=None, help="override the sequence length")
-    parser.add_argument("--width", type=_int("width"), default=None, help="override filters / hidden units")
-    parser.add_argument("--steps", type=_int("steps"), default=None, help="measured steps")
-    parser.add_argument("--batch-size", type=_int("batch_size"), default=None, help="global batch size")
-    parser.add_argument("--warmup", type=_int("warmup"), default=None, help="warm-up steps")
-    parser.add_argument("--steps-per-loop", type=_int("steps_per_loop"), default=None, help="steps per host call")
-    parser.add_argument("--replicas", type=_int("replicas"), default=None, help="CPU logical devices / GPUs used")
-    parser.add_argument("--precision", default=None, help="float32, mixed_float16 or mixed_bfloat16")
-    parser.add_argument("--xla", action="store_true", default=None, help="compile the step with XLA")
-    parser.add_argument("--data", default=None, help="synthetic or real")
-    parser.add_argument("--data-path", default=None, help="folder with Fashion-MNIST IDX files (real data)")
-    parser.add_argument("--tpu", default=None, help="TPU name or address (default: this TPU VM)")
-    parser.add_argument("--label", default=None, help="free text stored with the run (default: preset:<slug>, which links the run to its preset)")
+    # The spec options `run` takes; each one given overrides the preset's value.
+    add_spec_arguments(parser, model=False, required=False, help={
+        "device": f"device class: {', '.join(presets.DEVICE_CLASSES)}",
+        "label": "free text stored with the run (default: preset:<slug>, which links the run to its preset)",
+    })
     parser.add_argument("--json", action="store_true", help="print the result (or the list) as JSON")
     parser.add_argument("--no-store", action="store_true", help="do not record the run")
     parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
     parser.set_defaults(func=_handle)
-
-
-_OVERRIDES = ("image_size", "seq_len", "width", "steps", "batch_size", "warmup", "steps_per_loop", "replicas",
-              "precision", "xla", "data", "data_path", "tpu", "label")
 
 
 def spec_from_args(args: argparse.Namespace):
@@ -54,7 +40,7 @@ def spec_from_args(args: argparse.Namespace):
         raise SpecError("preset", f"name a preset or use --list; presets: {', '.join(presets.PRESETS)}")
     if args.device is None:
         raise SpecError("device", f"is required: one of {', '.join(presets.DEVICE_CLASSES)} (the batch size depends on it)")
-    overrides = {name: getattr(args, name) for name in _OVERRIDES if getattr(args, name) is not None}
+    overrides = {name: value for name, value in spec_values(args).items() if name != "device"}
     if args.quick:
         return presets.quick_spec(args.name, args.device, **overrides)
     return presets.spec_for(args.name, args.device, **overrides)

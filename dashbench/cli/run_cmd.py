@@ -16,15 +16,24 @@ import math
 import os
 import sys
 
-from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
-from dashbench.spec import SpecError
+from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
+from dashbench.spec import RunSpec, SpecError
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="measure training throughput of one workload")
-    add_spec_arguments(parser)
+    parser = subparsers.add_parser(
+        "run", help="measure training throughput of one workload",
+        description=(
+            "Measure one workload: --model and --batch-size (and any other spec option) say what. "
+            "--run-id ID of a run stored in --db (a queued run, as the job queue starts it) runs the spec "
+            "stored in that row: spec options are then refused, so the stored spec is the only one. "
+            "--run-id ID that is not stored records a new run from the options under that id."
+        ),
+    )
+    add_spec_arguments(parser, required=False)  # not needed with the --run-id of a stored run
     parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share/dashbench)")
-    parser.add_argument("--run-id", default=None, help="start this queued run (or record under this id)")
+    parser.add_argument("--run-id", default=None,
+                        help="run this stored (queued) run as stored, or record a new run under this id")
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     parser.set_defaults(func=handle)
@@ -32,7 +41,7 @@ def register(subparsers) -> None:
 
 def handle(args) -> int:
     try:
-        spec = spec_from_args(args)
+        spec = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
     progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop)
@@ -45,6 +54,29 @@ def handle(args) -> int:
     else:
         print(summary(result))
     return 0
+
+
+def _spec(args) -> RunSpec:
+    """The spec to run: the stored row's for the --run-id of a stored run, else the options'."""
+    if args.run_id is not None and not args.no_store:
+        from dashbench.jobs import runner
+        from dashbench.store import StoreError
+
+        try:
+            stored = runner.stored_spec(args.db, args.run_id)
+        except StoreError as exc:
+            raise SpecError("db", _one_line(exc)) from None
+        given = given_fields(args)
+        if stored is not None and given:
+            option = "--" + given[0].replace("_", "-")
+            raise SpecError(given[0], f"run {args.run_id} is stored with its spec, which --run-id runs as "
+                                      f"stored; leave out {option} (and every other spec option)")
+        if stored is not None:
+            return stored
+        if not given:
+            raise SpecError("run_id", f"no run {args.run_id} is stored in the database; give --model and "
+                                      "--batch-size to record a new run under this id")
+    return spec_from_args(args)
 
 
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,

@@ -17,8 +17,8 @@ from dashbench import catalog
 from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
-from dashbench.spec import SpecError
-from dashbench.store import TERMINAL, Store, StoreError, default_db_path, new_run_id
+from dashbench.spec import SpecError, parse_batch_sizes
+from dashbench.store import TERMINAL, Store, StoreError, default_db_path, new_sweep_id
 
 POLL_S = 0.5
 
@@ -26,20 +26,10 @@ POLL_S = 0.5
 def register(subparsers) -> None:
     p = subparsers.add_parser("sweep", help="one run per batch size, in sequence, grouped by a sweep id")
     add_spec_arguments(p, batch_size=False)
-    p.add_argument("--batch-sizes", required=True, help="global batch sizes, e.g. 32,64,128")
+    p.add_argument("--batch-sizes", required=True, help="global batch sizes, e.g. 32,64,128 (each measured once)")
     add_db_argument(p)
     p.add_argument("--json", action="store_true", help="print the points as JSON at the end")
     p.set_defaults(func=cmd_sweep)
-
-
-def parse_batch_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise SpecError("batch_sizes", f"must be whole numbers separated by commas, e.g. 32,64,128; got {text!r}")
-    if not sizes:
-        raise SpecError("batch_sizes", "give at least one batch size, e.g. 32,64,128")
-    return sizes
 
 
 def _stop(signum, _frame):
@@ -57,7 +47,7 @@ def cmd_sweep(args) -> int:
         Store(db).close()
     except StoreError as exc:
         raise SpecError("db", " ".join(str(exc).split())) from None
-    sweep_id = "sweep-" + new_run_id()
+    sweep_id = new_sweep_id()
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _stop)
     run_ids: list[str] = []

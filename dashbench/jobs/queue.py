@@ -29,26 +29,13 @@ CANCEL_GRACE_S = 30.0
 _children: dict[tuple[str, str], subprocess.Popen] = {}
 _children_lock = threading.Lock()
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-# The run command before its options; a module attribute so tests can put a stand-in engine behind it.
+# The run command before `--run-id ID --db DB --json`; a module attribute so tests can put a stand-in
+# engine behind it.
 RUN_COMMAND = [sys.executable, "-m", "dashbench", "run"]
 
 
 def _store(db_path) -> Store:
     return Store(db_path)
-
-
-def spec_to_argv(spec: RunSpec | dict) -> list[str]:
-    """The `run` command's options for a spec (defaults left out, so the command line stays short)."""
-    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
-    argv = []
-    for name, value in spec.to_dict().items():
-        option = "--" + name.replace("_", "-")
-        if name == "xla":
-            if value:
-                argv.append(option)
-        elif value is not None:
-            argv += [option, str(value)]
-    return argv
 
 
 def device_key(spec: dict) -> str:
@@ -104,7 +91,7 @@ def pump(db_path=None) -> list[str]:
                     continue
                 log_path = _log_path(store.path, run_id)
                 try:
-                    proc = _launch(run_id, db, spec, log_path)
+                    proc = _launch(run_id, db, log_path)
                 except OSError as exc:
                     _update(conn, run_id, {"status": "failed", "finished_at": now(),
                                            "error": f"could not start the run process: {exc}"})
@@ -187,8 +174,9 @@ def active(db_path=None) -> list[dict]:
 # -- internals -----------------------------------------------------------------------------------
 
 
-def _launch(run_id: str, db: str, spec: dict, log_path: Path) -> subprocess.Popen:
-    argv = [*RUN_COMMAND, "--run-id", run_id, "--db", db, *spec_to_argv(spec), "--json"]
+def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
+    # Only the row's address: the run process reads its spec from the row, the one source of truth.
+    argv = [*RUN_COMMAND, "--run-id", run_id, "--db", db, "--json"]
     env = dict(os.environ)
     # The child must import this dashbench even when it is not installed (a source checkout).
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)

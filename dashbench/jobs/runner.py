@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-from dashbench.spec import RunSpec
+from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.store import Store, StoreError, this_host
 
 # Samples are committed at least this often; between commits they wait in memory.
@@ -109,9 +109,10 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             on_event: Callable[[dict], None] | None = None) -> dict:
     """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with "run_id" added.
 
-    With `run_id`, an existing queued row (e.g. from the job runner) is started, or a new row is
-    made under that id; `spec` may then be None to run the spec stored in that row.
-    Errors are recorded (`failed`, with the error text) and then raised again."""
+    With `run_id`, an existing queued row (e.g. from the job runner) is started with the spec stored
+    in it: pass None, or the spec `stored_spec` read from that row; a different spec is refused. A
+    `run_id` with no row makes a new row under that id. Errors are recorded (`failed`, with the
+    error text) and then raised again."""
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
     store = Store(db_path) if record else None
@@ -149,12 +150,22 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             store.close()
 
 
+def stored_spec(db_path, run_id: str) -> RunSpec | None:
+    """The spec stored in run `run_id`'s row, validated here, or None when there is no such row.
+    The one way a run process learns what to measure: the job queue passes only the run id."""
+    with Store(db_path) as store:
+        row = store.get_run(run_id)
+    return None if row is None else RunSpec.from_dict(row["spec"])
+
+
 def _begin(store: Store, spec, run_id: str | None):
     if run_id is not None:
         row = store.get_run(run_id)
         if row is not None:
             if spec is None:
                 spec = RunSpec.from_dict(row["spec"])
+            else:
+                _check_stored(spec, row)
             with _deferred_signals():
                 store.start_run(run_id, os.getpid(), this_host())
             return spec, run_id
@@ -169,6 +180,17 @@ def _begin(store: Store, spec, run_id: str | None):
     with _deferred_signals():
         run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
     return spec, run_id
+
+
+def _check_stored(spec, row: dict) -> None:
+    """A stored run runs its stored spec: one source of truth, never a second copy that disagrees."""
+    # A field left out (of a row written before the field existed, or of a dict) has its default.
+    given = spec.to_dict() if isinstance(spec, RunSpec) else {**SPEC_DEFAULTS, **spec}
+    stored = {**SPEC_DEFAULTS, **row["spec"]}
+    for name in [*stored, *(k for k in given if k not in stored)]:
+        if given.get(name) != stored.get(name):
+            raise SpecError(name, f"run {row['run_id']} is stored with {name} {stored.get(name)!r}, not "
+                                  f"{given.get(name)!r}; a stored run runs its stored spec")
 
 
 def _tag(exc: BaseException, run_id: str) -> None:

@@ -11,6 +11,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     default_db_path,
     iso,
     new_run_id,
+    new_sweep_id,
     now,
     pid_alive,
     this_host,

@@ -62,6 +62,11 @@ def new_run_id() -> str:
     return f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
 
 
+def new_sweep_id() -> str:
+    # The CLI's sweeps and the Run page's share one format; views/compare tells sweeps apart by the tail.
+    return "sweep-" + new_run_id()
+
+
 def now() -> float:
     # Microsecond resolution, so a time survives the ISO text of an export bundle unchanged.
     return round(time.time(), 6)

@@ -181,7 +181,8 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
             str(x) for x in (row.get("model"), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
                              row.get("precision")), "XLA" if row.get("xla") is True else None) if x
         )
-        # A sweep's id ends in its random part ("sweep-20261130-015846-66137e"); its head is only the date.
+        # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
+        # its head is only the date.
         series.append(f"sweep #{sweep[-6:]} · {setup}" if isinstance(sweep, str) and sweep else setup)
     rows = rows.assign(series=series)
     sizes = rows.groupby("series")["batch_size"].nunique()

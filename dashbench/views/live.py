@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashbench.store import TERMINAL
 from dashbench.views.format import is_number
 from dashbench.views.samples import prepare_samples
 
@@ -20,9 +21,6 @@ class LiveView:
     samples: pd.DataFrame
     finished: bool
     error: str | None = None
-
-
-FINISHED = ("done", "failed", "cancelled", "interrupted")
 
 
 def live_view(progress: dict | None) -> LiveView:
@@ -56,7 +54,7 @@ def live_view(progress: dict | None) -> LiveView:
             text += f", {live:,.1f} examples/s so far"
     else:
         text = status
-    return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in FINISHED,
+    return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in TERMINAL,
                     error=progress.get("error"))
 
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
-import uuid
-
-from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
+from dashbench.spec import SPEC_DEFAULTS, RunSpec, parse_batch_sizes
+from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number
-from dashbench.views.live import FINISHED
 
 FORM_FIELDS = ("model", "batch_size", "device", "precision", "xla", "steps", "warmup", "steps_per_loop", "label",
                "image_size", "seq_len", "width")
@@ -41,31 +38,11 @@ def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
     out = []
     for run_id in reversed(run_ids):
         run = store.get_run(run_id)
-        if run and run["status"] in FINISHED:
+        if run and run["status"] in TERMINAL:
             out.append(run)
         if len(out) >= limit:
             break
     return out
-
-
-
-def parse_batch_sizes(text: str) -> list[int]:
-    """'32, 64,128' → [32, 64, 128]; errors name the field like every other bad input."""
-    sizes = []
-    for part in (text or "").replace(";", ",").replace(" ", ",").split(","):
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise SpecError("batch_sizes", f"{part!r} is not an integer; write e.g. 32, 64, 128") from None
-        if value < 1:
-            raise SpecError("batch_sizes", f"must be integers >= 1, got {value}")
-        if value not in sizes:
-            sizes.append(value)
-    if not sizes:
-        raise SpecError("batch_sizes", "give at least one batch size, e.g. 32, 64, 128")
-    return sizes
 
 
 def build_spec(values: dict) -> RunSpec:
@@ -83,10 +60,6 @@ def build_spec(values: dict) -> RunSpec:
     spec = RunSpec.from_dict(clean)
     catalog.check_spec(spec)
     return spec
-
-
-def new_sweep_id() -> str:
-    return time.strftime("sweep-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
 
 def preset_choices() -> dict[str, str]:
