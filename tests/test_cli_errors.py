@@ -14,7 +14,7 @@ from dashbench.engine import loop
 
 from dashbench.jobs import queue, runner
 from dashbench.cli import main
-from dashbench.cli.run_cmd import summary
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
 from dashbench.store import Store
 from dashbench.views import run_form
@@ -178,7 +178,7 @@ def test_an_interval_unbounded_above_is_printed_as_a_lower_bound():
     assert stats.ci95_text([800.0, 900.0]) == "95% CI 800.0–900.0"
     assert stats.ci95_text([None, None]) == ""
     result = result_for(SPEC.replace(precision="mixed_float16"), 1000.0, examples_per_sec_ci95=[812.3, None])
-    assert "images/s (95% CI ≥ 812.3)" in summary(result).splitlines()[0]
+    assert "images/s (95% CI ≥ 812.3)" in RunResult.from_dict(result).describe().splitlines()[0]
 
 
 def test_check_spec_resolves_shapes_without_tensorflow(tmp_path):

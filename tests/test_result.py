@@ -8,6 +8,7 @@ import pytest
 from test_store import SPEC, result_for
 
 from dashbench.result import FLAG_TEXT, RunResult
+from dashbench.store import Store
 
 # Written by the engine and the store before RunResult existed (a real tiny CPU run, stored).
 FIXTURE = Path(__file__).parent / "fixtures" / "result_v3.json"
@@ -81,3 +82,11 @@ def test_loaded_result_is_a_copy():
     result.to_dict()["losses"].append(9.9)
     assert result.flags == [] and result.losses == [2.3, 2.2]
 
+
+def test_the_store_loads_results_as_run_results(tmp_path, stored):
+    with Store(tmp_path / "r.sqlite") as store:
+        run_id = store.create_run(SPEC)
+        assert store.get_run(run_id)["result"] is None
+        store.finish_run(run_id, "done", result={**stored, "run_id": run_id})
+        loaded = store.get_run(run_id)["result"]
+    assert isinstance(loaded, RunResult) and loaded.to_dict() == {**stored, "run_id": run_id}
