@@ -14,7 +14,7 @@ from dashbench.engine import loop
 
 from dashbench.jobs import queue, runner
 from dashbench.cli import main
-from dashbench.cli.run_cmd import summary
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
 from dashbench.store import Store
 from dashbench.views import run_form
@@ -113,7 +113,7 @@ def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tm
         assert store.get_run(run_id)["status"] == "queued" and store.count_runs() == 1
 
     measured = []
-    monkeypatch.setattr(loop, "run", lambda spec, on_event=None: measured.append(spec) or result_for(spec, 5.0))
+    monkeypatch.setattr(loop, "run", lambda spec, on_event=None: measured.append(spec) or RunResult.from_dict(result_for(spec, 5.0)))
     code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--json")
     assert code == 0 and measured == [SPEC] and json.loads(out)["run_id"] == run_id
     # An id that is not stored: a new run from the options, recorded under that id.
@@ -216,7 +216,7 @@ def test_an_interval_unbounded_above_is_printed_as_a_lower_bound():
     assert stats.ci95_text([800.0, 900.0]) == "95% CI 800.0–900.0"
     assert stats.ci95_text([None, None]) == ""
     result = result_for(SPEC.replace(precision="mixed_float16"), 1000.0, examples_per_sec_ci95=[812.3, None])
-    assert "images/s (95% CI ≥ 812.3)" in summary(result).splitlines()[0]
+    assert "images/s (95% CI ≥ 812.3)" in RunResult.from_dict(result).describe().splitlines()[0]
 
 
 def test_check_spec_resolves_shapes_without_tensorflow(tmp_path):

@@ -92,13 +92,14 @@ def test_prices_through_python_dash_m(tmp_path):
 def test_preset_summary_prices_the_result_and_shows_the_published_rows():
     from dashbench import presets
     from dashbench.cli.preset_cmd import summary
+    from dashbench.result import RunResult
 
-    result = {"unit": "images", "examples_per_sec": 2000.0, "accelerator": "TPU v2", "accelerator_count": 4,
-              "step_time_median_s": 0.064, "samples": 7, "flags": []}
+    result = RunResult(unit="images", examples_per_sec=2000.0, accelerator="TPU v2", accelerator_count=4,
+                       step_time_median_s=0.064, samples=7)
     text = summary(presets.get("colab-conv2d"), "tpu", result)
     # One TPU v2-8 board at $4.50/h over 7.2 M images/h.
     assert f"${4.50 / 7.2:,.4g} per million images on-demand, ${1.35 / 7.2:,.4g} spot (gcp-tpu-v2-8)" in text
     assert "1.22 ms / iteration = 104,918.0 images/s [above_peak]" in text
     assert "2.47 s / iteration (ran on the CPU)" in text
-    unpriced = summary(presets.get("riseml-bilstm"), "gpu", {**result, "accelerator": "Gaudi2"})
+    unpriced = summary(presets.get("riseml-bilstm"), "gpu", result.replace(accelerator="Gaudi2"))
     assert "no price for Gaudi2" in unpriced and "1,658 examples/s" in unpriced

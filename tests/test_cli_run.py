@@ -38,7 +38,7 @@ def test_run_stored_through_the_runner(tmp_path, capfd):
     with Store(db) as store:
         row = store.get_run(result["run_id"])
         assert row["status"] == "done" and row["label"] == "cli"
-        assert row["result"]["examples_per_sec"] == result["examples_per_sec"]
+        assert row["result"].to_dict() == result
         samples = store.samples(result["run_id"])
     assert len(samples) == 5 and samples["warmup"].sum() == 1
 

@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,10 @@ import pytest
 from dashbench.engine import devices
 
 from dashbench.engine import loop
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec
+
+FIXTURE = Path(__file__).parent / "fixtures" / "result_v3.json"
 
 RESULT_KEYS = {
     "model", "unit", "device", "accelerator", "accelerator_count", "device_names", "replicas",
@@ -35,7 +39,12 @@ def small_cpu_probe(monkeypatch):
 def test_result_keys_events_and_placement():
     events = []
     spec = RunSpec(**TINY_CONV, steps=6, warmup=3, steps_per_loop=3, label="t")
-    result = loop.run(spec, on_event=events.append)
+    measured = loop.run(spec, on_event=events.append)
+    assert isinstance(measured, RunResult) and measured.run_id is None
+    result = measured.to_dict()
+    # Exactly the stored format: the keys (in order) of a result written before RunResult existed.
+    stored = json.loads(FIXTURE.read_text())
+    assert list(result) == [key for key in stored if key != "run_id"]
     assert RESULT_KEYS <= set(result), RESULT_KEYS - set(result)
     assert ENV_KEYS <= set(result["env"])
     json.dumps(result, allow_nan=False)
@@ -63,15 +72,15 @@ def test_result_keys_events_and_placement():
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_runs_on_cpu(precision):
     result = loop.run(RunSpec(model="bilstm", batch_size=8, seq_len=8, width=16, steps=3, warmup=1, precision=precision))
-    assert result["precision"] == precision
-    assert all(np.isfinite(result["losses"])) and result["losses"][-1] < result["losses"][0]
+    assert result.precision == precision
+    assert all(np.isfinite(result.losses)) and result.losses[-1] < result.losses[0]
 
 
 def test_xla_compiles_the_per_replica_step():
     result = loop.run(RunSpec(model="fashion_mnist_cnn", batch_size=16, width=4, steps=3, warmup=1, xla=True))
-    assert result["xla"] is True
-    assert all(np.isfinite(result["losses"]))
-    assert result["placement"]["ops"]
+    assert result.xla is True
+    assert all(np.isfinite(result.losses))
+    assert result.placement["ops"]
 
 
 def cli_argv(*options):

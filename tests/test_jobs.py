@@ -19,6 +19,7 @@ import pytest
 
 from dashbench.jobs import queue
 from dashbench.cli import main
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
@@ -29,6 +30,7 @@ FAKE_RUN = textwrap.dedent('''
     import argparse, json, os, sys, time
     from dashbench.engine import loop
     from dashbench.jobs import runner
+    from dashbench.result import RunResult
 
     def run(spec, on_event=None):
         on_event({"event": "phase", "phase": "measure"})
@@ -40,9 +42,9 @@ FAKE_RUN = textwrap.dedent('''
             time.sleep(spec.seed / 1000)
             on_event({"event": "sample", "index": i, "steps": 1, "duration_s": spec.seed / 1000 + 1e-4,
                       "loss": 1.0, "warmup": False})
-        return {"model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1,
-                "examples_per_sec": 1000.0 * spec.batch_size, "unit": "images", "flags": [],
-                "global_batch_size": spec.batch_size, "samples": spec.steps}
+        return RunResult(model=spec.model, device="cpu", accelerator="CPU", accelerator_count=1,
+                         examples_per_sec=1000.0 * spec.batch_size, unit="images", flags=[],
+                         global_batch_size=spec.batch_size, samples=spec.steps)
 
     loop.run = run
     # Exactly what the job queue passes; anything more (a spec option) fails here with exit code 2.
@@ -58,7 +60,7 @@ FAKE_RUN = textwrap.dedent('''
         sys.exit(exc.exit_code)
     except Exception:
         sys.exit(1)
-    print(json.dumps(result))
+    print(json.dumps(result.to_dict()))
 ''')
 
 TINY = dict(model="fashion_mnist_cnn", image_size=8, width=4, device="cpu")
@@ -147,8 +149,8 @@ def test_the_run_process_gets_only_the_run_id_and_runs_the_stored_spec(tmp_path,
 
     def engine(spec, on_event=None):
         measured.append(spec)
-        return {"model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1,
-                "examples_per_sec": 1.0, "unit": "tokens", "flags": [], "samples": 1}
+        return RunResult(model=spec.model, device="cpu", accelerator="CPU", accelerator_count=1,
+                         examples_per_sec=1.0, unit="tokens", flags=[], samples=1)
 
     monkeypatch.setattr(loop, "run", engine)
     assert main(["run", *argv]) == 0
@@ -164,7 +166,7 @@ def test_a_label_like_an_option_round_trips_through_a_run_process(fake):
     with Store(fake) as store:
         row = store.get_run(run_id)
     assert row["status"] == "done" and row["label"] == "--no-store" and row["spec"]["label"] == "--no-store"
-    assert row["result"]["examples_per_sec"] == 4000.0
+    assert row["result"].examples_per_sec == 4000.0
 
 
 def test_one_run_per_device_and_the_queue_moves_on(fake):
@@ -179,7 +181,7 @@ def test_one_run_per_device_and_the_queue_moves_on(fake):
     with Store(db) as store:
         a, b = store.get_run(first), store.get_run(second)
         assert b["started_at"] >= a["finished_at"]  # strictly one after the other on one device
-        assert a["result"]["examples_per_sec"] == 4000.0 and len(store.samples(first)) == 10
+        assert a["result"].examples_per_sec == 4000.0 and len(store.samples(first)) == 10
         assert os.path.exists(a["log_path"])
 
 
@@ -194,7 +196,7 @@ def test_progress_reports_fraction_samples_and_queue_position(fake):
     assert queue.progress(waiting, db)["queue_position"] == 2
     wait_until(db, lambda: status(db, waiting) == "done", timeout=30)
     done = queue.progress(slow, db)
-    assert done["fraction"] == 1.0 and done["result"]["examples_per_sec"] == 4000.0
+    assert done["fraction"] == 1.0 and done["result"].examples_per_sec == 4000.0
 
 
 def test_cancel_running_and_queued_runs(fake):
@@ -315,6 +317,6 @@ def test_real_job_is_submitted_and_finishes(tmp_path):
     with Store(db) as store:
         run = store.get_run(run_id)
         assert run["status"] == "done", run["error"] or open(run["log_path"]).read()[-2000:]
-        assert run["result"]["examples_per_sec"] > 0 and run["result"]["accelerator"] == "CPU"
+        assert run["result"].examples_per_sec > 0 and run["result"].accelerator == "CPU"
         samples = store.samples(run_id)
         assert int(samples.loc[~samples["warmup"], "steps"].sum()) == 4

@@ -11,6 +11,7 @@ from test_store import SPEC, result_for
 
 from dashbench.engine import loop
 from dashbench.jobs import runner
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
 from dashbench.store import Store, StoreError
 
@@ -33,7 +34,7 @@ class FakeEngine:
                       "loss": 2.0 - i * 0.1, "warmup": i == 0})
         if self.then is not None:
             self.then()
-        return result_for(spec, 1234.0)
+        return RunResult.from_dict(result_for(spec, 1234.0))
 
 
 @pytest.fixture
@@ -47,13 +48,13 @@ def engine(monkeypatch):
 def test_done_records_result_and_samples(tmp_path, engine):
     events = []
     result = runner.execute(SPEC, db_path=tmp_path / "r.sqlite", on_event=events.append)
-    assert result["run_id"] and result["examples_per_sec"] == 1234.0
+    assert result.run_id and result.examples_per_sec == 1234.0
     assert [e["event"] for e in events].count("sample") == 4  # the caller still sees every event
     with Store(tmp_path / "r.sqlite") as store:
-        run = store.get_run(result["run_id"])
-        assert run["status"] == "done" and run["result"]["examples_per_sec"] == 1234.0
+        run = store.get_run(result.run_id)
+        assert run["status"] == "done" and run["result"] == result
         assert run["pid"] == os.getpid() and run["finished_at"] and run["phase"] is None
-        samples = store.samples(result["run_id"])
+        samples = store.samples(result.run_id)
         assert list(samples["index"]) == [0, 1, 2, 3] and list(samples["warmup"]) == [True, False, False, False]
 
 
@@ -90,7 +91,7 @@ def test_queued_row_is_started_and_finished(tmp_path, engine):
     with Store(db) as store:
         run_id = store.create_run(SPEC.replace(label="queued one"), status="queued", sweep_id="s")
     result = runner.execute(None, db_path=db, run_id=run_id)  # the spec comes from the row
-    assert result["run_id"] == run_id
+    assert result.run_id == run_id
     with Store(db) as store:
         run = store.get_run(run_id)
         assert run["status"] == "done" and run["sweep_id"] == "s" and run["spec"]["label"] == "queued one"
@@ -110,13 +111,13 @@ def test_a_stored_run_runs_its_stored_spec_and_no_other(tmp_path, engine):
         runner.execute(SPEC.replace(steps=99), db_path=db, run_id=run_id)
     with Store(db) as store:
         assert store.get_run(run_id)["status"] == "queued"  # refused before it started
-    assert runner.execute(runner.stored_spec(db, run_id), db_path=db, run_id=run_id)["run_id"] == run_id
+    assert runner.execute(runner.stored_spec(db, run_id), db_path=db, run_id=run_id).run_id == run_id
 
 
 def test_unrecorded_run_touches_no_database(tmp_path, engine, monkeypatch):
     monkeypatch.setenv("DASHBENCH_DB", str(tmp_path / "default.sqlite"))
     result = runner.execute(SPEC.to_dict(), record=False)
-    assert result["run_id"] is None and result["examples_per_sec"] == 1234.0
+    assert result.run_id is None and result.examples_per_sec == 1234.0
     assert not (tmp_path / "default.sqlite").exists()
 
 

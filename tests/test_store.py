@@ -160,7 +160,7 @@ def test_migration_from_v1_file(tmp_path):
         assert runs["flags"].iloc[0] == ["loss_not_falling"]
         assert runs["created_at"].iloc[0] == pd.Timestamp(1700000000, unit="s", tz="UTC")
         assert list(store.samples("old-run")["duration_s"]) == [0.5, 0.25]
-        assert store.get_run("old-run")["result"]["examples_per_sec"] == 321.0
+        assert store.get_run("old-run")["result"].examples_per_sec == 321.0
         assert store._read("PRAGMA foreign_key_check") == []
         assert store.price_overrides() == []  # a v3 table exists now
         # The upgraded file takes new runs like any other.

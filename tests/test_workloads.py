@@ -101,7 +101,7 @@ def quick_spec(model, **changes):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_workload_trains_with_a_falling_loss(model):
-    result = loop.run(quick_spec(model))
+    result = loop.run(quick_spec(model)).to_dict()
     losses = result["losses"]
     assert len(losses) == 6 and all(np.isfinite(losses)), losses
     assert not stats.loss_not_falling(losses), losses
@@ -120,7 +120,7 @@ def test_real_fashion_mnist_from_a_tiny_idx_folder(tmp_path):
     datasets.write_idx(tmp_path / "train-labels-idx1-ubyte", labels)
     x, y = datasets.load_fashion_mnist(str(tmp_path), 10)
     assert x.shape == (64, 28, 28, 1) and y.dtype == np.int32
-    result = loop.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), batch_size=32))
+    result = loop.run(quick_spec("fashion_mnist_cnn", data="real", data_path=str(tmp_path), batch_size=32)).to_dict()
     assert result["data"] == "real"
     assert all(np.isfinite(result["losses"]))
     with pytest.raises(SpecError, match="image_size: real fashion_mnist_cnn data is 28 px"):

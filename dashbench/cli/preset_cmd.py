@@ -9,6 +9,7 @@ import sys
 
 from dashbench import presets
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
+from dashbench.result import RunResult
 from dashbench.spec import SpecError
 
 
@@ -69,7 +70,7 @@ def _handle(args) -> int:
     if code:
         return code
     if args.json:
-        run_cmd.print_json(result)
+        run_cmd.print_json(result.to_dict())
         return 0
     print(summary(preset, spec.device, result, db_path=args.db))
     changed = _changed_from_article(preset, spec)
@@ -78,20 +79,14 @@ def _handle(args) -> int:
     return 0
 
 
-def summary(preset, device_class: str, result: dict, db_path=None) -> str:
+def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
     """The result, its cost where priced, and the published rows for this device class."""
     from dashbench.costs import prices, reference
 
-    unit = result.get("unit") or "examples"
-    lines = [
-        f"{result.get('examples_per_sec', float('nan')):,.1f} {unit}/s on {result.get('accelerator')} "
-        f"×{result.get('accelerator_count')} (median step {result.get('step_time_median_s', float('nan')):.4g} s, "
-        f"{result.get('samples')} samples)" + (f" — run {result['run_id']}" if result.get("run_id") else "")
-    ]
-    if result.get("flags"):
-        lines.append(f"flags: {', '.join(result['flags'])}")
+    unit = result.unit
+    lines = [result.describe()]
     store = None
-    if result.get("run_id"):
+    if result.run_id:
         from dashbench.store import Store, StoreError
 
         try:
@@ -99,15 +94,15 @@ def summary(preset, device_class: str, result: dict, db_path=None) -> str:
         except StoreError:
             store = None  # the shipped prices still say something
     try:
-        price = prices.match_price(result.get("accelerator"), result.get("accelerator_count"), prices.catalog(store))
+        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store))
     finally:
         if store is not None:
             store.close()
     if price is None:
-        lines.append(f"cost: no price for {result.get('accelerator')} (set one: python -m dashbench prices set …)")
+        lines.append(f"cost: no price for {result.accelerator} (set one: python -m dashbench prices set …)")
     else:
-        per_m = prices.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour"])
-        spot = prices.usd_per_million_examples(result.get("examples_per_sec"), price["usd_per_hour_spot"])
+        per_m = prices.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour"])
+        spot = prices.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour_spot"])
         text = f"cost: ${per_m:,.4g} per million {unit} on-demand" if per_m is not None else "cost: —"
         if spot is not None:
             text += f", ${spot:,.4g} spot"

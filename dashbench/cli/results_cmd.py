@@ -236,6 +236,7 @@ def cmd_show(args) -> int:
         run = store.get_run(store.resolve_run_id(args.run_id))
         samples = store.samples(run["run_id"])
     if args.json:
+        run["result"] = run["result"].to_dict() if run["result"] else None
         run["samples"] = json.loads(samples.to_json(orient="records"))
         print(json.dumps(run, indent=2, default=str))
         return 0
@@ -244,33 +245,16 @@ def cmd_show(args) -> int:
 
 
 def describe_run(run: dict, samples: pd.DataFrame) -> str:
-    spec, result = run["spec"], run["result"] or {}
+    spec, result = run["spec"], run["result"]
     lines = [f"run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run["error"] else "")]
     context = [f"{k} {run[k]}" for k in ("sweep_id", "label", "host", "pid") if run.get(k)]
     if context:
         lines.append("  " + ", ".join(context))
     lines.append(f"  created {run['created_at']}  started {run['started_at']}  finished {run['finished_at']}")
     lines.append("  spec: " + " ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
-    if result:
-        unit = result.get("unit", "examples")
-        from dashbench.stats import ci95_text
-
-        ci = ci95_text(result.get("examples_per_sec_ci95"))
-        ci = f" ({ci})" if ci else ""
-        lines.append(f"  on {result.get('accelerator')} x{result.get('accelerator_count')} "
-                     f"({result.get('device')}, {result.get('replicas')} replicas)")
-        lines.append(f"  throughput {result.get('examples_per_sec', float('nan')):,.1f} {unit}/s{ci}")
-        med, p10, p90 = (result.get(k) for k in ("step_time_median_s", "step_time_p10_s", "step_time_p90_s"))
-        if med is not None:
-            lines.append(f"  step time median {med * 1e3:.2f} ms (p10 {p10 * 1e3:.2f}, p90 {p90 * 1e3:.2f}),"
-                         f" {result.get('samples')} samples, compile {result.get('compile_s', 0):.2f} s")
-        if result.get("achieved_tflops") is not None:
-            mfu = result.get("mfu")
-            lines.append(f"  {result['achieved_tflops']:.4g} TFLOP/s achieved"
-                         + (f", MFU {mfu:.1%} of {result.get('peak_tflops'):.4g} TFLOP/s peak ({result.get('peak_source')})"
-                            if mfu is not None else ""))
-        if result.get("flags"):
-            lines.append("  flags: " + ", ".join(result["flags"]))
+    if result is not None:
+        # The first line already names the run; its id need not come twice.
+        lines += ["  " + line for line in result.replace(run_id=None).describe().splitlines()]
     if len(samples):
         warm = int(samples["warmup"].sum())
         losses = samples["loss"].dropna()

@@ -17,6 +17,7 @@ import os
 import sys
 
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
 
 
@@ -50,9 +51,9 @@ def handle(args) -> int:
     if code:
         return code
     if args.json:
-        print_json(result)
+        print_json(result.to_dict())
     else:
-        print(summary(result))
+        print(result.describe())
     return 0
 
 
@@ -80,7 +81,7 @@ def _spec(args) -> RunSpec:
 
 
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
-            on_event=None) -> tuple[int, dict | None]:
+            on_event=None) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
@@ -90,9 +91,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     try:
         with _stdout_to_stderr(json_out):
             result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event)
-        if result.get("run_id") is None:
-            result.pop("run_id", None)  # not stored (--no-store): no id, as in the error objects
-        return 0, result
+        return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
     except SpecError as exc:
         return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
@@ -164,25 +163,6 @@ class Progress:
         else:
             return
         print(line, file=sys.stderr, flush=True)
-
-
-def summary(result: dict) -> str:
-    unit = result.get("unit", "examples")
-    from dashbench.stats import ci95_text
-
-    ci = ci95_text(result.get("examples_per_sec_ci95"))
-    ci = f" ({ci})" if ci else ""
-    mfu = f", MFU {result['mfu'] * 100:.1f}% of {result['peak_tflops']:.3g} TFLOP/s ({result['peak_source']})" if result.get("mfu") is not None else ""
-    lines = [
-        f"{result['model']} on {result['accelerator']} ×{result['accelerator_count']} "
-        f"({result['replicas']} replica(s), batch {result['global_batch_size']}, {result['precision']}"
-        f"{', XLA' if result['xla'] else ''}): {result['examples_per_sec']:,.1f} {unit}/s{ci}",
-        f"step time median {result['step_time_median_s'] * 1e3:.2f} ms (p10 {result['step_time_p10_s'] * 1e3:.2f}, "
-        f"p90 {result['step_time_p90_s'] * 1e3:.2f}, {result['samples']} samples); compile {result['compile_s']:.2f} s",
-        f"achieved {result['achieved_tflops'] or 0:.4g} TFLOP/s{mfu}",
-        f"flags: {', '.join(result['flags']) or 'none'}" + (f"; run id {result['run_id']}" if result.get("run_id") else ""),
-    ]
-    return "\n".join(lines)
 
 
 def json_safe(value):

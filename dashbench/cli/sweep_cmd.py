@@ -17,6 +17,7 @@ from dashbench import catalog
 from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+from dashbench.result import RunResult
 from dashbench.spec import SpecError, parse_batch_sizes
 from dashbench.store import TERMINAL, Store, StoreError, default_db_path, new_sweep_id
 
@@ -85,16 +86,15 @@ def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
 
 
 def _summary(run: dict) -> str:
-    result = run["result"] or {}
-    if run["status"] == "done":
-        return f"done, {result.get('examples_per_sec', float('nan')):,.1f} {result.get('unit', 'examples')}/s ({run['run_id']})"
+    if run["status"] == "done" and run["result"] is not None:
+        return f"done, {run['result'].throughput_text()} ({run['run_id']})"
     return f"{run['status']}: {run['error']} ({run['run_id']})"
 
 
 def _point(run: dict, size: int) -> dict:
-    result = run["result"] or {}
+    result = run["result"] or RunResult()
     return {
         "run_id": run["run_id"], "batch_size": size, "status": run["status"], "error": run["error"],
-        "examples_per_sec": result.get("examples_per_sec"), "step_time_median_s": result.get("step_time_median_s"),
-        "mfu": result.get("mfu"), "flags": result.get("flags", []),
+        "examples_per_sec": result.examples_per_sec, "step_time_median_s": result.step_time_median_s,
+        "mfu": result.mfu, "flags": list(result.flags),
     }

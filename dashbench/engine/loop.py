@@ -1,4 +1,4 @@
-"""The measured training loop: RunSpec in, result dict out (the store and the dashboard read its keys).
+"""The measured training loop: RunSpec in, RunResult out.
 
 How it measures (DESIGN.md, "Measuring honestly"):
 - a custom loop: `strategy.run` inside one `tf.function` that runs `steps_per_loop` steps per host
@@ -22,6 +22,7 @@ from typing import Callable, Optional
 from dashbench import catalog, peaks, stats
 
 from dashbench.engine import devices, envinfo, workloads
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
@@ -33,8 +34,8 @@ _COMPUTE_OPS = re.compile(
 Event = Callable[[dict], None]
 
 
-def run(spec: RunSpec, on_event: Optional[Event] = None) -> dict:
-    """Train `spec.model` as the spec says and return the measured result (JSON-able dict)."""
+def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
+    """Train `spec.model` as the spec says and return the measured result."""
     emit = on_event or (lambda event: None)
     workload = catalog.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
@@ -52,7 +53,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> dict:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
+def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
     strategy = target.strategy
     global_batch = spec.batch_size
     per_replica_batch = global_batch // target.replicas
@@ -151,35 +152,35 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
         flags.append(stats.FLAG_PLACEMENT_MISMATCH)
 
     xla = spec.xla or target.kind == "tpu"
-    result = {
-        "model": spec.model,
-        "unit": workload.unit,
-        "device": target.kind,
-        "accelerator": target.accelerator,
-        "accelerator_count": target.accelerator_count,
-        "device_names": list(target.device_names),
-        "replicas": target.replicas,
-        "global_batch_size": global_batch,
-        "per_replica_batch_size": per_replica_batch,
-        "precision": spec.precision,
-        "xla": xla,
-        "data": spec.data,
-        "status": "done",
+    return RunResult(
+        model=spec.model,
+        unit=workload.unit,
+        device=target.kind,
+        accelerator=target.accelerator,
+        accelerator_count=target.accelerator_count,
+        device_names=list(target.device_names),
+        replicas=target.replicas,
+        global_batch_size=global_batch,
+        per_replica_batch_size=per_replica_batch,
+        precision=spec.precision,
+        xla=xla,
+        data=spec.data,
+        status="done",
         **timing,
-        "steps": spec.steps,
-        "steps_per_loop": spec.steps_per_loop,
-        "compile_s": compile_s,
-        "flops_per_example": flops["training"],
-        "forward_flops_per_example": flops["forward"],
-        "achieved_tflops": achieved,
-        "peak_tflops": peak_tflops,
-        "peak_source": source_name,
-        "mfu": stats.mfu(achieved, peak_tflops),
-        "flags": flags,
-        "losses": losses,
-        "placement": placement,
-        "shapes": shapes.to_dict(),
-        "env": envinfo.record(
+        steps=spec.steps,
+        steps_per_loop=spec.steps_per_loop,
+        compile_s=compile_s,
+        flops_per_example=flops["training"],
+        forward_flops_per_example=flops["forward"],
+        achieved_tflops=achieved,
+        peak_tflops=peak_tflops,
+        peak_source=source_name,
+        mfu=stats.mfu(achieved, peak_tflops),
+        flags=flags,
+        losses=losses,
+        placement=placement,
+        shapes=shapes.to_dict(),
+        env=envinfo.record(
             target.device_names, spec.precision, xla,
             {
                 "strategy": type(target.strategy).__name__,
@@ -189,9 +190,8 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> dict:
                 "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
             },
         ),
-        "spec": spec.to_dict(),
-    }
-    return result
+        spec=spec.to_dict(),
+    )
 
 
 def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Callable
 
+from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.store import Store, StoreError, this_host
 
@@ -106,8 +107,9 @@ def _cancel_on_signals():
 
 
 def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
-            on_event: Callable[[dict], None] | None = None) -> dict:
-    """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with "run_id" added.
+            on_event: Callable[[dict], None] | None = None) -> RunResult:
+    """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with its run_id
+    (None when not recorded).
 
     With `run_id`, an existing queued row (e.g. from the job runner) is started with the spec stored
     in it: pass None, or the spec `stored_spec` read from that row; a different spec is refused. A
@@ -140,10 +142,9 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True):
-                result = dict(result)
-                result["run_id"] = run_id
+                result = result.replace(run_id=run_id)
                 if store is not None:
-                    store.finish_run(run_id, "done", result=result)
+                    store.finish_run(run_id, "done", result=result.to_dict())
             return result
     finally:
         if store is not None:

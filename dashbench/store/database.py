@@ -25,6 +25,7 @@ import pandas as pd
 
 from dashbench.store import queries, schema
 from dashbench.store.schema import FINAL, STATUSES, TERMINAL
+from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
 BUSY_TIMEOUT_S = 30.0
@@ -352,6 +353,7 @@ class Store:
     # -- queries ---------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> dict | None:
+        """One run in full; its "result" is a RunResult (None until the run is done)."""
         rows = self._read(
             "SELECT run_id, status, spec_json, result_json, error, created_at, started_at, finished_at, pid, host,"
             " sweep_id, label, phase, cancel_requested, log_path FROM runs JOIN run_blobs USING (run_id)"
@@ -364,7 +366,7 @@ class Store:
          phase, cancel_requested, log_path) = rows[0]
         return {
             "run_id": run_id, "status": status, "spec": json.loads(spec_json),
-            "result": json.loads(result_json) if result_json else None, "error": error,
+            "result": RunResult.from_dict(json.loads(result_json)) if result_json else None, "error": error,
             "created_at": iso(created), "started_at": iso(started), "finished_at": iso(finished),
             "pid": pid, "host": host, "sweep_id": sweep_id, "label": label, "phase": phase,
             "cancel_requested": bool(cancel_requested), "log_path": log_path,

@@ -8,19 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-# Exact flag strings from the engine, with what the user must read next to a figure.
-FLAG_TEXT = {
-    "above_peak": "above peak: faster than the hardware's peak, so the measurement is invalid",
-    "non_finite_loss": "loss became NaN/inf",
-    "loss_not_falling": "did not converge: the loss did not fall",
-    "placement_mismatch": "not on the chosen device: ops ran elsewhere",
-}
-FLAG_SHORT = {
-    "above_peak": "above peak",
-    "non_finite_loss": "NaN loss",
-    "loss_not_falling": "did not converge",
-    "placement_mismatch": "placement mismatch",
-}
+from dashbench.result import FLAG_SHORT, FLAG_TEXT  # the flags' wording lives with the result
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashbench.views.format import FLAG_TEXT, flag_list, flag_text, is_number, run_label, with_ms
+from dashbench.views.format import flag_text, run_label, with_ms
 
 # The figures a user came for first, then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -44,58 +44,21 @@ def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
 
 
 def run_detail(run: dict) -> dict:
-    """What the detail view shows for one stored run: headline numbers, flags explained, environment."""
-    result = run.get("result") or {}
-    flags = flag_list(result.get("flags"))
+    """What the detail view shows for one stored run: headline figures, flags explained, environment."""
+    result = run.get("result")
+    values = result.to_dict() if result is not None else {}
+    spec = run.get("spec") or {}
     return {
-        "title": run_label({**(run.get("spec") or {}), **result, "run_id": run.get("run_id"),
-                            "label": run.get("label"), "batch_size": result.get("global_batch_size")
-                            or (run.get("spec") or {}).get("batch_size")}),
+        "title": run_label({**spec, **values, "run_id": run.get("run_id"), "label": run.get("label"),
+                            "batch_size": values.get("global_batch_size") or spec.get("batch_size")}),
         "status": run.get("status"),
         "error": run.get("error"),
-        "headline": headline(result) if result else [],
-        "flags": [(f, FLAG_TEXT.get(f, f)) for f in flags],
-        "env": result.get("env") or {},
-        "placement": result.get("placement") or {},
-        "spec": run.get("spec") or {},
+        "headline": result.figures() if result is not None else [],
+        "flags": result.flag_notes() if result is not None else [],
+        "env": values.get("env") or {},
+        "placement": values.get("placement") or {},
+        "spec": spec,
     }
-
-
-def headline(result: dict) -> list[tuple[str, str, str]]:
-    """(label, value, detail) triples for st.metric: the figures a finished run is judged by."""
-    unit = result.get("unit") or "examples"
-    out = []
-    eps = result.get("examples_per_sec")
-    if is_number(eps):
-        from dashbench.stats import ci95_text
-
-        detail = ci95_text(result.get("examples_per_sec_ci95"))
-        out.append((f"{unit}/s", f"{eps:,.1f}", detail))
-    med = result.get("step_time_median_s")
-    if is_number(med):
-        p10, p90 = result.get("step_time_p10_s"), result.get("step_time_p90_s")
-        detail = f"p10 {p10 * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms" if is_number(p10) and is_number(p90) else ""
-        samples = result.get("samples")
-        if is_number(samples):
-            detail += f"{', ' if detail else ''}{int(samples)} samples"
-        out.append(("step time, median", f"{med * 1000:.1f} ms", detail))
-    if is_number(result.get("compile_s")):
-        out.append(("compile + first step", f"{result['compile_s']:.2f} s", "not in the throughput"))
-    tflops = result.get("achieved_tflops")
-    if is_number(tflops):
-        mfu = result.get("mfu")
-        peak = result.get("peak_tflops")
-        detail = (f"MFU {mfu:.1%}" if is_number(mfu) else "") + (
-            f" of {peak:.3g} TFLOP/s peak ({result.get('peak_source', 'datasheet')})" if is_number(peak) else "")
-        # The unit sits in the label: a metric value longer than ~6 characters is cut off ("5.57 TFL…").
-        out.append(("achieved TFLOP/s", f"{tflops:.3g}", detail.strip()))
-    where = result.get("accelerator") or result.get("device")
-    if where:
-        count = result.get("accelerator_count")
-        names = result.get("device_names") or []
-        out.append(("ran on", f"{int(count)}× {where}" if is_number(count) and count > 1 else str(where),
-                    ", ".join(map(str, names))))
-    return out
 
 
 def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:

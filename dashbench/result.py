@@ -1,0 +1,216 @@
+"""RunResult: what was measured. Built by the engine, stored as JSON by the store, loaded back by it,
+and put into words here once for the CLI and the dashboard.
+
+No TensorFlow here. The JSON keys are the stored format: `to_dict()` writes exactly the keys the
+engine always wrote, and `from_dict()` reads any result JSON written since (missing keys get their
+defaults, unknown ones are kept as they are).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from dashbench import stats
+
+# The engine's flag strings, and what the user must read next to a flagged figure.
+FLAG_TEXT = {
+    stats.FLAG_ABOVE_PEAK: "above peak: faster than the hardware's peak, so the measurement is invalid",
+    stats.FLAG_NON_FINITE_LOSS: "loss became NaN/inf",
+    stats.FLAG_LOSS_NOT_FALLING: "did not converge: the loss did not fall",
+    stats.FLAG_PLACEMENT_MISMATCH: "not on the chosen device: ops ran elsewhere",
+}
+FLAG_SHORT = {
+    stats.FLAG_ABOVE_PEAK: "above peak",
+    stats.FLAG_NON_FINITE_LOSS: "NaN loss",
+    stats.FLAG_LOSS_NOT_FALLING: "did not converge",
+    stats.FLAG_PLACEMENT_MISMATCH: "placement mismatch",
+}
+
+Figure = tuple[str, str, str]  # (label, value, detail), as a dashboard metric shows it
+
+
+@dataclass(frozen=True)
+class RunResult:
+    # Field order is the stored JSON's key order. Every field has a default so that results written
+    # by older versions (or stand-in engines in tests) still load.
+    model: Optional[str] = None
+    unit: str = "examples"
+    device: Optional[str] = None  # the resolved kind: cpu, gpu or tpu
+    accelerator: Optional[str] = None  # "CPU", "V100", "TPU v2", ...
+    accelerator_count: Optional[int] = None
+    device_names: list[str] = field(default_factory=list)
+    replicas: Optional[int] = None
+    global_batch_size: Optional[int] = None
+    per_replica_batch_size: Optional[int] = None
+    precision: Optional[str] = None
+    xla: bool = False
+    data: Optional[str] = None
+    status: str = "done"
+    examples_per_sec: Optional[float] = None
+    examples_per_sec_ci95: list[Optional[float]] = field(default_factory=lambda: [None, None])  # hi None: unbounded
+    step_time_median_s: Optional[float] = None
+    step_time_p10_s: Optional[float] = None
+    step_time_p90_s: Optional[float] = None
+    step_time_std_s: Optional[float] = None
+    samples: Optional[int] = None  # measured host loops
+    steps: Optional[int] = None
+    steps_per_loop: Optional[int] = None
+    compile_s: Optional[float] = None  # tracing + compilation + the first loop; not in the throughput
+    flops_per_example: Optional[float] = None  # one training step (forward + backward)
+    forward_flops_per_example: Optional[float] = None
+    achieved_tflops: Optional[float] = None
+    peak_tflops: Optional[float] = None  # all accelerators used together
+    peak_source: Optional[str] = None  # "datasheet" | "measured" | None (no peak known)
+    mfu: Optional[float] = None
+    flags: list[str] = field(default_factory=list)
+    losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
+    placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
+    shapes: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)
+    run_id: Optional[str] = None  # set once the run is stored; absent from the JSON while None
+    # Keys this version does not know (a newer writer's): kept, and written back as they came.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in _json_fields()}
+        if out["run_id"] is None:
+            del out["run_id"]
+        out.update(self.extra)
+        return _copied(out)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunResult":
+        if not isinstance(data, dict):
+            raise TypeError(f"result: must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in _json_fields()}
+        # A null where a field has a default (a list, an object, the unit) reads as that default.
+        values = {k: v for k, v in _copied(data).items() if k in known and not (v is None and k in _DEFAULTED)}
+        return cls(**values, extra={k: _copied(v) for k, v in data.items() if k not in known})
+
+    def replace(self, **changes) -> "RunResult":
+        return dataclasses.replace(self, **changes)
+
+    # -- in words ----------------------------------------------------------------------------------
+
+    def headline(self) -> str:
+        """One line: what ran, where, and its throughput with the 95% interval."""
+        where = self.accelerator or (self.device or "?").upper()
+        if _number(self.accelerator_count):
+            where += f" ×{int(self.accelerator_count)}"
+        setup = []
+        if _number(self.replicas):
+            setup.append(f"{int(self.replicas)} replica(s)")
+        if _number(self.global_batch_size):
+            setup.append(f"batch {int(self.global_batch_size)}")
+        if self.precision:
+            setup.append(self.precision)
+        if self.xla:
+            setup.append("XLA")
+        what = f"{self.model} on {where}" if self.model else where
+        if setup:
+            what += f" ({', '.join(setup)})"
+        return f"{what}: {self.throughput_text()}"
+
+    def throughput_text(self) -> str:
+        """'1,234.5 images/s (95% CI 1,200.0–1,270.0)'."""
+        value = f"{self.examples_per_sec:,.1f}" if _number(self.examples_per_sec) else "?"
+        ci = stats.ci95_text(self.examples_per_sec_ci95)
+        return f"{value} {self.unit}/s" + (f" ({ci})" if ci else "")
+
+    def figures(self) -> list[Figure]:
+        """The figures a finished run is judged by, as (label, value, detail): the dashboard shows
+        them as metrics, `describe()` as lines."""
+        throughput = []
+        if _number(self.examples_per_sec):
+            throughput.append((f"{self.unit}/s", f"{self.examples_per_sec:,.1f}",
+                               stats.ci95_text(self.examples_per_sec_ci95)))
+        return throughput + self._details()
+
+    def _details(self) -> list[Figure]:
+        """The figures after throughput (which the headline already holds)."""
+        out: list[Figure] = []
+        if _number(self.step_time_median_s):
+            detail = []
+            if _number(self.step_time_p10_s) and _number(self.step_time_p90_s):
+                detail.append(f"p10 {_ms(self.step_time_p10_s)}, p90 {_ms(self.step_time_p90_s)}")
+            if _number(self.samples):
+                detail.append(f"{int(self.samples)} samples")
+            out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
+        if _number(self.compile_s):
+            out.append(("compile + first step", f"{self.compile_s:.2f} s", "not in the throughput"))
+        if _number(self.achieved_tflops):
+            # The unit sits in the label: a metric value longer than ~6 characters is cut off ("5.57 TFL…").
+            out.append(("achieved TFLOP/s", f"{self.achieved_tflops:.3g}", self._tflops_detail()))
+        where = self.accelerator or self.device
+        if where:
+            count = self.accelerator_count
+            value = f"{int(count)}× {where}" if _number(count) and count > 1 else str(where)
+            names = ", ".join(map(str, self.device_names))
+            detail = f"{self.device}: {names}" if self.device and names else self.device or names
+            out.append(("ran on", value, detail))
+        return out
+
+    def flag_notes(self) -> list[tuple[str, str]]:
+        """(flag, what it means) for each flag the run raised."""
+        return [(f, FLAG_TEXT.get(f, f)) for f in self.flags]
+
+    def describe(self) -> str:
+        """Several lines for a terminal: the headline, each figure, each flag explained, the run id."""
+        lines = [self.headline()]
+        lines += [f"  {label}: {value}" + (f" — {detail}" if detail else "") for label, value, detail in self._details()]
+        notes = [f"{name} — {text}" for name, text in self.flag_notes()] or ["none"]
+        lines.append("  flags: " + notes[0])
+        lines += [" " * len("  flags: ") + note for note in notes[1:]]
+        if self.run_id:
+            lines.append(f"  run id {self.run_id}")
+        return "\n".join(lines)
+
+    def _tflops_detail(self) -> str:
+        parts = []
+        if _number(self.mfu) and _number(self.peak_tflops):
+            parts.append(f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
+        elif _number(self.peak_tflops):
+            parts.append(f"of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
+        else:
+            parts.append("no peak known for this accelerator, so no MFU")
+        if _number(self.flops_per_example):
+            parts.append(f"{_si(self.flops_per_example)}FLOP per example")
+        return "; ".join(parts)
+
+
+def _json_fields():
+    return [f for f in fields(RunResult) if f.name != "extra"]
+
+
+_DEFAULTED = {"unit", "device_names", "examples_per_sec_ci95", "flags", "losses", "placement", "shapes", "env",
+              "spec", "xla", "status"}
+
+
+def _copied(value):
+    """A deep copy of plain JSON data, so a RunResult never shares a list with its caller."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copied(v) for v in value]
+    return value
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms"
+
+
+def _si(value: float) -> str:
+    """76800 → '76.8 k' (a prefix for FLOP counts, with its space)."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}"
+    return f"{value:.3g} "
