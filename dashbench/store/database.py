@@ -335,7 +335,8 @@ class Store:
 
     def reconcile(self, skip_pids: Iterable[int] = ()) -> int:
         """Runs marked running on this host whose process is gone become `interrupted` (or
-        `cancelled` if a cancel was asked for). Their samples so far stay. Returns how many."""
+        `cancelled` if a cancel was asked for). Their samples so far stay. Returns how many.
+        `skip_pids`: processes the caller launched itself and judges from their exit codes."""
         with self._write("reconcile runs") as conn:
             return _reconcile(conn, frozenset(skip_pids))
 
