@@ -12,7 +12,6 @@ docs/PERFORMANCE.md between the `<!-- store -->` markers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -25,9 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dashbench.store import schema  # noqa: E402
 from dashbench.spec import RunSpec  # noqa: E402
-from dashbench.store.database import Store, insert_run  # noqa: E402
+from dashbench.store import Store  # noqa: E402
 
 MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
 ACCELERATORS = [("cpu", "CPU", 1), ("gpu", "V100", 1), ("gpu", "A100", 8), ("gpu", "T4", 1),
@@ -37,7 +35,8 @@ BATCHES = [16, 32, 64, 128, 256, 512, 1024]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
 
 
-def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> tuple[dict, list[tuple]]:
+def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> dict:
+    """One ended run as Store.import_rows takes it."""
     model = rng.choice(MODELS)
     device, accelerator, count = rng.choice(ACCELERATORS)
     spec = RunSpec(model=model, batch_size=rng.choice(BATCHES), device=device, precision=rng.choice(PRECISIONS),
@@ -65,31 +64,24 @@ def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> tuple[dict,
                     "xla": False, "dashbench_version": "0.1.0", "git_commit": "abc1234", "platform": "Linux"},
             "spec": spec.to_dict(),
         }
-    spec_d = spec.to_dict()
-    row = {
-        "run_id": f"bench-{i:07d}", "status": status, "spec_json": json.dumps(spec_d),
-        "result_json": json.dumps(result) if result else None,
+    n = samples + 2 if status != "failed" else 1
+    return {
+        "run_id": f"bench-{i:07d}", "status": status, "spec": spec.to_dict(), "result": result,
         "error": "ResourceExhaustedError: OOM" if status == "failed" else None,
         "created_at": created, "started_at": created + 1, "finished_at": created + 25, "pid": 1000 + i % 30000,
         "host": "bench-host", "sweep_id": f"sweep-{i // 5}" if (i // 5) % 3 == 0 else None, "label": spec.label,
-        **schema.flat_values(spec_d, result),
+        "samples": [[k, 1, 0.01 + rng.random() * 1e-3, 2.3 - 0.01 * k, k < 2] for k in range(n)],
     }
-    n = samples + 2 if status != "failed" else 1
-    rows = [(row["run_id"], k, 1, 0.01 + rng.random() * 1e-3, 2.3 - 0.01 * k, int(k < 2)) for k in range(n)]
-    return row, rows
 
 
-def fill(path: Path, runs: int, samples: int, seed: int = 0) -> float:
+def fill(path: Path, runs: int, samples: int, seed: int = 0) -> tuple[float, int]:
+    """Seconds to store `runs` fake runs in one transaction, and how many samples they have."""
     rng = random.Random(seed)
     t0 = time.time() - runs * 30.0
     started = time.perf_counter()
     with Store(path) as store:
-        with store._write("fill") as conn:
-            for i in range(runs):
-                row, sample_rows = fake_run(rng, i, t0, samples)
-                insert_run(conn, row)
-                conn.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?)", sample_rows)
-    return time.perf_counter() - started
+        counts = store.import_rows(fake_run(rng, i, t0, samples) for i in range(runs))
+    return time.perf_counter() - started, counts["samples_added"]
 
 
 def timed(fn, repeat: int = 7) -> tuple[float, object]:
@@ -147,6 +139,13 @@ def measure_inserts(path: Path, runs: int = 300, samples: int = 20) -> list[tupl
     ]
 
 
+def checkpoint(path: Path) -> None:
+    """Fold the WAL into the main file, so its size is the database's."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
 def plans(path: Path) -> list[str]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     out = []
@@ -182,10 +181,8 @@ def main() -> int:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.sqlite"
-        fill_s = fill(path, args.runs, args.samples)
-        with Store(path) as store:
-            n_samples = store._read("SELECT count(*) FROM samples")[0][0]
-            store._read("PRAGMA wal_checkpoint(TRUNCATE)")
+        fill_s, n_samples = fill(path, args.runs, args.samples)
+        checkpoint(path)
         size_mb = path.stat().st_size / 2**20
         query_rows = measure(path, args.runs, args.samples)
         insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite")

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from dashbench.store import schema
+from dashbench.store import bundle, schema
 from dashbench.spec import RunSpec
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
 
@@ -210,16 +210,16 @@ def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
         queued = store.create_run(SPEC, status="queued")
         store.set_price_override({"key": "x", "device": "CPU", "unit": "hour", "on_demand_usd_per_hour": 1.0})
     before = file_hash(path)
-    bundle = tmp_path / "b.json"
+    bundle_path = tmp_path / "b.json"
     with Store(path) as writer_side:
-        writer_side.export_bundle(bundle)
+        bundle.export_bundle(writer_side, bundle_path)
     assert file_hash(path) == before
 
     with Store(path, read_only=True) as ro:
         assert len(ro.runs()) == 2 and len(ro.samples(run_id)) == 3
         assert ro.get_run(run_id)["status"] == "done"
         assert ro.price_overrides()[0]["key"] == "x"
-        ro.export_bundle(tmp_path / "b2.json")  # reading out is allowed
+        bundle.export_bundle(ro, tmp_path / "b2.json")  # reading out is allowed
         writes = {
             "create_run": lambda: ro.create_run(SPEC),
             "start_run": lambda: ro.start_run(queued, 1),
@@ -227,9 +227,12 @@ def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
             "set_phase": lambda: ro.set_phase(run_id, "measure"),
             "finish_run": lambda: ro.finish_run(queued, "failed"),
             "request_cancel": lambda: ro.request_cancel(queued),
+            "finish_unreported": lambda: ro.finish_unreported(queued, "failed", "exit code 1"),
             "reconcile": ro.reconcile,
+            "claim_queue": lambda: ro.claim_queue().__enter__(),
+            "import_rows": lambda: ro.import_rows([]),
             "delete_runs": lambda: ro.delete_runs([run_id]),
-            "import_bundles": lambda: ro.import_bundles([bundle]),
+            "import_bundles": lambda: bundle.import_bundles(ro, [bundle_path]),
             "set_price_override": lambda: ro.set_price_override({"key": "y", "device": "CPU", "unit": "hour"}),
             "delete_price_override": lambda: ro.delete_price_override("x"),
             "reset_price_overrides": ro.reset_price_overrides,

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from test_store import SPEC, result_for, samples_for
 
-from dashbench.store import schema
+from dashbench.result import RunResult
+from dashbench.store import bundle, schema
 from dashbench.store import BundleError, Store
 
 
@@ -27,7 +28,7 @@ def fill(store: Store) -> list[str]:
 def test_round_trip_into_an_empty_store(tmp_path):
     with Store(tmp_path / "a.sqlite") as source:
         ids = fill(source)
-        assert source.export_bundle(tmp_path / "bundle.json") == 4
+        assert bundle.export_bundle(source, tmp_path / "bundle.json") == 4
         expected_runs = source.runs()
         expected_samples = {run_id: source.samples(run_id) for run_id in ids}
         expected_rows = {run_id: source.get_run(run_id) for run_id in ids}
@@ -37,7 +38,7 @@ def test_round_trip_into_an_empty_store(tmp_path):
     assert data["environment"]["host"] and data["sample_columns"] == ["index", "steps", "duration_s", "loss", "warmup"]
 
     with Store(tmp_path / "b.sqlite") as target:
-        counts = target.import_bundles([tmp_path / "bundle.json"])
+        counts = bundle.import_bundles(target, [tmp_path / "bundle.json"])
         assert counts == {"files": 1, "runs_added": 4, "runs_skipped": 0, "samples_added": 2 + 4 + 8 + 1}
         pd.testing.assert_frame_equal(target.runs(), expected_runs)
         for run_id in ids:
@@ -45,15 +46,32 @@ def test_round_trip_into_an_empty_store(tmp_path):
             assert target.get_run(run_id) == expected_rows[run_id]
 
 
+def test_a_bundled_run_is_the_stored_run_and_its_samples(tmp_path):
+    with Store(tmp_path / "a.sqlite") as source:
+        ids = fill(source)
+        bundle.export_bundle(source, tmp_path / "bundle.json")
+        stored = {run_id: source.get_run(run_id) for run_id in ids}
+        samples = {run_id: [[None if pd.isna(v) else v for v in row] for row in source.samples(run_id).values.tolist()]
+                   for run_id in ids}
+    runs = json.loads((tmp_path / "bundle.json").read_text())["runs"]
+    assert [run["run_id"] for run in runs] == ids  # oldest first
+    for run in runs:
+        live = {"phase", "cancel_requested", "log_path"}
+        row = stored[run["run_id"]]
+        result = RunResult.from_dict(run["result"]) if run["result"] is not None else None
+        assert {**run, "result": result} == {**{k: v for k, v in row.items() if k not in live},
+                                             "samples": samples[run["run_id"]]}
+
+
 def test_same_run_imported_twice_is_kept_once(tmp_path):
     with Store(tmp_path / "a.sqlite") as source:
         fill(source)
-        source.export_bundle(tmp_path / "all.json")
-        source.export_bundle(tmp_path / "some.json", batch_size=[8, 16])
+        bundle.export_bundle(source, tmp_path / "all.json")
+        bundle.export_bundle(source, tmp_path / "some.json", batch_size=[8, 16])
     with Store(tmp_path / "b.sqlite") as target:
-        first = target.import_bundles([tmp_path / "some.json", tmp_path / "all.json"])
+        first = bundle.import_bundles(target, [tmp_path / "some.json", tmp_path / "all.json"])
         assert (first["runs_added"], first["runs_skipped"]) == (4, 2)
-        again = target.import_bundles([tmp_path / "all.json"])
+        again = bundle.import_bundles(target, [tmp_path / "all.json"])
         assert (again["runs_added"], again["runs_skipped"], again["samples_added"]) == (0, 4, 0)
         assert target.count_runs() == 4
         assert target._read("SELECT count(*) FROM samples")[0][0] == 15
@@ -62,9 +80,9 @@ def test_same_run_imported_twice_is_kept_once(tmp_path):
 def test_unfinished_runs_arrive_as_interrupted(tmp_path):
     with Store(tmp_path / "a.sqlite") as source:
         source.create_run(SPEC, status="queued")
-        source.export_bundle(tmp_path / "q.json")
+        bundle.export_bundle(source, tmp_path / "q.json")
     with Store(tmp_path / "b.sqlite") as target:
-        target.import_bundles([tmp_path / "q.json"])
+        bundle.import_bundles(target, [tmp_path / "q.json"])
         run = target.runs().iloc[0]
         # A queued row here would be started by this machine's job runner: it must not be.
         assert run["status"] == "interrupted" and "exported while queued" in run["error"]
@@ -73,7 +91,7 @@ def test_unfinished_runs_arrive_as_interrupted(tmp_path):
 def _bundle(tmp_path) -> dict:
     with Store(tmp_path / "src.sqlite") as source:
         fill(source)
-        source.export_bundle(tmp_path / "good.json")
+        bundle.export_bundle(source, tmp_path / "good.json")
     return json.loads((tmp_path / "good.json").read_text())
 
 
@@ -130,7 +148,7 @@ def test_bad_bundles_are_refused_and_nothing_is_written(tmp_path, how, message):
         before = target.runs()
         # The good file is listed first: one transaction means none of it lands either.
         with pytest.raises(BundleError, match=message) as caught:
-            target.import_bundles([tmp_path / "good.json", bad])
+            bundle.import_bundles(target, [tmp_path / "good.json", bad])
         assert str(bad) in str(caught.value) and "nothing was imported" in str(caught.value)
         pd.testing.assert_frame_equal(target.runs(), before)
         assert target._read("SELECT count(*) FROM samples")[0][0] == 0
@@ -142,7 +160,7 @@ def test_missing_and_binary_files_are_refused(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     with Store(tmp_path / "t.sqlite") as target:
         with pytest.raises(BundleError, match="cannot read the file"):
-            target.import_bundles([tmp_path / "nope.json"])
+            bundle.import_bundles(target, [tmp_path / "nope.json"])
         with pytest.raises(BundleError, match="not a text file|not valid JSON"):
-            target.import_bundles([binary])
+            bundle.import_bundles(target, [binary])
         assert target.count_runs() == 0

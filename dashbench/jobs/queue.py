@@ -10,7 +10,6 @@ No TensorFlow here.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 from dashbench.spec import RunSpec
-from dashbench.store.database import Store, StoreError, _update, now, pid_alive, reconcile_locked, this_host
+from dashbench.store import ACTIVE, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; if it has not ended after this long (stuck in a long compiled
 # op, say), the next pump sends SIGKILL and it is recorded as cancelled all the same.
@@ -67,24 +66,11 @@ def pump(db_path=None) -> list[str]:
         _reap(store)
         db = str(store.path.resolve())
         started = []
-        with store._write("start queued runs") as conn:
-            # Our own children are judged by _reap from their exit codes, which say more.
-            reconcile_locked(conn, _our_pids())
-            _escalate_cancels(conn)
-            busy = set()
-            for (spec_json,) in conn.execute(
-                "SELECT spec_json FROM runs JOIN run_blobs USING (run_id) WHERE status = 'running' AND host = ?",
-                (this_host(),),
-            ).fetchall():
-                busy.add(device_key(json.loads(spec_json)))
-            queued = conn.execute(
-                "SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id)"
-                " WHERE status = 'queued' AND (host = ? OR host IS NULL)"
-                " ORDER BY created_at, run_id",
-                (this_host(),),
-            ).fetchall()
-            for run_id, spec_json in queued:
-                spec = json.loads(spec_json)
+        # Our own children are judged by _reap from their exit codes, which say more.
+        with store.claim_queue(skip_pids=_our_pids()) as claim:
+            _escalate_cancels(claim.cancels_asked())
+            busy = {device_key(spec) for spec in claim.running_specs()}
+            for run_id, spec in claim.queued():
                 key = device_key(spec)
                 if _conflicts(key, busy):
                     busy.add(key)  # first come, first served: later runs for this device wait too
@@ -93,15 +79,13 @@ def pump(db_path=None) -> list[str]:
                 try:
                     proc = _launch(run_id, db, log_path)
                 except OSError as exc:
-                    _update(conn, run_id, {"status": "failed", "finished_at": now(),
-                                           "error": f"could not start the run process: {exc}"})
+                    claim.failed_to_start(run_id, f"could not start the run process: {exc}")
                     continue
                 with _children_lock:
                     _children[(db, run_id)] = proc
-                # Marked running with the child's pid before the lock is released: no other pump
-                # can claim this device in between, and a dead child is found by reconcile().
-                _update(conn, run_id, {"status": "running", "pid": proc.pid, "host": this_host(),
-                                       "started_at": now(), "log_path": str(log_path), "phase": "starting"})
+                # Marked running with the child's pid before the claim ends: no other pump can
+                # claim this device in between, and a dead child is found by reconcile().
+                claim.started(run_id, proc.pid, str(log_path))
                 busy.add(key)
                 started.append(run_id)
         return started
@@ -120,8 +104,7 @@ def cancel(run_id: str, db_path=None, wait_s: float = 0.0) -> str:
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
                 _reap(store)
-                with store._write("reconcile runs") as conn:
-                    reconcile_locked(conn, _our_pids())
+                store.reconcile(skip_pids=_our_pids())
                 status = store.get_run(run_id)["status"]
                 if status != "running":
                     break
@@ -148,14 +131,7 @@ def progress(run_id: str, db_path=None) -> dict:
         live = None
         if len(measured) and measured["duration_s"].sum() > 0:
             live = float(spec["batch_size"] * measured["steps"].sum() / measured["duration_s"].sum())
-        position = None
-        if row["status"] == "queued":
-            ahead = store._read(
-                "SELECT count(*) FROM runs JOIN run_blobs USING (run_id) WHERE status IN ('queued', 'running')"
-                " AND created_at <= ? AND run_id != ? AND json_extract(spec_json, '$.device') IN (?, 'auto')",
-                (_epoch(row["created_at"]), run_id, spec["device"]),
-            )[0][0]
-            position = ahead + 1
+        position = store.queue_position(run_id) if row["status"] == "queued" else None
         return {
             "run_id": run_id, "status": row["status"], "phase": row["phase"], "fraction": fraction,
             "steps_done": done_steps, "steps_total": total, "examples_per_sec_live": live,
@@ -206,15 +182,9 @@ def _reap(store: Store) -> None:
             del _children[key]
     for (_db, run_id), code in ended:
         row = store.get_run(run_id)
-        if row is None or row["status"] not in ("running", "queued") or store.read_only:
+        if row is None or row["status"] not in ACTIVE or store.read_only:
             continue
-        status, error = _verdict(code, row)
-        with store._write("record a run's end") as conn:
-            conn.execute(
-                "UPDATE runs SET status = ?, error = ?, finished_at = ?, phase = NULL"
-                " WHERE run_id = ? AND status IN ('running', 'queued')",
-                (status, error, now(), run_id),
-            )
+        store.finish_unreported(run_id, *_verdict(code, row))
 
 
 def _verdict(code: int, row: dict) -> tuple[str, str]:
@@ -250,14 +220,10 @@ def _signal(row: dict, sig: int, store: Store) -> None:
             pass
 
 
-def _escalate_cancels(conn) -> None:
-    rows = conn.execute(
-        "SELECT run_id, pid, started_at, cancel_requested FROM runs"
-        " WHERE status = 'running' AND host = ? AND cancel_requested > 1",
-        (this_host(),),
-    ).fetchall()
-    for _run_id, pid, started_at, asked_at in rows:
-        if time.time() - asked_at > CANCEL_GRACE_S and pid_alive(pid, started_at):
+def _escalate_cancels(asked: list[dict]) -> None:
+    for run in asked:
+        pid = run["pid"]
+        if time.time() - run["asked_at"] > CANCEL_GRACE_S and pid_alive(pid, run["started_at"]):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

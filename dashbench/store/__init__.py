@@ -1,9 +1,11 @@
 """The results store: one SQLite database (database.py, the Store class — the only owner of the SQL),
-its schema and forward migrations (schema.py), run filters and DataFrames (queries.py), and export
-bundles (bundle.py). Other parts use the names below, never the modules' internals."""
+its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
+filters and DataFrames (queries.py), and export bundles (bundle.py, on the Store's public API).
+Other parts use the names below and `bundle`, never the modules' internals."""
 
 from dashbench.store.database import (  # noqa: F401  (the store's public face)
     BundleError,
+    QueueClaim,
     ReadOnlyError,
     SchemaVersionError,
     Store,
@@ -16,4 +18,4 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     pid_alive,
     this_host,
 )
-from dashbench.store.schema import FINAL, STATUSES, TERMINAL  # noqa: F401
+from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL  # noqa: F401

@@ -4,6 +4,7 @@ A bundle names its format and schema version, where it came from, and what each 
 means, so it can be read without dashbench. Import merges: a run already present (same run id) is
 kept once; a bundle that is damaged, foreign or from a newer dashbench is refused with a message
 naming the file and the fault, and nothing from any of the files is written (one transaction).
+Uses only the Store's public API: the database module knows nothing of bundles.
 """
 
 from __future__ import annotations
@@ -19,49 +20,21 @@ from typing import Iterable
 
 from dashbench import __version__
 
-from dashbench.store import schema
-from dashbench.store.queries import SAMPLE_COLUMNS, where_clause
+from dashbench.store import database, schema
+from dashbench.store.queries import SAMPLE_COLUMNS
+from dashbench.store.states import STATUSES
 from dashbench.spec import RunSpec, SpecError
-from dashbench.store.database import (
-    STATUSES,
-    BundleError,
-    StoreError,
-    Store,
-    insert_run,
-    iso,
-    this_host,
-)
+from dashbench.store.database import BundleError, StoreError, Store, this_host
 
 FORMAT = "dashbench-bundle"
-RUN_FIELDS = ("run_id", "status", "spec", "result", "error", "created_at", "started_at", "finished_at",
-              "pid", "host", "sweep_id", "label", "samples")
+# A bundled run: the fields of a stored run, and its samples.
+RUN_FIELDS = (*database.RUN_FIELDS, "samples")
 REQUIRED_RUN_FIELDS = ("run_id", "status", "spec", "created_at")
 
 
 def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
     """Write the runs matching `filters` (as Store.runs) to `path`. Returns how many."""
-    where, params, limit = where_clause(filters)
-    sql = ("SELECT run_id, status, spec_json, result_json, error, created_at, started_at, finished_at, pid, host,"
-           f" sweep_id, label FROM runs JOIN run_blobs USING (run_id){where} ORDER BY created_at, run_id")
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
-    rows = store._read(sql, params)
-    samples: dict[str, list] = {row[0]: [] for row in rows}
-    for chunk_start in range(0, len(rows), 500):
-        ids = [row[0] for row in rows[chunk_start:chunk_start + 500]]
-        for run_id, idx, steps, duration_s, loss, warmup in store._read(
-            f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN"
-            f" ({','.join('?' * len(ids))}) ORDER BY run_id, idx", ids
-        ):
-            samples[run_id].append([idx, steps, duration_s, loss, bool(warmup)])
-    runs = []
-    for run_id, status, spec_json, result_json, error, created, started, finished, pid, host, sweep_id, label in rows:
-        runs.append({
-            "run_id": run_id, "status": status, "spec": json.loads(spec_json),
-            "result": json.loads(result_json) if result_json else None, "error": error,
-            "created_at": iso(created), "started_at": iso(started), "finished_at": iso(finished),
-            "pid": pid, "host": host, "sweep_id": sweep_id, "label": label, "samples": samples[run_id],
-        })
+    runs = [{name: run[name] for name in RUN_FIELDS} for run in store.export_rows(**filters)]
     bundle = {
         "format": FORMAT,
         "schema_version": schema.SCHEMA_VERSION,
@@ -92,29 +65,12 @@ def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
 def import_bundles(store: Store, paths: Iterable[str | os.PathLike]) -> dict:
     """Merge bundles into `store`. Every file is read and checked before anything is written."""
     paths = [Path(p) for p in paths]
-    parsed = [(path, read_bundle(path)) for path in paths]
-    counts = {"files": len(paths), "runs_added": 0, "runs_skipped": 0, "samples_added": 0}
-    with store._write("import bundles") as conn:
-        seen = set()
-        for _path, runs in parsed:
-            for run in runs:
-                exists = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run["row"]["run_id"],)).fetchone()
-                if exists or run["row"]["run_id"] in seen:
-                    counts["runs_skipped"] += 1
-                    continue
-                seen.add(run["row"]["run_id"])
-                insert_run(conn, run["row"])
-                conn.executemany(
-                    "INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?,?,?,?,?,?)",
-                    run["samples"],
-                )
-                counts["runs_added"] += 1
-                counts["samples_added"] += len(run["samples"])
-    return counts
+    runs = [run for path in paths for run in read_bundle(path)]
+    return {"files": len(paths), **store.import_rows(runs)}
 
 
 def read_bundle(path: Path) -> list[dict]:
-    """Parse and check one bundle; returns rows ready to insert. Raises BundleError naming the fault."""
+    """Parse and check one bundle; returns runs ready for Store.import_rows. Raises BundleError naming the fault."""
     def fail(message: str) -> BundleError:
         return BundleError(f"{path}: {message}; nothing was imported")
 
@@ -193,14 +149,12 @@ def _check_run(run, number: int, fail) -> dict:
             raise fail(f"{where}: samples[{i}]: expected a list of {len(SAMPLE_COLUMNS)} values {list(SAMPLE_COLUMNS)}")
         idx, steps, duration_s, loss, warmup = sample
         try:
-            samples.append((run["run_id"], int(idx), int(steps), float(duration_s),
-                            None if loss is None else float(loss), int(bool(warmup))))
+            samples.append([int(idx), int(steps), float(duration_s), None if loss is None else float(loss),
+                            bool(warmup)])
         except (TypeError, ValueError):
             raise fail(f"{where}: samples[{i}]: not numbers: {sample!r}") from None
-    row = {
-        "run_id": run["run_id"], "status": status, "spec_json": json.dumps(spec),
-        "result_json": json.dumps(result) if result is not None else None, "error": error,
-        **times, "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
-        "label": run.get("label", spec.get("label")), **schema.flat_values(spec, result),
+    return {
+        "run_id": run["run_id"], "status": status, "spec": spec, "result": result, "error": error, **times,
+        "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
+        "label": run.get("label", spec.get("label")), "samples": samples,
     }
-    return {"row": row, "samples": samples}

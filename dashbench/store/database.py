@@ -23,9 +23,9 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from dashbench.store import queries, schema
-from dashbench.store.schema import FINAL, STATUSES, TERMINAL
 from dashbench.result import RunResult
+from dashbench.store import queries, schema, states
+from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
 
 BUSY_TIMEOUT_S = 30.0
@@ -244,7 +244,7 @@ class Store:
 
     def create_run(self, spec: RunSpec | dict, status: str = "running", sweep_id: str | None = None,
                    pid: int | None = None, host: str | None = None, run_id: str | None = None) -> str:
-        if status not in ("running", "queued"):
+        if not states.allowed(None, status):
             raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
         spec_d = _spec_dict(spec)
         run_id = run_id or new_run_id()
@@ -252,14 +252,12 @@ class Store:
         if status == "running":
             pid = os.getpid() if pid is None else pid
             host = host or this_host()
-        row = {
-            "run_id": run_id, "status": status, "spec_json": json.dumps(spec_d), "created_at": created,
-            "started_at": created if status == "running" else None, "pid": pid, "host": host,
-            "sweep_id": sweep_id, "label": spec_d.get("label"), **schema.flat_values(spec_d, None),
-        }
+        run = {"run_id": run_id, "status": status, "spec": spec_d, "created_at": created,
+               "started_at": created if status == "running" else None, "pid": pid, "host": host,
+               "sweep_id": sweep_id}
         with self._write("create a run") as conn:
             try:
-                insert_run(conn, row)
+                _insert_run(conn, run)
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {run_id} already exists") from None
         return run_id
@@ -267,16 +265,16 @@ class Store:
     def start_run(self, run_id: str, pid: int, host: str | None = None, log_path: str | None = None) -> None:
         """queued → running. Also accepts a row a job launcher already marked running for this process."""
         with self._write("start a run") as conn:
-            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute("SELECT status, started_at, log_path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.path}")
-            if row[0] not in ("queued", "running"):
-                raise StoreError(f"run {run_id} is {row[0]}; only a queued run can start")
-            conn.execute(
-                "UPDATE runs SET status = 'running', pid = ?, host = ?, started_at = COALESCE(started_at, ?),"
-                " log_path = COALESCE(?, log_path) WHERE run_id = ?",
-                (pid, host or this_host(), now(), log_path, run_id),
-            )
+            old, started_at, old_log_path = row
+            if not states.allowed(old, "running"):
+                raise StoreError(f"run {run_id} is {old}; only a queued run can start")
+            _move(conn, run_id, "running", {
+                "pid": pid, "host": host or this_host(), "started_at": now() if started_at is None else started_at,
+                "log_path": old_log_path if log_path is None else log_path,
+            })
 
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
         if not samples:
@@ -306,14 +304,24 @@ class Store:
             ).fetchone()
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.path}")
-            if row[0] in FINAL:
+            if not states.allowed(row[0], status):
                 return False
-            values = {"status": status, "finished_at": now(), "error": error, "phase": None}
+            values = {"finished_at": now(), "error": error, "phase": None}
             if result is not None:
                 conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", (json.dumps(result), run_id))
                 values.update(schema.flat_values(json.loads(row[1]), result))
-            _update(conn, run_id, values)
+            _move(conn, run_id, status, values)
         return True
+
+    def finish_unreported(self, run_id: str, status: str, error: str) -> bool:
+        """Record the end of a run that died before recording its own, as the process that launched
+        it judged from the exit code. Returns False (and changes nothing) once the run has an end."""
+        if status not in TERMINAL:
+            raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
+        with self._write("record a run's end") as conn:
+            # Not over "interrupted" either: another process already judged this death.
+            return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
+                         only_from=states.ACTIVE)
 
     def request_cancel(self, run_id: str) -> str:
         """Mark a run to be cancelled. A queued run ends `cancelled` now; for a running one the
@@ -324,18 +332,51 @@ class Store:
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.path}")
             if row[0] == "queued":
-                _update(conn, run_id, {"status": "cancelled", "finished_at": now(), "cancel_requested": int(now())})
+                _move(conn, run_id, "cancelled", {"finished_at": now(), "cancel_requested": int(now())})
                 return "cancelled"
             if row[0] == "running":
                 # The time of asking (not just a flag), so a run that ignores SIGTERM can be killed later.
                 conn.execute("UPDATE runs SET cancel_requested = ? WHERE run_id = ?", (int(now()), run_id))
             return row[0]
 
-    def reconcile(self) -> int:
+    def reconcile(self, skip_pids: Iterable[int] = ()) -> int:
         """Runs marked running on this host whose process is gone become `interrupted` (or
-        `cancelled` if a cancel was asked for). Their samples so far stay. Returns how many."""
+        `cancelled` if a cancel was asked for). Their samples so far stay. Returns how many.
+        `skip_pids`: processes the caller launched itself and judges from their exit codes."""
         with self._write("reconcile runs") as conn:
-            return reconcile_locked(conn)
+            return _reconcile(conn, frozenset(skip_pids))
+
+    # -- the job queue ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def claim_queue(self, skip_pids: Iterable[int] = ()) -> Iterator["QueueClaim"]:
+        """The job queue's turn: one write transaction that first reconciles this host's dead runs
+        (all but `skip_pids`, the caller's own children, judged from their exit codes instead),
+        then lets the caller claim queued runs. No other process can claim meanwhile, so two
+        pumping sessions never start two runs on one device."""
+        with self._write("start queued runs") as conn:
+            _reconcile(conn, frozenset(skip_pids))
+            claim = QueueClaim(conn, this_host())
+            try:
+                yield claim
+            finally:
+                claim._conn = None  # its reads and writes mean nothing outside the transaction
+
+    def queue_position(self, run_id: str) -> int | None:
+        """1 for the next run to start on its device, 2 behind it, ...; None if the run is not queued."""
+        rows = self._read(
+            "SELECT status, created_at, json_extract(spec_json, '$.device') FROM runs JOIN run_blobs USING (run_id)"
+            " WHERE run_id = ?", (run_id,))
+        if not rows or rows[0][0] != "queued":
+            return None
+        _status, created, device = rows[0]
+        # Runs for "auto" may take any device, so they count as ahead on every one.
+        ahead = self._read(
+            "SELECT count(*) FROM runs JOIN run_blobs USING (run_id) WHERE status IN ('queued', 'running')"
+            " AND created_at <= ? AND run_id != ? AND json_extract(spec_json, '$.device') IN (?, 'auto')",
+            (created, run_id, device),
+        )[0][0]
+        return ahead + 1
 
     def delete_runs(self, run_ids: Iterable[str]) -> int:
         ids = list(run_ids)
@@ -353,24 +394,14 @@ class Store:
     # -- queries ---------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> dict | None:
-        """One run in full; its "result" is a RunResult (None until the run is done)."""
-        rows = self._read(
-            "SELECT run_id, status, spec_json, result_json, error, created_at, started_at, finished_at, pid, host,"
-            " sweep_id, label, phase, cancel_requested, log_path FROM runs JOIN run_blobs USING (run_id)"
-            " WHERE run_id = ?",
-            (run_id,),
-        )
+        """One run as a dict: RUN_FIELDS (times as ISO text) and LIVE_FIELDS; its "result" is a
+        RunResult (None until the run is done)."""
+        rows = self._read(f"{_RUN_SELECT} WHERE run_id = ?", (run_id,))
         if not rows:
             return None
-        (run_id, status, spec_json, result_json, error, created, started, finished, pid, host, sweep_id, label,
-         phase, cancel_requested, log_path) = rows[0]
-        return {
-            "run_id": run_id, "status": status, "spec": json.loads(spec_json),
-            "result": RunResult.from_dict(json.loads(result_json)) if result_json else None, "error": error,
-            "created_at": iso(created), "started_at": iso(started), "finished_at": iso(finished),
-            "pid": pid, "host": host, "sweep_id": sweep_id, "label": label, "phase": phase,
-            "cancel_requested": bool(cancel_requested), "log_path": log_path,
-        }
+        run = _run_dict(rows[0])
+        run["result"] = RunResult.from_dict(run["result"]) if run["result"] else None
+        return run
 
     def resolve_run_id(self, prefix: str) -> str:
         """A full run id from a unique prefix (what a user types after `list`)."""
@@ -400,17 +431,51 @@ class Store:
         """Distinct values of one filter column, for the dashboard's select boxes."""
         return queries.distinct(self._read, column)
 
-    # -- bundles ---------------------------------------------------------------------------------
+    # -- whole runs out and in (export bundles) --------------------------------------------------
 
-    def export_bundle(self, path: str | os.PathLike, **filters) -> int:
-        from dashbench.store import bundle
+    def export_rows(self, **filters) -> list[dict]:
+        """The runs matching `filters` (as runs()), oldest first, each as get_run's dict plus
+        "samples": lists in queries.SAMPLE_COLUMNS order."""
+        where, params, limit = queries.where_clause(filters)
+        sql = f"{_RUN_SELECT}{where} ORDER BY created_at, run_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        runs = [_run_dict(row) for row in self._read(sql, params)]
+        samples: dict[str, list] = {run["run_id"]: [] for run in runs}
+        for chunk in _chunks(list(samples)):
+            for run_id, idx, steps, duration_s, loss, warmup in self._read(
+                f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN"
+                f" ({','.join('?' * len(chunk))}) ORDER BY run_id, idx", chunk
+            ):
+                samples[run_id].append([idx, steps, duration_s, loss, bool(warmup)])
+        for run in runs:
+            run["samples"] = samples[run["run_id"]]
+        return runs
 
-        return bundle.export_bundle(self, path, **filters)
-
-    def import_bundles(self, paths: Iterable[str | os.PathLike]) -> dict:
-        from dashbench.store import bundle
-
-        return bundle.import_bundles(self, paths)
+    def import_rows(self, runs: Iterable[dict]) -> dict:
+        """Add whole runs from elsewhere in ONE transaction; a run id already here is skipped.
+        Each run: RUN_FIELDS with the times in epoch seconds and an ended status (states.IMPORTED),
+        and "samples" as lists in queries.SAMPLE_COLUMNS order. Returns counts: runs_added,
+        runs_skipped, samples_added."""
+        counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0}
+        with self._write("import runs") as conn:
+            for run in runs:
+                if run["status"] not in states.IMPORTED:
+                    raise ValueError(f"status: an imported run has ended ({', '.join(states.IMPORTED)}), "
+                                     f"not {run['status']!r} (run {run['run_id']})")
+                if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run["run_id"],)).fetchone():
+                    counts["runs_skipped"] += 1
+                    continue
+                _insert_run(conn, run)
+                samples = run.get("samples") or []
+                conn.executemany(
+                    "INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?,?,?,?,?,?)",
+                    [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
+                     for idx, steps, duration_s, loss, warmup in samples],
+                )
+                counts["runs_added"] += 1
+                counts["samples_added"] += len(samples)
+        return counts
 
     # -- price overrides (read by dashbench.costs) -----------------------------------------------
 
@@ -447,12 +512,112 @@ class Store:
             return conn.execute("DELETE FROM price_overrides").rowcount
 
 
-# -- helpers shared with bundle.py and jobs.py ---------------------------------------------------
+class QueueClaim:
+    """What the job queue reads and writes while it holds the queue (Store.claim_queue): the
+    runs of this host, and the claims it makes. Usable only inside that `with` block."""
+
+    def __init__(self, conn: sqlite3.Connection, host: str):
+        self._conn = conn
+        self.host = host
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError("the queue claim is over: use it inside `with store.claim_queue()`")
+        return self._conn
+
+    def running_specs(self) -> list[dict]:
+        """The specs of the runs going on this host."""
+        rows = self._db().execute(
+            "SELECT spec_json FROM runs JOIN run_blobs USING (run_id) WHERE status = 'running' AND host = ?",
+            (self.host,),
+        ).fetchall()
+        return [json.loads(spec_json) for (spec_json,) in rows]
+
+    def queued(self) -> list[tuple[str, dict]]:
+        """(run_id, spec) of the runs waiting for this host (or for any host), oldest first."""
+        rows = self._db().execute(
+            "SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id)"
+            " WHERE status = 'queued' AND (host = ? OR host IS NULL) ORDER BY created_at, run_id",
+            (self.host,),
+        ).fetchall()
+        return [(run_id, json.loads(spec_json)) for run_id, spec_json in rows]
+
+    def cancels_asked(self) -> list[dict]:
+        """Runs going on this host that were asked to cancel: run_id, pid, started_at and asked_at
+        (epoch seconds)."""
+        rows = self._db().execute(
+            "SELECT run_id, pid, started_at, cancel_requested FROM runs"
+            " WHERE status = 'running' AND host = ? AND cancel_requested > 1",
+            (self.host,),
+        ).fetchall()
+        return [{"run_id": run_id, "pid": pid, "started_at": started_at, "asked_at": asked_at}
+                for run_id, pid, started_at, asked_at in rows]
+
+    def started(self, run_id: str, pid: int, log_path: str) -> None:
+        """queued → running, as the process `pid` that the caller launched for it."""
+        if not _move(self._db(), run_id, "running", {"pid": pid, "host": self.host, "started_at": now(),
+                                                      "log_path": log_path, "phase": "starting"},
+                     only_from=("queued",)):
+            raise StoreError(f"run {run_id} cannot start: it is no longer queued")
+
+    def failed_to_start(self, run_id: str, error: str) -> None:
+        """queued → failed: its process could not be launched."""
+        _move(self._db(), run_id, "failed", {"finished_at": now(), "error": error}, only_from=("queued",))
 
 
-def reconcile_locked(conn: sqlite3.Connection, skip_pids: frozenset = frozenset()) -> int:
-    """reconcile() inside a write transaction the caller already holds. `skip_pids`: processes the
-    caller launched itself and will judge from their exit codes."""
+# -- a run as a dict (get_run, export_rows, import_rows) ------------------------------------------
+
+# The fields of a run as stored and exported, and their SQL columns (runs JOIN run_blobs).
+RUN_FIELDS = ("run_id", "status", "spec", "result", "error", "created_at", "started_at", "finished_at",
+              "pid", "host", "sweep_id", "label")
+# What only a run going here has: its phase, whether a cancel was asked, its process's log.
+LIVE_FIELDS = ("phase", "cancel_requested", "log_path")
+_JSON_COLUMNS = {"spec": "spec_json", "result": "result_json"}
+_RUN_SELECT = (f"SELECT {', '.join(_JSON_COLUMNS.get(f, f) for f in RUN_FIELDS + LIVE_FIELDS)}"
+               " FROM runs JOIN run_blobs USING (run_id)")
+
+
+def _run_dict(row: tuple) -> dict:
+    """A row of _RUN_SELECT as a run dict: JSON parsed, times as ISO text."""
+    run = dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+    run["spec"] = json.loads(run["spec"])
+    run["result"] = json.loads(run["result"]) if run["result"] else None
+    for name in ("created_at", "started_at", "finished_at"):
+        run[name] = iso(run[name])
+    run["cancel_requested"] = bool(run["cancel_requested"])
+    return run
+
+
+# -- SQL on a connection inside a write transaction the Store holds --------------------------------
+
+
+def _insert_run(conn, run: dict) -> None:
+    """One run (RUN_FIELDS with epoch times; absent ones empty): its row in runs, its JSON in run_blobs."""
+    spec, result = run["spec"], run.get("result")
+    values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
+    values["label"] = run.get("label", spec.get("label"))
+    values.update(schema.flat_values(spec, result))
+    _insert(conn, "runs", values)
+    conn.execute("INSERT INTO run_blobs (run_id, spec_json, result_json) VALUES (?, ?, ?)",
+                 (run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
+
+
+def _move(conn, run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None) -> bool:
+    """The one write of a run's status (with other columns), made only if states.MOVES allows it
+    from the status the run has now (and that status is in `only_from`, if given). Returns whether
+    it was made."""
+    values = {"status": status, **(values or {})}
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    olds = [old for old in states.sources(status) if only_from is None or old in only_from]
+    cursor = conn.execute(
+        f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
+        [*values.values(), run_id, *olds],
+    )
+    return cursor.rowcount > 0
+
+
+def _reconcile(conn: sqlite3.Connection, skip_pids: frozenset) -> int:
+    """Store.reconcile inside a write transaction the caller holds."""
     rows = conn.execute(
         "SELECT run_id, pid, started_at, cancel_requested FROM runs WHERE status = 'running' AND host = ?",
         (this_host(),),
@@ -461,32 +626,16 @@ def reconcile_locked(conn: sqlite3.Connection, skip_pids: frozenset = frozenset(
     for run_id, pid, started_at, cancel_requested in rows:
         if pid in skip_pids or pid_alive(pid, started_at):
             continue
-        status = "cancelled" if cancel_requested else "interrupted"
-        _update(conn, run_id, {
-            "status": status, "finished_at": now(), "phase": None,
-            "error": f"run process (pid {pid}) ended without recording a result",
+        changed += _move(conn, run_id, "cancelled" if cancel_requested else "interrupted", {
+            "finished_at": now(), "phase": None, "error": f"run process (pid {pid}) ended without recording a result",
         })
-        changed += 1
     return changed
-
-
-def insert_run(conn, values: dict) -> None:
-    """One run row; its spec/result JSON go to run_blobs."""
-    values = dict(values)
-    blob = (values["run_id"], values.pop("spec_json"), values.pop("result_json", None))
-    _insert(conn, "runs", values)
-    conn.execute("INSERT INTO run_blobs (run_id, spec_json, result_json) VALUES (?, ?, ?)", blob)
 
 
 def _insert(conn, table: str, values: dict, verb: str = "INSERT") -> None:
     names = ", ".join(values)
     marks = ", ".join("?" * len(values))
     conn.execute(f"{verb} INTO {table} ({names}) VALUES ({marks})", list(values.values()))
-
-
-def _update(conn, run_id: str, values: dict) -> None:
-    assignments = ", ".join(f"{name} = ?" for name in values)
-    conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values.values(), run_id])
 
 
 def _chunks(items: list, size: int = 500) -> Iterator[list]:

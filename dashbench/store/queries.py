@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from dashbench.store.schema import STATUSES
+from dashbench.store.states import STATUSES
 
 Read = Callable[..., list]
 

@@ -170,12 +170,6 @@ def _v1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
-# The run lifecycle's statuses: the values the runs.status column may hold.
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
-# A final status that a later report may still correct: an "interrupted" run was only presumed dead.
-FINAL = ("done", "failed", "cancelled")
-STATUSES = ("queued", "running") + TERMINAL
-
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
 MIGRATIONS = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -66,11 +66,11 @@ def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:
     import tempfile
     from pathlib import Path
 
-    from dashbench.store import Store
+    from dashbench.store import Store, bundle
 
     with tempfile.TemporaryDirectory() as tmp, Store(db_path, read_only=True) as store:
         path = Path(tmp) / "bundle.json"
-        store.export_bundle(path, run_ids=list(run_ids))
+        bundle.export_bundle(store, path, run_ids=list(run_ids))
         return path.read_bytes()
 
 
@@ -79,7 +79,7 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
     import tempfile
     from pathlib import Path
 
-    from dashbench.store import BundleError
+    from dashbench.store import BundleError, bundle
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -88,7 +88,7 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             path.write_bytes(data)
             paths.append(path)
         try:
-            counts = store.import_bundles(paths)
+            counts = bundle.import_bundles(store, paths)
         except BundleError as exc:
             return f"Import failed: {exc}", False
     return import_summary(counts), True
