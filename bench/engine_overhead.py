@@ -20,13 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+from dashbench import catalog
+from dashbench.engine import devices, envinfo, loop, workloads
+from dashbench.spec import RunSpec
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dashbench import catalog  # noqa: E402
-from dashbench.engine import devices, envinfo, loop, workloads  # noqa: E402
-from dashbench.spec import RunSpec  # noqa: E402
-
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 START, END = "<!-- engine -->", "<!-- /engine -->"
 

@@ -10,6 +10,8 @@ of impossible figure through. This measures, with PyTorch (present on GPU boxes 
 and checks the GPU's name maps to the canonical accelerator that runs and prices use.
 
     python bench/gpu_peak_check.py [--json OUT.json] [--docs docs/PERFORMANCE.md]
+
+with dashbench installed (`pip install -e .`: TensorFlow is not needed) next to PyTorch.
 """
 
 from __future__ import annotations
@@ -19,12 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from dashbench import peaks, stats  # noqa: E402  (no TensorFlow in either)
-from dashbench.engine.devices import canonical_gpu  # noqa: E402
-from dashbench.costs.reference import conv2d_flops  # noqa: E402
+from dashbench import peaks, stats  # no TensorFlow in either
+from dashbench.engine.devices import canonical_gpu
+from dashbench.costs.reference import conv2d_flops
 
 START, END = "<!-- gpu -->", "<!-- /gpu -->"
 MATMUL_CASES = (  # label, torch dtype name, TF32 allowed, dashbench precision

@@ -22,10 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dashbench.spec import RunSpec  # noqa: E402
-from dashbench.store import Store  # noqa: E402
+from dashbench.spec import RunSpec
+from dashbench.store import Store
 
 MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
 ACCELERATORS = [("cpu", "CPU", 1), ("gpu", "V100", 1), ("gpu", "A100", 8), ("gpu", "T4", 1),

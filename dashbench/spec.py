@@ -6,7 +6,7 @@ No TensorFlow here: the dashboard validates specs without importing it.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")

@@ -8,7 +8,6 @@ from dashbench.costs import prices
 from dashbench.views import context, filters, results
 from dashbench.views.format import run_label
 from dashbench.views.samples import prepare_samples
-from dashbench.store import Store
 
 ctx = ui.open_page("Results", flash_key="res_flash")
 read_only = ctx.settings.read_only
@@ -71,13 +70,11 @@ else:
     st.caption("Nothing to export.")
 
 if not read_only:
-    db_path = ctx.settings.db_path
-
     def _delete():
         # A callback (before the next run draws anything), so the table shows the store without them and
         # the widgets can be cleared: a key popped in the page body keeps its value in the browser.
         doomed = st.session_state.get("res_delete") or []
-        with Store(db_path) as store:
+        with context.own_store(ctx.settings) as store:
             removed = store.delete_runs(doomed)
         st.session_state["res_flash"] = f"Deleted {removed} run{'' if removed == 1 else 's'}."
         st.session_state["res_delete"] = []

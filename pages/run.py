@@ -6,10 +6,9 @@ from dashbench.views import charts, ui
 
 from dashbench.jobs import queue
 from dashbench.views import devices as device_views
-from dashbench.views import live, results, run_form
+from dashbench.views import context, live, results, run_form
 from dashbench.views.format import run_label
 from dashbench.spec import MODELS, PRECISIONS, SpecError
-from dashbench.store import Store
 
 ctx = ui.page_context()
 st.title("Run")
@@ -84,7 +83,7 @@ active = ctx.store.runs(status=["queued", "running"])
 
 def live_panel():
     """Refreshes on its own while runs are active; a plain function of the store underneath."""
-    with Store(db_path) as store:
+    with context.own_store(ctx.settings) as store:
         queue.pump(db_path)
         current = store.runs(status=["queued", "running"])
     if current.empty:

@@ -290,7 +290,7 @@ for read_only in ("0", "1"):
     seen[read_only] = [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")]
 print(json.dumps(seen))
 """
-    env = dict(os.environ, DASHBENCH_DB=str(db), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, DASHBENCH_DB=str(db))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=TIMEOUT_S * 2)
     assert proc.returncode == 0, proc.stderr[-3000:]

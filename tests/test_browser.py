@@ -42,7 +42,7 @@ def streamlit_server(db: Path, *app_args: str):
             "--server.headless", "true"]
     if app_args:
         argv += ["--", *app_args]
-    env = dict(os.environ, DASHBENCH_DB=str(db), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, DASHBENCH_DB=str(db))
     env.pop("DASHBENCH_READ_ONLY", None)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -251,8 +251,7 @@ def test_runs_survive_an_app_restart_and_the_queue_resumes(fake):
         for ms in (30, 0):
             print(queue.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=20, seed=ms), {str(db)!r}))
     """)
-    out = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.split()
     assert status(db, first) in ("running", "done") and status(db, second) == "queued"

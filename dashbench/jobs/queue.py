@@ -27,7 +27,6 @@ CANCEL_GRACE_S = 30.0
 # Our own children, so their exit codes are collected (no zombies) and read: (db, run_id) -> Popen.
 _children: dict[tuple[str, str], subprocess.Popen] = {}
 _children_lock = threading.Lock()
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 # The run command before `--run-id ID --db DB --json`; a module attribute so tests can put a stand-in
 # engine behind it.
 RUN_COMMAND = [sys.executable, "-m", "dashbench", "run"]
@@ -153,13 +152,10 @@ def active(db_path=None) -> list[dict]:
 def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
     # Only the row's address: the run process reads its spec from the row, the one source of truth.
     argv = [*RUN_COMMAND, "--run-id", run_id, "--db", db, "--json"]
-    env = dict(os.environ)
-    # The child must import this dashbench even when it is not installed (a source checkout).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True)
 
 
 def _our_pids() -> frozenset:

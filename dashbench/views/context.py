@@ -39,15 +39,21 @@ def open_store(settings) -> tuple[Any, str | None]:
     """(store, None) or (None, message): a missing read-only database is a message, not a traceback."""
     from pathlib import Path
 
-    from dashbench.store import Store
-
     if settings.read_only and not Path(settings.db_path).exists():
         return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
                       "dashbench database, or copy one there.")
     try:
-        return Store(settings.db_path, read_only=settings.read_only), None
+        return own_store(settings), None
     except Exception as exc:  # a broken or foreign file: say which and why instead of crashing every page
         return None, f"Cannot open the database `{settings.db_path}`: {exc}"
+
+
+def own_store(settings):
+    """A store handle of the caller's own, to use in a `with`: for a fragment or a widget callback, which
+    run after app.py's script run has closed the AppContext's handle (SQLite handles are per thread)."""
+    from dashbench.store import Store
+
+    return Store(settings.db_path, read_only=settings.read_only)
 
 
 def pump_jobs(settings) -> None:

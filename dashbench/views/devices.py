@@ -42,15 +42,8 @@ def device_info(python: str | None = None, timeout: float = 180.0, refresh: bool
 
 def _discover(python: str, timeout: float) -> DeviceInfo:
     try:
-        import os
-        from pathlib import Path
-
-        env = dict(os.environ)
-        # The child must import this dashbench even from a source checkout that is not installed.
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         proc = subprocess.run([python, "-m", "dashbench", "devices", "--json"], capture_output=True, text=True,
-                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+                              timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return DeviceInfo(kinds=["cpu"], error=f"device discovery failed ({exc}); offering the CPU only")
     if proc.returncode != 0:

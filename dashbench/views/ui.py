@@ -1,35 +1,17 @@
-"""Streamlit glue shared by the pages (with app.py, the only dashbench code that imports streamlit)."""
+"""Streamlit glue for the pages (with pages_folder.py and app.py, the only code that imports streamlit)."""
 
 from __future__ import annotations
 
-import types
-
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from dashbench.views import pages_folder
 
 CONTEXT_KEY = "dashbench"
 
 
 def page_context():
-    """The AppContext that app.py built for this script run.
-
-    Streamlit treats a `pages/` folder next to the main script as a legacy multipage app until the
-    first `st.navigation` call of the process; until then (the first request a server gets, and every
-    AppTest run) it executes the requested page file directly, skipping app.py — its settings, its
-    store and its read-only page list. Such a run executes app.py here instead, which renders this
-    same page through st.navigation, and stops the legacy run. Done in the same script run (not with
-    st.rerun) so that a button click that started the run is not lost.
-    """
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        main_script = get_script_run_ctx().pages_manager.main_script_path
-        with open(main_script, encoding="utf-8") as f:
-            code = compile(f.read(), main_script, "exec")
-        module = types.ModuleType("__main__")
-        module.__dict__["__file__"] = main_script
-        exec(code, module.__dict__)  # noqa: S102 - the app's own entry script
-        st.stop()
+    """The AppContext that app.py built for this script run (app.py runs first, see pages_folder)."""
+    pages_folder.run_app_instead_of_legacy_page()
     return st.session_state[CONTEXT_KEY]
 
 

@@ -1,0 +1,36 @@
+"""The one place dashbench reaches into Streamlit's internals: app.py first, even for a page opened directly.
+
+Why a private class: Streamlit (1.67) decides once per process, in `PagesManager.__init__`, that an app
+with a `pages/` folder next to its main script is a legacy multipage app (the class attribute
+`PagesManager.uses_pages_directory`), and until some script run calls `st.navigation` it runs the
+requested page file directly (`script_runner._mpa_v1`), skipping app.py — its settings, its store and
+its read-only page list. That is the first request a server gets, and every AppTest run. No public
+option changes this: `client.showSidebarNavigation` only hides the legacy menu, and the check is for
+the folder's existence. The product's design names `app.py` and `pages/`, so the folder stays.
+tests/test_pages_folder.py fails when a Streamlit upgrade changes any of this.
+"""
+
+from __future__ import annotations
+
+import types
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+
+def run_app_instead_of_legacy_page() -> None:
+    """In a legacy run, execute app.py here (it renders this same page through st.navigation), then stop.
+
+    Done in the same script run (not with st.rerun) so that a button click that started the run is not lost.
+    """
+    if not PagesManager.uses_pages_directory:
+        return
+    PagesManager.uses_pages_directory = False
+    main_script = get_script_run_ctx().pages_manager.main_script_path
+    with open(main_script, encoding="utf-8") as f:
+        code = compile(f.read(), main_script, "exec")
+    module = types.ModuleType("__main__")
+    module.__dict__["__file__"] = main_script
+    exec(code, module.__dict__)  # noqa: S102 - the app's own entry script
+    st.stop()

@@ -1,0 +1,58 @@
+"""Pins the Streamlit behaviour that dashbench/views/pages_folder.py works around (see its docstring).
+
+If one of these fails after a Streamlit upgrade, read the message: either the workaround can go, or it
+must change with Streamlit's internals."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from dashbench.store import Store
+from dashbench.views import pages_folder, ui
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+TIMEOUT_S = 180
+
+
+@pytest.fixture
+def read_only_app(tmp_path, monkeypatch):
+    """A browser's first request to the Prices page of a read-only dashboard, before any st.navigation."""
+    db = tmp_path / "runs.sqlite"
+    Store(db).close()
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+    saved = PagesManager.uses_pages_directory
+    yield AppTest.from_file(APP, default_timeout=TIMEOUT_S).switch_page("pages/prices.py")
+    PagesManager.uses_pages_directory = saved
+
+
+def test_streamlit_still_decides_legacy_pages_by_the_folder_in_a_private_class_attribute():
+    saved = PagesManager.uses_pages_directory
+    try:
+        PagesManager.uses_pages_directory = None
+        PagesManager(APP, setup_watcher=False)
+        assert PagesManager.uses_pages_directory is True, (
+            "Streamlit no longer flags an app with a pages/ folder as legacy through "
+            "PagesManager.uses_pages_directory: see whether dashbench/views/pages_folder.py is still needed")
+    finally:
+        PagesManager.uses_pages_directory = saved
+
+
+def test_streamlit_still_runs_a_page_opened_directly_without_app_py(read_only_app, monkeypatch):
+    monkeypatch.setattr(pages_folder, "run_app_instead_of_legacy_page", lambda: None)
+    at = read_only_app.run()
+    skipped = [e.value for e in at.exception if f'no key "{ui.CONTEXT_KEY}"' in e.value]
+    assert skipped and ui.CONTEXT_KEY not in at.session_state, (
+        "Streamlit now runs app.py before a page opened directly: dashbench/views/pages_folder.py can go")
+
+
+def test_a_page_opened_directly_renders_through_app_py_with_its_settings(read_only_app):
+    at = read_only_app.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.title] == ["Prices"]
+    assert at.session_state[ui.CONTEXT_KEY].settings.read_only  # app.py's settings, from DASHBENCH_READ_ONLY
+    assert any(c.value.startswith("**Read-only**") for c in at.sidebar.caption)  # drawn by app.py
+    assert PagesManager.uses_pages_directory is False  # later requests go straight through st.navigation
