@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashbench.store import STATUSES, SchemaVersionError, Store, StoreError, bundle, default_db_path
+from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle,
+                             import_bundles)
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
@@ -287,7 +288,7 @@ def cmd_export(args) -> int:
     if store is None:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
-        count = bundle.export_bundle(store, args.out, **resolve_device_filters(filters, store))
+        count = export_bundle(store, args.out, **resolve_device_filters(filters, store))
     print(f"exported {count} run{'s' if count != 1 else ''} to {args.out}")
     return 0
 
@@ -295,7 +296,7 @@ def cmd_export(args) -> int:
 @reports_store_errors
 def cmd_import(args) -> int:
     with Store(args.db) as store:
-        counts = bundle.import_bundles(store, args.files)
+        counts = import_bundles(store, args.files)
     print(f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
           f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present")
     return 0

@@ -1,7 +1,7 @@
 """The results store: one SQLite database (database.py, the Store class — the only owner of the SQL),
 its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
 filters and DataFrames (queries.py), and export bundles (bundle.py, on the Store's public API).
-Other parts use the names below and `bundle`, never the modules' internals."""
+Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the modules."""
 
 from dashbench.store.database import (  # noqa: F401  (the store's public face)
     BundleError,
@@ -19,3 +19,14 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     this_host,
 )
 from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL  # noqa: F401
+
+_BUNDLE_NAMES = ("export_bundle", "import_bundles", "read_bundle")
+
+
+def __getattr__(name: str):
+    # Bundle code loads on first use: opening and reading a database never needs it.
+    if name in _BUNDLE_NAMES:
+        from dashbench.store import bundle
+
+        return getattr(bundle, name)
+    raise AttributeError(f"module 'dashbench.store' has no attribute {name!r}")

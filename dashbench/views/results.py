@@ -66,11 +66,11 @@ def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:
     import tempfile
     from pathlib import Path
 
-    from dashbench.store import Store, bundle
+    from dashbench.store import Store, export_bundle
 
     with tempfile.TemporaryDirectory() as tmp, Store(db_path, read_only=True) as store:
         path = Path(tmp) / "bundle.json"
-        bundle.export_bundle(store, path, run_ids=list(run_ids))
+        export_bundle(store, path, run_ids=list(run_ids))
         return path.read_bytes()
 
 
@@ -79,7 +79,7 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
     import tempfile
     from pathlib import Path
 
-    from dashbench.store import BundleError, bundle
+    from dashbench.store import BundleError, import_bundles
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -88,7 +88,7 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             path.write_bytes(data)
             paths.append(path)
         try:
-            counts = bundle.import_bundles(store, paths)
+            counts = import_bundles(store, paths)
         except BundleError as exc:
             return f"Import failed: {exc}", False
     return import_summary(counts), True
@@ -99,7 +99,7 @@ def _count(n: int, word: str) -> str:
 
 
 def import_summary(counts: dict) -> str:
-    """One readable line from bundle.import_bundles' counts (files, runs_added, runs_skipped, samples_added)."""
+    """One readable line from import_bundles' counts (files, runs_added, runs_skipped, samples_added)."""
     text = (f"Imported {_count(counts.get('runs_added', 0), 'run')} with "
             f"{_count(counts.get('samples_added', 0), 'sample')} from {_count(counts.get('files', 0), 'file')}")
     skipped = counts.get("runs_skipped", 0)
