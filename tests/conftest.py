@@ -6,3 +6,10 @@ def _own_default_database(tmp_path_factory, monkeypatch):
     """No test may touch the user's real results database, even one that forgets --db."""
     monkeypatch.setenv("DASHBENCH_DB", str(tmp_path_factory.mktemp("default-db") / "dashbench.sqlite"))
     monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _small_cpu_probe(monkeypatch):
+    """Run processes started by a test probe the CPU's peak on 512² matrices: the probe's size is not
+    under test, and the full 4096² probe costs each run process ~10 s on a quiet 2-core machine."""
+    monkeypatch.setenv("DASHBENCH_CPU_PROBE_SIZE", "512")

@@ -310,7 +310,7 @@ def test_real_job_is_submitted_and_finishes(tmp_path):
     db = tmp_path / "real.sqlite"
     run_id = queue.submit(RunSpec(batch_size=4, steps=4, warmup=1, **TINY), db)
     try:
-        wait_until(db, lambda: status(db, run_id) not in ("queued", "running"), timeout=120)
+        wait_until(db, lambda: status(db, run_id) not in ("queued", "running"), timeout=600)
     finally:
         _stop_everything(db)
     with Store(db) as store:
