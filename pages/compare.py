@@ -107,7 +107,8 @@ models = sorted(frame.loc[frame["kind"] == "measured", "model"].dropna().unique(
 if len(models) == 1:
     st.subheader(f"Workload: {md_text(models[0])}")
 elif len(models) > 1:
-    st.caption(f"{len(models)} workloads ({', '.join(md_text(m) for m in models)}): compare throughput within a workload; "
+    names = ", ".join(md_text(m) for m in models)
+    st.caption(f"{len(models)} workloads ({names}): compare throughput within a workload; "
                "speed-up is only computed against the baseline's.")
 sweeps = compare.sweep_frame(frame)
 if not sweeps.empty:

@@ -106,9 +106,9 @@ def delete_runs(store, run_ids: list[str]) -> tuple[str, bool]:
         if run is not None and run["status"] in ACTIVE:
             busy.append(f"{md_text(run_id)} ({run['status']})")
     if busy:
-        one = len(busy) == 1
-        return (f"Nothing deleted: {', '.join(busy)} {'is' if one else 'are'} not finished. Cancel "
-                f"{'it' if one else 'them'} on the Run page first, or wait until {'it ends' if one else 'they end'}."), False
+        is_, it, ends = ("is", "it", "it ends") if len(busy) == 1 else ("are", "them", "they end")
+        return (f"Nothing deleted: {', '.join(busy)} {is_} not finished. Cancel {it} on the Run page "
+                f"first, or wait until {ends}."), False
     removed = store.delete_runs(ids)
     return f"Deleted {_count(removed, 'run')}.", True
 
