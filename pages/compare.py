@@ -6,7 +6,7 @@ from dashbench.views import charts, ui
 
 from dashbench.costs import prices, reference
 from dashbench.views import compare, context, filters
-from dashbench.views.format import run_label
+from dashbench.views.format import md_text, run_label
 from dashbench.views.samples import step_samples
 
 ctx = ui.open_page("Compare")
@@ -99,15 +99,16 @@ if not unpriced.empty:
     # Read-only has no price form: prices are set where the results are written.
     where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
              else "Set one on the Prices page.")
-    st.caption("No price for: " + ", ".join(unpriced["label"]) + ". " + where)
+    st.caption("No price for: " + ", ".join(md_text(label) for label in unpriced["label"]) + ". " + where)
     if not ctx.settings.read_only:
         st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
 
 models = sorted(frame.loc[frame["kind"] == "measured", "model"].dropna().unique())
 if len(models) == 1:
-    st.subheader(f"Workload: {models[0]}")
+    st.subheader(f"Workload: {md_text(models[0])}")
 elif len(models) > 1:
-    st.caption(f"{len(models)} workloads ({', '.join(models)}): compare throughput within a workload; "
+    names = ", ".join(md_text(m) for m in models)
+    st.caption(f"{len(models)} workloads ({names}): compare throughput within a workload; "
                "speed-up is only computed against the baseline's.")
 sweeps = compare.sweep_frame(frame)
 if not sweeps.empty:

@@ -5,6 +5,7 @@ import streamlit as st
 from dashbench.costs import prices, reference
 from dashbench.views import prices as price_views
 from dashbench.views import ui
+from dashbench.views.format import md_text
 from dashbench.spec import SpecError
 
 ctx = ui.open_page("Prices", flash_key="price_flash")
@@ -37,9 +38,9 @@ if not read_only:
                                          source=source, current=catalog)
                 ctx.store.set_price_override(prices.store_row(row))
             except (SpecError, ValueError) as exc:
-                st.error(f"Not saved: {exc}")
+                st.error(f"Not saved: {md_text(exc)}")
             else:
-                st.session_state["price_flash"] = f"Saved price `{row['key']}` for {row['device']}."
+                st.session_state["price_flash"] = f"Saved price {md_text(row['key'])} for {md_text(row['device'])}."
                 st.rerun()
 
     overrides = catalog[catalog["origin"] == "override"]
@@ -49,7 +50,8 @@ if not read_only:
         key = cols[0].selectbox("Override", list(overrides["key"]), key="price_remove_key")
         if cols[1].button("Remove this override", key="price_remove"):
             ctx.store.delete_price_override(key)
-            st.session_state["price_flash"] = f"Removed override `{key}`; the shipped price (if any) applies again."
+            st.session_state["price_flash"] = (f"Removed override {md_text(key)}; the shipped price (if any) "
+                                               "applies again.")
             st.rerun()
         if cols[2].button("Reset all overrides", key="price_reset"):
             removed = ctx.store.reset_price_overrides()

@@ -38,16 +38,7 @@ if not filtered.empty:
     run_id = st.selectbox("Run", list(labels), index=first_done, format_func=labels.get, key="res_detail")
     run = ctx.store.get_run(run_id)
     detail = results.run_detail(run)
-    st.markdown(f"**{detail['title']}** — status `{detail['status']}`")
-    if detail["error"]:
-        st.error(detail["error"])
-    for name, text in detail["flags"]:
-        st.warning(f"`{name}`: {text}", icon=":material/warning:")
-    if detail["headline"]:
-        metric_cols = st.columns(len(detail["headline"]))
-        for col, (label, value, more) in zip(metric_cols, detail["headline"]):
-            col.metric(label, value)
-            col.caption(more)
+    ui.run_summary(detail)
     samples = prepare_samples(ctx.store.samples(run_id))
     left, right = st.columns(2)
     left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
@@ -75,8 +66,11 @@ if not read_only:
         # the widgets can be cleared: a key popped in the page body keeps its value in the browser.
         doomed = st.session_state.get("res_delete") or []
         with context.own_store(ctx.settings) as store:
-            removed = store.delete_runs(doomed)
-        st.session_state["res_flash"] = f"Deleted {removed} run{'' if removed == 1 else 's'}."
+            message, ok = results.delete_runs(store, doomed)
+        if not ok:  # a queued or running run: kept, and the choice stays for after a cancel
+            st.session_state["res_delete_refused"] = message
+            return
+        st.session_state["res_flash"] = message
         st.session_state["res_delete"] = []
         st.session_state["res_delete_confirm"] = False
         st.session_state.pop("res_detail", None)
@@ -100,3 +94,5 @@ if not read_only:
     st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
     ready = bool(st.session_state.get("res_delete")) and st.session_state.get("res_delete_confirm", False)
     st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)
+    if "res_delete_refused" in st.session_state:
+        st.error(st.session_state.pop("res_delete_refused"))

@@ -7,20 +7,20 @@ from dashbench.views import charts, ui
 from dashbench.jobs import queue
 from dashbench.views import devices as device_views
 from dashbench.views import context, live, results, run_form
-from dashbench.views.format import run_label
+from dashbench.views.format import md_text, run_label
 from dashbench.spec import MODELS, PRECISIONS, SpecError
 
 ctx = ui.page_context()
 st.title("Run")
 if ctx.settings.read_only or ctx.store is None:
-    st.error(ctx.store_error or "This dashboard is read-only: runs are launched elsewhere.")
+    st.error(md_text(ctx.store_error) or "This dashboard is read-only: runs are launched elsewhere.")
     st.stop()
 db_path = ctx.settings.db_path
 
 with st.spinner("Looking for devices on this machine…"):
     devices = device_views.device_info()
 if devices.error:
-    st.warning(devices.error)
+    st.warning(md_text(devices.error))
 
 for key, value in run_form.run_form_defaults(devices.kinds).items():
     st.session_state.setdefault(key, value)
@@ -73,7 +73,7 @@ if launch or launch_sweep:
         specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
         ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
     except SpecError as exc:
-        st.error(f"Not launched: {exc}")
+        st.error(f"Not launched: {md_text(exc)}")
     else:
         st.session_state.setdefault("my_runs", []).extend(ids)
         st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
@@ -94,7 +94,7 @@ def live_panel():
         view = live.live_view(queue.progress(run_id, db_path))
         with st.container(border=True):
             cols = st.columns([5, 1])
-            cols[0].markdown(f"**{run_label(row)}** — {view.text}")
+            cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
             if cols[1].button("Cancel", key=f"cancel_{run_id}"):
                 queue.cancel(run_id, db_path)
             st.progress(view.fraction)
@@ -111,14 +111,6 @@ if mine:
     for run in mine:
         detail = results.run_detail(run)
         with st.container(border=True):
-            st.markdown(f"**{detail['title']}** — `{detail['status']}`")
-            if detail["error"]:
-                st.error(detail["error"])
-            for name, text in detail["flags"]:
-                st.warning(f"`{name}`: {text}", icon=":material/warning:")
-            if detail["headline"]:
-                for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
-                    col.metric(label, value)
-                    col.caption(more)
+            ui.run_summary(detail)
     st.page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
                  query_params={"runs": ",".join(r["run_id"] for r in mine)})

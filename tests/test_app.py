@@ -3,6 +3,8 @@
 import hashlib
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 import time
@@ -154,6 +156,75 @@ def test_results_page_deletes_and_imports(filled, monkeypatch, tmp_path):
     with Store(db, read_only=True) as store:
         assert store.get_run(ids[0]) is None
         assert store.get_run(extra)["error"] == "bundle me"
+
+
+def test_results_page_refuses_to_delete_a_running_run(filled, monkeypatch):
+    """As `delete` without --force: deleting a running run would kill its measurement."""
+    db, ids = filled
+    with Store(db) as store:
+        running = store.create_run(RunSpec(model="conv2d", batch_size=8, device="cpu"), pid=os.getpid())  # alive
+    try:
+        at = start(monkeypatch, db)
+        show(at, "pages/results.py")
+        at.multiselect(key="res_delete").set_value([ids[0], running])
+        at.checkbox(key="res_delete_confirm").check().run()
+        at.button(key="res_delete_go").click().run()
+        assert_clean(at)
+        (refused,) = [e.value for e in at.error if e.value.startswith("Nothing deleted")]
+        assert "(running)" in refused and "Cancel it on the Run page first" in refused
+        assert "Deleted" not in texts(at)
+        assert at.multiselect(key="res_delete").value == [ids[0], running]  # kept for after a cancel
+        with Store(db, read_only=True) as store:
+            assert store.get_run(running)["status"] == "running" and store.get_run(ids[0]) is not None
+            assert store.count_runs() == len(ids) + 1
+    finally:
+        with Store(db) as store:
+            store.finish_run(running, "cancelled")
+
+
+# Markup a foreign bundle could carry in its stored text: an image a browser would fetch, a link,
+# HTML, a Streamlit icon and colour directive.
+HOSTILE_LABEL = "![x](http://host/p.png) [y](http://host/) <img src=http://host/q.png> :material/bolt: :red[z]"
+HOSTILE_ERROR = "![e](http://host/e.png) **loud** `code` :blue[directive] <b>tag</b>"
+HOSTILE_FLAG = "![f](http://host/f.png)"
+
+
+def _assert_no_live_markup(shown: list[str]) -> None:
+    for body in shown:
+        assert not re.search(r"(?<!\\)\]\(", body), body  # "](": an image or a link
+        assert not re.search(r"(?<!\\)<", body), body  # an HTML tag
+        assert ":material/" not in body and ":red[" not in body and ":blue[" not in body, body
+
+
+def test_stored_markup_is_shown_as_text(tmp_path, monkeypatch):
+    from dashbench.views.format import md_text
+
+    db = tmp_path / "hostile.sqlite"
+    with Store(db) as store:
+        spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4, label=HOSTILE_LABEL)
+        done = store.create_run(spec)
+        result, samples = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 100.0, [HOSTILE_FLAG],
+                                                     random.Random(0))
+        store.add_samples(done, samples)
+        store.finish_run(done, "done", result=result)
+        failed = store.create_run(spec)
+        store.finish_run(failed, "failed", error=HOSTILE_ERROR)
+    at = start(monkeypatch, db)
+    show(at, "pages/results.py")
+    at.selectbox(key="res_detail").set_value(failed).run()
+    assert_clean(at)
+    assert md_text(HOSTILE_ERROR) in [e.value for e in at.error]
+    assert any(md_text(HOSTILE_LABEL) in m.value for m in at.markdown)
+    _assert_no_live_markup(texts(at).splitlines() + [s.value for s in at.subheader])
+    at.selectbox(key="res_detail").set_value(done).run()
+    assert_clean(at)
+    assert any(md_text(HOSTILE_FLAG) in w.value for w in at.warning)
+    _assert_no_live_markup(texts(at).splitlines() + [m.label for m in at.metric])
+    at.query_params["runs"] = done
+    show(at, "pages/compare.py")
+    shown = texts(at)
+    assert md_text(HOSTILE_FLAG) in shown and md_text(HOSTILE_LABEL) in shown  # the flag box, "No price for"
+    _assert_no_live_markup(shown.splitlines() + [s.value for s in at.subheader])
 
 
 def test_prices_page_sets_and_resets_an_override(filled, monkeypatch):

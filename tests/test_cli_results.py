@@ -78,6 +78,33 @@ def test_show_text_and_json(db, capsys):
     assert code == 2 and err.strip() == f"error: run_id: no run 'zzz' in {db}"
 
 
+def _strict_json(text: str):
+    """json.loads that refuses Infinity and NaN, which are not JSON (RFC 8259)."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_list_and_show_json_are_strict_json_for_non_finite_figures(db, capsys):
+    """A stored run (a hand-made row, an old bundle) may hold Infinity or NaN: --json prints null."""
+    with Store(db) as store:
+        spec = SPEC.replace(batch_size=8)
+        odd = store.create_run(spec)
+        store.add_samples(odd, samples_for(2))
+        store.finish_run(odd, "done", result_for(spec, float("inf"), mfu=float("nan"),
+                                                 examples_per_sec_ci95=[float("-inf"), float("inf")]))
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json")
+    assert code == 0
+    (row,) = [r for r in _strict_json(out) if r["run_id"] == odd]
+    assert row["examples_per_sec"] is None and row["mfu"] is None and row["batch_size"] == 8
+    code, out, _ = run_cli(capsys, "show", odd, "--db", str(db), "--json")
+    assert code == 0
+    data = _strict_json(out)
+    assert data["result"]["examples_per_sec"] is None and data["result"]["mfu"] is None
+    assert data["result"]["examples_per_sec_ci95"] == [None, None] and len(data["samples"]) == 2
+    assert data["result"]["global_batch_size"] == 8
+
+
 def test_delete(db, capsys):
     with Store(db) as store:
         ids = list(store.runs(status="done")["run_id"])

@@ -319,3 +319,40 @@ def test_real_job_is_submitted_and_finishes(tmp_path):
         assert run["result"].examples_per_sec > 0 and run["result"].accelerator == "CPU"
         samples = store.samples(run_id)
         assert int(samples.loc[~samples["warmup"], "steps"].sum()) == 4
+
+
+def test_sweep_stopped_by_sigterm_exits_143_as_run_does(fake):
+    """A real `sweep` process (the stand-in engine behind its run command) sent SIGTERM while a point
+    measures: it cancels its points and exits 128 + 15, as `run` does, not 130 (Ctrl-C's code)."""
+    db = fake
+    sweep = textwrap.dedent(f"""
+        import sys
+        from dashbench.cli import main
+        from dashbench.jobs import queue
+        queue.RUN_COMMAND = {queue.RUN_COMMAND!r}
+        sys.exit(main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,8", "--steps", "2000",
+                       "--seed", "50", "--db", {str(db)!r}]))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", sweep], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def measuring():
+            if not db.exists():
+                return False
+            with Store(db) as store:
+                running = store.runs(status="running")["run_id"]
+                return len(running) == 1 and not store.samples(running.iloc[0]).empty
+        # A point measuring: the sweep has its handler in place, the point its own. (Not wait_until:
+        # its pump would start points from this process.)
+        deadline = time.monotonic() + 60
+        while not measuring() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert measuring(), proc.poll()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "cancelled" in err
+    with Store(db) as store:
+        assert set(store.runs()["status"]) == {"cancelled"}

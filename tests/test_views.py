@@ -1,6 +1,7 @@
 """The dashboard's logic without Streamlit: views (tables, speed-up, filters, CSV, live view) and charts."""
 
 import io
+import os
 import re
 
 import pandas as pd
@@ -10,9 +11,9 @@ from dashbench.views import charts
 
 from dashbench.costs import prices, reference
 from dashbench.views import compare, context, devices, filters, live, results, run_form
-from dashbench.views.format import flag_list, flag_text, run_label
+from dashbench.views.format import flag_list, flag_text, md_text, run_label
 from dashbench.views.samples import prepare_samples, step_samples
-from dashbench.spec import SpecError
+from dashbench.spec import RunSpec, SpecError
 from dashbench.store import STATUSES, TERMINAL, Store
 
 import dashboard_data
@@ -122,6 +123,62 @@ def test_import_summary_reads_as_a_sentence():
     text = results.import_summary({"files": 1, "runs_added": 1, "runs_skipped": 7, "samples_added": 32})
     assert text == "Imported 1 run with 32 samples from 1 file; 7 runs already stored, kept once."
     assert "_" not in results.import_summary({"files": 2, "runs_added": 0, "runs_skipped": 0, "samples_added": 0})
+
+
+# Stored text a bundle from elsewhere may carry, each with markdown (or HTML, or a Streamlit
+# directive) that would do something on the page if shown unescaped.
+HOSTILE = [
+    "![x](http://host/p.png)", "[click](http://host/)", "<img src=http://host/p.png>", "<b>bold</b>",
+    ":material/warning:", ":red[alarm]", ":smile:", "`code`", "**strong** *em* _em_ ~~gone~~", "# heading",
+    "- item", "1. item", "> quote", "$x^2$", "a | b\n---|---", "http://host/p.png", "www.host.com",
+    "&lt;b&gt; &#58;", "[ref]: http://host/p.png", "back\\slash \\*",
+]
+# Every mark CommonMark, GFM, math and Streamlit's directives give a meaning.
+SPECIAL = "\\`*_{}[]()<>#+-.!|~=:$&^\"'@"
+
+
+def _unescaped(markdown: str) -> str:
+    """What the markdown shows as text: backslash escapes and invisible breaks undone."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace("\u200b", ""), flags=re.S)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_md_text_shows_stored_markup_as_text(text):
+    shown = md_text(text)
+    lines = text.splitlines()
+    assert _unescaped(shown).split("  \n") == [line.strip() for line in lines]
+    # Once every escaped pair is taken out, no mark with a meaning is left bare ...
+    bare = re.sub(r"\\.", "", shown, flags=re.S)
+    assert not [c for c in bare if c in SPECIAL], shown
+    # ... and no colon starts an icon or a directive, which Streamlit finds after escapes are gone.
+    assert shown.count(":") == shown.count(":\u200b"), shown
+    assert ":material/" not in shown.replace("\\", "")
+
+
+def test_md_text_of_an_image_link_and_of_nothing():
+    assert md_text("![x](http://host/p.png)") == "\\!\\[x\\]\\(http\\:\u200b//host/p\\.png\\)"
+    assert md_text(None) == "" and md_text(float("nan")) == "" and md_text("plain words") == "plain words"
+    assert md_text("  first\n      second") == "first  \nsecond"  # no code block from indentation
+
+
+def test_delete_refuses_queued_and_running_runs(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    ids = dashboard_data.fill(path, n_runs=6)
+    with Store(path) as store:
+        running = store.create_run(RunSpec(model="conv2d", batch_size=8), pid=os.getpid())  # alive
+        queued = store.create_run(RunSpec(model="conv2d", batch_size=8), status="queued")
+        message, ok = results.delete_runs(store, [ids[0], running, queued])
+        assert not ok and message.startswith("Nothing deleted: ")
+        assert f"{md_text(running)} (running)" in message and f"{md_text(queued)} (queued)" in message
+        assert md_text(ids[0]) not in message
+        assert "Cancel them on the Run page first" in message
+        assert store.count_runs() == len(ids) + 2 and store.get_run(ids[0]) is not None
+        message, ok = results.delete_runs(store, [running])
+        assert not ok and "is not finished" in message and "Cancel it" in message
+        assert results.delete_runs(store, ids[:2]) == ("Deleted 2 runs.", True)
+        assert store.get_run(ids[0]) is None and store.get_run(running)["status"] == "running"
+        store.finish_run(running, "cancelled")
+        store.request_cancel(queued)
 
 
 def test_run_form_to_specs_and_sweeps():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import re
 import sys
 
 from dashbench import __version__
+from dashbench.cli import strict_json
 from dashbench.spec import SpecError
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         if "--json" in argv and next((a for a in argv if not a.startswith("-")), None) in JSON_ERROR_COMMANDS:
             field = exc.field if isinstance(exc, SpecError) else usage_field(str(exc))
-            print(json.dumps({"status": "invalid", "field": field, "error": str(exc)}))
+            print(strict_json.dumps({"status": "invalid", "field": field, "error": str(exc)}))
         return 2
     except BrokenPipeError:
         # The reader went away (`... | head`): not an error worth a traceback. Point stdout at

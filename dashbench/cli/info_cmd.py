@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from dashbench.cli import strict_json
 
 
 def register(subparsers) -> None:
@@ -23,7 +24,7 @@ def handle_models(args) -> int:
 
     rows = describe_all()
     if args.json:
-        print(json.dumps(rows))
+        print(strict_json.dumps(rows))
         return 0
     for row in rows:
         shape = ", ".join(f"{k} {v}" for k, v in row["defaults"].items())
@@ -38,7 +39,7 @@ def handle_devices(args) -> int:
 
     info = discover()
     if args.json:
-        print(json.dumps(info))
+        print(strict_json.dumps(info))
         return 0
     print(f"TensorFlow {info['tensorflow']}; default device: {info['default_device']}")
     print(f"CPU: {info['cpu']['model']} ({info['cpu']['cores']} cores)")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
 from dashbench import presets
+from dashbench.cli import strict_json
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.result import RunResult
 from dashbench.spec import SpecError
@@ -142,7 +142,7 @@ def _list(as_json: bool) -> int:
             }
             for p in presets.PRESETS.values()
         ]
-        print(json.dumps(out, indent=2))
+        print(strict_json.dumps(out, indent=2))
         return 0
     for p in presets.PRESETS.values():
         batches = ", ".join(f"{d} {p.per_device[d]['batch_size']}" for d in presets.DEVICE_CLASSES)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
+from dashbench.cli import strict_json
 from dashbench.costs import prices
 from dashbench.spec import SpecError
 
@@ -71,7 +71,7 @@ def _list(args) -> int:
             store.close()
     if args.json:
         records = [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
-        print(json.dumps(records, indent=2, allow_nan=False))
+        print(strict_json.dumps(records, indent=2))
         return 0
     print(format_table(frame))
     return 0

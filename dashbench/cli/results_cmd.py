@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dashbench.cli import strict_json
 from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle,
                              import_bundles)
 
@@ -175,7 +176,7 @@ def cmd_list(args) -> int:
         frame = store.runs(**resolve_device_filters(filters, store))
         if args.json:
             frame = with_costs(frame, store)
-            print(json.dumps(records(frame)))
+            print(strict_json.dumps(records(frame)))
             return 0
     if frame.empty:
         print("no runs match")
@@ -239,7 +240,7 @@ def cmd_show(args) -> int:
     if args.json:
         run["result"] = run["result"].to_dict() if run["result"] else None
         run["samples"] = json.loads(samples.to_json(orient="records"))
-        print(json.dumps(run, indent=2, default=str))
+        print(strict_json.dumps(run, indent=2, default=str))
         return 0
     print(describe_run(run, samples))
     return 0

@@ -11,11 +11,10 @@ cancelled by signal N. `preset` runs through the same `execute`, so both report 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import sys
 
+from dashbench.cli import strict_json
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
@@ -135,7 +134,7 @@ def _error_object(spec, status: str, error: str, run_id: str | None, **extra) ->
 
 
 def print_json(obj: dict) -> None:
-    print(json.dumps(json_safe(obj), allow_nan=False), flush=True)
+    print(strict_json.dumps(obj), flush=True)
 
 
 class Progress:
@@ -163,17 +162,6 @@ class Progress:
         else:
             return
         print(line, file=sys.stderr, flush=True)
-
-
-def json_safe(value):
-    """Strict JSON: non-finite floats become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 @contextlib.contextmanager

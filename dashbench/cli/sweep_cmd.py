@@ -3,17 +3,19 @@
 Each point is its own `run` process, queued through dashbench.jobs: an out-of-memory error or a
 crash ends that point (`failed`) and the sweep goes on; the device lock keeps the points, and any
 run the dashboard started on the same device, from overlapping.
+Exit codes: 0 every point done, 1 some point not, 2 bad input, 128+N stopped by signal N (130 for
+Ctrl-C, 143 for SIGTERM), as `run`.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
 
 from dashbench import catalog
 
+from dashbench.cli import strict_json
 from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
@@ -33,8 +35,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
+class _Stopped(KeyboardInterrupt):
+    """A signal ends the sweep as Ctrl-C does; it exits 128 + the signal's number, as `run` does."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _stop(signum, _frame):
-    raise KeyboardInterrupt
+    raise _Stopped(signum)
 
 
 @reports_store_errors
@@ -55,15 +65,15 @@ def cmd_sweep(args) -> int:
     try:
         run_ids = [queue.submit(spec, db, sweep_id=sweep_id) for spec in specs]
         rows = _wait(run_ids, db, sizes)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         for run_id in run_ids:
             queue.cancel(run_id, db, wait_s=10)
         print(f"sweep {sweep_id} cancelled", file=sys.stderr)
-        return 130
+        return 128 + int(getattr(exc, "signum", signal.SIGINT))
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
-        print(json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
+        print(strict_json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
     else:
         print(sweep_id)
     return 0 if all(row["status"] == "done" for row in rows) else 1

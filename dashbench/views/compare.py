@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from dashbench.views.format import (FLAG_TEXT, PRECISION_SHORT, duration_text, flag_list, flag_text, is_number,
-                                    run_label, with_ms)
+                                    md_text, run_label, with_ms)
 
 REFERENCE_PREFIX = "ref:"
 
@@ -138,7 +138,8 @@ def flag_lines(frame: pd.DataFrame) -> list[str]:
     """One markdown bullet per flagged row, the flag explained, for the box next to the charts."""
     lines = []
     for _, row in frame[frame["flag_text"] != ""].iterrows():
-        lines.append(f"- **{row['label']}**: " + "; ".join(FLAG_TEXT.get(f, f) for f in row["flags"]))
+        notes = "; ".join(md_text(FLAG_TEXT.get(f, f)) for f in row["flags"])
+        lines.append(f"- **{md_text(row['label'])}**: {notes}")
     return lines
 
 

@@ -1,9 +1,11 @@
-"""Shared wording and number helpers: flag names in words, run labels, missing-value checks."""
+"""Shared wording and number helpers: flag names in words, run labels, missing-value checks, and
+stored text made safe to show inside markdown."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -27,6 +29,28 @@ def flag_list(flags: Any) -> list[str]:
 def flag_text(flags: Any, short: bool = True) -> str:
     names = FLAG_SHORT if short else FLAG_TEXT
     return "; ".join(names.get(f, f) for f in flag_list(flags))
+
+
+# ---------------------------------------------------------------------------------------- markdown
+
+# Every mark that CommonMark, GFM (tables, strikethrough, autolinks), math ($) or Streamlit's
+# `:color[...]` directives give a meaning, wherever it stands; a backslash makes each one literal.
+_MARKDOWN_PUNCTUATION = re.compile("([" + re.escape("\\`*_{}[]()<>#+-.!|~=:$&^\"'@") + "])")
+# Streamlit turns `:material/name:` and `:smile:` into icons in the parsed text itself, after
+# backslash escapes are gone: an invisible space after every colon is what stops those.
+_WORD_BREAK = "\u200b"
+
+
+def md_text(value: Any) -> str:
+    """Stored text (a label, an error, a flag, a file name) as markdown that shows exactly that
+    text: no images or links for a browser to fetch, no HTML, no icons or colours, no emphasis.
+    For every string that did not come from dashbench's own code and goes into st.markdown,
+    st.caption, st.error/warning/info/success, metric or expander labels."""
+    if is_missing(value):
+        return ""
+    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(value)).replace(":", ":" + _WORD_BREAK)
+    # Lines stay lines (hard breaks); leading blanks would start a code block, so they go.
+    return "  \n".join(line.strip() for line in text.splitlines())
 
 
 # ------------------------------------------------------------------------------------------ labels

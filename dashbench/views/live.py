@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dashbench.store import TERMINAL
-from dashbench.views.format import is_number
+from dashbench.views.format import is_number, md_text
 from dashbench.views.samples import prepare_samples
 
 
@@ -17,7 +17,7 @@ class LiveView:
 
     status: str
     fraction: float
-    text: str
+    text: str  # markdown: stored parts (phase, status) escaped
     samples: pd.DataFrame
     finished: bool
     error: str | None = None
@@ -41,7 +41,7 @@ def live_view(progress: dict | None) -> LiveView:
             text += f" ({ahead} run{'s' if ahead != 1 else ''} ahead)"
     elif status == "running":
         phase = progress.get("phase")
-        text = f"running ({phase})" if phase else "running"
+        text = f"running ({md_text(phase)})" if phase else "running"
         done, total = progress.get("steps_done"), progress.get("steps_total")
         if is_number(done) and is_number(total):
             text += f": step {int(done)} of {int(total)}"
@@ -53,7 +53,7 @@ def live_view(progress: dict | None) -> LiveView:
         if is_number(live):
             text += f", {live:,.1f} examples/s so far"
     else:
-        text = status
+        text = md_text(status)
     return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in TERMINAL,
                     error=progress.get("error"))
 

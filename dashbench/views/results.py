@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashbench.views.format import flag_text, run_label, with_ms
+from dashbench.store import ACTIVE
+from dashbench.views.format import flag_text, md_text, run_label, with_ms
 
 # The figures a user came for first, then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -75,7 +76,7 @@ def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:
 
 
 def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
-    """Import uploaded bundle files; (message, ok). A bad file is named in the message, nothing half-done."""
+    """Import uploaded bundle files; (markdown message, ok). A bad file is named in the message, nothing half-done."""
     import tempfile
     from pathlib import Path
 
@@ -89,9 +90,27 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             paths.append(path)
         try:
             counts = import_bundles(store, paths)
-        except BundleError as exc:
-            return f"Import failed: {exc}", False
+        except BundleError as exc:  # its text quotes the bundle: shown as text
+            return f"Import failed: {md_text(exc)}", False
     return import_summary(counts), True
+
+
+def delete_runs(store, run_ids: list[str]) -> tuple[str, bool]:
+    """Delete these runs and their samples unless one is queued or running; (markdown message, ok).
+    Deleting a running run would kill its measurement, so, as `delete` without --force, nothing is
+    deleted then and the message names the runs to cancel first."""
+    ids = list(run_ids)
+    busy = []
+    for run_id in ids:
+        run = store.get_run(run_id)
+        if run is not None and run["status"] in ACTIVE:
+            busy.append(f"{md_text(run_id)} ({run['status']})")
+    if busy:
+        is_, it, ends = ("is", "it", "it ends") if len(busy) == 1 else ("are", "them", "they end")
+        return (f"Nothing deleted: {', '.join(busy)} {is_} not finished. Cancel {it} on the Run page "
+                f"first, or wait until {ends}."), False
+    removed = store.delete_runs(ids)
+    return f"Deleted {_count(removed, 'run')}.", True
 
 
 def _count(n: int, word: str) -> str:

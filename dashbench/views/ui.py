@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.views import pages_folder
+from dashbench.views.format import md_text
 
 CONTEXT_KEY = "dashbench"
 
@@ -47,8 +48,22 @@ def open_page(title: str, flash_key: str | None = None):
     ctx = page_context()
     st.title(title)
     if ctx.store is None:
-        st.error(ctx.store_error)
+        st.error(md_text(ctx.store_error))
         st.stop()
     if flash_key and flash_key in st.session_state:
-        st.success(st.session_state.pop(flash_key))
+        st.success(st.session_state.pop(flash_key))  # markdown whose stored parts were escaped when written
     return ctx
+
+
+def run_summary(detail: dict) -> None:
+    """A stored run's title, status, error, flags and headline figures (views.results.run_detail).
+    Every stored string goes through md_text: a bundle from elsewhere may hold any markup."""
+    st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")
+    if detail["error"]:
+        st.error(md_text(detail["error"]))
+    for name, text in detail["flags"]:
+        st.warning(f"{md_text(name)}: {md_text(text)}", icon=":material/warning:")
+    if detail["headline"]:
+        for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
+            col.metric(md_text(label), value)
+            col.caption(md_text(more))
