@@ -29,18 +29,22 @@ DOC = ROOT / "docs" / "PERFORMANCE.md"
 START, END = "<!-- engine -->", "<!-- /engine -->"
 
 
-def hand_loop(spec: RunSpec):
-    """A minimal hand-written loop; returns chunk(n) → (wall, CPU) seconds for n steps and a host sync."""
+def _setup(spec: RunSpec):
+    """TensorFlow, the model, its optimizer and one synthetic batch, seeded as the engine seeds them."""
     tf = devices.import_tensorflow()
     import keras
 
-    workload = catalog.get(spec.model)
-    shapes = workload.shapes(spec)
+    shapes = catalog.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(spec.seed)
     model = workloads.build_model(spec.model, shapes)
-    optimizer = workloads.make_optimizer(spec.model)
+    batch = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
+    return tf, model, workloads.make_optimizer(spec.model), batch
+
+
+def hand_loop(spec: RunSpec):
+    """A minimal hand-written loop; returns chunk(n) → (wall, CPU) seconds for n steps and a host sync."""
+    tf, model, optimizer, (x, y) = _setup(spec)
     optimizer.build(model.trainable_variables)
-    x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
 
     @tf.function
     def step():
@@ -62,15 +66,11 @@ def hand_loop(spec: RunSpec):
 
 def fit_loop(spec: RunSpec):
     """Keras model.fit; returns chunk(n) → (wall, CPU) seconds of one n-step epoch (the epoch's own time)."""
-    tf = devices.import_tensorflow()
     import keras
 
-    workload = catalog.get(spec.model)
-    shapes = workload.shapes(spec)
-    keras.utils.set_random_seed(spec.seed)
-    model = workloads.build_model(spec.model, shapes)
-    model.compile(optimizer=workloads.make_optimizer(spec.model), loss=lambda y, p: workloads.per_example_loss(spec.model, y, p), jit_compile=False)
-    x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
+    tf, model, optimizer, (x, y) = _setup(spec)
+    model.compile(optimizer=optimizer, loss=lambda y, p: workloads.per_example_loss(spec.model, y, p),
+                  jit_compile=False)
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
 
     class Timer(keras.callbacks.Callback):
