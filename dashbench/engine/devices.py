@@ -19,13 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dashbench.engine import tpu
 from dashbench.spec import RunSpec, SpecError, divisibility_message
 
-# TPU generations whose chips each show up as two TensorFlow devices (cores).
-_TWO_CORES_PER_CHIP = ("TPU v2", "TPU v3")
-# Accelerator-type prefixes on TPU VMs (TPU_ACCELERATOR_TYPE, e.g. "v5litepod-8") → canonical names.
-_TPU_TYPES = (("v5litepod", "TPU v5e"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"),
-              ("v4", "TPU v4"), ("v3", "TPU v3"), ("v2", "TPU v2"))
 # Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
 _GPU_NAMES = ("H200", "H100", "A100", "V100", "P100", "K80", "T4", "L4")
 
@@ -48,6 +44,7 @@ class Target:
     device_names: list = field(default_factory=list)
     replicas: int = 1
     multi_worker: bool = False
+    env: dict = field(default_factory=dict)  # facts for the run's environment record (e.g. "tpu")
 
 
 def import_tensorflow():
@@ -88,13 +85,8 @@ def native_stderr_silenced():
 
 
 def tpu_evidence() -> Optional[str]:
-    """Why this host looks like a TPU VM (device files, libtpu), or None. Imports no TensorFlow."""
-    for path in ("/dev/accel0", "/dev/vfio/0"):
-        if os.path.exists(path):
-            return path
-    if os.environ.get("TPU_ACCELERATOR_TYPE") or os.environ.get("TPU_NAME"):
-        return "TPU_ACCELERATOR_TYPE/TPU_NAME set"
-    return None
+    """Why this host looks like a TPU VM, or None (dashbench.engine.tpu.evidence)."""
+    return tpu.evidence()
 
 
 def discover() -> dict:
@@ -111,7 +103,7 @@ def discover() -> dict:
         "tensorflow": tf.__version__,
         "physical_devices": [{"name": d.name, "type": d.device_type} for d in physical],
         "gpus": gpus,
-        "tpu": {"evidence": tpu_evidence(), "accelerator_type": os.environ.get("TPU_ACCELERATOR_TYPE")},
+        "tpu": {"evidence": tpu_evidence(), **tpu.describe_type(tpu_evidence())},
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
         "tf_config": bool(os.environ.get("TF_CONFIG")),
         "default_device": resolve_auto(tf),
@@ -193,7 +185,7 @@ def _tpu_target(tf, spec: RunSpec) -> Target:
         if name != "local":
             tf.config.experimental_connect_to_cluster(resolver)
         with native_stderr_silenced():
-            tf.tpu.experimental.initialize_tpu_system(resolver)
+            topology = tf.tpu.experimental.initialize_tpu_system(resolver)
         strategy = tf.distribute.TPUStrategy(resolver)
     except DeviceError:
         raise
@@ -205,12 +197,17 @@ def _tpu_target(tf, spec: RunSpec) -> Target:
         ) from None
     replicas = strategy.num_replicas_in_sync
     if spec.replicas is not None and spec.replicas != replicas:
-        raise SpecError("replicas", f"a TPU runs on all its {replicas} cores here; drop --replicas or use {replicas}")
+        raise SpecError(
+            "replicas", f"a TPU runs on all its {replicas} devices (cores or chips) here; drop --replicas or use {replicas}"
+        )
     _check_divisible(spec.batch_size, replicas)
-    accelerator = canonical_tpu(os.environ.get("TPU_ACCELERATOR_TYPE", ""))
-    cores_per_chip = 2 if accelerator in _TWO_CORES_PER_CHIP else 1
+    # TensorFlow lists TPU devices without naming the chip: the VM's accelerator type does.
+    identity = tpu.identify_here(device_count=replicas)
+    env = identity.to_env()
+    with contextlib.suppress(Exception):  # informative only: [x, y, z, cores] of the slice
+        env["topology_mesh_shape"] = [int(n) for n in topology.mesh_shape]
     names = [d.name for d in tf.config.list_logical_devices("TPU")]
-    return Target(strategy, "tpu", accelerator, max(1, replicas // cores_per_chip), names, replicas)
+    return Target(strategy, "tpu", identity.name, identity.chips, names, replicas, env={"tpu": env})
 
 
 def _multi_worker_config() -> Optional[dict]:
@@ -272,11 +269,8 @@ def canonical_gpu(raw: str) -> str:
 
 
 def canonical_tpu(accelerator_type: str) -> str:
-    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU'."""
-    for prefix, name in _TPU_TYPES:
-        if accelerator_type.lower().startswith(prefix):
-            return name
-    return "TPU"
+    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.engine.tpu.canonical_name)."""
+    return tpu.canonical_name(accelerator_type)
 
 
 def _gpu_details(tf, device) -> dict:

@@ -188,6 +188,7 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
                 "multi_worker": target.multi_worker,
                 "tf32": tf32,
                 "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
+                **target.env,
             },
         ),
         spec=spec.to_dict(),
