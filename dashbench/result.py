@@ -91,6 +91,18 @@ class RunResult:
         values = {k: v for k, v in _copied(data).items() if k in known and not (v is None and k in _DEFAULTED)}
         return cls(**values, extra={k: _copied(v) for k, v in data.items() if k not in known})
 
+    @classmethod
+    def check(cls, data: Any, finite: bool = True) -> None:
+        """Does `data` hold only what the engine writes (types, finite numbers >= 0, known flags)?
+        Raises ValueError "field: why". `finite=False` lets numbers be NaN, infinite or negative:
+        a stored row may hold those and still be shown (as blanks). from_dict stays tolerant."""
+        if not isinstance(data, dict):
+            raise ValueError(f"must be a JSON object, got {type(data).__name__}")
+        for name, value in data.items():
+            rule = _RULES.get(name)
+            if rule is not None and not (value is None and name in _DEFAULTED):
+                rule(name, value, finite)
+
     def replace(self, **changes) -> "RunResult":
         return dataclasses.replace(self, **changes)
 
@@ -188,6 +200,99 @@ def _json_fields():
 
 _DEFAULTED = {"unit", "device_names", "examples_per_sec_ci95", "flags", "losses", "placement", "shapes", "env",
               "spec", "xla", "status"}
+
+
+# -- RunResult.check's rules, one per stored key ---------------------------------------------------
+
+_INT_LIMIT = 2**63  # what SQLite's INTEGER holds
+
+
+def _fail(name: str, what: str, value) -> None:
+    shown = repr(value)
+    raise ValueError(f"{name}: must be {what}, got {shown if len(shown) <= 60 else shown[:57] + '...'}")
+
+
+def _text_or_null(name, value, finite):
+    if value is not None and not isinstance(value, str):
+        _fail(name, "text or null", value)
+
+
+def _text(name, value, finite):
+    if not isinstance(value, str):
+        _fail(name, "text", value)
+
+
+def _count_or_null(name, value, finite):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT_LIMIT):
+        _fail(name, "a whole number >= 0 or null", value)
+
+
+def _amount_or_null(name, value, finite):
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(name, "a number or null", value)
+    if finite and not (math.isfinite(value) and value >= 0):
+        _fail(name, "a finite number >= 0 or null", value)
+
+
+def _bool(name, value, finite):
+    if not isinstance(value, bool):
+        _fail(name, "true or false", value)
+
+
+def _texts(name, value, finite=True):
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        _fail(name, "a list of text", value)
+
+
+def _flags(name, value, finite):
+    _texts(name, value)
+    unknown = [v for v in value if v not in stats.FLAGS]
+    if unknown:
+        _fail(name, f"a list of known flags ({', '.join(stats.FLAGS)})", unknown[0])
+
+
+def _ci95(name, value, finite):
+    if not isinstance(value, list) or len(value) != 2:
+        _fail(name, "a list [low, high]", value)
+    for i, bound in enumerate(value):
+        _amount_or_null(f"{name}[{i}]", bound, finite)
+
+
+def _losses(name, value, finite):
+    if not isinstance(value, list):
+        _fail(name, "a list", value)
+    for i, loss in enumerate(value):
+        if loss is not None and not (_number(loss) if finite else isinstance(loss, (int, float))):
+            _fail(f"{name}[{i}]", "a finite number or null", loss)
+
+
+def _placement(name, value, finite):
+    if not isinstance(value, dict):
+        _fail(name, "an object", value)
+    for key, devices in value.items():
+        _texts(f"{name}.{key}", devices)
+
+
+def _object(name, value, finite):
+    if not isinstance(value, dict):
+        _fail(name, "an object", value)
+
+
+_RULES = {
+    "model": _text_or_null, "unit": _text, "device": _text_or_null, "accelerator": _text_or_null,
+    "accelerator_count": _count_or_null, "device_names": _texts, "replicas": _count_or_null,
+    "global_batch_size": _count_or_null, "per_replica_batch_size": _count_or_null, "precision": _text_or_null,
+    "xla": _bool, "data": _text_or_null, "status": _text, "examples_per_sec": _amount_or_null,
+    "examples_per_sec_ci95": _ci95, "step_time_median_s": _amount_or_null, "step_time_p10_s": _amount_or_null,
+    "step_time_p90_s": _amount_or_null, "step_time_std_s": _amount_or_null, "samples": _count_or_null,
+    "steps": _count_or_null, "steps_per_loop": _count_or_null, "compile_s": _amount_or_null,
+    "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
+    "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
+    "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
+    "env": _object, "spec": _object, "run_id": _text_or_null,
+}
 
 
 def _copied(value):

@@ -6,12 +6,14 @@ from dashbench.views import charts, ui
 
 from dashbench.costs import prices, reference
 from dashbench.views import compare, context, filters
-from dashbench.views.format import md_text, run_label
+from dashbench.views.format import md_text, run_label, unreadable_note
 from dashbench.views.samples import step_samples
 
 ctx = ui.open_page("Compare")
 
 runs = ctx.store.runs()
+if unreadable_note(runs):
+    st.warning(unreadable_note(runs))
 if runs.empty:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
     if not ctx.settings.read_only:

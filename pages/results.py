@@ -6,13 +6,15 @@ from dashbench.views import charts, ui
 
 from dashbench.costs import prices
 from dashbench.views import context, filters, results
-from dashbench.views.format import run_label
+from dashbench.views.format import md_text, run_label, unreadable_note
 from dashbench.views.samples import prepare_samples
 
 ctx = ui.open_page("Results", flash_key="res_flash")
 read_only = ctx.settings.read_only
 
 runs = ctx.store.runs()
+if unreadable_note(runs):
+    st.warning(unreadable_note(runs))
 if runs.empty:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
@@ -38,6 +40,8 @@ if not filtered.empty:
     run_id = st.selectbox("Run", list(labels), index=first_done, format_func=labels.get, key="res_detail")
     run = ctx.store.get_run(run_id)
     detail = results.run_detail(run)
+    if detail["unreadable"]:
+        st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
     ui.run_summary(detail)
     samples = prepare_samples(ctx.store.samples(run_id))
     left, right = st.columns(2)

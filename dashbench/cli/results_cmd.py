@@ -13,7 +13,7 @@ import pandas as pd
 
 from dashbench.cli import strict_json
 from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle,
-                             import_bundles)
+                             import_bundles, unreadable_text)
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
@@ -174,6 +174,8 @@ def cmd_list(args) -> int:
         return 0
     with store:
         frame = store.runs(**resolve_device_filters(filters, store))
+        if unreadable_text(frame):  # on stderr, so `list --json` stays JSON
+            print(f"warning: {unreadable_text(frame)}", file=sys.stderr)
         if args.json:
             frame = with_costs(frame, store)
             print(strict_json.dumps(records(frame)))

@@ -1,6 +1,6 @@
 """The results store: one SQLite database (database.py, the Store class — the only owner of the SQL),
 its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
-filters and DataFrames (queries.py), and export bundles (bundle.py, on the Store's public API).
+filters and DataFrames (queries.py, which also judges which stored rows can be read), and export bundles (bundle.py, on the Store's public API).
 Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the modules."""
 
 from dashbench.store.database import (  # noqa: F401  (the store's public face)
@@ -18,6 +18,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     pid_alive,
     this_host,
 )
+from dashbench.store.queries import unreadable_text  # noqa: F401
 from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL  # noqa: F401
 
 _BUNDLE_NAMES = ("export_bundle", "import_bundles", "read_bundle")

@@ -20,10 +20,9 @@ from typing import Iterable
 
 from dashbench import __version__
 
-from dashbench.store import database, schema
+from dashbench.store import database, schema, validate
 from dashbench.store.queries import SAMPLE_COLUMNS
 from dashbench.store.states import STATUSES
-from dashbench.spec import RunSpec, SpecError
 from dashbench.store.database import BundleError, StoreError, Store, this_host
 
 FORMAT = "dashbench-bundle"
@@ -104,57 +103,35 @@ def read_bundle(path: Path) -> list[dict]:
 def _check_run(run, number: int, fail) -> dict:
     if not isinstance(run, dict):
         raise fail(f"run #{number}: not an object")
-    where = f"run #{number} ({run.get('run_id', 'no id')})"
-    missing = [name for name in REQUIRED_RUN_FIELDS if run.get(name) in (None, "")]
+    run_id = run.get("run_id")
+    # A run id is quoted only once it is known to be one line of plain characters.
+    sane = isinstance(run_id, str) and validate.RUN_ID.fullmatch(run_id)
+    where = f"run #{number} ({run_id if sane else 'no id' if run_id is None else 'bad id'})"
+    missing = [name for name in REQUIRED_RUN_FIELDS if run.get(name) is None or run.get(name) == ""]
     if missing:
         raise fail(f"{where}: missing field {missing[0]!r}")
     unknown = sorted(set(run) - set(RUN_FIELDS))
     if unknown:
         raise fail(f"{where}: unknown field {unknown[0]!r}")
-    if not isinstance(run["run_id"], str):
-        raise fail(f"{where}: run_id: must be text")
     status = run["status"]
-    if status not in STATUSES:
+    if not isinstance(status, str) or status not in STATUSES:
         raise fail(f"{where}: status: unknown status {status!r}")
-    if not isinstance(run["spec"], dict):
-        raise fail(f"{where}: spec: must be an object")
+    # Every field as the engine and the store write it, so an accepted run can always be read back.
     try:
-        spec = RunSpec.from_dict(run["spec"]).to_dict()
-    except (SpecError, TypeError) as exc:
-        raise fail(f"{where}: spec: {exc}") from None
-    result = run.get("result")
-    if result is not None and not isinstance(result, dict):
-        raise fail(f"{where}: result: must be an object or null")
-    times = {}
-    for name in ("created_at", "started_at", "finished_at"):
-        value = run.get(name)
-        if value is None:
-            times[name] = None
-            continue
-        try:
-            moment = _dt.datetime.fromisoformat(value)
-        except (TypeError, ValueError):
-            raise fail(f"{where}: {name}: not an ISO 8601 time: {value!r}") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=_dt.timezone.utc)
-        times[name] = moment.timestamp()
+        validate.check_run_fields(run)
+        spec = validate.check_spec(run["spec"])
+        validate.check_result(run.get("result"))
+        times = validate.check_times(run)
+        samples = validate.check_samples(run.get("samples"), SAMPLE_COLUMNS)
+    except validate.InvalidField as exc:
+        raise fail(f"{where}: {exc}") from None
     error = run.get("error")
     if status in ("queued", "running"):
         # It will never finish here, and a queued row would be started by this machine's job runner.
         status = "interrupted"
         error = error or f"exported while {run['status']} on {run.get('host') or 'another host'}"
-    samples = []
-    for i, sample in enumerate(run.get("samples") or []):
-        if not isinstance(sample, list) or len(sample) != len(SAMPLE_COLUMNS):
-            raise fail(f"{where}: samples[{i}]: expected a list of {len(SAMPLE_COLUMNS)} values {list(SAMPLE_COLUMNS)}")
-        idx, steps, duration_s, loss, warmup = sample
-        try:
-            samples.append([int(idx), int(steps), float(duration_s), None if loss is None else float(loss),
-                            bool(warmup)])
-        except (TypeError, ValueError):
-            raise fail(f"{where}: samples[{i}]: not numbers: {sample!r}") from None
     return {
-        "run_id": run["run_id"], "status": status, "spec": spec, "result": result, "error": error, **times,
-        "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
+        "run_id": run["run_id"], "status": status, "spec": spec, "result": run.get("result"), "error": error,
+        **times, "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
         "label": run.get("label", spec.get("label")), "samples": samples,
     }

@@ -395,12 +395,21 @@ class Store:
 
     def get_run(self, run_id: str) -> dict | None:
         """One run as a dict: RUN_FIELDS (times as ISO text) and LIVE_FIELDS; its "result" is a
-        RunResult (None until the run is done)."""
+        RunResult (None until the run is done). A stored run that cannot be read whole also has
+        "unreadable": "field: why" (and the unreadable part empty)."""
         rows = self._read(f"{_RUN_SELECT} WHERE run_id = ?", (run_id,))
         if not rows:
             return None
         run = _run_dict(rows[0])
-        run["result"] = RunResult.from_dict(run["result"]) if run["result"] else None
+        # A result that is not what the engine writes (a hand edit, an older version) is left out
+        # and named, so a page that shows this run still loads.
+        try:
+            if run["result"] is not None:
+                RunResult.check(run["result"], finite=False)
+            run["result"] = RunResult.from_dict(run["result"]) if run["result"] else None
+        except (TypeError, ValueError) as exc:
+            run["result"] = None
+            run["unreadable"] = f"result.{exc}"
         return run
 
     def resolve_run_id(self, prefix: str) -> str:
@@ -580,10 +589,19 @@ _RUN_SELECT = (f"SELECT {', '.join(_JSON_COLUMNS.get(f, f) for f in RUN_FIELDS +
 def _run_dict(row: tuple) -> dict:
     """A row of _RUN_SELECT as a run dict: JSON parsed, times as ISO text."""
     run = dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
-    run["spec"] = json.loads(run["spec"])
-    run["result"] = json.loads(run["result"]) if run["result"] else None
+    for name, empty in (("spec", {}), ("result", None)):
+        try:
+            run[name] = json.loads(run[name]) if run[name] else empty
+        except (TypeError, ValueError):
+            # Named, not raised: one damaged row must not stop the others from being read.
+            run[name] = empty
+            run["unreadable"] = f"{name}: not JSON"
     for name in ("created_at", "started_at", "finished_at"):
-        run[name] = iso(run[name])
+        try:
+            run[name] = iso(run[name])
+        except (TypeError, ValueError, OverflowError, OSError):
+            run["unreadable"] = f"{name}: not a time ({run[name]!r})"
+            run[name] = None
     run["cancel_requested"] = bool(run["cancel_requested"])
     return run
 

@@ -66,7 +66,7 @@ def runs(read: Read, **filters) -> pd.DataFrame:
     sql = f"SELECT {select} FROM runs{where} ORDER BY created_at DESC, run_id DESC"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    rows = read(sql, params)
+    rows, unreadable = readable_rows(read(sql, params))
     # Column by column with known types: 100k runs would spend seconds in pandas' type inference.
     columns = list(zip(*rows)) if rows else [()] * len(RUN_COLUMNS)
     data: dict[str, Any] = {}
@@ -88,7 +88,62 @@ def runs(read: Read, **filters) -> pd.DataFrame:
         else:
             data[name] = pd.array(values, dtype="str")  # missing text is NaN, also in an empty frame
     frame = pd.DataFrame(data, columns=list(RUN_COLUMNS))
+    frame.attrs["unreadable"] = unreadable
     return frame
+
+
+def unreadable_text(frame: pd.DataFrame) -> str:
+    """'' or one line naming the stored runs that runs() skipped, for the CLI and the pages."""
+    bad = frame.attrs.get("unreadable") or {}
+    if not bad:
+        return ""
+    listed = "; ".join(f"{run_id} ({why})" for run_id, why in list(bad.items())[:5])
+    more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+    return f"{len(bad)} stored run{'s' if len(bad) > 1 else ''} could not be read: {listed}{more}"
+
+
+# Epoch seconds pandas can hold as a time (its nanosecond range ends in 2262).
+_EPOCH_LIMIT = 9.2e9
+
+
+def readable_rows(rows: list) -> tuple[list, dict]:
+    """The rows (in RUN_COLUMNS order) that runs() can turn into a frame, and {run_id: "field: why"}
+    for the others: rows written by hand or by an older version must not break every view."""
+    good, bad = [], {}
+    for row in rows:
+        problem = row_problem(row)
+        if problem is None:
+            good.append(row)
+        else:
+            bad[str(row[0])] = problem
+    return good, bad
+
+
+def row_problem(row: tuple) -> str | None:
+    """Why one row of runs() cannot be shown ("field: why"), or None. The one judge of a stored row."""
+    for name, value in zip(RUN_COLUMNS, row):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if name in ("created_at", "started_at", "finished_at"):
+            if value is None and name != "created_at":
+                continue
+            if not number or not abs(value) < _EPOCH_LIMIT:
+                return f"{name}: not a time ({value!r})"
+        elif name in _FLOAT_COLUMNS or name in _COUNT_COLUMNS:
+            if value is not None and not number:
+                return f"{name}: not a number ({value!r})"
+        elif name in _INT_COLUMNS:
+            if not isinstance(value, int) or isinstance(value, bool):
+                return f"{name}: not a whole number ({value!r})"
+        elif name == "flags":
+            try:
+                flags = json.loads(value or "[]")
+            except (TypeError, ValueError):
+                return f"flags: not JSON ({value!r})"
+            if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+                return f"flags: not a list of names ({value!r})"
+        elif name != "xla" and value is not None and not isinstance(value, (str, int, float)):
+            return f"{name}: not text ({type(value).__name__})"
+    return None
 
 
 def count_runs(read: Read, **filters) -> int:

@@ -108,3 +108,10 @@ def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
         if f"step_time_{stat}_s" in out:
             out[f"step_time_{stat}_ms"] = pd.to_numeric(out[f"step_time_{stat}_s"], errors="coerce") * 1000.0
     return out
+
+
+def unreadable_note(runs) -> str:
+    """Markdown naming the stored runs that Store.runs() skipped as unreadable; '' when none."""
+    from dashbench.store import unreadable_text
+
+    return md_text(unreadable_text(runs))

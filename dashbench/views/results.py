@@ -59,6 +59,7 @@ def run_detail(run: dict) -> dict:
         "env": values.get("env") or {},
         "placement": values.get("placement") or {},
         "spec": spec,
+        "unreadable": run.get("unreadable"),  # "field: why" when part of the stored run could not be read
     }
 
 
@@ -80,7 +81,7 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
     import tempfile
     from pathlib import Path
 
-    from dashbench.store import BundleError, import_bundles
+    from dashbench.store import StoreError, import_bundles
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -90,7 +91,8 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             paths.append(path)
         try:
             counts = import_bundles(store, paths)
-        except BundleError as exc:  # its text quotes the bundle: shown as text
+        # A BundleError (the file) or any other StoreError/ValueError (the database): one line, never a trace.
+        except (StoreError, ValueError) as exc:  # its text quotes the bundle: shown as text
             return f"Import failed: {md_text(exc)}", False
     return import_summary(counts), True
 
