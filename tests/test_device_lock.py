@@ -237,3 +237,17 @@ def test_auto_takes_every_kind():
                 pass
     with device_lock.hold("gpu", device_lock.NO_WAIT):  # let go at the end of the block
         pass
+
+
+def test_preset_refuses_a_held_device_with_no_wait(env, procs):
+    holder = start(env, "p1")
+    procs.append(holder)
+    wait_for(lambda: windows(env), "the holder to measure")
+    done = subprocess.run([sys.executable, "-m", "dashbench", "preset", "colab-conv2d", "--device", "cpu",
+                           "--quick", "--db", str(env["db"]), "--no-wait", "--json"],
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 2, done.stderr
+    refusal = json.loads(done.stdout)
+    assert refusal["field"] == "device" and f"pid {holder.pid}, run p1" in refusal["error"]
+    open_gate(holder)
+    assert finish(holder)[0] == 0
