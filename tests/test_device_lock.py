@@ -251,3 +251,16 @@ def test_preset_refuses_a_held_device_with_no_wait(env, procs):
     assert refusal["field"] == "device" and f"pid {holder.pid}, run p1" in refusal["error"]
     open_gate(holder)
     assert finish(holder)[0] == 0
+
+
+def test_bad_input_is_refused_as_bad_input_before_waiting_for_a_held_device(env, procs, tmp_path):
+    holder = start(env, "p1")
+    procs.append(holder)
+    wait_for(lambda: windows(env), "the holder to measure")
+    for extra in ([], ["--no-wait"]):  # neither waits for the device to say the input is wrong
+        code, out, _err = finish(start(env, "p2", "--data", "real", "--data-path", str(tmp_path / "none"), *extra))
+        refusal = json.loads(out)
+        assert code == 2 and refusal["field"] != "device", refusal
+    assert row(env, "p2") is None
+    open_gate(holder)
+    assert finish(holder)[0] == 0

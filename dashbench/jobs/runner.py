@@ -128,13 +128,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
         with _cancel_on_signals():
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
-            device = _device_of(store, spec, run_id)
-            state = {"spec": spec, "run_id": run_id, "begun": False}
+            spec, stored = _prepare(store, spec, run_id)
+            state = {"run_id": run_id, "begun": False}
             recorder = None
 
-            def begin():
+            def begin():  # the row shows the run from its wait for the device on
                 if store is not None and not state["begun"]:
-                    state["spec"], state["run_id"] = _begin(store, state["spec"], state["run_id"])
+                    state["run_id"] = _begin(store, spec, run_id, stored)
                 state["begun"] = True
 
             def waiting(kind: str, holder: str):
@@ -142,11 +142,11 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"})
 
             try:
-                with device_lock.hold(device, device_wait, run_id, on_wait=waiting, before_wait=begin) as holding:
+                with device_lock.hold(spec.device, device_wait, run_id, on_wait=waiting,
+                                      before_wait=begin) as holding:
                     begin()
-                    spec, run_id = state["spec"], state["run_id"]
+                    run_id = state["run_id"]
                     holding.name_run(run_id)
-                    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
                     recorder = _Recorder(store, run_id, on_event)
                     result = loop.run(spec, on_event=recorder)
                     recorder.flush()
@@ -154,13 +154,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                         result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
             except RunCancelled as exc:
                 run_id = state["run_id"]
-                if store is not None and run_id is not None and state["begun"]:
+                if store is not None and state["begun"]:
                     _finish(store, run_id, "cancelled", None, str(exc), recorder)
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
                 run_id = state["run_id"]
-                if store is not None and run_id is not None and state["begun"]:
+                if store is not None and state["begun"]:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
                     _finish(store, run_id, status, None, _error_text(exc), recorder)
                     _tag(exc, run_id)
@@ -175,15 +175,6 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             store.close()
 
 
-def _device_of(store: Store | None, spec, run_id: str | None) -> str:
-    """The device a run asks for, known before its row starts (the lock comes first)."""
-    if spec is None:
-        row = store.get_run(run_id) if run_id is not None else None
-        spec = {} if row is None else row["spec"]  # no row: _begin says what is wrong
-    device = spec.device if isinstance(spec, RunSpec) else dict(spec).get("device")
-    return device if device in (*device_lock.KINDS, "auto") else "auto"
-
-
 def stored_spec(db_path, run_id: str) -> RunSpec | None:
     """The spec stored in run `run_id`'s row, validated here, or None when there is no such row.
     The one way a run process learns what to measure: the job queue passes only the run id."""
@@ -192,28 +183,34 @@ def stored_spec(db_path, run_id: str) -> RunSpec | None:
     return None if row is None else RunSpec.from_dict(row["spec"])
 
 
-def _begin(store: Store, spec, run_id: str | None):
-    if run_id is not None:
+def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bool]:
+    """The spec to run and whether its row is stored already; checks only, no writes, so bad input
+    is refused before the device is waited for and before there is a row."""
+    if store is not None and run_id is not None:
         row = store.get_run(run_id)
         if row is not None:
             if spec is None:
-                spec = RunSpec.from_dict(row["spec"])
-            else:
-                _check_stored(spec, row)
-            with _deferred_signals():
-                store.start_run(run_id, os.getpid(), this_host())
-            return spec, run_id
+                return RunSpec.from_dict(row["spec"]), True
+            _check_stored(spec, row)
+            return (spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))), True
     if spec is None:
         raise StoreError(f"run_id: no run {run_id} in {store.path}, and no spec given to create it")
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
-    from dashbench import catalog
+    if store is not None:
+        from dashbench import catalog
 
-    catalog.check_spec(spec)
+        catalog.check_spec(spec)
+    return spec, False
+
+
+def _begin(store: Store, spec: RunSpec, run_id: str | None, stored: bool) -> str:
     with _deferred_signals():
-        run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
-    return spec, run_id
+        if stored:
+            store.start_run(run_id, os.getpid(), this_host())
+            return run_id
+        return store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
 
 
 def _check_stored(spec, row: dict) -> None:
