@@ -265,3 +265,13 @@ def test_bad_input_is_refused_as_bad_input_before_waiting_for_a_held_device(env,
     assert row(env, "p2") is None
     open_gate(holder)
     assert finish(holder)[0] == 0
+
+
+def test_lock_files_in_a_shared_folder_are_writable_by_every_user():
+    old = os.umask(0o022)  # the usual umask would make the file 0644
+    try:
+        with device_lock.hold("cpu"):
+            pass
+    finally:
+        os.umask(old)
+    assert (device_lock.lock_dir() / "cpu.lock").stat().st_mode & 0o777 == 0o666

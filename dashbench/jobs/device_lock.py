@@ -96,7 +96,12 @@ class Holding:
 
 
 def _open(kind: str) -> int:
-    return os.open(lock_dir() / f"{kind}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    fd = os.open(lock_dir() / f"{kind}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    if os.environ.get("DASHBENCH_LOCK_DIR") and os.fstat(fd).st_uid == os.getuid():
+        # A folder shared by several users: the umask must not keep the others out of our lock file.
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)
+    return fd
 
 
 def _try_lock(fd: int) -> bool:
