@@ -21,12 +21,14 @@ FLAG_TEXT = {
     stats.FLAG_NON_FINITE_LOSS: "loss became NaN/inf",
     stats.FLAG_LOSS_NOT_FALLING: "did not converge: the loss did not fall",
     stats.FLAG_PLACEMENT_MISMATCH: "not on the chosen device: ops ran elsewhere",
+    stats.FLAG_DEVICE_SHARED: "device shared: another run measured on the same device at the same time",
 }
 FLAG_SHORT = {
     stats.FLAG_ABOVE_PEAK: "above peak",
     stats.FLAG_NON_FINITE_LOSS: "NaN loss",
     stats.FLAG_LOSS_NOT_FALLING: "did not converge",
     stats.FLAG_PLACEMENT_MISMATCH: "placement mismatch",
+    stats.FLAG_DEVICE_SHARED: "device shared",
 }
 
 Figure = tuple[str, str, str]  # (label, value, detail), as a dashboard metric shows it

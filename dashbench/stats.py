@@ -15,7 +15,8 @@ FLAG_ABOVE_PEAK = "above_peak"
 FLAG_NON_FINITE_LOSS = "non_finite_loss"
 FLAG_LOSS_NOT_FALLING = "loss_not_falling"
 FLAG_PLACEMENT_MISMATCH = "placement_mismatch"
-FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH)
+FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside another run on the device
+FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH, FLAG_DEVICE_SHARED)
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal 1.96 is close.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,

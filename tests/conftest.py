@@ -13,3 +13,10 @@ def _small_cpu_probe(monkeypatch):
     """Run processes started by a test probe the CPU's peak on 512² matrices: the probe's size is not
     under test, and the full 4096² probe costs each run process ~10 s on a quiet 2-core machine."""
     monkeypatch.setenv("DASHBENCH_CPU_PROBE_SIZE", "512")
+
+
+@pytest.fixture(autouse=True)
+def _own_device_locks(tmp_path_factory, monkeypatch):
+    """Each test's runs take device locks of their own, so tests (and a real run on this machine)
+    never wait for one another."""
+    monkeypatch.setenv("DASHBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("device-locks")))

@@ -8,6 +8,7 @@ import sys
 
 from dashbench import presets
 from dashbench.cli import strict_json
+from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.result import RunResult
 from dashbench.spec import SpecError
@@ -33,6 +34,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the result (or the list) as JSON")
     parser.add_argument("--no-store", action="store_true", help="do not record the run")
     parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    add_device_wait_arguments(parser)
     parser.set_defaults(func=_handle)
 
 
@@ -59,14 +61,15 @@ def _handle(args) -> int:
         return run_cmd.report_invalid(exc, args.json)
 
     def on_event(event: dict) -> None:
-        if not args.json and event.get("event") == "phase":
+        # A wait for the device shows even with --json (stderr), as `run` shows it.
+        if event.get("event") == "phase" and (not args.json or event["phase"].startswith("waiting")):
             print(f"  {event['phase']} …", file=sys.stderr, flush=True)
 
     if not args.json:
         print(f"{preset.name} on {spec.device}: {spec.model}, batch {spec.batch_size}, {spec.steps} steps",
               file=sys.stderr, flush=True)
     code, result = run_cmd.execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                                   on_event=on_event)
+                                   on_event=on_event, device_wait=args.device_wait)
     if code:
         return code
     if args.json:

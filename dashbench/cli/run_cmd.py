@@ -4,7 +4,8 @@ Progress goes to stderr; with --json, stdout carries exactly one JSON object (th
 error one with status "invalid" (+ field), "failed" or "cancelled", error, model, device and the
 run_id when stored), so anything else that writes to stdout while the run goes (a library's print)
 is sent to stderr.
-Exit codes: 0 done, 2 bad input (field named) or an unusable db, 1 a run that failed, 128+N
+Exit codes: 0 done, 2 bad input (field named), an unusable db or (--no-wait) a device another run
+holds, 1 a run that failed, 128+N
 cancelled by signal N. `preset` runs through the same `execute`, so both report errors alike.
 """
 
@@ -36,7 +37,18 @@ def register(subparsers) -> None:
                         help="run this stored (queued) run as stored, or record a new run under this id")
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    add_device_wait_arguments(parser)
     parser.set_defaults(func=handle)
+
+
+def add_device_wait_arguments(parser) -> None:
+    """What to do when another run on this host holds the device (see jobs/device_lock.py)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--no-wait", dest="device_wait", action="store_const", const="no_wait", default="wait",
+                       help="refuse at once (exit 2, naming the holder) if another run holds the device; "
+                            "by default the run waits for it")
+    group.add_argument("--share-device", dest="device_wait", action="store_const", const="share",
+                       help="measure even if another run holds the device; the result is flagged device_shared")
 
 
 def handle(args) -> int:
@@ -46,7 +58,7 @@ def handle(args) -> int:
         return report_invalid(exc, args.json)
     progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop)
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                           run_id=args.run_id, on_event=progress)
+                           run_id=args.run_id, on_event=progress, device_wait=args.device_wait)
     if code:
         return code
     if args.json:
@@ -80,19 +92,22 @@ def _spec(args) -> RunSpec:
 
 
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
-            on_event=None) -> tuple[int, RunResult | None]:
+            on_event=None, device_wait: str = "wait") -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
-    from dashbench.jobs import runner
+    from dashbench.jobs import device_lock, runner
     from dashbench.store import StoreError
 
     try:
         with _stdout_to_stderr(json_out):
-            result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event)
+            result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event,
+                                    device_wait=device_wait)
         return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
     except SpecError as exc:
         return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
+    except device_lock.DeviceBusy as exc:  # --no-wait: refused before any row was written
+        return report_invalid(SpecError("device", str(exc)), json_out, spec), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
         return report_invalid(SpecError("db", _one_line(exc)), json_out, spec, getattr(exc, "run_id", None)), None
     except KeyboardInterrupt as exc:

@@ -14,8 +14,10 @@ import threading
 import time
 from typing import Callable
 
+from dashbench.jobs import device_lock
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
+from dashbench.stats import FLAG_DEVICE_SHARED
 from dashbench.store import Store, StoreError, this_host
 
 # Samples are committed at least this often; between commits they wait in memory.
@@ -107,36 +109,58 @@ def _cancel_on_signals():
 
 
 def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
-            on_event: Callable[[dict], None] | None = None) -> RunResult:
+            on_event: Callable[[dict], None] | None = None, device_wait: str = device_lock.WAIT) -> RunResult:
     """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with its run_id
     (None when not recorded).
 
     With `run_id`, an existing queued row (e.g. from the job runner) is started with the spec stored
     in it: pass None, or the spec `stored_spec` read from that row; a different spec is refused. A
     `run_id` with no row makes a new row under that id. Errors are recorded (`failed`, with the
-    error text) and then raised again."""
+    error text) and then raised again.
+
+    The device's lock (device_lock) is held from before the engine starts to the run's end.
+    `device_wait`: WAIT for a held device (phase "waiting for the device …"), NO_WAIT raises
+    DeviceBusy before any row is written, SHARE measures beside the holder, flagged device_shared."""
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
     store = Store(db_path) if record else None
     try:
         with _cancel_on_signals():
-            if store is not None:
-                spec, run_id = _begin(store, spec, run_id)
-            elif spec is None:
+            if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
-            spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
+            spec, stored = _prepare(store, spec, run_id)
+            state = {"run_id": run_id, "begun": False}
             recorder = None
+
+            def begin():  # the row shows the run from its wait for the device on
+                if store is not None and not state["begun"]:
+                    state["run_id"] = _begin(store, spec, run_id, stored)
+                state["begun"] = True
+
+            def waiting(kind: str, holder: str):
+                _Recorder(store, state["run_id"], on_event)(
+                    {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"})
+
             try:
-                recorder = _Recorder(store, run_id, on_event)
-                result = loop.run(spec, on_event=recorder)
-                recorder.flush()
+                with device_lock.hold(spec.device, device_wait, run_id, on_wait=waiting,
+                                      before_wait=begin) as holding:
+                    begin()
+                    run_id = state["run_id"]
+                    holding.name_run(run_id)
+                    recorder = _Recorder(store, run_id, on_event)
+                    result = loop.run(spec, on_event=recorder)
+                    recorder.flush()
+                    if holding.shared:
+                        result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
             except RunCancelled as exc:
-                if store is not None and run_id is not None:
+                run_id = state["run_id"]
+                if store is not None and state["begun"]:
                     _finish(store, run_id, "cancelled", None, str(exc), recorder)
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
-                if store is not None and run_id is not None:
+                run_id = state["run_id"]
+                if store is not None and state["begun"]:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
                     _finish(store, run_id, status, None, _error_text(exc), recorder)
                     _tag(exc, run_id)
@@ -159,28 +183,34 @@ def stored_spec(db_path, run_id: str) -> RunSpec | None:
     return None if row is None else RunSpec.from_dict(row["spec"])
 
 
-def _begin(store: Store, spec, run_id: str | None):
-    if run_id is not None:
+def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bool]:
+    """The spec to run and whether its row is stored already; checks only, no writes, so bad input
+    is refused before the device is waited for and before there is a row."""
+    if store is not None and run_id is not None:
         row = store.get_run(run_id)
         if row is not None:
             if spec is None:
-                spec = RunSpec.from_dict(row["spec"])
-            else:
-                _check_stored(spec, row)
-            with _deferred_signals():
-                store.start_run(run_id, os.getpid(), this_host())
-            return spec, run_id
+                return RunSpec.from_dict(row["spec"]), True
+            _check_stored(spec, row)
+            return (spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))), True
     if spec is None:
         raise StoreError(f"run_id: no run {run_id} in {store.path}, and no spec given to create it")
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
-    from dashbench import catalog
+    if store is not None:
+        from dashbench import catalog
 
-    catalog.check_spec(spec)
+        catalog.check_spec(spec)
+    return spec, False
+
+
+def _begin(store: Store, spec: RunSpec, run_id: str | None, stored: bool) -> str:
     with _deferred_signals():
-        run_id = store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
-    return spec, run_id
+        if stored:
+            store.start_run(run_id, os.getpid(), this_host())
+            return run_id
+        return store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
 
 
 def _check_stored(spec, row: dict) -> None:

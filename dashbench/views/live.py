@@ -39,6 +39,8 @@ def live_view(progress: dict | None) -> LiveView:
         if is_number(position):
             ahead = int(position) - 1  # the position counts the run now on the device
             text += f" ({ahead} run{'s' if ahead != 1 else ''} ahead)"
+    elif status == "running" and str(progress.get("phase") or "").startswith("waiting for the device"):
+        text = md_text(progress["phase"])  # another run holds the device (jobs/device_lock.py): no steps yet
     elif status == "running":
         phase = progress.get("phase")
         text = f"running ({md_text(phase)})" if phase else "running"

@@ -1,0 +1,186 @@
+"""One measuring process per device kind on this host: an OS file lock per kind.
+
+Every run takes it before the engine touches the device (the run command, sweep points and the
+dashboard's runs are all run processes going through runner.execute), whatever database it
+records to. The kernel drops a flock when its holder dies, SIGKILL included, so no stale lock
+outlives a run. The lock files live in one folder per user, not per database: `$DASHBENCH_LOCK_DIR`
+when set (a folder every user can write, to exclude other users' runs too), else `/tmp/dashbench-UID`
+(fixed, so runs started with different environments still meet). The holder writes who it is into
+the file, so a waiting or refused run can name it. `auto` may become any kind, so it takes every
+kind's lock, always in one order (no deadlock). No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+KINDS = ("cpu", "gpu", "tpu")
+WAIT, NO_WAIT, SHARE = "wait", "no_wait", "share"
+MODES = (WAIT, NO_WAIT, SHARE)
+POLL_S = 0.1
+
+
+class DeviceBusy(Exception):
+    """The device is held by another run and this one was told not to wait."""
+
+    def __init__(self, kind: str, holder: str):
+        self.kind, self.holder = kind, holder
+        super().__init__(f"the {kind} device is in use by {holder}; wait for it (leave out --no-wait) "
+                         "or measure beside it with --share-device (the result is flagged device_shared)")
+
+
+def kinds_for(device: str) -> tuple[str, ...]:
+    return KINDS if device == "auto" else (device,)
+
+
+def lock_dir() -> Path:
+    given = os.environ.get("DASHBENCH_LOCK_DIR")
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    path = Path("/tmp") / f"dashbench-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)
+    # A folder in /tmp that someone else made (or a link) could be swapped under us.
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise OSError(f"{path} is not a private folder of this user; set DASHBENCH_LOCK_DIR to one")
+    return path
+
+
+def holder_text(info: dict | None) -> str:
+    """Who holds a lock, in a few words, from what the holder wrote into the file."""
+    if not info or not info.get("pid"):
+        return "another process"
+    text = f"pid {info['pid']}"
+    if info.get("run_id"):
+        text += f", run {info['run_id']}"
+    if info.get("command"):
+        command = info["command"]
+        text += f" ({command[:117] + '...' if len(command) > 120 else command})"
+    return text
+
+
+def read_holder(kind: str) -> dict | None:
+    try:
+        text = (lock_dir() / f"{kind}.lock").read_text()
+        return json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None  # half written, or gone: the name is a courtesy, the lock is the truth
+
+
+class _Held:
+    def __init__(self, kind: str, fd: int):
+        self.kind, self.fd = kind, fd
+
+
+class Holding:
+    """What `hold` yields: whether the device is shared, and a way to name the run once it has an id."""
+
+    def __init__(self, info: dict, held: list[_Held]):
+        self.info, self._held, self.shared = info, held, False
+
+    def name_run(self, run_id: str | None) -> None:
+        self.info["run_id"] = run_id
+        for item in self._held:
+            _write_holder(item.fd, self.info)
+
+
+def _open(kind: str) -> int:
+    fd = os.open(lock_dir() / f"{kind}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    if os.environ.get("DASHBENCH_LOCK_DIR") and os.fstat(fd).st_uid == os.getuid():
+        # A folder shared by several users: the umask must not keep the others out of our lock file.
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)
+    return fd
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _write_holder(fd: int, info: dict) -> None:
+    data = json.dumps(info).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+
+
+def _release(held: list[_Held]) -> None:
+    for item in reversed(held):
+        with contextlib.suppress(OSError):
+            os.ftruncate(item.fd, 0)  # no stale name for the next one to read
+        os.close(item.fd)  # closing the only descriptor drops the flock
+
+
+def _busy_holder(kind: str) -> str:
+    # The new holder writes its name just after locking: give it a moment before saying "another process".
+    for _ in range(10):
+        info = read_holder(kind)
+        if info:
+            return holder_text(info)
+        time.sleep(0.02)
+    return holder_text(None)
+
+
+@contextlib.contextmanager
+def hold(device: str, mode: str = WAIT, run_id: str | None = None,
+         on_wait: Callable[[str, str], None] | None = None,
+         before_wait: Callable[[], None] | None = None) -> Iterator[Holding]:
+    """Hold the lock of every kind `device` may use while the block runs. Yields a Holding, whose
+    `shared` is True when mode is SHARE and another run held the device.
+
+    WAIT polls until free, calling `before_wait()` once and `on_wait(kind, holder)` whenever the
+    holder changes; NO_WAIT raises DeviceBusy at once; SHARE goes on without the lock when it is
+    held. A signal handler that raises ends the wait (a cancel), and the lock is let go."""
+    if mode not in MODES:
+        raise ValueError(f"mode: one of {', '.join(MODES)}, not {mode!r}")
+    info = {"pid": os.getpid(), "run_id": run_id, "command": " ".join(sys.argv), "since": time.time()}
+    held: list[_Held] = []
+    holding = Holding(info, held)
+    waited = False
+    try:
+        for kind in kinds_for(device):
+            fd = _open(kind)
+            if _try_lock(fd):
+                held.append(_Held(kind, fd))
+                _write_holder(fd, info)
+                continue
+            if mode != WAIT:
+                holder = _busy_holder(kind)
+                os.close(fd)
+                if mode == NO_WAIT:
+                    raise DeviceBusy(kind, holder)
+                holding.shared = True
+                continue
+            try:
+                if not waited and before_wait is not None:
+                    before_wait()
+                waited = True
+                last = None
+                while not _try_lock(fd):
+                    holder = _busy_holder(kind)
+                    if holder != last and on_wait is not None:
+                        on_wait(kind, holder)
+                    last = holder
+                    time.sleep(POLL_S)
+            except BaseException:
+                os.close(fd)
+                raise
+            held.append(_Held(kind, fd))
+            _write_holder(fd, info)
+        yield holding
+    finally:
+        _release(held)
