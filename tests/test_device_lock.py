@@ -275,3 +275,18 @@ def test_lock_files_in_a_shared_folder_are_writable_by_every_user():
     finally:
         os.umask(old)
     assert (device_lock.lock_dir() / "cpu.lock").stat().st_mode & 0o777 == 0o666
+
+
+def test_a_second_worker_of_a_multi_worker_run_on_this_host_leaves_the_lock_to_the_first():
+    # Both workers of one TF_CONFIG cluster must start before either can step: the second must not
+    # wait for the lock the first holds (tests/test_engine.py runs such a cluster on localhost).
+    def config(index, workers=("localhost:1000", "localhost:1001")):
+        return {"TF_CONFIG": json.dumps({"cluster": {"worker": list(workers)},
+                                         "task": {"type": "worker", "index": index}})}
+
+    assert not device_lock.peer_worker_holds_it(config(0))
+    assert device_lock.peer_worker_holds_it(config(1))
+    assert device_lock.peer_worker_holds_it(config(1, ("127.0.0.1:1000", "localhost:1001")))
+    assert not device_lock.peer_worker_holds_it(config(1, ("host-a:1000", "host-b:1000")))
+    assert not device_lock.peer_worker_holds_it({})
+    assert not device_lock.peer_worker_holds_it({"TF_CONFIG": "not json"})

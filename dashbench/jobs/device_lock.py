@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import stat
 import sys
 import time
@@ -55,6 +56,30 @@ def lock_dir() -> Path:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise OSError(f"{path} is not a private folder of this user; set DASHBENCH_LOCK_DIR to one")
     return path
+
+
+def peer_worker_holds_it(environ=None) -> bool:
+    """Whether this process is a later worker of a multi-worker run (TF_CONFIG) whose lower-index
+    worker runs on this same host: that worker holds the lock for the run, and waiting for it here
+    would deadlock the cluster, whose workers must all start before any of them can step."""
+    raw = (os.environ if environ is None else environ).get("TF_CONFIG")
+    if not raw:
+        return False
+    try:
+        config = json.loads(raw)
+        workers = list(config["cluster"]["worker"])
+        index = int(config["task"]["index"]) if config["task"].get("type", "worker") == "worker" else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False  # the engine reports a bad TF_CONFIG; the lock is taken as for any run
+    if index is None or not 0 < index < len(workers):
+        return False
+    here = _host_of(workers[index])
+    return any(_host_of(address) == here for address in workers[:index])
+
+
+def _host_of(address: str) -> str:
+    host = str(address).rsplit(":", 1)[0].strip("[]").lower()
+    return "localhost" if host in ("localhost", "127.0.0.1", "::1", socket.gethostname().lower()) else host
 
 
 def holder_text(info: dict | None) -> str:
@@ -150,6 +175,9 @@ def hold(device: str, mode: str = WAIT, run_id: str | None = None,
     info = {"pid": os.getpid(), "run_id": run_id, "command": " ".join(sys.argv), "since": time.time()}
     held: list[_Held] = []
     holding = Holding(info, held)
+    if peer_worker_holds_it():
+        yield holding
+        return
     waited = False
     try:
         for kind in kinds_for(device):
