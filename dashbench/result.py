@@ -41,6 +41,8 @@ class RunResult:
     model: Optional[str] = None
     unit: str = "examples"
     device: Optional[str] = None  # the resolved kind: cpu, gpu or tpu
+    backend: Optional[str] = None  # Keras backend: tensorflow | jax (None: written before backends, tensorflow)
+    backend_version: Optional[str] = None  # that framework's version, e.g. "2.19.1" or "0.10.2"
     accelerator: Optional[str] = None  # "CPU", "V100", "TPU v2", ...
     accelerator_count: Optional[int] = None
     device_names: list[str] = field(default_factory=list)
@@ -79,8 +81,9 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in _json_fields()}
-        if out["run_id"] is None:
-            del out["run_id"]
+        for optional in ("run_id", "backend", "backend_version"):  # absent from older results: kept absent
+            if out[optional] is None:
+                del out[optional]
         out.update(self.extra)
         return _copied(out)
 
@@ -120,6 +123,8 @@ class RunResult:
             setup.append(f"{int(self.replicas)} replica(s)")
         if _number(self.global_batch_size):
             setup.append(f"batch {int(self.global_batch_size)}")
+        if self.backend_name() != "tensorflow":
+            setup.append(self.backend_name())
         if self.precision:
             setup.append(self.precision)
         if self.xla:
@@ -128,6 +133,10 @@ class RunResult:
         if setup:
             what += f" ({', '.join(setup)})"
         return f"{what}: {self.throughput_text()}"
+
+    def backend_name(self) -> str:
+        """The Keras backend that ran it; results from before backends existed ran on TensorFlow."""
+        return self.backend or "tensorflow"
 
     def throughput_text(self) -> str:
         """'1,234.5 images/s (95% CI 1,200.0–1,270.0)'."""
@@ -283,7 +292,8 @@ def _object(name, value, finite):
 
 
 _RULES = {
-    "model": _text_or_null, "unit": _text, "device": _text_or_null, "accelerator": _text_or_null,
+    "model": _text_or_null, "unit": _text, "device": _text_or_null, "backend": _text_or_null,
+    "backend_version": _text_or_null, "accelerator": _text_or_null,
     "accelerator_count": _count_or_null, "device_names": _texts, "replicas": _count_or_null,
     "global_batch_size": _count_or_null, "per_replica_batch_size": _count_or_null, "precision": _text_or_null,
     "xla": _bool, "data": _text_or_null, "status": _text, "examples_per_sec": _amount_or_null,

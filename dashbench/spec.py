@@ -11,6 +11,9 @@ from typing import Any, Optional
 
 MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")
 DEVICES = ("auto", "cpu", "gpu", "tpu")
+# Keras 3's backend for the run. TensorFlow (TPUStrategy on a TPU) is the product's promise and the
+# default; JAX is what today's TPU stacks run. Each run process loads exactly one of them.
+BACKENDS = ("tensorflow", "jax")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_SOURCES = ("synthetic", "real")
 # Models with a real-data reader; the others only have synthetic data.
@@ -34,6 +37,7 @@ class RunSpec:
     model: str
     batch_size: int
     device: str = "auto"
+    backend: str = "tensorflow"
     precision: str = "float32"
     xla: bool = False
     steps: int = 20
@@ -59,6 +63,10 @@ class RunSpec:
         _positive_int("batch_size", self.batch_size)
         if self.device not in DEVICES:
             raise SpecError("device", f"unknown device {self.device!r}; choose one of: {_choices(DEVICES)}")
+        if self.backend not in BACKENDS:
+            raise SpecError("backend", f"unknown backend {self.backend!r}; choose one of: {_choices(BACKENDS)}")
+        if self.backend == "jax" and self.tpu is not None:
+            raise SpecError("tpu", "the jax backend uses the TPU of this VM (or pod slice) only; drop --tpu")
         if self.precision not in PRECISIONS:
             raise SpecError(
                 "precision", f"unknown precision {self.precision!r}; choose one of: {_choices(PRECISIONS)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dashbench.spec import DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec
+from dashbench.spec import BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, batch_size: bool = True,
@@ -16,6 +16,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         "model": f"one of: {', '.join(MODELS)}",
         "batch_size": "global batch size",
         "device": f"one of: {', '.join(DEVICES)}",
+        "backend": f"Keras backend, one of: {', '.join(BACKENDS)} (default tensorflow)",
         "precision": f"one of: {', '.join(PRECISIONS)}",
         "xla": "compile the step with XLA",
         "steps": "measured steps",
