@@ -42,9 +42,10 @@ def test_result_keys_events_and_placement():
     measured = loop.run(spec, on_event=events.append)
     assert isinstance(measured, RunResult) and measured.run_id is None
     result = measured.to_dict()
-    # Exactly the stored format: the keys (in order) of a result written before RunResult existed.
+    # The stored format: the keys (in order) of a result written before RunResult existed, plus the backend.
     stored = json.loads(FIXTURE.read_text())
-    assert list(result) == [key for key in stored if key != "run_id"]
+    assert [key for key in result if not key.startswith("backend")] == [key for key in stored if key != "run_id"]
+    assert result["backend"] == "tensorflow" and result["backend_version"].startswith("2.")
     assert RESULT_KEYS <= set(result), RESULT_KEYS - set(result)
     assert ENV_KEYS <= set(result["env"])
     json.dumps(result, allow_nan=False)

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from dashbench import catalog, peaks, stats
 
-from dashbench.engine import devices, envinfo, workloads
+from dashbench.engine import backends, devices, envinfo, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -35,7 +35,12 @@ Event = Callable[[dict], None]
 
 
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
-    """Train `spec.model` as the spec says and return the measured result."""
+    """Train `spec.model` as the spec says, on the spec's Keras backend, and return the measured result."""
+    backends.select(spec.backend)
+    if spec.backend == "jax":
+        from dashbench.engine import jax_loop
+
+        return jax_loop.run(spec, on_event)
     emit = on_event or (lambda event: None)
     workload = catalog.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
@@ -156,6 +161,8 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
         model=spec.model,
         unit=workload.unit,
         device=target.kind,
+        backend="tensorflow",
+        backend_version=tf.__version__,
         accelerator=target.accelerator,
         accelerator_count=target.accelerator_count,
         device_names=list(target.device_names),
@@ -196,22 +203,15 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
 
 def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):
-    """Each replica builds the same global batch from the seed and keeps its own slice, on its device.
+    """The global batch made once on the host (numpy, as on JAX); each replica gets its own slice,
+    copied to its device once: a run with N replicas sees exactly the examples of a 1-replica run."""
+    x, y = workloads.synthetic_batch(workload.name, shapes, global_batch, seed)
 
-    Building the whole batch everywhere costs memory once, at set-up; in exchange a run with N
-    replicas sees exactly the examples of a 1-replica run of the same global batch.
-    """
-    replicas = global_batch // per_replica_batch
+    def replica_slice(context):
+        start = context.replica_id_in_sync_group * per_replica_batch
+        return tf.constant(x[start : start + per_replica_batch]), tf.constant(y[start : start + per_replica_batch])
 
-    def replica_batch():
-        context = tf.distribute.get_replica_context()
-        x, y = workloads.synthetic_batch(workload.name, shapes, global_batch, seed)
-        index = context.replica_id_in_sync_group
-        # Reshape to [replicas, per_replica, ...] and gather: static shapes, as XLA on a TPU needs.
-        take = lambda t: tf.gather(tf.reshape(t, [replicas, per_replica_batch, *t.shape[1:]]), index)
-        return take(x), take(y)
-
-    return tf.function(lambda: strategy.run(replica_batch))()
+    return strategy.experimental_distribute_values_from_function(replica_slice)
 
 
 def _peak(target, precision: str, tf32: bool):

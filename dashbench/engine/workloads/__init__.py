@@ -1,8 +1,9 @@
-"""The workloads' TensorFlow side: model builders, optimizers, synthetic batches, losses, FLOPs and
-the real-data pipeline, by workload name. What each workload *is* (shapes, units, defaults) is in
-dashbench.catalog, which needs no TensorFlow.
+"""The workloads' Keras side, for either backend: model builders, optimizers, synthetic batches,
+losses, FLOPs and the real-data pipelines, by workload name. What each workload *is* (shapes, units,
+defaults) is in dashbench.catalog, which needs no Keras.
 
-Synthetic data is one global batch generated on the devices once and reused every step.
+Synthetic data is one global batch made in numpy from the seed — the same examples on TensorFlow
+and JAX — put on the devices once and reused every step. Losses use keras.ops, not tf.*.
 """
 
 from __future__ import annotations
@@ -49,17 +50,17 @@ def _linear_warmup(target: float, steps: int):
 
 
 def synthetic_batch(name: str, shapes: Shapes, global_batch: int, seed: int):
-    """One deterministic global batch (x, y) as tensors, built where the caller's device scope says."""
+    """One deterministic global batch (x, y) as numpy arrays, the same on every backend and host."""
     return _SYNTHETIC[name](shapes, global_batch, seed)
 
 
 def per_example_loss(name: str, y_true, y_pred):
     import keras
-    import tensorflow as tf
+    from keras import ops
 
-    y_pred = tf.cast(y_pred, tf.float32)  # losses in float32 under mixed precision
+    y_pred = ops.cast(y_pred, "float32")  # losses in float32 under mixed precision
     if name == "conv2d":
-        return tf.reduce_mean(tf.square(y_pred - y_true), axis=-1)
+        return ops.mean(ops.square(y_pred - ops.cast(y_true, "float32")), axis=-1)
     from_logits = name != "fashion_mnist_cnn"  # the seed's CNN ends in a softmax
     return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
 
@@ -78,6 +79,21 @@ def real_dataset(data_path: Optional[str], global_batch: int, seed: int):
     dataset = dataset.batch(global_batch, drop_remainder=True)
     dataset = dataset.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def real_batches(data_path: Optional[str], global_batch: int, seed: int):
+    """Real Fashion-MNIST batches as numpy (x in [0, 1], y), reshuffled every epoch, for ever.
+
+    The JAX loop's pipeline: no tf.data, so a JAX-only install (a TPU VM's) needs no TensorFlow."""
+    import numpy as np
+
+    images, labels = load_fashion_mnist(data_path, FASHION_CLASSES)
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(images))
+        for start in range(0, len(order) - global_batch + 1, global_batch):
+            index = order[start : start + global_batch]
+            yield images[index].astype(np.float32) / 255.0, labels[index]
 
 
 _BUILDERS = {

@@ -1,5 +1,6 @@
-"""The image workloads' TensorFlow side: conv2d, the Fashion-MNIST CNN and the keras.applications
-models (ResNet50, InceptionV3), and their synthetic batches. TensorFlow/Keras load inside the functions.
+"""The image workloads' Keras side (either backend): conv2d, the Fashion-MNIST CNN and the keras.applications
+models (ResNet50, InceptionV3), and their synthetic batches in numpy, the same on both backends.
+Keras loads inside the functions.
 """
 
 from __future__ import annotations
@@ -59,33 +60,47 @@ def inception_model(s: Shapes):
 
 
 def _images(s: Shapes, batch: int, seed: int):
-    import tensorflow as tf
+    import numpy as np
 
-    return tf.random.stateless_uniform([batch, s.image_size, s.image_size, s.channels], seed=[seed, 1])
+    rng = np.random.default_rng([seed, 1])
+    return rng.random((batch, s.image_size, s.image_size, s.channels), dtype=np.float32)
 
 
 def _image_class_labels(x, classes: int, seed: int):
-    """Labels from the images: argmax of a fixed random projection of a 4×4 average-pooled copy.
+    """Labels from the images: argmax of a fixed random projection of a 4×4 average-pooled copy."""
+    import numpy as np
 
-    Average pooling rather than an area resize: it has an XLA kernel, so the same code runs on a TPU.
-    """
-    import tensorflow as tf
-
-    window = x.shape[1] // 4
-    pooled = tf.nn.avg_pool2d(x, ksize=window, strides=window, padding="VALID")[:, :4, :4, :]
-    features = tf.reshape(pooled, [-1, 16 * x.shape[-1]])
-    features -= tf.reduce_mean(features, axis=0, keepdims=True)
-    projection = tf.random.stateless_normal([features.shape[-1], classes], seed=[seed, 2])
-    return tf.argmax(features @ projection, axis=-1, output_type=tf.int32)
+    batch, side, _, channels = x.shape
+    window = side // 4
+    pooled = x[:, : 4 * window, : 4 * window, :].reshape(batch, 4, window, 4, window, channels).mean(axis=(2, 4))
+    features = pooled.reshape(batch, 16 * channels)
+    features = features - features.mean(axis=0, keepdims=True)
+    projection = np.random.default_rng([seed, 2]).standard_normal((16 * channels, classes), dtype=np.float32)
+    return np.argmax(features @ projection, axis=-1).astype(np.int32)
 
 
 def conv2d_batch(s: Shapes, batch: int, seed: int):
-    import tensorflow as tf
+    """Images and a teacher's targets: the spatial mean of a fixed 5×5 stride-2 'same' convolution.
 
-    x = tf.random.stateless_normal([batch, s.image_size, s.image_size, s.channels], seed=[seed, 1])
-    teacher = tf.random.stateless_normal([5, 5, s.channels, s.width], seed=[seed, 2]) * 0.1
-    y = tf.reduce_mean(tf.nn.conv2d(x, teacher, strides=2, padding="SAME"), axis=[1, 2])
-    return x, y
+    The mean of a convolution is the convolution of the means: each of the 25 kernel taps sees the
+    mean of one strided, shifted window of the padded image, so the target costs 25 slices, not a conv.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng([seed, 1])
+    x = rng.standard_normal((batch, s.image_size, s.image_size, s.channels), dtype=np.float32)
+    teacher = np.random.default_rng([seed, 2]).standard_normal((5, 5, s.channels, s.width), dtype=np.float32) * 0.1
+    side = s.image_size
+    out = -(-side // 2)
+    pad_total = max((out - 1) * 2 + 5 - side, 0)
+    before = pad_total // 2
+    padded = np.pad(x, ((0, 0), (before, pad_total - before), (before, pad_total - before), (0, 0)))
+    taps = np.stack(
+        [padded[:, i : i + 2 * out : 2, j : j + 2 * out : 2, :].mean(axis=(1, 2)) for i in range(5) for j in range(5)],
+        axis=1,
+    )  # [batch, 25, channels]
+    y = taps.reshape(batch, -1) @ teacher.reshape(-1, s.width)
+    return x, y.astype(np.float32)
 
 
 def classified_images(s: Shapes, batch: int, seed: int):

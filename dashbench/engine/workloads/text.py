@@ -1,4 +1,4 @@
-"""The text workload's TensorFlow side: the BiLSTM classifier and its synthetic token batches."""
+"""The text workload's Keras side (either backend): the BiLSTM classifier and its synthetic token batches."""
 
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ def bilstm_model(s: Shapes):
 
 
 def bilstm_batch(s: Shapes, batch: int, seed: int):
-    import tensorflow as tf
+    import numpy as np
 
-    tokens = tf.random.stateless_uniform([batch, s.seq_len], seed=[seed, 1], maxval=s.vocab, dtype=tf.int32)
-    labels = tf.cast(tokens[:, 0] < s.vocab // 2, tf.int32)
+    tokens = np.random.default_rng([seed, 1]).integers(0, s.vocab, (batch, s.seq_len), dtype=np.int32)
+    labels = (tokens[:, 0] < s.vocab // 2).astype(np.int32)
     return tokens, labels
-
