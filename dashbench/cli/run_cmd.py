@@ -56,7 +56,7 @@ def handle(args) -> int:
         spec = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
-    progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop)
+    progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop, spec.backend)
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
                            run_id=args.run_id, on_event=progress, device_wait=args.device_wait)
     if code:
@@ -155,14 +155,15 @@ def print_json(obj: dict) -> None:
 class Progress:
     """Engine events → short progress lines on stderr."""
 
-    def __init__(self, steps: int, warmup: int, steps_per_loop: int):
+    def __init__(self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow"):
         self.steps, self.warmup, self.k = steps, warmup, steps_per_loop
+        self.framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(backend, backend)
         self.measured_steps = 0
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
         if kind == "phase":
-            line = {"setup": "setting up (TensorFlow, devices, model)", "compile": "compiling (first step)",
+            line = {"setup": f"setting up ({self.framework}, devices, model)", "compile": "compiling (first step)",
                     "warmup": "warming up", "measure": "measuring"}.get(event["phase"], event["phase"])
         elif kind == "compiled":
             line = f"compiled in {event['compile_s']:.2f} s"

@@ -54,6 +54,8 @@ def record(device_names: list, precision: str, xla: bool, extra: Optional[dict] 
     env = {
         "tensorflow": tensorflow_version(),
         "keras": package_version("keras"),
+        "jax": package_version("jax"),
+        "jaxlib": package_version("jaxlib"),
         "python": platform.python_version(),
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),

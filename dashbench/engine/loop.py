@@ -14,14 +14,13 @@ How it measures (DESIGN.md, "Measuring honestly"):
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog, peaks, stats
+from dashbench import catalog
 
-from dashbench.engine import backends, devices, envinfo, workloads
+from dashbench.engine import backends, devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -114,91 +113,25 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
         int(iterations.numpy())
         return time.perf_counter() - start, loss_value
 
-    emit({"event": "phase", "phase": "compile"})
     # XLA and graph optimisers log to the C++ stderr on first use ("Compiled cluster using XLA!");
     # a failure still arrives as a Python exception with its message.
-    with devices.native_stderr_silenced():
-        compile_s, _ = host_loop()
-    emit({"event": "compiled", "compile_s": compile_s})
-
-    samples: list[dict] = []
-    warmup_loops = math.ceil(spec.warmup / spec.steps_per_loop)
-    measured_loops = spec.steps // spec.steps_per_loop
-    for index in range(warmup_loops + measured_loops):
-        warmup = index < warmup_loops
-        if index == 0 and warmup_loops:
-            emit({"event": "phase", "phase": "warmup"})
-        if index == warmup_loops:
-            emit({"event": "phase", "phase": "measure"})
-        duration, loss = host_loop()
-        sample = {
-            "event": "sample", "index": index, "steps": spec.steps_per_loop, "duration_s": duration,
-            "loss": stats.finite_or_none(loss), "warmup": warmup,
-        }
-        samples.append(sample)
-        emit(sample)
+    compile_s, samples = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced)
 
     placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
-    measured = [s for s in samples if not s["warmup"]]
-    timing = stats.step_time_stats(measured, global_batch)
-    losses = [s["loss"] for s in samples]
-
-    achieved = stats.achieved_tflops(flops["training"], timing["examples_per_sec"])
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    peak_tflops, source_name, margin = _peak(target, spec.precision, tf32)
-    flags = []
-    if stats.above_peak(achieved, peak_tflops, margin):
-        flags.append(stats.FLAG_ABOVE_PEAK)
-    if stats.non_finite(losses):
-        flags.append(stats.FLAG_NON_FINITE_LOSS)
-    if stats.loss_not_falling(losses):
-        flags.append(stats.FLAG_LOSS_NOT_FALLING)
-    if stats.placement_mismatch(target.kind, placement["variables"] + placement["ops"]):
-        flags.append(stats.FLAG_PLACEMENT_MISMATCH)
-
-    xla = spec.xla or target.kind == "tpu"
-    return RunResult(
-        model=spec.model,
-        unit=workload.unit,
-        device=target.kind,
-        backend="tensorflow",
-        backend_version=tf.__version__,
-        accelerator=target.accelerator,
-        accelerator_count=target.accelerator_count,
-        device_names=list(target.device_names),
-        replicas=target.replicas,
-        global_batch_size=global_batch,
-        per_replica_batch_size=per_replica_batch,
-        precision=spec.precision,
-        xla=xla,
-        data=spec.data,
-        status="done",
-        **timing,
-        steps=spec.steps,
-        steps_per_loop=spec.steps_per_loop,
-        compile_s=compile_s,
-        flops_per_example=flops["training"],
-        forward_flops_per_example=flops["forward"],
-        achieved_tflops=achieved,
-        peak_tflops=peak_tflops,
-        peak_source=source_name,
-        mfu=stats.mfu(achieved, peak_tflops),
-        flags=flags,
-        losses=losses,
-        placement=placement,
-        shapes=shapes.to_dict(),
-        env=envinfo.record(
-            target.device_names, spec.precision, xla,
-            {
-                "strategy": type(target.strategy).__name__,
-                "replicas": target.replicas,
-                "multi_worker": target.multi_worker,
-                "tf32": tf32,
-                "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
-                **target.env,
-            },
-        ),
-        spec=spec.to_dict(),
+    return measured.result(
+        spec, workload, shapes, target, flops, compile_s, samples, placement,
+        peak=measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops),
+        xla=spec.xla or target.kind == "tpu",
+        backend=("tensorflow", tf.__version__),
+        env_extra={
+            "strategy": type(target.strategy).__name__,
+            "replicas": target.replicas,
+            "multi_worker": target.multi_worker,
+            "tf32": tf32,
+            "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
+            **target.env,
+        },
     )
 
 
@@ -212,20 +145,6 @@ def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_repl
         return tf.constant(x[start : start + per_replica_batch]), tf.constant(y[start : start + per_replica_batch])
 
     return strategy.experimental_distribute_values_from_function(replica_slice)
-
-
-def _peak(target, precision: str, tf32: bool):
-    """(peak TFLOP/s for all accelerators used, 'datasheet'|'measured'|None, above-peak margin)."""
-    if target.kind == "cpu":
-        per_host = devices.cpu_peak_tflops("float32")
-        dtype = peaks.compute_dtype(precision)
-        if dtype != "float32":
-            per_host = max(per_host, devices.cpu_peak_tflops(dtype))
-        return per_host * target.accelerator_count, "measured", peaks.CPU_SOFT_MARGIN
-    per_chip = peaks.datasheet_peak_tflops(target.accelerator, precision, tf32)
-    if per_chip is None:
-        return None, None, 1.0
-    return per_chip * target.accelerator_count, "datasheet", 1.0
 
 
 def _variable_devices(model, optimizer) -> list[str]:

@@ -1,0 +1,173 @@
+"""What JAX sees here, and the devices a JAX run is spread over.
+
+Two things must happen before JAX starts its runtime, so they happen here first: a CPU run of N
+replicas asks XLA for N host devices (`--xla_force_host_platform_device_count`), and a multi-host
+run (a TPU pod slice, or hosts named in JAX_COORDINATOR_ADDRESS) joins its peers through
+`jax.distributed.initialize()`. As on TensorFlow, a device that was asked for and is not there is a
+DeviceError naming what was found — never a silent fall-back to the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from typing import Optional
+
+from dashbench.engine import tpu
+from dashbench.engine.devices import DeviceError, Target, canonical_gpu, native_stderr_silenced
+from dashbench.spec import RunSpec, SpecError, divisibility_message
+
+_HOST_DEVICES = "--xla_force_host_platform_device_count"
+_KINDS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
+
+
+def prepare(spec: RunSpec) -> None:
+    """Set what JAX reads when its runtime starts. Before `import jax` (after it, it changes nothing)."""
+    replicas = spec.replicas or 1
+    if spec.device in ("cpu", "auto") and replicas > 1 and "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if _host_device_count(flags) < replicas:
+            flags = re.sub(rf"{_HOST_DEVICES}=\d+", "", flags).strip()
+            os.environ["XLA_FLAGS"] = f"{flags} {_HOST_DEVICES}={replicas}".strip()
+    if spec.device == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # a CPU run must not start (or wait for) a GPU or TPU
+
+
+def _host_device_count(flags: str) -> int:
+    found = re.search(rf"{_HOST_DEVICES}=(\d+)", flags)
+    return int(found.group(1)) if found else 1
+
+
+def distributed_settings(environ=os.environ) -> Optional[dict]:
+    """jax.distributed.initialize()'s arguments when the environment names several hosts, else None.
+
+    JAX_COORDINATOR_ADDRESS (+ JAX_NUM_PROCESSES, JAX_PROCESS_ID) names them explicitly; on a TPU
+    pod slice the TPU runtime does (TPU_WORKER_HOSTNAMES lists more than one host) and JAX finds the
+    rest itself, so no arguments are passed."""
+    address = environ.get("JAX_COORDINATOR_ADDRESS")
+    if address:
+        settings: dict = {"coordinator_address": address}
+        for key, name in (("num_processes", "JAX_NUM_PROCESSES"), ("process_id", "JAX_PROCESS_ID")):
+            raw = environ.get(name)
+            if raw is None:
+                continue
+            try:
+                settings[key] = int(raw)
+            except ValueError:
+                raise SpecError(name, f"must be an integer, got {raw!r}") from None
+        return settings
+    hosts = [h for h in environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
+    return {} if len(hosts) > 1 else None
+
+
+def import_jax():
+    """Import JAX with its C++ logging turned down (the CUDA plugin complains on a machine without a GPU)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "jax" in sys.modules:
+        return sys.modules["jax"]
+    with native_stderr_silenced():
+        import jax
+    return jax
+
+
+def create(spec: RunSpec) -> Target:
+    """The devices of the spec's kind, as a Target whose `strategy` is the list of jax devices."""
+    prepare(spec)
+    jax = import_jax()
+    settings = distributed_settings()
+    multi_host = settings is not None
+    if multi_host and not jax.distributed.is_initialized():
+        jax.distributed.initialize(**settings)
+    kind = spec.device if spec.device != "auto" else _default_kind(jax)
+    found = _devices(jax, kind)
+    if not found:
+        raise DeviceError(f"{kind} requested but JAX sees no {kind.upper()}; found: {found_summary(jax)}")
+    replicas = spec.replicas or len(found)
+    if multi_host and spec.replicas not in (None, len(found)):
+        raise SpecError("replicas", f"a multi-host run uses all {len(found)} devices; drop --replicas or use {len(found)}")
+    if kind == "tpu" and spec.replicas not in (None, len(found)):
+        raise SpecError("replicas", f"a TPU runs on all its {len(found)} devices here; drop --replicas or use {len(found)}")
+    if replicas > len(found):
+        hint = f" (a CPU run asks for them itself: run it in a fresh process)" if kind == "cpu" else ""
+        raise SpecError("replicas", f"{replicas} {kind} devices requested but JAX sees {len(found)}{hint}")
+    if spec.batch_size % replicas:
+        raise SpecError("batch_size", divisibility_message(spec.batch_size, replicas))
+    used = found[:replicas]
+    names = [_device_name(d) for d in used]
+    env = {"jax_devices": [str(d) for d in used], "process_count": jax.process_count()}
+    if kind == "tpu":
+        identity = tpu.identify_here(device_kinds=[d.device_kind for d in used])
+        env["tpu"] = identity.to_env()
+        return Target(used, "tpu", identity.name, identity.chips, names, replicas, multi_host, env)
+    if kind == "gpu":
+        return Target(used, "gpu", canonical_gpu(used[0].device_kind), replicas, names, replicas, multi_host, env)
+    hosts = jax.process_count()
+    return Target(used, "cpu", "CPU", hosts, names, replicas, multi_host, env)
+
+
+def _default_kind(jax) -> str:
+    backend = jax.default_backend()
+    return backend if backend in _KINDS else "cpu"
+
+
+def _devices(jax, kind: str) -> list:
+    try:
+        with native_stderr_silenced():
+            return list(jax.devices(kind))
+    except RuntimeError:  # "Unknown backend: 'tpu' requested, but no platforms that are instances of tpu are present"
+        return []
+
+
+def _device_name(device) -> str:
+    """A device string in TensorFlow's form, so placement reads the same on both backends."""
+    return f"/device:{device.platform.upper()}:{device.id}"
+
+
+def found_summary(jax) -> str:
+    """'CPU (2 cores, 1 JAX device); no GPU; no TPU; use --device cpu or auto'."""
+    parts = [f"CPU ({os.cpu_count()} cores, {len(_devices(jax, 'cpu'))} JAX device(s))"]
+    usable = ["cpu"]
+    for kind in ("gpu", "tpu"):
+        seen = _devices(jax, kind)
+        if seen:
+            parts.append(f"{len(seen)}× {seen[0].device_kind}")
+            usable.insert(0, kind)
+        else:
+            parts.append(f"no {kind.upper()}")
+    evidence = tpu.evidence()
+    if evidence and not _devices(jax, "tpu"):
+        parts.append(f"TPU evidence: {evidence}, but JAX has no TPU runtime (install requirements-tpu-jax.txt)")
+    return ", ".join(parts) + f"; use --device {' or '.join(usable + ['auto'])}"
+
+
+_cpu_peaks: dict[tuple, float] = {}
+
+
+def cpu_peak_tflops(dtype: str = "float32", size: int = 0, repeats: int = 3) -> float:
+    """Attainable XLA:CPU matmul rate in TFLOP/s (JAX's own, so no TensorFlow is needed): best of
+    `repeats` timed products after one warm-up. Cached per process."""
+    from dashbench.engine.devices import CPU_PROBE_SIZE
+
+    key = (dtype, size or CPU_PROBE_SIZE, repeats)
+    if key not in _cpu_peaks:
+        _cpu_peaks[key] = _probe(*key)
+    return _cpu_peaks[key]
+
+
+def _probe(dtype: str, size: int, repeats: int) -> float:
+    jax = import_jax()
+    import jax.numpy as jnp
+
+    cpu = jax.devices("cpu")[0]
+    a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), cpu)
+    b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), cpu)
+    matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
+    float(matmul(a, b))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        float(matmul(a, b))  # fetching a scalar waits for the product
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best / 1e12

@@ -1,0 +1,178 @@
+"""The measured training loop on Keras's JAX backend: RunSpec in, RunResult out.
+
+How it measures (the same rules as the TensorFlow loop, engine/loop.py):
+- data parallel through `keras.distribution.DataParallel` over the run's devices: variables are
+  replicated, each batch is split along its first axis, XLA inserts the gradient all-reduce;
+- one jitted function runs `steps_per_loop` steps (a `fori_loop`) of a step built from
+  `model.stateless_call` and the optimizer's `stateless_apply`; the state is donated, so the
+  device holds one copy of it;
+- synthetic data is the same numpy global batch as on TensorFlow, put on the devices once;
+  real data comes from the host, `steps_per_loop` batches per host call;
+- the first host call (tracing + XLA compilation + one loop) is `compile_s`, apart from the samples;
+- each host call is timed until the loss is on the host and the optimizer's step counter (the last
+  thing a step writes) is ready, so asynchronous dispatch cannot make a step look faster.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from dashbench import catalog
+from dashbench.engine import jax_devices, measured, workloads
+from dashbench.result import RunResult
+from dashbench.spec import RunSpec
+
+Event = Callable[[dict], None]
+
+# JAX's default float32 matmul precision on a GPU lets tensor cores use TF32 (jax_default_matmul_precision).
+_TF32_PRECISIONS = (None, "default", "fastest", "bfloat16", "tensorfloat32", "DEFAULT", "FASTEST")
+
+
+def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
+    emit = on_event or (lambda event: None)
+    workload = catalog.get(spec.model)
+    shapes = catalog.check_spec(spec)
+    emit({"event": "phase", "phase": "setup"})
+    target = jax_devices.create(spec)
+    import keras
+
+    previous_policy = keras.mixed_precision.global_policy()
+    previous_distribution = keras.distribution.distribution()
+    keras.utils.set_random_seed(spec.seed)
+    keras.mixed_precision.set_global_policy(spec.precision)
+    distribution = keras.distribution.DataParallel(devices=target.strategy)
+    keras.distribution.set_distribution(distribution)
+    try:
+        return _measure(keras, spec, workload, shapes, target, distribution, emit)
+    finally:
+        keras.distribution.set_distribution(previous_distribution)
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunResult:
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    loss_scaling = spec.precision == "mixed_float16"
+    model = workloads.build_model(spec.model, shapes)
+    optimizer = workloads.make_optimizer(spec.model)
+    if loss_scaling:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    flops = workloads.flops_per_example(model)
+    parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
+
+    def compute_loss(trainable, non_trainable, optimizer_state, x, y):
+        predictions, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        loss = keras.ops.mean(workloads.per_example_loss(spec.model, y, predictions))
+        scaled = loss
+        if loss_scaling:  # the scale is optimizer state: read it from this step's copy
+            with keras.StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_state))):
+                scaled = optimizer.scale_loss(loss)
+        return scaled, (loss, non_trainable)
+
+    gradients = jax.value_and_grad(compute_loss, has_aux=True)
+
+    def step(state, x, y):
+        trainable, non_trainable, optimizer_state = state
+        (_, (loss, non_trainable)), grads = gradients(trainable, non_trainable, optimizer_state, x, y)
+        trainable, optimizer_state = optimizer.stateless_apply(optimizer_state, grads, trainable)
+        return loss, (trainable, non_trainable, optimizer_state)
+
+    real = spec.data == "real"
+    k = spec.steps_per_loop
+
+    def train_loop(state, x, y):
+        def body(i, carry):
+            batch = (x[i], y[i]) if real else (x, y)  # real data: k batches stacked, one per step
+            return step(carry[1], *batch)
+
+        return jax.lax.fori_loop(0, k, body, (jax.numpy.zeros((), "float32"), state))
+
+    mesh = distribution.device_mesh.backend_mesh
+    batch_axis = distribution.batch_dim_name
+    # DataParallel replicates every variable; on one device Keras leaves them unplaced, and the
+    # step's outputs (placed on the mesh) would then differ in type from its first inputs: a recompile.
+    replicated = NamedSharding(mesh, PartitionSpec())
+    placed_on_mesh = lambda a: a if a.sharding == replicated else jax.device_put(a, replicated)
+    state = jax.tree_util.tree_map(placed_on_mesh, (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    ))
+    state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, state)
+    counter = _iterations_index(optimizer)
+    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(None, state_shardings))
+
+    sharded = lambda leading: NamedSharding(mesh, PartitionSpec(*leading, batch_axis))
+    process, processes = jax.process_index(), jax.process_count()
+    local = spec.batch_size // processes  # this host's part of every global batch
+
+    def to_devices(array, leading=()):
+        return jax.make_array_from_process_local_data(sharded(leading), array)
+
+    if real:
+        # Each host reads its own batches of `local` examples; k of them stacked feed one host call.
+        batches = workloads.real_batches(spec.data_path, local, spec.seed + process)
+
+        def inputs():
+            xs, ys = zip(*(next(batches) for _ in range(k)))
+            return to_devices(np.stack(xs), (None,)), to_devices(np.stack(ys), (None,))
+    else:
+        # Every host makes the same global batch from the seed and puts its own part on its devices.
+        x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
+        part = slice(process * local, (process + 1) * local)
+        placed = (to_devices(x[part]), to_devices(y[part]))
+        inputs = lambda: placed
+
+    holder = {"state": state, "inputs": ()}
+
+    def host_loop() -> tuple[float, float]:
+        start = time.perf_counter()
+        holder["inputs"] = inputs()
+        loss, holder["state"] = compiled(holder["state"], *holder["inputs"])
+        loss_value = float(loss)  # the host sync: the loss comes back from the device
+        jax.block_until_ready(holder["state"][2][counter] if counter is not None else holder["state"])
+        return time.perf_counter() - start, loss_value
+
+    compile_s, samples = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced)
+    placement = {
+        "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
+        "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
+    }
+    tf32 = target.kind == "gpu" and spec.precision == "float32" and \
+        jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
+    return measured.result(
+        spec, workload, shapes, target, flops, compile_s, samples, placement,
+        peak=measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops),
+        xla=True,  # JAX compiles every step with XLA
+        backend=("jax", jax.__version__),
+        env_extra={
+            "strategy": f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
+            "replicas": target.replicas,
+            "multi_worker": target.multi_worker,
+            "tf32": tf32,
+            "parameters": parameters,
+            "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
+            **target.env,
+        },
+    )
+
+
+def _iterations_index(optimizer) -> Optional[int]:
+    """Where the optimizer's step counter sits in its variables (stateless_apply writes it last)."""
+    iterations = getattr(optimizer, "iterations", None)
+    for index, variable in enumerate(optimizer.variables):
+        if variable is iterations:
+            return index
+    return None
+
+
+def _devices_of(arrays) -> list[str]:
+    found = set()
+    for array in arrays:
+        for device in getattr(getattr(array, "sharding", None), "device_set", ()):
+            found.add(f"/device:{device.platform.upper()}:{device.id}")
+    return sorted(found)

@@ -1,0 +1,107 @@
+"""What both backends' loops share: the compile / warm-up / measure sequence around a host call,
+and the RunResult built from its samples (statistics, MFU, flags, environment record)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Callable, Optional
+
+from dashbench import peaks, stats
+from dashbench.engine import envinfo
+from dashbench.result import RunResult
+
+
+def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext):
+    """Call `host_loop` (one timed host call of steps_per_loop steps → (seconds, loss)) once to
+    compile, then for the warm-up and measured loops, emitting each phase and sample.
+    Returns (compile_s, samples)."""
+    emit({"event": "phase", "phase": "compile"})
+    with quiet():
+        compile_s, _ = host_loop()
+    emit({"event": "compiled", "compile_s": compile_s})
+    samples: list[dict] = []
+    warmup_loops = math.ceil(spec.warmup / spec.steps_per_loop)
+    measured_loops = spec.steps // spec.steps_per_loop
+    for index in range(warmup_loops + measured_loops):
+        warmup = index < warmup_loops
+        if index == 0 and warmup_loops:
+            emit({"event": "phase", "phase": "warmup"})
+        if index == warmup_loops:
+            emit({"event": "phase", "phase": "measure"})
+        duration, loss = host_loop()
+        sample = {
+            "event": "sample", "index": index, "steps": spec.steps_per_loop, "duration_s": duration,
+            "loss": stats.finite_or_none(loss), "warmup": warmup,
+        }
+        samples.append(sample)
+        emit(sample)
+    return compile_s, samples
+
+
+def result(spec, workload, shapes, target, flops: dict, compile_s: float, samples: list[dict],
+           placement: dict, peak: tuple[Optional[float], Optional[str], float], xla: bool,
+           backend: tuple[str, str], env_extra: dict) -> RunResult:
+    """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin)."""
+    timing = stats.step_time_stats([s for s in samples if not s["warmup"]], spec.batch_size)
+    losses = [s["loss"] for s in samples]
+    achieved = stats.achieved_tflops(flops["training"], timing["examples_per_sec"])
+    peak_tflops, peak_source, margin = peak
+    flags = []
+    if stats.above_peak(achieved, peak_tflops, margin):
+        flags.append(stats.FLAG_ABOVE_PEAK)
+    if stats.non_finite(losses):
+        flags.append(stats.FLAG_NON_FINITE_LOSS)
+    if stats.loss_not_falling(losses):
+        flags.append(stats.FLAG_LOSS_NOT_FALLING)
+    if stats.placement_mismatch(target.kind, placement["variables"] + placement["ops"]):
+        flags.append(stats.FLAG_PLACEMENT_MISMATCH)
+    return RunResult(
+        model=spec.model,
+        unit=workload.unit,
+        device=target.kind,
+        backend=backend[0],
+        backend_version=backend[1],
+        accelerator=target.accelerator,
+        accelerator_count=target.accelerator_count,
+        device_names=list(target.device_names),
+        replicas=target.replicas,
+        global_batch_size=spec.batch_size,
+        per_replica_batch_size=spec.batch_size // target.replicas,
+        precision=spec.precision,
+        xla=xla,
+        data=spec.data,
+        status="done",
+        **timing,
+        steps=spec.steps,
+        steps_per_loop=spec.steps_per_loop,
+        compile_s=compile_s,
+        flops_per_example=flops["training"],
+        forward_flops_per_example=flops["forward"],
+        achieved_tflops=achieved,
+        peak_tflops=peak_tflops,
+        peak_source=peak_source,
+        mfu=stats.mfu(achieved, peak_tflops),
+        flags=flags,
+        losses=losses,
+        placement=placement,
+        shapes=shapes.to_dict(),
+        env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
+        spec=spec.to_dict(),
+    )
+
+
+def peak(target, precision: str, tf32: bool, cpu_probe: Callable[[str], float]):
+    """(peak TFLOP/s for all accelerators used, 'datasheet'|'measured'|None, above-peak margin).
+    A CPU's peak is measured (`cpu_probe(dtype)`, the backend's own matmul); the others' come from
+    the datasheet table."""
+    if target.kind == "cpu":
+        per_host = cpu_probe("float32")
+        dtype = peaks.compute_dtype(precision)
+        if dtype != "float32":
+            per_host = max(per_host, cpu_probe(dtype))
+        return per_host * target.accelerator_count, "measured", peaks.CPU_SOFT_MARGIN
+    per_chip = peaks.datasheet_peak_tflops(target.accelerator, precision, tf32)
+    if per_chip is None:
+        return None, None, 1.0
+    return per_chip * target.accelerator_count, "datasheet", 1.0
