@@ -27,6 +27,7 @@ if requested and st.session_state.get("cmp_requested") != requested:
     st.session_state["cmp_runs"] = requested
     st.session_state["cmp_model"] = compare.models_of(runs, requested)
     st.session_state.pop("cmp_acc", None)
+    st.session_state.pop("cmp_backend", None)
     st.session_state.pop("cmp_precision", None)
     st.session_state.pop("cmp_status", None)
     st.session_state.pop("cmp_ref_rows", None)
@@ -48,7 +49,7 @@ def _runs_changed():
 
 with st.expander("Choose runs", expanded=not requested):
     options = filters.filter_options(runs)
-    cols = st.columns(4)
+    cols = st.columns(5)
     selections = {
         # Throughput of different workloads on one axis means nothing: start from one model.
         "model": cols[0].multiselect("Model", options.get("model", []), key="cmp_model",
@@ -58,7 +59,9 @@ with st.expander("Choose runs", expanded=not requested):
                                            on_change=_filters_changed),
         "precision": cols[2].multiselect("Precision", options.get("precision", []), key="cmp_precision",
                                          on_change=_filters_changed),
-        "status": cols[3].multiselect("Status", options.get("status", []),
+        "backend": cols[3].multiselect("Backend", options.get("backend", []), key="cmp_backend",
+                                       on_change=_filters_changed),
+        "status": cols[4].multiselect("Status", options.get("status", []),
                                       default=_unless_set("cmp_status", ["done"] if "done" in options.get(
                                           "status", []) else []),
                                       key="cmp_status", on_change=_filters_changed),

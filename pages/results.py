@@ -19,14 +19,15 @@ if runs.empty:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
 options = filters.filter_options(runs)
-cols = st.columns([1, 1, 1, 1, 2])
+cols = st.columns([1, 1, 1, 1, 1, 2])
 selections = {
     "model": cols[0].multiselect("Model", options.get("model", []), key="res_model"),
     "accelerator": cols[1].multiselect("Accelerator", options.get("accelerator", []), key="res_acc"),
     "precision": cols[2].multiselect("Precision", options.get("precision", []), key="res_precision"),
-    "status": cols[3].multiselect("Status", options.get("status", []), key="res_status"),
+    "backend": cols[3].multiselect("Backend", options.get("backend", []), key="res_backend"),
+    "status": cols[4].multiselect("Status", options.get("status", []), key="res_status"),
 }
-search = cols[4].text_input("Search (label, host, id, …)", key="res_search")
+search = cols[5].text_input("Search (label, host, id, …)", key="res_search")
 filtered = filters.apply_filters(runs, selections, search)
 st.caption(f"{len(filtered)} of {len(runs)} runs, newest first. Click a column header to sort; "
            "cost is on-demand USD per million examples (\"no price\" runs are blank).")

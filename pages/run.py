@@ -8,7 +8,7 @@ from dashbench.jobs import queue
 from dashbench.views import devices as device_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
-from dashbench.spec import MODELS, PRECISIONS, SpecError
+from dashbench.spec import BACKENDS, MODELS, PRECISIONS, SpecError
 
 ctx = ui.page_context()
 st.title("Run")
@@ -46,12 +46,14 @@ if st.session_state["run_preset"]:
     st.caption(run_form.preset_description(st.session_state["run_preset"]))
 
 with st.form("run_form"):
-    cols = st.columns(4)
+    cols = st.columns(5)
     cols[0].selectbox("Model", MODELS, key="run_model")
     cols[1].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
     cols[2].selectbox("Device", devices.kinds, key="run_device",
                       format_func=lambda k: devices.description.get(k, k.upper()))
-    cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
+    cols[3].selectbox("Backend", BACKENDS, key="run_backend",
+                      help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
+    cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
     cols = st.columns(4)
     cols[0].number_input("Measured steps", min_value=1, step=1, key="run_steps")
     cols[1].number_input("Warm-up steps", min_value=0, step=1, key="run_warmup")

@@ -51,7 +51,26 @@ def fake_result(spec: RunSpec, accelerator: str, kind: str, count: int, eps: flo
                 "xla": spec.xla, "dashbench_version": "0.1.0", "git_commit": "abc1234", "platform": "Linux"},
         "spec": spec.to_dict(),
     }
+    if spec.backend != "tensorflow":  # as the engine writes it; a TensorFlow run of before has neither key
+        result["backend"], result["backend_version"] = spec.backend, BACKEND_VERSIONS[spec.backend]
     return result, samples
+
+
+BACKEND_VERSIONS = {"tensorflow": "2.20.0", "jax": "0.10.2"}
+
+
+def fill_two_backends(path, batch_sizes=(64,)) -> dict[tuple[str, int], str]:
+    """The same model and device at each batch size on TensorFlow and on JAX (JAX faster).
+    Returns {(backend, batch size): run id}."""
+    rng = random.Random(1)
+    ids = {}
+    with Store(path) as store:
+        for batch in batch_sizes:
+            for backend, speed in (("tensorflow", 1.0), ("jax", 1.4)):
+                spec = RunSpec(model="fashion_mnist_cnn", batch_size=batch, device="cpu", steps=6, backend=backend)
+                ids[(backend, batch)] = _finished(store, spec, "CPU", "cpu", 1, 400.0 * speed * (batch / 64) ** 0.3,
+                                                  [], rng)
+    return ids
 
 
 def fill(path, n_runs: int = 40, seed: int = 0) -> list[str]:

@@ -377,3 +377,61 @@ def test_leaving_a_preset_drops_its_label(tmp_path, monkeypatch):
     at.selectbox(key="run_preset").set_value("").run()
     assert_clean(at)
     assert at.text_input(key="run_label").value == ""  # a custom run is not filed under the preset
+
+
+def test_compare_shows_tf_and_jax_of_one_setup_as_two_entries(tmp_path, monkeypatch):
+    db = tmp_path / "backends.sqlite"
+    ids = dashboard_data.fill_two_backends(db)
+    tf, jax = ids[("tensorflow", 64)], ids[("jax", 64)]
+    at = start(monkeypatch, db)
+    show(at, "pages/compare.py")
+    assert sorted(at.multiselect(key="cmp_backend").options) == ["jax", "tensorflow"]
+    assert sorted(at.multiselect(key="cmp_runs").value) == sorted([tf, jax])
+    throughput = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = [str(y) for y in throughput["data"][0]["y"] if not str(y).startswith("published")]
+    assert len(bars) == 2
+    assert "tensorflow" in bars[0] and tf[-6:] in bars[0].replace("<br>", "")
+    assert "jax" in bars[1] and jax[-6:] in bars[1].replace("<br>", "")
+    table = at.dataframe[0].value
+    table = table[table["kind"] == "measured"]
+    assert list(table["backend"]) == ["tensorflow", "jax"] and list(table["run_id"]) == [tf, jax]
+    assert list(table["batch_size"]) == [64, 64] and list(table["accelerator"]) == ["CPU", "CPU"]
+    # The backend filter narrows the chosen runs to one backend.
+    at.multiselect(key="cmp_backend").set_value(["jax"]).run()
+    assert_clean(at)
+    assert at.multiselect(key="cmp_runs").value == [jax]
+    show(at, "pages/results.py")
+    at.multiselect(key="res_backend").set_value(["tensorflow"]).run()
+    assert_clean(at)
+    assert list(at.dataframe[0].value["run_id"]) == [tf]
+
+
+def test_run_page_backend_goes_into_the_queued_specs(tmp_path, monkeypatch):
+    from dashbench.jobs import queue
+
+    # Nothing starts: the rows stay queued, so their stored specs are what is checked (no training).
+    monkeypatch.setattr(queue, "pump", lambda db_path=None: [])
+    db = tmp_path / "queued.sqlite"
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    assert at.selectbox(key="run_backend").value == "tensorflow"
+    assert at.selectbox(key="run_backend").options == ["tensorflow", "jax"]
+    at.selectbox(key="run_model").set_value("conv2d")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.selectbox(key="run_backend").set_value("jax")
+    at.number_input(key="run_batch_size").set_value(4)
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert "Queued 1 run(s)." in texts(at)
+    at.text_input(key="run_sweep").input("8, 16")
+    at.button(key="run_launch_sweep").click().run()
+    assert_clean(at)
+    with Store(db) as store:
+        runs = store.runs()
+        assert len(runs) == 3 and set(runs["status"]) == {"queued"} and set(runs["backend"]) == {"jax"}
+        specs = [store.get_run(run_id)["spec"] for run_id in runs["run_id"]]
+        assert [s["backend"] for s in specs] == ["jax"] * 3
+        assert sorted(s["batch_size"] for s in specs) == [4, 8, 16]
+        assert runs["sweep_id"].notna().sum() == 2
+        for run_id in runs["run_id"]:
+            store.request_cancel(run_id)

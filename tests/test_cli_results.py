@@ -58,6 +58,49 @@ def test_list_table_json_and_filters(db, capsys):
     assert code == 2 and "since/until: not a date" in err
 
 
+@pytest.fixture
+def two_backends(tmp_path):
+    """The same model, batch and device measured on TensorFlow and on JAX, and a queued JAX run."""
+    path = tmp_path / "backends.sqlite"
+    ids = {}
+    with Store(path) as store:
+        for backend, version, eps in (("tensorflow", "2.19.1", 100.0), ("jax", "0.10.2", 150.0)):
+            spec = SPEC.replace(backend=backend)
+            ids[backend] = store.create_run(spec)
+            store.finish_run(ids[backend], "done", result_for(spec, eps, backend=backend, backend_version=version))
+        ids["queued"] = store.create_run(SPEC.replace(backend="jax", batch_size=32), status="queued")
+    return path, ids
+
+
+def test_list_filters_and_shows_the_backend(two_backends, capsys):
+    db, ids = two_backends
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--backend", "jax")
+    rows = json.loads(out)
+    assert code == 0 and {r["run_id"] for r in rows} == {ids["jax"], ids["queued"]}
+    assert all(r["backend"] == "jax" for r in rows)
+    assert {r["run_id"]: r["backend_version"] for r in rows} == {ids["jax"]: "0.10.2", ids["queued"]: None}
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--backend", "tensorflow")
+    assert [(r["run_id"], r["backend"], r["backend_version"]) for r in json.loads(out)] == [
+        (ids["tensorflow"], "tensorflow", "2.19.1")]
+    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--backend", "tensorflow,jax", "--status", "done")
+    header, *lines = out.splitlines()
+    assert "backend" in header.split() and len(lines) == 2
+    assert {line.split()[0]: line.split()[header.split().index("backend") + 1] for line in lines} == {
+        ids["tensorflow"]: "tensorflow", ids["jax"]: "jax"}  # "created" takes two words
+    code, _, err = run_cli(capsys, "list", "--db", str(db), "--backend", "torch")
+    assert code == 2 and err.startswith("error: backend: unknown backend 'torch'; choose one of: tensorflow, jax")
+
+
+def test_show_names_the_backend_and_its_version(two_backends, capsys):
+    db, ids = two_backends
+    code, out, _ = run_cli(capsys, "show", ids["jax"], "--db", str(db))
+    assert code == 0 and "  backend: jax 0.10.2" in out.splitlines()
+    code, out, _ = run_cli(capsys, "show", ids["queued"], "--db", str(db))
+    assert "  backend: jax" in out.splitlines()
+    code, out, _ = run_cli(capsys, "show", ids["tensorflow"], "--db", str(db))
+    assert "  backend: tensorflow 2.19.1" in out.splitlines()
+
+
 def test_list_without_a_database_creates_none(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "list", "--db", str(tmp_path / "nothing.sqlite"))
     assert code == 0 and "no runs yet" in out and not (tmp_path / "nothing.sqlite").exists()

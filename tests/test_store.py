@@ -158,6 +158,7 @@ def test_migration_from_v1_file(tmp_path):
         assert list(runs["run_id"]) == ["old-run"]
         assert runs["examples_per_sec"].iloc[0] == 321.0
         assert runs["flags"].iloc[0] == ["loss_not_falling"]
+        assert runs["backend"].iloc[0] == "tensorflow"  # v4: every run before backends ran on TensorFlow
         assert runs["created_at"].iloc[0] == pd.Timestamp(1700000000, unit="s", tz="UTC")
         assert list(store.samples("old-run")["duration_s"]) == [0.5, 0.25]
         assert store.get_run("old-run")["result"].examples_per_sec == 321.0
@@ -168,6 +169,79 @@ def test_migration_from_v1_file(tmp_path):
         assert store.get_run(new)["status"] == "running"
     with Store(path, read_only=True) as again:
         assert again.schema_version == schema.SCHEMA_VERSION and len(again.runs()) == 2
+
+
+def v3_file(path, runs) -> None:
+    """A database as dashbench wrote it at schema v3 (before backends), holding `runs`:
+    (run_id, status, spec dict, result JSON text or None)."""
+    conn = sqlite3.connect(path)
+    for migration in schema.MIGRATIONS[:3]:
+        migration(conn)
+    conn.execute("PRAGMA user_version = 3")
+    v2_columns = list(schema.RUN_COLUMNS_V2)
+    for i, (run_id, status, spec, result_json) in enumerate(runs):
+        try:
+            result = json.loads(result_json) if result_json else None
+        except ValueError:
+            result = None
+        flat = schema.flat_values(spec, result)
+        row = {"run_id": run_id, "status": status, "created_at": 1700000000.0 + i, "started_at": None,
+               "finished_at": None, "pid": None, "host": "oldhost", "sweep_id": None, "label": None, "error": None,
+               **{name: flat[name] for name in schema.FLAT_COLUMNS}}
+        conn.execute(f"INSERT INTO runs ({', '.join(v2_columns)}) VALUES ({','.join('?' * len(v2_columns))})",
+                     [row[c] for c in v2_columns])
+        conn.execute("INSERT INTO run_blobs VALUES (?, ?, ?)", (run_id, json.dumps(spec), result_json))
+    conn.commit()
+    conn.close()
+
+
+def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):
+    path = tmp_path / "v3.sqlite"
+    old_spec = {k: v for k, v in SPEC.to_dict().items() if k != "backend"}  # written before backends
+    tf_result = result_for(SPEC, 100.0, env={"tensorflow": "2.17.0", "keras": "3.5.0"})
+    jax_spec = SPEC.replace(backend="jax").to_dict()
+    jax_result = result_for(SPEC.replace(backend="jax"), 200.0, backend="jax", backend_version="0.4.30",
+                            env={"tensorflow": "2.17.0", "jax": "0.4.30"})
+    v3_file(path, [
+        ("tf-old", "done", old_spec, json.dumps(tf_result)),
+        ("tf-no-env", "done", old_spec, json.dumps(result_for(SPEC, 50.0, env={}))),
+        ("jax-done", "done", jax_spec, json.dumps(jax_result)),
+        ("jax-queued", "queued", jax_spec, None),
+        ("damaged", "done", jax_spec, "{not json"),
+    ])
+    with Store(path) as store:
+        assert store.schema_version == schema.SCHEMA_VERSION == 4
+        by_id = store.runs().set_index("run_id")
+        assert by_id.loc["tf-old", "backend"] == "tensorflow"
+        assert by_id.loc["tf-old", "backend_version"] == "2.17.0"
+        assert by_id.loc["tf-no-env", "backend"] == "tensorflow" and pd.isna(by_id.loc["tf-no-env", "backend_version"])
+        assert by_id.loc["jax-done", "backend"] == "jax" and by_id.loc["jax-done", "backend_version"] == "0.4.30"
+        assert by_id.loc["jax-queued", "backend"] == "jax" and pd.isna(by_id.loc["jax-queued", "backend_version"])
+        assert by_id.loc["damaged", "backend"] == "jax"  # from the spec when the result cannot be read
+        assert set(store.runs(backend="jax")["run_id"]) == {"jax-done", "jax-queued", "damaged"}
+        assert set(store.runs(backend="tensorflow")["run_id"]) == {"tf-old", "tf-no-env"}
+        assert store.distinct("backend") == ["jax", "tensorflow"]
+        indexes = {name for (name,) in store._read("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "runs_backend" in indexes
+        # The upgraded file stores a new run's backend version from its result.
+        new = store.create_run(SPEC)
+        store.finish_run(new, "done", result_for(SPEC, 10.0, backend="tensorflow", backend_version="2.19.1"))
+        assert store.runs(run_ids=[new])["backend_version"].iloc[0] == "2.19.1"
+
+
+def test_new_runs_store_backend_from_spec_then_result(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        queued = store.create_run(SPEC.replace(backend="jax"), status="queued")
+        assert store.runs(run_ids=[queued])["backend"].iloc[0] == "jax"
+        running = store.create_run(SPEC.replace(backend="jax"))
+        store.finish_run(running, "done", result_for(SPEC.replace(backend="jax"), 10.0, backend="jax",
+                                                      backend_version="0.10.2"))
+        plain = store.create_run(SPEC)
+        store.finish_run(plain, "done", result_for(SPEC, 10.0, env={"tensorflow": "2.19.1"}))
+        by_id = store.runs().set_index("run_id")
+        assert by_id.loc[running, ["backend", "backend_version"]].tolist() == ["jax", "0.10.2"]
+        assert by_id.loc[plain, ["backend", "backend_version"]].tolist() == ["tensorflow", "2.19.1"]
+        assert store.count_runs(backend="jax") == 2 and store.count_runs(backend=["tensorflow"]) == 1
 
 
 def test_newer_schema_is_refused_and_file_untouched(tmp_path):

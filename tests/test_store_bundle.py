@@ -88,6 +88,31 @@ def test_unfinished_runs_arrive_as_interrupted(tmp_path):
         assert run["status"] == "interrupted" and "exported while queued" in run["error"]
 
 
+def test_backend_travels_and_an_old_bundle_without_it_means_tensorflow(tmp_path):
+    jax = SPEC.replace(backend="jax")
+    with Store(tmp_path / "a.sqlite") as source:
+        run_id = source.create_run(jax)
+        source.finish_run(run_id, "done", result_for(jax, 10.0, backend="jax", backend_version="0.10.2"))
+        bundle.export_bundle(source, tmp_path / "new.json")
+    data = json.loads((tmp_path / "new.json").read_text())
+    assert data["runs"][0]["spec"]["backend"] == "jax" and data["runs"][0]["result"]["backend"] == "jax"
+    # A bundle written before backends: schema v3, no backend in spec or result.
+    old = json.loads(json.dumps(data))
+    old["schema_version"] = 3
+    old["runs"][0]["run_id"] = "old-run"
+    del old["runs"][0]["spec"]["backend"]
+    for key in ("backend", "backend_version"):
+        del old["runs"][0]["result"][key]
+    old["runs"][0]["result"]["env"] = {"tensorflow": "2.17.0"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    with Store(tmp_path / "b.sqlite") as target:
+        bundle.import_bundles(target, [tmp_path / "new.json", tmp_path / "old.json"])
+        by_id = target.runs().set_index("run_id")
+        assert by_id.loc[run_id, ["backend", "backend_version"]].tolist() == ["jax", "0.10.2"]
+        assert by_id.loc["old-run", ["backend", "backend_version"]].tolist() == ["tensorflow", "2.17.0"]
+        assert target.get_run("old-run")["spec"]["backend"] == "tensorflow"
+
+
 def _bundle(tmp_path) -> dict:
     with Store(tmp_path / "src.sqlite") as source:
         fill(source)

@@ -81,6 +81,10 @@ CASES = [
     (("spec", "label"), ["x"], "spec: label"),
     (("run_id",), "../../x\n", "run_id"),
     (("run_id",), ["x"], "run_id"),
+    (("result", "backend"), "pytorch", "result.backend"),
+    (("result", "backend"), 3, "result.backend"),
+    (("result", "backend_version"), ["0.4"], "result.backend_version"),
+    (("spec", "backend"), "pytorch", "spec: backend"),
 ]
 
 

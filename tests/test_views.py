@@ -279,3 +279,79 @@ def test_epochs_table_prices_n_epochs(store):
     price = prices.match_price("V100", 1, prices.catalog(store))
     assert table["usd_on_demand"].iloc[0] == pytest.approx(300_000 / eps / 3600 * price["usd_per_hour"])
     assert table["price"].iloc[0] == price["key"]
+
+
+# -- backends: TensorFlow and JAX runs of one setup, side by side -----------------------------------
+
+
+@pytest.fixture
+def two_backends(tmp_path):
+    path = tmp_path / "backends.sqlite"
+    ids = dashboard_data.fill_two_backends(path, batch_sizes=(32, 64))
+    with Store(path) as s:
+        yield s, ids
+
+
+def test_compare_puts_tf_and_jax_of_one_setup_side_by_side(two_backends):
+    store, ids = two_backends
+    runs = store.runs()
+    frame = compare.compare_frame(runs, prices.catalog(store), None)
+    assert len(frame) == 4 and frame["label"].nunique() == 4  # never merged
+    # Each setup's TensorFlow row is followed by its JAX row, and every label names its backend.
+    assert list(frame["run_id"]) in ([ids[("tensorflow", 64)], ids[("jax", 64)], ids[("tensorflow", 32)],
+                                      ids[("jax", 32)]],
+                                     [ids[("tensorflow", 32)], ids[("jax", 32)], ids[("tensorflow", 64)],
+                                      ids[("jax", 64)]])
+    assert [label.split(" (")[0] for label in frame["label"]][:2] in (
+        ["CPU · b64 · fp32 · tensorflow", "CPU · b64 · fp32 · jax"],
+        ["CPU · b32 · fp32 · tensorflow", "CPU · b32 · fp32 · jax"])
+    fig = charts.throughput(frame)
+    assert sum(" · jax" in str(y) for y in fig.data[0].y) == 2
+    assert sum(" · tensorflow" in str(y) for y in fig.data[0].y) == 2
+    # One backend alone: TensorFlow labels stay as they were; a JAX run still says so.
+    tf_only = compare.compare_frame(runs[runs["backend"] == "tensorflow"], None, None)
+    assert not tf_only["label"].str.contains("tensorflow").any()
+    assert compare.compare_frame(runs[runs["backend"] == "jax"], None, None)["label"].str.contains(" · jax").all()
+
+
+def test_csv_and_tables_have_the_backend_columns(two_backends):
+    store, ids = two_backends
+    frame = compare.compare_frame(store.runs(), prices.catalog(store), None)
+    back = pd.read_csv(io.BytesIO(compare.csv_bytes(compare.compare_table(frame))))
+    assert {"backend", "backend_version"} <= set(back.columns)
+    # A TensorFlow result from before backends names its version only in env["tensorflow"].
+    versions = {run_id: (b, str(v)) for run_id, b, v in zip(back["run_id"], back["backend"], back["backend_version"])}
+    assert versions == {ids[("jax", 32)]: ("jax", "0.10.2"), ids[("jax", 64)]: ("jax", "0.10.2"),
+                        ids[("tensorflow", 32)]: ("tensorflow", "2.20.0"),
+                        ids[("tensorflow", 64)]: ("tensorflow", "2.20.0")}
+    table = results.results_table(store.runs())
+    assert {"backend", "backend_version"} <= set(table.columns)
+    assert sorted(table["backend"]) == ["jax", "jax", "tensorflow", "tensorflow"]
+
+
+def test_backend_filter_and_sweep_lines_per_backend(two_backends):
+    store, ids = two_backends
+    runs = store.runs()
+    assert filters.filter_options(runs)["backend"] == ["jax", "tensorflow"]
+    assert set(filters.apply_filters(runs, {"backend": ["jax"]})["run_id"]) == {ids[("jax", 32)], ids[("jax", 64)]}
+    sweeps = compare.sweep_frame(compare.compare_frame(runs, None, None))
+    # The same setup at two batch sizes on each backend: two lines, each named by its backend.
+    assert sorted(sweeps["series"].unique()) == ["fashion_mnist_cnn · CPU · fp32 · jax",
+                                                  "fashion_mnist_cnn · CPU · fp32 · tensorflow"]
+    assert len(charts.throughput_vs_batch(sweeps).data) == 2
+
+
+def test_run_form_backend_goes_into_every_spec():
+    state = run_form.run_form_defaults(["cpu"]) | {"run_sweep": "8, 16"}
+    assert state["run_backend"] == "tensorflow"
+    (spec,), _ = run_form.specs_from_form(state)
+    assert spec.backend == "tensorflow"
+    state["run_backend"] = "jax"
+    (spec,), _ = run_form.specs_from_form(state)
+    assert spec.backend == "jax"
+    specs, sweep = run_form.specs_from_form(state, sweep=True)
+    assert [(s.batch_size, s.backend) for s in specs] == [(8, "jax"), (16, "jax")] and sweep
+    with pytest.raises(SpecError, match="backend"):
+        run_form.specs_from_form(state | {"run_backend": "torch"})
+    # A preset fills the workload, not the framework: the chosen backend stays.
+    assert "run_backend" not in run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)

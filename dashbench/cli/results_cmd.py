@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashbench.cli import strict_json
+from dashbench.spec import BACKENDS
 from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle,
                              import_bundles, unreadable_text)
 
@@ -70,6 +71,7 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("filters (comma-separated values match any of them)")
     for name in ("model", "device", "accelerator", "precision", "label", "host"):
         group.add_argument(f"--{name}", default=None)
+    group.add_argument("--backend", default=None, help=f"Keras backend: {', '.join(BACKENDS)}")
     group.add_argument("--batch-size", default=None, help="e.g. 32,64")
     group.add_argument("--status", default=None, help=", ".join(STATUSES))
     group.add_argument("--sweep", dest="sweep_id", default=None, help="sweep id")
@@ -80,10 +82,13 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
 
 def filters_from_args(args) -> dict:
     filters = {}
-    for name in ("model", "device", "accelerator", "precision", "label", "host", "status", "sweep_id"):
+    for name in ("model", "device", "backend", "accelerator", "precision", "label", "host", "status", "sweep_id"):
         value = getattr(args, name, None)
         if value is not None:
             filters[name] = [v.strip() for v in value.split(",") if v.strip()]
+    for value in filters.get("backend", []):
+        if value not in BACKENDS:
+            raise ValueError(f"backend: unknown backend {value!r}; choose one of: {', '.join(BACKENDS)}")
     if getattr(args, "batch_size", None) is not None:
         try:
             filters["batch_size"] = [int(v) for v in args.batch_size.split(",") if v.strip()]
@@ -219,6 +224,7 @@ def format_table(frame: pd.DataFrame) -> str:
         "status": frame["status"],
         "model": frame["model"],
         "device": frame["accelerator"].fillna(frame["device"]),
+        "backend": frame["backend"].fillna("tensorflow"),
         "batch": frame["batch_size"],
         "replicas": frame["replicas"].map(lambda v: "" if pd.isna(v) else str(int(v))),
         "precision": frame["precision"],
@@ -255,6 +261,7 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
     if context:
         lines.append("  " + ", ".join(context))
     lines.append(f"  created {run['created_at']}  started {run['started_at']}  finished {run['finished_at']}")
+    lines.append("  backend: " + backend_text(spec, result))
     lines.append("  spec: " + " ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
     if result is not None:
         # The first line already names the run; its id need not come twice.
@@ -265,6 +272,15 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
         loss = f", loss {losses.iloc[0]:.4g} → {losses.iloc[-1]:.4g}" if len(losses) else ""
         lines.append(f"  {len(samples)} samples stored ({warm} warm-up){loss}")
     return "\n".join(lines)
+
+
+def backend_text(spec: dict, result) -> str:
+    """'jax 0.10.2': the backend that ran (the spec's until a result exists) and its version."""
+    name = result.backend_name() if result is not None else (spec.get("backend") or "tensorflow")
+    version = result.backend_version if result is not None else None
+    if version is None and result is not None and name == "tensorflow":
+        version = result.env.get("tensorflow")  # written before backends: the env names it
+    return f"{name} {version}" if version else name
 
 
 @reports_store_errors

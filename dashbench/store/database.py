@@ -425,7 +425,7 @@ class Store:
     def runs(self, **filters) -> pd.DataFrame:
         """One row per run, newest first, flat columns (see queries.RUN_COLUMNS).
 
-        Filters: model, device, accelerator, precision, batch_size, status, sweep_id, label, host,
+        Filters: model, device, backend, accelerator, precision, batch_size, status, sweep_id, label, host,
         run_ids (each a value or a list of values), since, until (datetime, date, ISO text or epoch
         seconds; on created_at), limit."""
         return queries.runs(self._read, **filters)

@@ -18,8 +18,8 @@ from dashbench.store.states import STATUSES
 Read = Callable[..., list]
 
 RUN_COLUMNS = (
-    "run_id", "created_at", "started_at", "finished_at", "status", "model", "device", "accelerator",
-    "accelerator_count", "replicas", "batch_size", "precision", "xla", "data", "label", "sweep_id",
+    "run_id", "created_at", "started_at", "finished_at", "status", "model", "device", "backend", "backend_version",
+    "accelerator", "accelerator_count", "replicas", "batch_size", "precision", "xla", "data", "label", "sweep_id",
     "host", "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
     "step_time_std_s", "samples", "compile_s", "achieved_tflops", "mfu", "flags", "error",
     # Beyond the agreed list: what a chart's axis label or a confidence band needs.
@@ -36,7 +36,8 @@ _FLOAT_COLUMNS = (
 _INT_COLUMNS = ("batch_size", "steps")
 _COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid")
 SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
-_FILTER_COLUMNS = ("model", "device", "accelerator", "precision", "batch_size", "status", "sweep_id", "label", "host")
+_FILTER_COLUMNS = ("model", "device", "backend", "accelerator", "precision", "batch_size", "status", "sweep_id", "label",
+                   "host")
 
 
 def to_epoch(value: Any) -> float:
@@ -192,7 +193,7 @@ def samples(read: Read, run_id: str) -> pd.DataFrame:
 
 def distinct(read: Read, column: str) -> list:
     """Distinct values of one filter column, for the dashboard's select boxes."""
-    allowed = {"model", "device", "accelerator", "precision", "batch_size", "status", "sweep_id", "label", "host"}
+    allowed = set(_FILTER_COLUMNS)
     if column not in allowed:
         raise ValueError(f"column: one of {', '.join(sorted(allowed))}, not {column!r}")
     return [r[0] for r in read(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1")]

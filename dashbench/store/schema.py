@@ -68,8 +68,31 @@ FLAT_COLUMNS = {
 }
 
 
+# Columns added in v4: the Keras backend that ran it (a filter, like the columns above) and that
+# framework's version. name -> SQL type.
+BACKEND_COLUMNS = {"backend": "TEXT", "backend_version": "TEXT"}
+DEFAULT_BACKEND = "tensorflow"  # what every run stored before backends existed ran on
+
+
+def backend_values(spec: dict | None, result: dict | None) -> dict:
+    """backend and backend_version of one run: the result's (what really ran), else the spec's
+    backend (a queued run), else tensorflow; a TensorFlow result from before backends existed
+    names its version in env["tensorflow"]."""
+    spec = spec if isinstance(spec, dict) else {}
+    result = result if isinstance(result, dict) else {}
+    backend = next((v for v in (result.get("backend"), spec.get("backend")) if isinstance(v, str) and v),
+                   DEFAULT_BACKEND)
+    version = result.get("backend_version")
+    if not (isinstance(version, str) and version):
+        env = result.get("env") if isinstance(result.get("env"), dict) else {}
+        version = env.get(backend) if backend == DEFAULT_BACKEND else None
+        version = version if isinstance(version, str) and version else None
+    return {"backend": backend, "backend_version": version}
+
+
 def flat_values(spec: dict, result: dict | None) -> dict:
-    """The v2 flat columns for one run, from its spec and (maybe absent) result."""
+    """The flat columns (v2's FLAT_COLUMNS and v4's BACKEND_COLUMNS) for one run, from its spec and
+    (maybe absent) result."""
     result = result or {}
     values = {}
     for column, (_type, source, key) in FLAT_COLUMNS.items():
@@ -87,6 +110,7 @@ def flat_values(spec: dict, result: dict | None) -> dict:
     values["examples_per_sec_ci95_lo"], values["examples_per_sec_ci95_hi"] = (list(ci) + [None, None])[:2]
     values["xla"] = None if values.get("xla") is None else int(bool(values["xla"]))
     values["flags_json"] = json.dumps(list(result.get("flags") or []))
+    values.update(backend_values(spec, result))
     return values
 
 
@@ -163,6 +187,26 @@ def _v3(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v4(conn: sqlite3.Connection) -> None:
+    # The Keras backend (tensorflow | jax) and its version, filled for the runs already stored.
+    for name, sql_type in BACKEND_COLUMNS.items():
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
+    rows = conn.execute("SELECT run_id, spec_json, result_json FROM run_blobs").fetchall()
+    for run_id, spec_json, result_json in rows:
+        values = backend_values(_json_or_none(spec_json), _json_or_none(result_json))
+        conn.execute("UPDATE runs SET backend = ?, backend_version = ? WHERE run_id = ?",
+                     (values["backend"], values["backend_version"], run_id))
+    conn.execute("CREATE INDEX runs_backend ON runs(backend, created_at)")
+
+
+def _json_or_none(text):
+    """Stored JSON, or None for a damaged value: one bad row must not stop the upgrade of the file."""
+    try:
+        return json.loads(text) if text else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _v1(conn: sqlite3.Connection) -> None:
     # Not executescript(): it would COMMIT the migration's transaction half-way.
     for statement in V1_SQL.split(";"):
@@ -171,7 +215,7 @@ def _v1(conn: sqlite3.Connection) -> None:
 
 
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
-MIGRATIONS = [_v1, _v2, _v3]
+MIGRATIONS = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PRICE_COLUMNS = (

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from dashbench.result import RunResult
-from dashbench.spec import RunSpec, SpecError
+from dashbench.spec import BACKENDS, RunSpec, SpecError
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
@@ -143,6 +143,12 @@ def check_result(result: Any) -> None:
             RunResult.check(result)
         except ValueError as exc:
             raise InvalidField(f"result.{exc}") from None
+        backend = result.get("backend")
+        if backend is not None and backend not in BACKENDS:
+            # A filter column: a name no dashbench writes would be a filter value nothing can choose.
+            raise InvalidField(f"result.backend: unknown backend {_short(backend)}; choose one of: "
+                               f"{', '.join(BACKENDS)} (or leave it out: tensorflow)")
+        text("result.backend_version", result.get("backend_version"), limit=100)
 
 
 def _short(value: Any) -> str:

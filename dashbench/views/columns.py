@@ -40,6 +40,8 @@ COLUMNS: dict[str, Column] = {
     "flags": Column("flags", help="above peak, did not converge, not on the chosen device, NaN loss"),
     "status": Column("status"),
     "model": Column("model"),
+    "backend": Column("backend", help="Keras backend that ran it: tensorflow or jax"),
+    "backend_version": Column("backend version", help="that framework's version (TensorFlow or JAX)"),
     "accelerator": Column("device"),
     "accelerator_count": Column("chips", "number", "%d"),
     "batch_size": Column("batch", "number", "%d", "global batch size"),

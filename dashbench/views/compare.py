@@ -7,8 +7,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from dashbench.views.format import (FLAG_TEXT, PRECISION_SHORT, duration_text, flag_list, flag_text, is_number,
-                                    md_text, run_label, with_ms)
+from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, backend_of, duration_text,
+                                    flag_list, flag_text, is_number, md_text, mixed_backends, run_label, with_ms)
 
 REFERENCE_PREFIX = "ref:"
 
@@ -44,7 +44,13 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
             measured = measured.rename(columns={"label": "run_label_text"})
         # One workload on every row: the model goes in the chart title's place, not on every bar.
         with_model = measured["model"].nunique() > 1
-        measured["label"] = [run_label(_row_with_label(r), with_model) for _, r in measured.iterrows()]
+        # TensorFlow and JAX runs side by side: every label names its backend, and each run of one
+        # setup (model, device, batch, precision) sits next to the same setup on the other backend.
+        both = mixed_backends(measured)
+        if both:
+            measured = side_by_side(measured)
+        measured["label"] = [run_label(_row_with_label(r), with_model, with_backend=True if both else None)
+                             for _, r in measured.iterrows()]
     if catalog is not None and not measured.empty:
         from dashbench.costs import prices
 
@@ -63,6 +69,38 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
             frame[column] = float("nan")
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
+
+
+SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "precision", "xla")
+
+
+def setup_key(row) -> tuple:
+    """What was measured and where, without the backend: the runs to put side by side."""
+    return tuple(None if _missing(row.get(c)) else row.get(c) for c in SETUP_COLUMNS)
+
+
+def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each setup's rows together (setups in the order they first appear, backends in
+    BACKENDS order within one), so the same model/batch/device on TensorFlow and JAX are adjacent
+    bars and rows, never one merged entry."""
+    from dashbench.spec import BACKENDS
+
+    keys = [setup_key(r) for r in runs.to_dict("records")]
+    first = {}
+    for key in keys:
+        first.setdefault(key, len(first))
+    rank = {name: i for i, name in enumerate(BACKENDS)}
+    backends = runs["backend"].fillna(DEFAULT_BACKEND) if "backend" in runs else pd.Series(DEFAULT_BACKEND,
+                                                                                          index=runs.index)
+    order = sorted(range(len(runs)), key=lambda i: (first[keys[i]], rank.get(backends.iloc[i], len(rank))))
+    return runs.iloc[order]
+
+
+def _missing(value) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _row_with_label(row: pd.Series) -> pd.Series:
@@ -175,12 +213,16 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["examples_per_sec"].notna()] if "examples_per_sec" in rows else rows.iloc[0:0]
     if rows.empty:
         return rows.assign(series=pd.Series(dtype=str))
+    both = mixed_backends(rows)
     series = []
     for _, row in rows.iterrows():
         sweep = row.get("sweep_id")
+        backend = backend_of(row)
+        # One line per backend: a TensorFlow and a JAX series of one setup are never joined into one.
+        named = backend if both or backend != DEFAULT_BACKEND else None
         setup = " · ".join(
             str(x) for x in (row.get("model"), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
-                             row.get("precision")), "XLA" if row.get("xla") is True else None) if x
+                             row.get("precision")), "XLA" if row.get("xla") is True else None, named) if x
         )
         # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
         # its head is only the date.
@@ -194,7 +236,8 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
 COMPARE_COLUMNS = [
     "label", "kind", "examples_per_sec", "speedup", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms",
     "mfu", "usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_usd", "examples_per_usd_spot",
-    "flag_text", "model", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
+    "flag_text", "model", "backend", "backend_version", "accelerator", "accelerator_count", "batch_size",
+    "precision", "xla", "samples",
     "compile_s", "achieved_tflops", "price_key", "price_note", "source", "created_at", "run_id",
 ]
 

@@ -6,7 +6,7 @@ from typing import Iterable
 
 import pandas as pd
 
-FILTER_COLUMNS = ("model", "accelerator", "precision", "batch_size", "status", "label")
+FILTER_COLUMNS = ("model", "backend", "accelerator", "precision", "batch_size", "status", "label")
 
 
 def filter_options(runs: pd.DataFrame) -> dict[str, list]:

@@ -13,6 +13,20 @@ import pandas as pd
 from dashbench.result import FLAG_SHORT, FLAG_TEXT  # the flags' wording lives with the result
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
+DEFAULT_BACKEND = "tensorflow"  # what a run stored before backends existed ran on
+
+
+def backend_of(row: dict | pd.Series) -> str:
+    """The Keras backend of a run row (tensorflow when the row predates backends)."""
+    value = row.get("backend")
+    return str(value) if isinstance(value, str) and value else DEFAULT_BACKEND
+
+
+def mixed_backends(frame: pd.DataFrame) -> bool:
+    """Whether these runs ran on more than one backend: then every label names its backend."""
+    if frame is None or frame.empty or "backend" not in frame:
+        return False
+    return frame["backend"].fillna(DEFAULT_BACKEND).nunique() > 1
 
 
 def flag_list(flags: Any) -> list[str]:
@@ -56,8 +70,10 @@ def md_text(value: Any) -> str:
 # ------------------------------------------------------------------------------------------ labels
 
 
-def run_label(row: dict | pd.Series, with_model: bool = True) -> str:
-    """Short, unique name for a run on a chart axis: what ran, where, and its id."""
+def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None) -> str:
+    """Short, unique name for a run on a chart axis: what ran, where, and its id. The backend is named
+    when it is not TensorFlow (with_backend None), always (True: runs of both backends side by side)
+    or never (False)."""
     # A run that never started has no accelerator yet (NaN from the store): name the device asked for.
     acc = next((str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)),
                "?")
@@ -70,6 +86,9 @@ def run_label(row: dict | pd.Series, with_model: bool = True) -> str:
         parts.append(PRECISION_SHORT.get(precision, str(precision)))
     if bool(row.get("xla")) and not is_missing(row.get("xla")):
         parts.append("XLA")
+    backend = backend_of(row)
+    if with_backend or (with_backend is None and backend != DEFAULT_BACKEND):
+        parts.append(backend)
     label = row.get("label")
     tail = f"#{str(row.get('run_id', ''))[-6:]}"
     if isinstance(label, str) and label:

@@ -10,7 +10,8 @@ from dashbench.views.format import flag_text, md_text, run_label, with_ms
 # The figures a user came for first, then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
     "run", "status", "examples_per_sec", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "mfu",
-    "usd_per_million_examples", "flags", "model", "accelerator", "accelerator_count", "batch_size",
+    "usd_per_million_examples", "flags", "model", "backend", "backend_version", "accelerator", "accelerator_count",
+    "batch_size",
     "precision", "xla", "samples", "compile_s", "created_at", "run_label", "sweep_id", "host", "error", "run_id",
 ]
 

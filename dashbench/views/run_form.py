@@ -6,7 +6,7 @@ from dashbench.spec import SPEC_DEFAULTS, RunSpec, parse_batch_sizes
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number
 
-FORM_FIELDS = ("model", "batch_size", "device", "precision", "xla", "steps", "warmup", "steps_per_loop", "label",
+FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "label",
                "image_size", "seq_len", "width")
 
 
@@ -14,6 +14,7 @@ def run_form_defaults(kinds: list[str]) -> dict:
     """Session-state defaults of the Run form (keys run_<field>); 0 in a shape box means full size."""
     return {
         "run_model": "fashion_mnist_cnn", "run_batch_size": 32, "run_device": kinds[0] if kinds else "cpu",
+        "run_backend": SPEC_DEFAULTS["backend"],
         "run_precision": SPEC_DEFAULTS["precision"], "run_xla": SPEC_DEFAULTS["xla"],
         "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
         "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_label": "",
@@ -82,7 +83,8 @@ def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dic
     from dashbench import presets
 
     spec = presets.quick_spec(slug, device_class) if quick else presets.spec_for(slug, device_class)
-    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name != "device"}
+    # The device and the backend stay as chosen: a preset is the article's workload, not its framework.
+    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name not in ("device", "backend")}
     for shape in ("image_size", "seq_len", "width"):
         values[f"run_{shape}"] = values[f"run_{shape}"] or 0
     values["run_label"] = spec.label or ""
