@@ -1,8 +1,10 @@
-"""`python -m dashbench models` (no TensorFlow) and `python -m dashbench devices` (what TensorFlow sees)."""
+"""`python -m dashbench models` (no TensorFlow) and `python -m dashbench devices` (what TensorFlow, or
+with --backend jax JAX, sees)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from dashbench.cli import strict_json
 
@@ -13,8 +15,9 @@ def register(subparsers) -> None:
     models.add_argument("--json", action="store_true", help="print a JSON list")
     models.add_argument("--db", default=None, help=argparse.SUPPRESS)
     models.set_defaults(func=handle_models)
-    devices = subparsers.add_parser("devices", help="show the CPUs, GPUs and TPUs TensorFlow sees here")
+    devices = subparsers.add_parser("devices", help="show the CPUs, GPUs and TPUs TensorFlow (or JAX) sees here")
     devices.add_argument("--json", action="store_true", help="print a JSON object")
+    devices.add_argument("--backend", default="tensorflow", help="whose view: tensorflow (default) or jax")
     devices.add_argument("--db", default=None, help=argparse.SUPPRESS)
     devices.set_defaults(func=handle_devices)
 
@@ -35,18 +38,35 @@ def handle_models(args) -> int:
 
 
 def handle_devices(args) -> int:
-    from dashbench.engine.devices import discover
+    from dashbench.spec import BACKENDS
+
+    if args.backend not in BACKENDS:
+        print(f"dashbench devices: error: backend: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}",
+              file=sys.stderr)
+        return 2
+    from dashbench.engine import backends
+
+    backends.select(args.backend)
+    if args.backend == "jax":
+        from dashbench.engine.jax_devices import discover
+    else:
+        from dashbench.engine.devices import discover
 
     info = discover()
     if args.json:
         print(strict_json.dumps(info))
         return 0
-    print(f"TensorFlow {info['tensorflow']}; default device: {info['default_device']}")
+    framework = f"JAX {info['jax']}" if args.backend == "jax" else f"TensorFlow {info['tensorflow']}"
+    print(f"{framework}; default device: {info['default_device']}")
     print(f"CPU: {info['cpu']['model']} ({info['cpu']['cores']} cores)")
     for gpu in info["gpus"]:
         print(f"GPU: {gpu['name']} {gpu.get('device_name', '')} → {gpu['accelerator']}")
     if not info["gpus"]:
-        print("GPU: none seen by TensorFlow")
+        print(f"GPU: none seen by {framework.split()[0]}")
     tpu = info["tpu"]
     print(f"TPU: {tpu['evidence'] + ' ' + (tpu['accelerator_type'] or '') if tpu['evidence'] else 'none'}")
+    identity = tpu.get("identity")
+    if identity:
+        print(f"     {identity['devices']} JAX devices = {identity['chips']} × {identity['name']}"
+              + "".join(f"; {problem}" for problem in identity["mismatch"]))
     return 0

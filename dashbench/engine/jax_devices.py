@@ -171,3 +171,26 @@ def _probe(dtype: str, size: int, repeats: int) -> float:
         float(matmul(a, b))  # fetching a scalar waits for the product
         best = min(best, time.perf_counter() - start)
     return 2.0 * size**3 / best / 1e12
+
+
+def discover() -> dict:
+    """What JAX sees here, for `devices --backend jax` (the shape of devices.discover()'s answer)."""
+    from dashbench.engine.devices import cpu_model
+
+    jax = import_jax()
+    gpus = [{"name": _device_name(d), "device_name": d.device_kind, "accelerator": canonical_gpu(d.device_kind)}
+            for d in _devices(jax, "gpu")]
+    tpus = _devices(jax, "tpu")
+    evidence = tpu.evidence()
+    info = {"evidence": evidence, **tpu.describe_type(evidence)}
+    if tpus:
+        info["identity"] = tpu.identify_here(device_kinds=[d.device_kind for d in tpus]).to_env()
+    return {
+        "jax": jax.__version__,
+        "devices": {kind: [_device_name(d) for d in _devices(jax, kind)] for kind in _KINDS},
+        "gpus": gpus,
+        "tpu": info,
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count(), "jax_devices": len(_devices(jax, "cpu"))},
+        "process_count": jax.process_count(),
+        "default_device": _default_kind(jax),
+    }

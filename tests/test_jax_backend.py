@@ -1,0 +1,141 @@
+"""The JAX backend: every workload trains on it, data parallel over emulated CPU devices gives the
+1-device loss, results carry the same keys and FLOPs as TensorFlow's, and a missing TPU is a clear error.
+
+Keras picks its backend once per process, and this test process runs TensorFlow: every JAX run here
+is its own process, as every run launched by dashbench is."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dashbench import catalog, stats
+from dashbench.engine import backends, jax_devices
+from dashbench.spec import MODELS, RunSpec, SpecError
+
+FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
+TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-size", "16", "--width", "4",
+                "--steps", "4", "--warmup", "2", "--steps-per-loop", "2", "--device", "cpu"]
+# Runs every workload at its quick shapes on JAX, plus conv2d in both mixed precisions.
+ALL_WORKLOADS = """
+import json, sys
+from dashbench import catalog
+from dashbench.engine import loop
+from dashbench.spec import MODELS, RunSpec
+out = {}
+for model, precision in [(m, "float32") for m in MODELS] + [("conv2d", "mixed_float16"), ("conv2d", "mixed_bfloat16")]:
+    quick = dict(catalog.get(model).quick)
+    spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), steps=4, warmup=2, backend="jax",
+                   device="cpu", precision=precision, **quick)
+    out[f"{model}/{precision}"] = loop.run(spec).to_dict()
+    import keras
+    assert keras.backend.backend() == "jax"
+print(json.dumps(out))
+"""
+
+
+def child_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS", "JAX_PLATFORMS")}
+    return {**env, "DASHBENCH_CPU_PROBE_SIZE": "512", **extra}
+
+
+def run_cli(args, **env):
+    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *args],
+                          capture_output=True, text=True, timeout=600, env=child_env(**env))
+    return done, json.loads(done.stdout)
+
+
+def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
+    """One child process for all workloads (a fixture would run once per xdist worker)."""
+    from dashbench.engine import loop, workloads
+
+    done = subprocess.run([sys.executable, "-c", ALL_WORKLOADS], capture_output=True, text=True, timeout=900,
+                          env=child_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    for model in MODELS:
+        result = results[f"{model}/float32"]
+        losses = result["losses"]
+        assert result["backend"] == "jax" and result["backend_version"] == result["env"]["jax"]
+        assert result["env"]["keras_backend"] == "jax" and result["xla"] is True
+        assert len(losses) == 6 and all(np.isfinite(losses)), (model, losses)
+        assert not stats.loss_not_falling(losses) and np.mean(losses[-3:]) < np.mean(losses[:3]), (model, losses)
+        assert set(result["flags"]) <= {"above_peak"}, (model, result["flags"])  # a 512² probe peak is rough
+        assert result["placement"]["variables"] == ["/device:CPU:0"] == result["placement"]["ops"]
+        assert result["unit"] == catalog.get(model).unit and result["examples_per_sec"] > 0
+        # The same FLOP count as the model built on TensorFlow (this process's backend).
+        quick = dict(catalog.get(model).quick)
+        spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), **quick)
+        flops = workloads.flops_per_example(workloads.build_model(model, catalog.check_spec(spec)))
+        assert result["flops_per_example"] == flops["training"], model
+    for precision in ("mixed_float16", "mixed_bfloat16"):
+        result = results[f"conv2d/{precision}"]
+        assert result["precision"] == precision and all(np.isfinite(result["losses"])), result["losses"]
+        assert result["losses"][-1] < result["losses"][0]
+    # The same keys, in the same order, and the same environment record as a TensorFlow run.
+    tf_result = loop.run(RunSpec(model="conv2d", batch_size=8, image_size=16, width=8, steps=2, warmup=0)).to_dict()
+    jax_result = results["conv2d/float32"]
+    assert list(tf_result) == list(jax_result)
+    assert set(tf_result["env"]) == set(jax_result["env"]) - {"mesh", "jax_devices", "process_count"}
+    assert tf_result["backend"] == "tensorflow" and tf_result["env"]["keras_backend"] == "tensorflow"
+
+
+def test_four_emulated_devices_give_the_one_device_loss():
+    one, one_result = run_cli(TINY_FASHION)
+    four, four_result = run_cli(TINY_FASHION, XLA_FLAGS=FOUR_DEVICES)  # all devices of the kind: 4
+    assert one.returncode == 0 and four.returncode == 0, (one.stderr[-2000:], four.stderr[-2000:])
+    assert four_result["replicas"] == 4 and four_result["per_replica_batch_size"] == 4
+    assert four_result["device_names"] == [f"/device:CPU:{i}" for i in range(4)]
+    assert four_result["placement"]["variables"] == four_result["device_names"] == four_result["placement"]["ops"]
+    assert one_result["replicas"] == 1 and one_result["placement"]["ops"] == ["/device:CPU:0"]
+    np.testing.assert_allclose(four_result["losses"], one_result["losses"], rtol=1e-4)
+    assert "placement_mismatch" not in four_result["flags"]
+
+
+def test_replicas_ask_for_emulated_cpu_devices_themselves():
+    done, result = run_cli(["--model", "bilstm", "--batch-size", "8", "--seq-len", "4", "--width", "4",
+                            "--steps", "2", "--warmup", "1", "--replicas", "2", "--device", "cpu"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert result["replicas"] == 2 and result["device_names"] == ["/device:CPU:0", "/device:CPU:1"]
+
+
+def test_a_tpu_that_is_not_there_is_a_clear_error():
+    done, result = run_cli(["--model", "conv2d", "--batch-size", "8", "--device", "tpu"])
+    assert done.returncode == 2
+    assert result["status"] == "invalid" and result["field"] == "device"
+    assert "tpu requested but JAX sees no TPU" in result["error"] and "CPU (" in result["error"]
+    assert "use --device" in result["error"] and "Traceback" not in done.stderr
+
+
+def test_jax_rejects_a_remote_tpu_name():
+    with pytest.raises(SpecError, match="tpu: the jax backend uses the TPU of this VM"):
+        RunSpec(model="conv2d", batch_size=8, backend="jax", tpu="my-tpu")
+    with pytest.raises(SpecError, match="backend: unknown backend 'torch'; choose one of: tensorflow, jax"):
+        RunSpec(model="conv2d", batch_size=8, backend="torch")
+
+
+def test_a_process_running_keras_on_tensorflow_refuses_a_jax_run():
+    import keras  # noqa: F401  (this test process runs Keras on TensorFlow)
+
+    with pytest.raises(SpecError, match="backend: Keras is already loaded with the tensorflow backend"):
+        backends.select("jax")
+    backends.select("tensorflow")
+
+
+def test_emulated_devices_and_multi_host_settings(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=false --xla_force_host_platform_device_count=2")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    if "jax" not in sys.modules:
+        jax_devices.prepare(RunSpec(model="conv2d", batch_size=8, backend="jax", device="cpu", replicas=4))
+        assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=false " + FOUR_DEVICES
+    assert jax_devices.distributed_settings({}) is None
+    assert jax_devices.distributed_settings({"TPU_WORKER_HOSTNAMES": "10.0.0.2"}) is None
+    assert jax_devices.distributed_settings({"TPU_WORKER_HOSTNAMES": "10.0.0.2,10.0.0.3"}) == {}
+    assert jax_devices.distributed_settings(
+        {"JAX_COORDINATOR_ADDRESS": "10.0.0.2:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}
+    ) == {"coordinator_address": "10.0.0.2:1234", "num_processes": 2, "process_id": 1}
+    with pytest.raises(SpecError, match="JAX_PROCESS_ID: must be an integer"):
+        jax_devices.distributed_settings({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "one"})
