@@ -127,5 +127,10 @@ def import_summary(counts: dict) -> str:
     skipped = counts.get("runs_skipped", 0)
     if skipped:
         text += f"; {_count(skipped, 'run')} already stored, kept once"
+    differing = counts.get("runs_differing") or []
+    if differing:
+        shown = "; ".join(differing[:5]) + (f"; … and {len(differing) - 5} more" if len(differing) > 5 else "")
+        text += (f"; {len(differing)} of them differ from the stored copy, which was kept "
+                 f"(run id: first differing field): {shown}")
     return text + "."
 
