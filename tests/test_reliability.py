@@ -412,3 +412,21 @@ def test_a_killed_sweep_leaves_no_queued_point_for_a_later_page_load_to_start(fa
     for point in queued:
         assert point["status"] == "cancelled" and point["started_at"] is None, point
         assert "cancelled with sweep" in point["error"] and "ended before this run started" in point["error"]
+
+
+def test_the_results_page_says_a_locked_database_instead_of_crashing(tmp_path, monkeypatch):
+    from dashbench.views import results
+
+    monkeypatch.setenv("DASHBENCH_BUSY_TIMEOUT_S", "0.2")
+    db = tmp_path / "page.sqlite"
+    (run_id,) = fill(db)
+    locker = hold_write_lock(db, 2.0)
+    try:
+        with Store(db) as store:
+            message, ok = results.delete_runs(store, [run_id])
+    finally:
+        locker.wait(timeout=10)
+    # md_text escapes the markup characters of the path (shown as text on the page).
+    assert not ok and message.startswith("Nothing deleted: cannot delete runs") and "is locked by another" in message
+    with Store(db) as store:
+        assert store.get_run(run_id)["status"] == "done"
