@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -40,8 +41,6 @@ def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = Fa
 
 def read_only_requested(args) -> bool:
     """--read-only, or DASHBENCH_READ_ONLY=1 (as the dashboard reads it)."""
-    import os
-
     text = (os.environ.get(READ_ONLY_ENV) or "").strip().lower()
     if text not in _TRUE | _FALSE:
         raise StoreError(f"{READ_ONLY_ENV}: {os.environ.get(READ_ONLY_ENV)!r} is not a yes/no value; use 1 or 0")
