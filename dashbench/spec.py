@@ -18,6 +18,21 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_SOURCES = ("synthetic", "real")
 # Models with a real-data reader; the others only have synthetic data.
 REAL_DATA_MODELS = ("fashion_mnist_cnn",)
+# Upper bounds of the whole-number fields: far above any run that fits on today's devices, low
+# enough that a stray digit is an error naming the field, never an OverflowError from SQLite,
+# NumPy or TensorFlow (2**31 - 1: TensorFlow's int32 shapes; 2**32 - 1: NumPy's seed).
+MAX_INT32 = 2**31 - 1
+LIMITS = {
+    "batch_size": MAX_INT32,
+    "steps": 10**9,
+    "warmup": 10**9,
+    "steps_per_loop": 10**9,
+    "replicas": 65536,
+    "image_size": 8192,
+    "seq_len": 1_048_576,
+    "width": 65536,
+    "seed": 2**32 - 1,
+}
 
 
 class SpecError(ValueError):
@@ -135,9 +150,12 @@ def parse_batch_sizes(text: str) -> list[int]:
         try:
             value = int(part)
         except ValueError:
-            raise SpecError("batch_sizes", f"{rule}; {part!r} is not") from None
+            raise SpecError("batch_sizes", f"{rule}; {_short(part)} is not") from None
         if value < 1:
             raise SpecError("batch_sizes", f"{rule}; {value} is not")
+        if value > LIMITS["batch_size"]:
+            raise SpecError("batch_sizes", f"{_short(value)} is too large: a batch size is at most "
+                                           f"{LIMITS['batch_size']}")
         if value not in sizes:
             sizes.append(value)
     if not sizes:
@@ -151,9 +169,18 @@ def _positive_int(name: str, value: Any) -> None:
 
 def _int_at_least(name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(name, f"must be an integer, got {value!r}")
+        raise SpecError(name, f"must be an integer, got {_short(value)}")
     if value < low:
         raise SpecError(name, f"must be an integer >= {low}, got {value}")
+    high = LIMITS.get(name)
+    if high is not None and value > high:
+        raise SpecError(name, f"must be an integer from {low} to {high}, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    """A value for an error line: a 5000-digit number is cut, not printed whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
 SPEC_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.default is not dataclasses.MISSING}

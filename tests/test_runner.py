@@ -72,7 +72,7 @@ def test_failure_is_recorded_with_its_text_and_raised(tmp_path, engine):
         assert len(store.samples(run["run_id"])) == 4  # measured before the failure: kept
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_cancels_the_run(tmp_path, engine, sig):
     engine.then = lambda: os.kill(os.getpid(), sig)
     before = signal.getsignal(sig)

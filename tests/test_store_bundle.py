@@ -39,7 +39,8 @@ def test_round_trip_into_an_empty_store(tmp_path):
 
     with Store(tmp_path / "b.sqlite") as target:
         counts = bundle.import_bundles(target, [tmp_path / "bundle.json"])
-        assert counts == {"files": 1, "runs_added": 4, "runs_skipped": 0, "samples_added": 2 + 4 + 8 + 1}
+        assert counts == {"files": 1, "runs_added": 4, "runs_skipped": 0, "samples_added": 2 + 4 + 8 + 1,
+                          "runs_differing": []}
         pd.testing.assert_frame_equal(target.runs(), expected_runs)
         for run_id in ids:
             pd.testing.assert_frame_equal(target.samples(run_id), expected_samples[run_id])
@@ -73,6 +74,7 @@ def test_same_run_imported_twice_is_kept_once(tmp_path):
         assert (first["runs_added"], first["runs_skipped"]) == (4, 2)
         again = bundle.import_bundles(target, [tmp_path / "all.json"])
         assert (again["runs_added"], again["runs_skipped"], again["samples_added"]) == (0, 4, 0)
+        assert first["runs_differing"] == again["runs_differing"] == []  # the same runs: nothing to say
         assert target.count_runs() == 4
         assert target._read("SELECT count(*) FROM samples")[0][0] == 15
 

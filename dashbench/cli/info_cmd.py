@@ -7,18 +7,19 @@ import argparse
 import sys
 
 from dashbench.cli import strict_json
+from dashbench.cli.results_cmd import db_path_arg
 
 
 def register(subparsers) -> None:
     # Every command takes --db (scripts pass it uniformly); these two read no database.
     models = subparsers.add_parser("models", help="list the workloads with their units and defaults")
     models.add_argument("--json", action="store_true", help="print a JSON list")
-    models.add_argument("--db", default=None, help=argparse.SUPPRESS)
+    models.add_argument("--db", type=db_path_arg, default=None, help=argparse.SUPPRESS)
     models.set_defaults(func=handle_models)
     devices = subparsers.add_parser("devices", help="show the CPUs, GPUs and TPUs TensorFlow (or JAX) sees here")
     devices.add_argument("--json", action="store_true", help="print a JSON object")
     devices.add_argument("--backend", default="tensorflow", help="whose view: tensorflow (default) or jax")
-    devices.add_argument("--db", default=None, help=argparse.SUPPRESS)
+    devices.add_argument("--db", type=db_path_arg, default=None, help=argparse.SUPPRESS)
     devices.set_defaults(func=handle_devices)
 
 

@@ -8,6 +8,7 @@ import sys
 
 from dashbench import presets
 from dashbench.cli import strict_json
+from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.result import RunResult
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
     })
     parser.add_argument("--json", action="store_true", help="print the result (or the list) as JSON")
     parser.add_argument("--no-store", action="store_true", help="do not record the run")
-    parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
     add_device_wait_arguments(parser)
     parser.set_defaults(func=_handle)
 

@@ -6,6 +6,7 @@ import argparse
 import math
 
 from dashbench.cli import strict_json
+from dashbench.cli.results_cmd import db_path_arg
 from dashbench.costs import prices
 from dashbench.spec import SpecError
 
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
         description="List prices (shipped defaults merged with your overrides from the store).",
     )
     parser.add_argument("--json", action="store_true", help="print the catalog as JSON")
-    parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
     parser.set_defaults(func=_list)
     actions = parser.add_subparsers(dest="prices_action", required=False)
 
@@ -38,13 +39,33 @@ def register(subparsers) -> None:
     set_parser.add_argument("--region", default=None)
     set_parser.add_argument("--source", default=None, help="where the price comes from (default: user override)")
     set_parser.add_argument("--key", default=None, help="row key; default: the row it overrides, or a new one")
-    set_parser.add_argument("--db", default=argparse.SUPPRESS, help="results database")
+    set_parser.add_argument("--db", type=db_path_arg, default=argparse.SUPPRESS, help="results database")
     set_parser.set_defaults(func=_set)
 
     reset_parser = actions.add_parser("reset", help="remove your overrides (all, or one with --key)")
     reset_parser.add_argument("--key", default=None, help="remove only this override")
-    reset_parser.add_argument("--db", default=argparse.SUPPRESS, help="results database")
+    reset_parser.add_argument("--db", type=db_path_arg, default=argparse.SUPPRESS, help="results database")
     reset_parser.set_defaults(func=_reset)
+
+
+def _writes(handler):
+    """`prices set` / `prices reset`: refused in read-only mode; a database that cannot be written
+    (a read-only file, a lock held too long) is one `db:` line, exit 2."""
+    import functools
+
+    @functools.wraps(handler)
+    def wrapped(args) -> int:
+        from dashbench.cli.results_cmd import one_field, read_only_requested
+        from dashbench.store import StoreError
+
+        try:
+            if read_only_requested(args):
+                raise SpecError("db", "cannot change prices: read-only mode (DASHBENCH_READ_ONLY=1) never "
+                                      "writes to the database")
+            return handler(args)
+        except StoreError as exc:
+            raise SpecError("db", one_field(str(exc))) from None
+    return wrapped
 
 
 def _open_store(db, read_only: bool):
@@ -120,6 +141,7 @@ def _int_or_none(name: str, text):
         raise SpecError(name, f"must be an integer >= 1, got {text!r}") from None
 
 
+@_writes
 def _set(args) -> int:
     store = _open_store(args.db, read_only=False)
     try:
@@ -153,6 +175,7 @@ def _set(args) -> int:
     return 0
 
 
+@_writes
 def _reset(args) -> int:
     store = _open_store(args.db, read_only=False)
     try:

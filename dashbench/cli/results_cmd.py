@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sqlite3
+import os
 import sys
 from pathlib import Path
 
@@ -17,8 +17,45 @@ from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, de
                              import_bundles, unreadable_text)
 
 
-def add_db_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=None, help=f"results database (default: $DASHBENCH_DB or {default_db_path()})")
+READ_ONLY_ENV = "DASHBENCH_READ_ONLY"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+def db_path_arg(text: str) -> str:
+    """--db's type: a path; an empty one is an error for every command (never "the default" for
+    one command and "the current folder" for another). Leave --db out for the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})")
+    return text
+
+
+def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = False) -> None:
+    parser.add_argument("--db", default=None, type=db_path_arg,
+                        help=f"results database (default: $DASHBENCH_DB or {default_db_path()})")
+    if read_only_option:
+        parser.add_argument("--read-only", action="store_true",
+                            help=f"open the database read-only and never write to it (also: {READ_ONLY_ENV}=1)")
+
+
+def read_only_requested(args) -> bool:
+    """--read-only, or DASHBENCH_READ_ONLY=1 (as the dashboard reads it)."""
+    text = (os.environ.get(READ_ONLY_ENV) or "").strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise StoreError(f"{READ_ONLY_ENV}: {os.environ.get(READ_ONLY_ENV)!r} is not a yes/no value; use 1 or 0")
+    return bool(getattr(args, "read_only", False)) or text in _TRUE
+
+
+def refuse_if_read_only(args, what: str) -> None:
+    """A writing command in read-only mode: one line, nothing opened for writing."""
+    if read_only_requested(args):
+        raise StoreError(f"db: cannot {what}: read-only mode ({READ_ONLY_ENV}=1) never writes to the database")
+
+
+def one_field(message: str) -> str:
+    """A StoreError's text for SpecError("db", …): without a leading "db: " of its own."""
+    return message[4:] if message.startswith("db: ") else message
 
 
 def reports_store_errors(handler):
@@ -38,13 +75,13 @@ def reports_store_errors(handler):
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("list", help="list stored runs, newest first")
-    add_db_argument(p)
+    add_db_argument(p, read_only_option=True)
     _add_filters(p)
     p.add_argument("--json", action="store_true", help="JSON records (with cost columns)")
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="one run in full")
-    add_db_argument(p)
+    add_db_argument(p, read_only_option=True)
     p.add_argument("run_id", help="run id (a unique prefix is enough)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
@@ -56,7 +93,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_delete)
 
     p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
-    add_db_argument(p)
+    add_db_argument(p, read_only_option=True)
     _add_filters(p)
     p.add_argument("--out", required=True, help="bundle file to write (JSON)")
     p.set_defaults(func=cmd_export)
@@ -144,20 +181,35 @@ def resolve_device_filters(filters: dict, store: Store) -> dict:
     return filters
 
 
-def _open(args, must_exist: bool = True) -> Store | None:
+def _open(args, must_exist: bool = True, write: str | None = None) -> Store | None:
+    """The store for a command. Reading (`write` None): read-only mode opens it with SQLite's
+    mode=ro and writes nothing; otherwise runs whose process died are reconciled first, and a file
+    this user cannot write is shown as it is. Writing (`write`: what, for the error line): refused
+    in read-only mode, and a read-only file is one line naming it."""
     path = Path(args.db) if args.db else default_db_path()
+    if write is not None:
+        refuse_if_read_only(args, write)
     if must_exist and not path.exists():
         return None
+    if write is None and read_only_requested(args):
+        return Store(path, read_only=True)
     try:
         store = Store(path)
-        store.reconcile()  # a run whose process died shows as interrupted, not forever running
-        return store
     except SchemaVersionError:
         raise
-    except (StoreError, sqlite3.OperationalError):
-        if must_exist and path.exists():  # a file we may read but not write: show it as it is
+    except StoreError:
+        if write is None and must_exist and path.exists():  # a file we may read but not write
             return Store(path, read_only=True)
         raise
+    try:
+        store.reconcile()  # a run whose process died shows as interrupted, not forever running
+    except StoreError:
+        if write is not None:
+            store.close()
+            raise
+        store.close()
+        return Store(path, read_only=True)
+    return store
 
 
 def with_costs(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
@@ -285,7 +337,7 @@ def backend_text(spec: dict, result) -> str:
 
 @reports_store_errors
 def cmd_delete(args) -> int:
-    store = _open(args)
+    store = _open(args, write="delete runs")
     if store is None:
         raise StoreError(f"run_id: no database at {args.db or default_db_path()}")
     with store:
@@ -314,8 +366,15 @@ def cmd_export(args) -> int:
 
 @reports_store_errors
 def cmd_import(args) -> int:
+    refuse_if_read_only(args, "import runs")
     with Store(args.db) as store:
         counts = import_bundles(store, args.files)
     print(f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
           f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present")
+    differing = counts.get("runs_differing") or []
+    if differing:
+        # Same run id, other content: the stored copy is kept; say so rather than skip in silence.
+        shown = "; ".join(differing[:10]) + (f"; … and {len(differing) - 10} more" if len(differing) > 10 else "")
+        print(f"warning: {len(differing)} of the runs already present differ from the stored copy, which was kept "
+              f"(run id: first differing field): {shown}", file=sys.stderr)
     return 0

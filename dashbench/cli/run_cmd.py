@@ -16,6 +16,7 @@ import os
 import sys
 
 from dashbench.cli import strict_json
+from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec, SpecError
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
         ),
     )
     add_spec_arguments(parser, required=False)  # not needed with the --run-id of a stored run
-    parser.add_argument("--db", default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share/dashbench)")
+    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share/dashbench)")
     parser.add_argument("--run-id", default=None,
                         help="run this stored (queued) run as stored, or record a new run under this id")
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
@@ -96,10 +97,13 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
+    from dashbench.cli.results_cmd import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, runner
     from dashbench.store import StoreError
 
     try:
+        if record:
+            refuse_if_read_only(None, "record a run")
         with _stdout_to_stderr(json_out):
             result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event,
                                     device_wait=device_wait)
@@ -109,7 +113,8 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     except device_lock.DeviceBusy as exc:  # --no-wait: refused before any row was written
         return report_invalid(SpecError("device", str(exc)), json_out, spec), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
-        return report_invalid(SpecError("db", _one_line(exc)), json_out, spec, getattr(exc, "run_id", None)), None
+        return report_invalid(SpecError("db", one_field(_one_line(exc))), json_out, spec,
+                              getattr(exc, "run_id", None)), None
     except KeyboardInterrupt as exc:
         return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
     except Exception as exc:

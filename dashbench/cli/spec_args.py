@@ -66,7 +66,8 @@ def _int(field_name: str):
         try:
             return int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{field_name}: must be an integer, got {text!r}") from None
+            shown = text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
+            raise argparse.ArgumentTypeError(f"{field_name}: must be an integer, got {shown!r}") from None
 
     parse.__name__ = field_name
     return parse

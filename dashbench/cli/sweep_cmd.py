@@ -4,11 +4,12 @@ Each point is its own `run` process, queued through dashbench.jobs: an out-of-me
 crash ends that point (`failed`) and the sweep goes on; the device lock keeps the points, and any
 run the dashboard started on the same device, from overlapping.
 Exit codes: 0 every point done, 1 some point not, 2 bad input, 128+N stopped by signal N (130 for
-Ctrl-C, 143 for SIGTERM), as `run`.
+Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), as `run`.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -17,11 +18,11 @@ from dashbench import catalog
 
 from dashbench.cli import strict_json
 from dashbench.jobs import queue
-from dashbench.cli.results_cmd import add_db_argument, reports_store_errors
+from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 from dashbench.result import RunResult
 from dashbench.spec import SpecError, parse_batch_sizes
-from dashbench.store import TERMINAL, Store, StoreError, default_db_path, new_sweep_id
+from dashbench.store import TERMINAL, Store, StoreBusyError, StoreError, default_db_path, new_sweep_id
 
 POLL_S = 0.5
 
@@ -55,23 +56,31 @@ def cmd_sweep(args) -> int:
         catalog.check_spec(spec)
     db = args.db or str(default_db_path())
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
-        Store(db).close()
+        refuse_if_read_only(args, "record the sweep")
+        with Store(db) as store:
+            store.check_writable("record the sweep")
     except StoreError as exc:
-        raise SpecError("db", " ".join(str(exc).split())) from None
+        raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
     sweep_id = new_sweep_id()
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _stop)
+    # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH
+    # session), it cancels them; killed outright (SIGKILL), the queue cancels its queued points once
+    # it finds this process gone (each point is queued with this process as its owner).
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     run_ids: list[str] = []
     try:
-        run_ids = [queue.submit(spec, db, sweep_id=sweep_id) for spec in specs]
+        for spec in specs:
+            run_ids.append(queue.submit(spec, db, sweep_id=sweep_id, owner_pid=os.getpid()))
         rows = _wait(run_ids, db, sizes)
     except KeyboardInterrupt as exc:
-        for run_id in run_ids:
-            queue.cancel(run_id, db, wait_s=10)
-        print(f"sweep {sweep_id} cancelled", file=sys.stderr)
+        for sig in previous:  # a second signal must not cut the cancelling short
+            signal.signal(sig, signal.SIG_IGN)
+        queue.cancel_all(run_ids, db, wait_s=10)
+        _say(f"sweep {sweep_id} cancelled")
         return 128 + int(getattr(exc, "signum", signal.SIGINT))
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if args.json:
         print(strict_json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
     else:
@@ -79,10 +88,22 @@ def cmd_sweep(args) -> int:
     return 0 if all(row["status"] == "done" for row in rows) else 1
 
 
+def _say(line: str) -> None:
+    """A line on stderr, which a hung-up terminal may no longer take."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
     reported: set[str] = set()
     while True:
-        queue.pump(db)
+        try:
+            queue.pump(db)
+        except StoreBusyError:  # another process holds the write lock: the points wait, not fail
+            time.sleep(POLL_S)
+            continue
         with Store(db) as store:
             runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):

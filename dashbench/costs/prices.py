@@ -138,6 +138,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
+# The most chips one billed unit can hold: far above any pod slice sold, and an SQLite integer.
+MAX_CHIPS_PER_UNIT = 100_000
+
+
 def normalise_row(row: Mapping[str, Any]) -> dict:
     """Check a price row (an override, or one read back from the store) and fill its defaults."""
     device = canonical_device(row.get("device") or "")
@@ -152,6 +156,8 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
         chips = int(chips)
     if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
         raise SpecError("chips_per_unit", f"must be an integer >= 1, got {chips!r}")
+    if chips > MAX_CHIPS_PER_UNIT:
+        raise SpecError("chips_per_unit", f"must be an integer from 1 to {MAX_CHIPS_PER_UNIT}, got {chips}")
     on_demand = _price("on_demand_usd_per_hour", row.get("on_demand_usd_per_hour"), required=True)
     spot = _price("spot_usd_per_hour", row.get("spot_usd_per_hour"), required=False)
     as_of = str(row.get("as_of") or _dt.date.today().isoformat())
@@ -185,7 +191,8 @@ def _price(name: str, value, *, required: bool) -> Optional[float]:
     except (TypeError, ValueError):
         raise SpecError(name, f"must be a number of USD per hour, got {value!r}") from None
     if not math.isfinite(number) or number < 0:
-        raise SpecError(name, f"must be a number >= 0, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}… ({len(str(value))} characters)"
+        raise SpecError(name, f"must be a finite number >= 0, got {shown}")
     return number
 
 

@@ -45,15 +45,17 @@ def _conflicts(key: str, busy: set[str]) -> bool:
     return key in busy or (key == "auto" and bool(busy)) or "auto" in busy
 
 
-def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None) -> str:
+def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owner_pid: int | None = None) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
-    Bad input that needs no TensorFlow (shape overrides, real data's files) raises SpecError first."""
+    Bad input that needs no TensorFlow (shape overrides, real data's files) raises SpecError first.
+    `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
+    run is cancelled, never started (Store.reconcile)."""
     from dashbench import catalog
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)
     with _store(db_path) as store:
-        run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host())
+        run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host(), pid=owner_pid)
     pump(db_path)
     return run_id
 
@@ -111,6 +113,39 @@ def cancel(run_id: str, db_path=None, wait_s: float = 0.0) -> str:
     if status != "running":
         pump(db_path)
     return status
+
+
+def cancel_all(run_ids: list[str], db_path=None, wait_s: float = 0.0) -> dict[str, str]:
+    """Cancel several runs (a sweep's points) without starting any of them: the queued ones are
+    cancelled first, in one go, so that stopping a running one never lets the queue start the
+    next only to kill it. Returns each run's status."""
+    statuses: dict[str, str] = {}
+    with _store(db_path) as store:
+        running = []
+        for run_id in run_ids:
+            row = store.get_run(run_id)
+            if row is None or row["status"] not in ACTIVE:
+                statuses[run_id] = None if row is None else row["status"]
+                continue
+            if row["status"] == "queued":
+                statuses[run_id] = store.request_cancel(run_id)
+            else:
+                running.append(row)
+        for row in running:
+            statuses[row["run_id"]] = store.request_cancel(row["run_id"])
+            if statuses[row["run_id"]] == "running" and row["host"] == this_host():
+                _signal(row, signal.SIGTERM, store)
+        deadline = time.monotonic() + wait_s
+        while running and time.monotonic() < deadline:
+            _reap(store)
+            store.reconcile(skip_pids=_our_pids())
+            for row in running:
+                statuses[row["run_id"]] = store.get_run(row["run_id"])["status"]
+            if all(statuses[row["run_id"]] != "running" for row in running):
+                break
+            time.sleep(0.1)
+    pump(db_path)  # the device is free for other runs (none of these: they have all ended)
+    return statuses
 
 
 def progress(run_id: str, db_path=None) -> dict:

@@ -23,10 +23,13 @@ from dashbench.store import Store, StoreError, this_host
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
 FLUSH_EVERY_N = 100
+# A run's writes wait this long (after SQLite's busy timeout, with backoff) for a write lock that
+# another process holds, rather than fail a run whose samples are in memory.
+WRITE_RETRY_S = 600.0
 
 
 class RunCancelled(Exception):
-    """The run was stopped by SIGTERM or SIGINT; it is recorded as `cancelled`."""
+    """The run was stopped by SIGTERM, SIGINT or SIGHUP; it is recorded as `cancelled`."""
 
     def __init__(self, signum: int):
         self.signum = signum
@@ -100,7 +103,8 @@ def _cancel_on_signals():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # SIGHUP too: a run in a terminal that goes away (a dropped SSH session) ends `cancelled`.
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         yield
     finally:
@@ -123,8 +127,11 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
     DeviceBusy before any row is written, SHARE measures beside the holder, flagged device_shared."""
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
-    store = Store(db_path) if record else None
+    store = Store(db_path, write_retry_s=WRITE_RETRY_S) if record else None
     try:
+        if store is not None:
+            # A database this process cannot write is refused before the device, the engine or a row.
+            store.check_writable("record the run")
         with _cancel_on_signals():
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")

@@ -9,6 +9,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     ReadOnlyError,
     SchemaVersionError,
     Store,
+    StoreBusyError,
     StoreError,
     default_db_path,
     iso,

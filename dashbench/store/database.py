@@ -28,7 +28,38 @@ from dashbench.store import queries, schema, states
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
 
+# How long one write waits for another process's write lock (SQLite's busy timeout), and how long
+# a store made with write_retry_s goes on trying after that, with backoff. Settable for tests and
+# slow shared disks: DASHBENCH_BUSY_TIMEOUT_S.
 BUSY_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_ENV = "DASHBENCH_BUSY_TIMEOUT_S"
+
+
+def busy_timeout_s() -> float:
+    text = os.environ.get(BUSY_TIMEOUT_ENV)
+    if not text:
+        return BUSY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:
+        raise StoreError(f"{BUSY_TIMEOUT_ENV}: {text!r} is not a number of seconds from 0 to 86400")
+    return value
+
+
+def _is_read_only_error(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_READONLY") or "readonly database" in str(exc)
+
+
+def _is_busy_error(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_BUSY") or "database is locked" in str(exc)
+
+
+class _RollBack(Exception):
+    """Ends a write transaction that only checked something, undoing it."""
 
 
 class StoreError(RuntimeError):
@@ -36,7 +67,11 @@ class StoreError(RuntimeError):
 
 
 class ReadOnlyError(StoreError):
-    """A write was attempted on a store opened read-only."""
+    """A write was attempted on a store opened read-only, or on a file that cannot be written."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the write lock for longer than this store waits."""
 
 
 class SchemaVersionError(StoreError):
@@ -106,9 +141,15 @@ def _spec_dict(spec: RunSpec | dict) -> dict:
 class Store:
     """A handle on one results database. Thread-safe; also a context manager."""
 
-    def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False):
+    def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False,
+                 write_retry_s: float = 0.0):
+        """`write_retry_s`: past the busy timeout, how long a write goes on trying to get the
+        write lock (with backoff) before it fails; a run process sets it long, since its samples
+        are in memory, while a page or a command fails fast and says the file is locked."""
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.read_only = read_only
+        self.busy_timeout_s = busy_timeout_s()
+        self.write_retry_s = float(write_retry_s)
         self._lock = threading.RLock()
         self._conn = self._open()
 
@@ -145,7 +186,7 @@ class Store:
                     f"database {self.path} has schema v{version}, newer than this dashbench "
                     f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; the file was not changed"
                 )
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             if self.read_only:
                 conn.execute("PRAGMA query_only = ON")
@@ -164,6 +205,8 @@ class Store:
                     schema.migrate(conn, version)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if not self.read_only and _is_read_only_error(exc):
+                raise ReadOnlyError(self._not_writable("open it for writing")) from None
             raise StoreError(f"cannot read database {self.path}: {exc}{self._write_hint(exc)}") from None
         except BaseException:
             conn.close()
@@ -172,7 +215,7 @@ class Store:
 
     def _connect(self, uri: str) -> sqlite3.Connection:
         try:
-            return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S,
+            return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.busy_timeout_s,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}{self._write_hint(exc)}") from None
@@ -182,8 +225,13 @@ class Store:
             return ""
         return " (is the file or its folder read-only?)"
 
+    def _not_writable(self, what: str) -> str:
+        return (f"cannot {what}: database {self.path} is read-only (the file or its folder is not "
+                f"writable for this user)")
+
     def _wal_index_unavailable(self, exc: sqlite3.OperationalError) -> bool:
-        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN" or not self.path.is_file():
+        if (getattr(exc, "sqlite_errorname", "") not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
+                or not self.path.is_file()):
             return False
         wal = self.path.with_name(self.path.name + "-wal")
         try:
@@ -226,13 +274,50 @@ class Store:
         with self._lock:
             if self._conn is None:
                 raise StoreError("the store is closed")
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._begin_immediate()
+                try:
+                    yield self._conn
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                # A file that cannot be written (permissions, a read-only mount) is said in one
+                # line naming the file, wherever the write was; never an SQLite traceback.
+                if _is_read_only_error(exc):
+                    raise ReadOnlyError(self._not_writable(what)) from None
+                if _is_busy_error(exc):
+                    raise StoreBusyError(f"cannot {what}: database {self.path} is locked by another "
+                                         f"process (waited {self.busy_timeout_s:g} s)") from None
                 raise
-            self._conn.execute("COMMIT")
+
+    def _begin_immediate(self) -> None:
+        """BEGIN IMMEDIATE, tried again with backoff while another process holds the write lock
+        past the busy timeout: a run whose samples are in memory keeps them (up to write_retry_s)."""
+        deadline = time.monotonic() + self.write_retry_s
+        pause = 0.05
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy_error(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 2.0)
+
+    def check_writable(self, what: str = "write to it") -> None:
+        """Raise ReadOnlyError unless this store can be written: a write that is rolled back
+        (what `run` and `sweep` check before anything starts, so no run begins to fail later)."""
+        try:
+            with self._write(what) as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+                raise _RollBack
+        except _RollBack:
+            pass
 
     def _read(self, sql: str, params: Iterable = ()) -> list[tuple]:
         with self._lock:
@@ -251,6 +336,10 @@ class Store:
         created = now()
         if status == "running":
             pid = os.getpid() if pid is None else pid
+            host = host or this_host()
+        elif pid is not None:
+            # A queued run's pid is its owner (a `sweep` process): the run is cancelled with it,
+            # by reconcile once the owner is gone, never started after it.
             host = host or this_host()
         run = {"run_id": run_id, "status": status, "spec": spec_d, "created_at": created,
                "started_at": created if status == "running" else None, "pid": pid, "host": host,
@@ -341,7 +430,8 @@ class Store:
 
     def reconcile(self, skip_pids: Iterable[int] = ()) -> int:
         """Runs marked running on this host whose process is gone become `interrupted` (or
-        `cancelled` if a cancel was asked for). Their samples so far stay. Returns how many.
+        `cancelled` if a cancel was asked for). Their samples so far stay. Queued runs whose owner
+        (the sweep process that queued them) is gone become `cancelled`. Returns how many.
         `skip_pids`: processes the caller launched itself and judges from their exit codes."""
         with self._write("reconcile runs") as conn:
             return _reconcile(conn, frozenset(skip_pids))
@@ -465,8 +555,10 @@ class Store:
         """Add whole runs from elsewhere in ONE transaction; a run id already here is skipped.
         Each run: RUN_FIELDS with the times in epoch seconds and an ended status (states.IMPORTED),
         and "samples" as lists in queries.SAMPLE_COLUMNS order. Returns counts: runs_added,
-        runs_skipped, samples_added."""
-        counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0}
+        runs_skipped, samples_added, and runs_differing: for each skipped run whose stored copy differs
+        from the one offered (same id, other content), "run_id: field" naming the first difference;
+        the stored copy is kept as it is."""
+        counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0, "runs_differing": []}
         with self._write("import runs") as conn:
             for run in runs:
                 if run["status"] not in states.IMPORTED:
@@ -474,6 +566,9 @@ class Store:
                                      f"not {run['status']!r} (run {run['run_id']})")
                 if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run["run_id"],)).fetchone():
                     counts["runs_skipped"] += 1
+                    difference = _first_difference(conn, run)
+                    if difference is not None:
+                        counts["runs_differing"].append(f"{run['run_id']}: {difference}")
                     continue
                 _insert_run(conn, run)
                 samples = run.get("samples") or []
@@ -620,6 +715,38 @@ def _insert_run(conn, run: dict) -> None:
                  (run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
 
 
+def _first_difference(conn, run: dict) -> str | None:
+    """The first field in which the stored run `run["run_id"]` differs from `run` (an import's
+    form: epoch times, samples as lists), or None when they are the same run."""
+    row = conn.execute(f"{_RUN_SELECT} WHERE run_id = ?", (run["run_id"],)).fetchone()
+    stored = dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+    for name in ("spec", "result"):
+        try:
+            stored[name] = json.loads(stored[name]) if stored[name] else None
+        except (TypeError, ValueError):
+            pass
+    for name in ("status", "spec", "result", "error", "host", "sweep_id", "label"):
+        offered = run.get(name, run["spec"].get("label") if name == "label" else None)
+        if _normal(stored.get(name)) != _normal(offered):
+            return name
+    for name in ("created_at", "started_at", "finished_at"):
+        mine, theirs = stored.get(name), run.get(name)
+        if (mine is None) != (theirs is None) or (mine is not None and abs(float(mine) - float(theirs)) > 1e-3):
+            return name
+    rows = conn.execute("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx",
+                        (run["run_id"],)).fetchall()
+    offered = sorted((int(i), int(st), float(d), None if lo is None else float(lo), bool(w))
+                     for i, st, d, lo, w in run.get("samples") or [])
+    if [(i, st, d, lo, bool(w)) for i, st, d, lo, w in rows] != offered:
+        return "samples"
+    return None
+
+
+def _normal(value):
+    """A value as JSON would give it back (tuples as lists), so a stored copy and a bundle's compare."""
+    return json.loads(json.dumps(value, default=str)) if value is not None else None
+
+
 def _move(conn, run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None) -> bool:
     """The one write of a run's status (with other columns), made only if states.MOVES allows it
     from the status the run has now (and that status is in `only_from`, if given). Returns whether
@@ -647,6 +774,20 @@ def _reconcile(conn: sqlite3.Connection, skip_pids: frozenset) -> int:
         changed += _move(conn, run_id, "cancelled" if cancel_requested else "interrupted", {
             "finished_at": now(), "phase": None, "error": f"run process (pid {pid}) ended without recording a result",
         })
+    # Queued runs with an owner (the `sweep` process that queued them) go when their owner goes:
+    # a sweep killed (SIGKILL, a lost SSH session) leaves no point for a later page load to start.
+    owned = conn.execute(
+        "SELECT run_id, pid, created_at, sweep_id FROM runs WHERE status = 'queued' AND pid IS NOT NULL AND host = ?",
+        (this_host(),),
+    ).fetchall()
+    for run_id, pid, created_at, sweep_id in owned:
+        if pid in skip_pids or pid_alive(pid, created_at):
+            continue
+        what = f"sweep {sweep_id}" if sweep_id else "the process that queued it"
+        changed += _move(conn, run_id, "cancelled", {
+            "finished_at": now(), "phase": None, "cancel_requested": int(now()),
+            "error": f"cancelled with {what}: its process (pid {pid}) ended before this run started",
+        }, only_from=("queued",))
     return changed
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashbench.store import ACTIVE
+from dashbench.store import ACTIVE, StoreError
 from dashbench.views.format import flag_text, md_text, run_label, with_ms
 
 # The figures a user came for first, then what ran, then bookkeeping.
@@ -112,7 +112,10 @@ def delete_runs(store, run_ids: list[str]) -> tuple[str, bool]:
         is_, it, ends = ("is", "it", "it ends") if len(busy) == 1 else ("are", "them", "they end")
         return (f"Nothing deleted: {', '.join(busy)} {is_} not finished. Cancel {it} on the Run page "
                 f"first, or wait until {ends}."), False
-    removed = store.delete_runs(ids)
+    try:
+        removed = store.delete_runs(ids)
+    except StoreError as exc:  # a read-only file, a write lock held too long: said, not a crash
+        return f"Nothing deleted: {md_text(str(exc))}", False
     return f"Deleted {_count(removed, 'run')}.", True
 
 
@@ -127,5 +130,10 @@ def import_summary(counts: dict) -> str:
     skipped = counts.get("runs_skipped", 0)
     if skipped:
         text += f"; {_count(skipped, 'run')} already stored, kept once"
+    differing = counts.get("runs_differing") or []
+    if differing:
+        shown = "; ".join(differing[:5]) + (f"; … and {len(differing) - 5} more" if len(differing) > 5 else "")
+        text += (f"; {len(differing)} of them differ from the stored copy, which was kept "
+                 f"(run id: first differing field): {shown}")
     return text + "."
 
