@@ -8,14 +8,25 @@ After each of the engine's host loops, the same number of steps runs by hand and
 drifting load on a shared machine hits all three alike; the report is the median over loops.
 Compilation and warm-up are excluded from all three. Writes the table into docs/PERFORMANCE.md between <!-- engine --> markers.
 
+The JAX column (between <!-- engine-jax --> markers) compares the engine on Keras's JAX backend
+(dashbench.engine.jax_loop) with a minimal hand-written `jax.jit` step on the same model, optimizer
+and numpy batch: model.stateless_call + optimizer.stateless_apply, donated state, one step per call,
+float(loss) after every call. Keras picks its backend once per process, so each JAX measurement runs
+in a child process of this script (`--jax-child`); in it, after each engine host loop the same number
+of steps runs by hand (engine, hand, engine, hand, ...), and the ratios are taken pair by pair.
+
     python bench/engine_overhead.py                  # short CPU settings, writes docs/PERFORMANCE.md
     python bench/engine_overhead.py --model fashion_mnist_cnn --batch-size 1024 --width 64 --steps 50
+    python bench/engine_overhead.py --only jax       # the JAX column only (steps_per_loop 1 and 10)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +38,8 @@ from dashbench.spec import RunSpec
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"
 START, END = "<!-- engine -->", "<!-- /engine -->"
+JAX_START, JAX_END = "<!-- engine-jax -->", "<!-- /engine-jax -->"
+CHILD_RESULT = "JAX-CHILD-RESULT "  # the line the child prints its result on (JSON after the marker)
 
 
 def _setup(spec: RunSpec):
@@ -172,15 +185,198 @@ def render(spec: RunSpec, result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
+def write_section(text: str, start: str = START, end: str = END) -> None:
     DOC.parent.mkdir(exist_ok=True)
     old = DOC.read_text() if DOC.exists() else "# Performance\n"
-    if START in old and END in old:
-        head, rest = old.split(START, 1)
-        new = head + text + rest.split(END, 1)[1]
+    if start in old and end in old:
+        head, rest = old.split(start, 1)
+        new = head + text + rest.split(end, 1)[1]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     DOC.write_text(new)
+
+
+# --- JAX: the engine's jax_loop against a hand-written jax.jit step (in a child process) ---------
+
+
+def jax_hand_loop(spec: RunSpec):
+    """A minimal hand-written JAX step; returns chunk(n) → (wall, CPU) seconds for n calls, each
+    followed by float(loss). Built (and compiled) before the engine sets its distribution."""
+    from dashbench.engine import jax_devices
+
+    jax = jax_devices.import_jax()
+    import keras
+
+    shapes = catalog.get(spec.model).shapes(spec)
+    keras.utils.set_random_seed(spec.seed)
+    model = workloads.build_model(spec.model, shapes)
+    optimizer = workloads.make_optimizer(spec.model)
+    optimizer.build(model.trainable_variables)
+    x, y = (jax.device_put(a) for a in workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed))
+
+    def compute_loss(trainable, non_trainable, x, y):
+        predictions, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        return keras.ops.mean(workloads.per_example_loss(spec.model, y, predictions)), non_trainable
+
+    gradients = jax.value_and_grad(compute_loss, has_aux=True)
+
+    def step(state, x, y):
+        trainable, non_trainable, optimizer_state = state
+        (loss, non_trainable), grads = gradients(trainable, non_trainable, x, y)
+        trainable, optimizer_state = optimizer.stateless_apply(optimizer_state, grads, trainable)
+        return loss, (trainable, non_trainable, optimizer_state)
+
+    step = jax.jit(step, donate_argnums=0)
+    holder = [(
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )]
+
+    def chunk(n: int) -> tuple[float, float]:
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            loss, holder[0] = step(holder[0], x, y)
+            float(loss)
+        return time.perf_counter() - start, time.process_time() - cpu
+
+    chunk(1 + spec.warmup)  # trace, compile, warm up
+    return chunk
+
+
+def measure_jax(spec: RunSpec) -> dict:
+    """In a process whose Keras runs on JAX: the engine's host loops, each followed by the same
+    number of hand-written steps. Returns the per-pair seconds (wall and CPU) and the load."""
+    load_before = os.getloadavg()
+    hand = jax_hand_loop(spec)
+    wall = {"engine": [], "hand": []}
+    cpu = {"engine": [], "hand": []}
+    last_cpu = [None]
+    k = spec.steps_per_loop
+
+    def after_each_loop(event: dict) -> None:
+        if event.get("event") != "sample":
+            return
+        now = time.process_time()
+        if not event["warmup"] and last_cpu[0] is not None:
+            wall["engine"].append(event["duration_s"])
+            cpu["engine"].append(now - last_cpu[0])  # the engine's loop and its own bookkeeping
+            seconds, cpu_seconds = hand(k)
+            wall["hand"].append(seconds)
+            cpu["hand"].append(cpu_seconds)
+            ratio = wall["hand"][-1] / wall["engine"][-1]
+            print(f"jax k={k} loop {len(wall['engine'])}: ms/step engine {1000 * wall['engine'][-1] / k:7.2f}  "
+                  f"hand {1000 * seconds / k:7.2f}  engine/hand throughput {ratio:.3f}", file=sys.stderr, flush=True)
+        last_cpu[0] = time.process_time()
+
+    result = loop.run(spec, on_event=after_each_loop)
+    import jax
+
+    return {
+        "wall": wall, "cpu": cpu, "load_before": load_before, "load_after": os.getloadavg(),
+        "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "engine_device": result.device,
+    }
+
+
+def summarize_jax(spec: RunSpec, raw: dict) -> dict:
+    """Throughputs and engine/hand ratios (>1: the engine is faster): the median of the per-pair
+    ratios, and the ratios of the totals, for wall and CPU time."""
+    n = spec.batch_size * spec.steps_per_loop
+    wall, cpu = raw["wall"], raw["cpu"]
+    pairs = list(zip(wall["hand"], wall["engine"]))
+    cpu_pairs = list(zip(cpu["hand"], cpu["engine"]))
+    return {
+        "steps_per_loop": spec.steps_per_loop,
+        "loops": len(pairs),
+        "engine_ms": 1000 * statistics.median(wall["engine"]) / spec.steps_per_loop,
+        "hand_ms": 1000 * statistics.median(wall["hand"]) / spec.steps_per_loop,
+        "engine_eps": n * len(pairs) / sum(wall["engine"]),
+        "hand_eps": n * len(pairs) / sum(wall["hand"]),
+        "wall_median": statistics.median(h / e for h, e in pairs),
+        "wall_total": sum(wall["hand"]) / sum(wall["engine"]),
+        "cpu_median": statistics.median(h / e for h, e in cpu_pairs),
+        "cpu_total": sum(cpu["hand"]) / sum(cpu["engine"]),
+        "load_before": raw["load_before"],
+        "load_after": raw["load_after"],
+        "jax": raw["jax"],
+        "devices": raw["devices"],
+    }
+
+
+def _jax_spec(args, steps_per_loop: int) -> RunSpec:
+    steps = max(steps_per_loop, args.jax_steps // steps_per_loop * steps_per_loop)
+    return RunSpec(model=args.model, batch_size=args.jax_batch_size, width=args.jax_width,
+                   image_size=args.image_size, steps=steps, warmup=max(steps_per_loop, 5),
+                   steps_per_loop=steps_per_loop, device="cpu", backend="jax")
+
+
+def jax_child(args) -> int:
+    """The --jax-child side: Keras on JAX in this process, one measurement, its result as JSON on stdout."""
+    from dashbench.engine import backends
+
+    backends.select("jax")
+    spec = _jax_spec(args, args.steps_per_loop)
+    raw = measure_jax(spec)
+    print(CHILD_RESULT + json.dumps(summarize_jax(spec, raw)), flush=True)
+    return 0
+
+
+def run_jax_child(args, steps_per_loop: int) -> dict:
+    """Run one JAX measurement in a fresh process (Keras cannot switch backends inside one)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--jax-child", "--model", args.model,
+               "--jax-batch-size", str(args.jax_batch_size), "--jax-width", str(args.jax_width),
+               "--jax-steps", str(args.jax_steps), "--steps-per-loop", str(steps_per_loop)]
+    if args.image_size is not None:
+        command += ["--image-size", str(args.image_size)]
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(CHILD_RESULT)]
+    if done.returncode or not lines:
+        raise RuntimeError(f"the JAX child (steps_per_loop {steps_per_loop}) failed, exit {done.returncode}")
+    return json.loads(lines[-1][len(CHILD_RESULT):])
+
+
+def render_jax(args, rows: list[dict]) -> str:
+    spec = _jax_spec(args, rows[0]["steps_per_loop"])
+    env = envinfo.record([], spec.precision, True)
+    load = lambda values: " / ".join(f"{v:.2f}" for v in values)
+    lines = [
+        JAX_START,
+        "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)",
+        "",
+        f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
+        f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}). The dashbench engine on Keras's JAX "
+        "backend (`engine/jax_loop.py`: DataParallel, a jitted `fori_loop` of `steps_per_loop` steps, donated "
+        "state, the host waits for the loss and the step counter) against a minimal hand-written `jax.jit` "
+        "step on the same model, optimizer and numpy batch (`stateless_call` + `stateless_apply`, donated "
+        "state, one step per call, `float(loss)` after every call). Each row is its own child process; in it, "
+        "after every measured engine host loop the same number of steps ran by hand (engine, hand, engine, "
+        "hand, ...), compilation and warm-up excluded. Ratios are engine throughput / hand throughput "
+        "(above 1: the engine is faster), as the median of the per-pair ratios and as the ratio of the "
+        f"totals. Host: {env['cpu_model']} ({env['cpu_count']} cores), JAX {rows[0]['jax']}, Keras "
+        f"{env['keras']}, commit {env['git_commit']}.",
+        "",
+        "| steps_per_loop | pairs | ms/step engine | ms/step hand | wall ratio: median / total | "
+        "CPU ratio: median / total | load average (1/5/15 min) before → after |",
+        "|---:|---:|---:|---:|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['steps_per_loop']} | {row['loops']} | {row['engine_ms']:.2f} | {row['hand_ms']:.2f} | "
+            f"{row['wall_median']:.3f} / {row['wall_total']:.3f} | {row['cpu_median']:.3f} / {row['cpu_total']:.3f} | "
+            f"{load(row['load_before'])} → {load(row['load_after'])} |"
+        )
+    first = rows[0]
+    verdict = "within" if min(first["cpu_total"], first["wall_median"]) >= 0.98 else "NOT within"
+    lines += [
+        "",
+        f"At steps_per_loop {first['steps_per_loop']} (one step per host call on both sides): the engine is "
+        f"{verdict} 2% of the hand step (CPU ratio {first['cpu_total']:.3f}, wall ratio {first['wall_median']:.3f}). "
+        "The machine is shared (2 cores, see the load average), so wall ratios move by a few percent between runs; "
+        "CPU time, which other processes' load barely changes, is the steadier figure.",
+        JAX_END,
+    ]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -192,14 +388,32 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--steps-per-loop", type=int, default=10)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    parser.add_argument("--only", choices=("tf", "jax"), default=None, help="measure one backend only")
+    # XLA:CPU runs this CNN's convolutions ~10x slower than TensorFlow's oneDNN (batch 128, width 16:
+    # ~0.4 s a step by hand, several seconds in the engine), so the JAX rows default to smaller shapes.
+    parser.add_argument("--jax-batch-size", type=int, default=32)
+    parser.add_argument("--jax-width", type=int, default=4)
+    parser.add_argument("--jax-steps", type=int, default=100, help="measured steps per JAX row")
+    parser.add_argument("--jax-steps-per-loop", default="1,10",
+                        help="the JAX rows' steps_per_loop, comma-separated (the first is the verdict)")
+    parser.add_argument("--jax-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
-                   steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu")
-    result = measure(spec)
-    text = render(spec, result)
-    print(text)
-    if not args.no_write:
-        write_section(text)
+    if args.jax_child:
+        return jax_child(args)
+    if args.only != "jax":
+        spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
+                       steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu")
+        result = measure(spec)
+        text = render(spec, result)
+        print(text)
+        if not args.no_write:
+            write_section(text)
+    if args.only != "tf":
+        rows = [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
+        text = render_jax(args, rows)
+        print(text)
+        if not args.no_write:
+            write_section(text, JAX_START, JAX_END)
     return 0
 
 
