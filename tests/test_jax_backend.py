@@ -139,3 +139,40 @@ def test_emulated_devices_and_multi_host_settings(monkeypatch):
     ) == {"coordinator_address": "10.0.0.2:1234", "num_processes": 2, "process_id": 1}
     with pytest.raises(SpecError, match="JAX_PROCESS_ID: must be an integer"):
         jax_devices.distributed_settings({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "one"})
+
+
+def test_two_hosts_through_jax_distributed_give_the_one_device_loss():
+    """Two processes of two emulated devices each join through jax.distributed (JAX_COORDINATOR_ADDRESS),
+    as the hosts of a pod slice do: 4 devices in all, and the 1-device run's losses. Process 1 leaves
+    the device lock to process 0 on the same host (otherwise the two would wait for each other)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    env = child_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", XLA_FLAGS=
+                    "--xla_force_host_platform_device_count=2")
+    args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *TINY_FASHION]
+    hosts = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "JAX_PROCESS_ID": str(i)}) for i in (0, 1)]
+    outputs = [host.communicate(timeout=600) for host in hosts]
+    one, one_result = run_cli(TINY_FASHION)
+    assert one.returncode == 0, one.stderr[-2000:]
+    for host, (stdout, stderr) in zip(hosts, outputs):
+        assert host.returncode == 0, stderr[-2000:]
+        result = json.loads(stdout)
+        assert result["replicas"] == 4 and len(result["device_names"]) == 4 and result["env"]["process_count"] == 2
+        assert result["env"]["multi_worker"] is True
+        assert result["accelerator_count"] == 2  # two hosts' CPUs
+        np.testing.assert_allclose(result["losses"], one_result["losses"], rtol=1e-4)
+        assert "device_shared" not in result["flags"]
+
+
+def test_jax_peer_processes_on_one_host_leave_the_device_lock_to_process_0():
+    from dashbench.jobs import device_lock
+
+    local = {"JAX_COORDINATOR_ADDRESS": "localhost:1234", "JAX_NUM_PROCESSES": "2"}
+    assert not device_lock.peer_worker_holds_it({**local, "JAX_PROCESS_ID": "0"})
+    assert device_lock.peer_worker_holds_it({**local, "JAX_PROCESS_ID": "1"})
+    assert not device_lock.peer_worker_holds_it({**local, "JAX_COORDINATOR_ADDRESS": "10.9.9.9:1234",
+                                                 "JAX_PROCESS_ID": "1"})

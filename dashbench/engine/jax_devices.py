@@ -160,7 +160,7 @@ def _probe(dtype: str, size: int, repeats: int) -> float:
     jax = import_jax()
     import jax.numpy as jnp
 
-    cpu = jax.devices("cpu")[0]
+    cpu = jax.local_devices(backend="cpu")[0]  # this host's own: devices("cpu")[0] is host 0's
     a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), cpu)
     b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), cpu)
     matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])

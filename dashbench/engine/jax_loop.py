@@ -3,7 +3,7 @@
 How it measures (the same rules as the TensorFlow loop, engine/loop.py):
 - data parallel through `keras.distribution.DataParallel` over the run's devices: variables are
   replicated, each batch is split along its first axis, XLA inserts the gradient all-reduce;
-- one jitted function runs `steps_per_loop` steps (a `fori_loop`) of a step built from
+- one jitted function runs `steps_per_loop` steps (written out on a CPU, a `fori_loop` elsewhere) of a step built from
   `model.stateless_call` and the optimizer's `stateless_apply`; the state is donated, so the
   device holds one copy of it;
 - synthetic data is the same numpy global batch as on TensorFlow, put on the devices once;
@@ -85,11 +85,18 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
     k = spec.steps_per_loop
 
     def train_loop(state, x, y):
-        def body(i, carry):
-            batch = (x[i], y[i]) if real else (x, y)  # real data: k batches stacked, one per step
-            return step(carry[1], *batch)
-
-        return jax.lax.fori_loop(0, k, body, (jax.numpy.zeros((), "float32"), state))
+        batch = (lambda i: (x[i], y[i])) if real else (lambda i: (x, y))  # real: k batches stacked
+        if k == 1 or target.kind == "cpu":
+            # Steps written out one after another: inside a fori_loop body XLA:CPU leaves the gradient
+            # convolutions in layouts its fast (Eigen) kernels do not take — 1.5× the CPU time per step
+            # (bench/engine_overhead.py). Compile time grows with steps_per_loop instead.
+            loss = None
+            for i in range(k):
+                loss, state = step(state, *batch(i))
+            return loss, state
+        # On accelerators the loop stays one compiled body, whatever steps_per_loop is.
+        return jax.lax.fori_loop(0, k, lambda i, carry: step(carry[1], *batch(i)),
+                                 (jax.numpy.zeros((), "float32"), state))
 
     mesh = distribution.device_mesh.backend_mesh
     batch_axis = distribution.batch_dim_name
@@ -104,7 +111,8 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
     ))
     state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, state)
     counter = _iterations_index(optimizer)
-    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(None, state_shardings))
+    # The loss replicated: every host of a multi-host run can read it.
+    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(replicated, state_shardings))
 
     sharded = lambda leading: NamedSharding(mesh, PartitionSpec(*leading, batch_axis))
     process, processes = jax.process_index(), jax.process_count()

@@ -61,8 +61,18 @@ def lock_dir() -> Path:
 def peer_worker_holds_it(environ=None) -> bool:
     """Whether this process is a later worker of a multi-worker run (TF_CONFIG) whose lower-index
     worker runs on this same host: that worker holds the lock for the run, and waiting for it here
-    would deadlock the cluster, whose workers must all start before any of them can step."""
-    raw = (os.environ if environ is None else environ).get("TF_CONFIG")
+    would deadlock the cluster, whose workers must all start before any of them can step.
+    On JAX (JAX_COORDINATOR_ADDRESS), a process other than 0 whose coordinator — process 0 — runs on
+    this host leaves the lock to it."""
+    environ = os.environ if environ is None else environ
+    coordinator = environ.get("JAX_COORDINATOR_ADDRESS")
+    if coordinator:
+        try:
+            process = int(environ.get("JAX_PROCESS_ID", "0"))
+        except ValueError:
+            return False  # the engine reports the bad value
+        return process > 0 and _host_of(coordinator) == "localhost"
+    raw = environ.get("TF_CONFIG")
     if not raw:
         return False
     try:
