@@ -22,6 +22,8 @@ FLAG_TEXT = {
     stats.FLAG_LOSS_NOT_FALLING: "did not converge: the loss did not fall",
     stats.FLAG_PLACEMENT_MISMATCH: "not on the chosen device: ops ran elsewhere",
     stats.FLAG_DEVICE_SHARED: "device shared: another run measured on the same device at the same time",
+    stats.FLAG_CONTENDED: "contended: other processes kept the machine busy while it measured",
+    stats.FLAG_UNSTABLE: "unstable: the repeats' throughputs differ by more than 5% (CV)",
 }
 FLAG_SHORT = {
     stats.FLAG_ABOVE_PEAK: "above peak",
@@ -29,6 +31,8 @@ FLAG_SHORT = {
     stats.FLAG_LOSS_NOT_FALLING: "did not converge",
     stats.FLAG_PLACEMENT_MISMATCH: "placement mismatch",
     stats.FLAG_DEVICE_SHARED: "device shared",
+    stats.FLAG_CONTENDED: "contended",
+    stats.FLAG_UNSTABLE: "unstable",
 }
 
 Figure = tuple[str, str, str]  # (label, value, detail), as a dashboard metric shows it
@@ -55,6 +59,8 @@ class RunResult:
     status: str = "done"
     examples_per_sec: Optional[float] = None
     examples_per_sec_ci95: list[Optional[float]] = field(default_factory=lambda: [None, None])  # hi None: unbounded
+    repeats: Optional[list[float]] = None  # each repeat's throughput (--repeats > 1); examples_per_sec is their median
+    repeat_cv: Optional[float] = None  # their coefficient of variation
     step_time_median_s: Optional[float] = None
     step_time_p10_s: Optional[float] = None
     step_time_p90_s: Optional[float] = None
@@ -74,6 +80,7 @@ class RunResult:
     placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
     shapes: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
+    host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
     spec: dict[str, Any] = field(default_factory=dict)
     run_id: Optional[str] = None  # set once the run is stored; absent from the JSON while None
     # Keys this version does not know (a newer writer's): kept, and written back as they came.
@@ -81,7 +88,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in _json_fields()}
-        for optional in ("run_id", "backend", "backend_version"):  # absent from older results: kept absent
+        for optional in _OMITTED_WHEN_NONE:  # absent from older results: kept absent
             if out[optional] is None:
                 del out[optional]
         out.update(self.extra)
@@ -138,6 +145,22 @@ class RunResult:
         """The Keras backend that ran it; results from before backends existed ran on TensorFlow."""
         return self.backend or "tensorflow"
 
+    def repeats_text(self) -> str:
+        """'median of 3 repeats, CV 1.2%', or '' for a single measurement."""
+        if not isinstance(self.repeats, list) or len(self.repeats) < 2 or not _number(self.repeat_cv):
+            return ""
+        return f"median of {len(self.repeats)} repeats, CV {self.repeat_cv:.1%}"
+
+    def load_text(self) -> str:
+        """'other processes: 1.6 of 2 cores' while it measured, or ''."""
+        load = self.host_load if isinstance(self.host_load, dict) else {}
+        parts = []
+        if _number(load.get("other_cores")) and _number(load.get("cores")):
+            parts.append(f"other processes used {load['other_cores']:.2g} of {int(load['cores'])} cores")
+        if _number(load.get("gpu_other_processes")) and load["gpu_other_processes"]:
+            parts.append(f"{int(load['gpu_other_processes'])} other process(es) on the GPU")
+        return "; ".join(parts)
+
     def throughput_text(self) -> str:
         """'1,234.5 images/s (95% CI 1,200.0–1,270.0)'."""
         value = f"{self.examples_per_sec:,.1f}" if _number(self.examples_per_sec) else "?"
@@ -149,8 +172,10 @@ class RunResult:
         them as metrics, `describe()` as lines."""
         throughput = []
         if _number(self.examples_per_sec):
+            detail = stats.ci95_text(self.examples_per_sec_ci95)
+            spread = self.repeats_text()
             throughput.append((f"{self.unit}/s", f"{self.examples_per_sec:,.1f}",
-                               stats.ci95_text(self.examples_per_sec_ci95)))
+                               "; ".join(part for part in (detail, spread) if part)))
         return throughput + self._details()
 
     def _details(self) -> list[Figure]:
@@ -163,6 +188,8 @@ class RunResult:
             if _number(self.samples):
                 detail.append(f"{int(self.samples)} samples")
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
+        if self.repeats_text():
+            out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
             out.append(("compile + first step", f"{self.compile_s:.2f} s", "not in the throughput"))
         if _number(self.achieved_tflops):
@@ -179,7 +206,8 @@ class RunResult:
 
     def flag_notes(self) -> list[tuple[str, str]]:
         """(flag, what it means) for each flag the run raised."""
-        return [(f, FLAG_TEXT.get(f, f)) for f in self.flags]
+        figures = {stats.FLAG_CONTENDED: self.load_text(), stats.FLAG_UNSTABLE: self.repeats_text()}
+        return [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
 
     def describe(self) -> str:
         """Several lines for a terminal: the headline, each figure, each flag explained, the run id."""
@@ -203,6 +231,9 @@ class RunResult:
         if _number(self.flops_per_example):
             parts.append(f"{_si(self.flops_per_example)}FLOP per example")
         return "; ".join(parts)
+
+
+_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load")
 
 
 def _json_fields():
@@ -286,6 +317,20 @@ def _placement(name, value, finite):
         _texts(f"{name}.{key}", devices)
 
 
+def _amounts_or_null(name, value, finite):
+    if value is None:
+        return
+    if not isinstance(value, list):
+        _fail(name, "a list of numbers", value)
+    for index, item in enumerate(value):
+        _amount_or_null(f"{name}[{index}]", item, finite)
+
+
+def _object_or_null(name, value, finite):
+    if value is not None:
+        _object(name, value, finite)
+
+
 def _object(name, value, finite):
     if not isinstance(value, dict):
         _fail(name, "an object", value)
@@ -293,7 +338,8 @@ def _object(name, value, finite):
 
 _RULES = {
     "model": _text_or_null, "unit": _text, "device": _text_or_null, "backend": _text_or_null,
-    "backend_version": _text_or_null, "accelerator": _text_or_null,
+    "backend_version": _text_or_null, "accelerator": _text_or_null, "repeats": _amounts_or_null,
+    "repeat_cv": _amount_or_null, "host_load": _object_or_null,
     "accelerator_count": _count_or_null, "device_names": _texts, "replicas": _count_or_null,
     "global_batch_size": _count_or_null, "per_replica_batch_size": _count_or_null, "precision": _text_or_null,
     "xla": _bool, "data": _text_or_null, "status": _text, "examples_per_sec": _amount_or_null,

@@ -32,6 +32,7 @@ LIMITS = {
     "seq_len": 1_048_576,
     "width": 65536,
     "seed": 2**32 - 1,
+    "repeats": 1000,
 }
 
 
@@ -68,6 +69,7 @@ class RunSpec:
     tpu: Optional[str] = None  # TPU name or grpc address; None: the local TPU VM
     label: Optional[str] = None
     seed: int = 0
+    repeats: int = 1  # measured windows after one compile; the run's figure is their median
 
     def __post_init__(self):
         self.validate()
@@ -112,6 +114,7 @@ class RunSpec:
             if value is not None:
                 _positive_int(name, value)
         _int_at_least("seed", self.seed, 0)
+        _positive_int("repeats", self.repeats)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

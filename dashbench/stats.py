@@ -16,7 +16,12 @@ FLAG_NON_FINITE_LOSS = "non_finite_loss"
 FLAG_LOSS_NOT_FALLING = "loss_not_falling"
 FLAG_PLACEMENT_MISMATCH = "placement_mismatch"
 FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside another run on the device
-FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH, FLAG_DEVICE_SHARED)
+FLAG_CONTENDED = "contended"  # other processes used more than CONTENDED_SHARE of the cores while it measured
+FLAG_UNSTABLE = "unstable"  # the repeats' throughputs spread more than UNSTABLE_CV
+FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH, FLAG_DEVICE_SHARED,
+         FLAG_CONTENDED, FLAG_UNSTABLE)
+CONTENDED_SHARE = 0.25
+UNSTABLE_CV = 0.05
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal 1.96 is close.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -130,3 +135,15 @@ def ci95_text(ci) -> str:
 
 def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def repeat_spread(throughputs: Sequence[float]) -> tuple[float, float]:
+    """(median, coefficient of variation) of the repeats' throughputs; CV 0 for a single repeat."""
+    values = np.array(throughputs, dtype=float)
+    cv = float(values.std(ddof=1) / values.mean()) if len(values) > 1 and values.mean() > 0 else 0.0
+    return float(np.median(values)), cv
+
+
+def contended(other_cores: Optional[float], cores: Optional[int]) -> bool:
+    """Other processes kept more than CONTENDED_SHARE of the machine's cores busy while the run measured."""
+    return other_cores is not None and bool(cores) and other_cores > CONTENDED_SHARE * cores

@@ -54,11 +54,14 @@ with st.form("run_form"):
     cols[3].selectbox("Backend", BACKENDS, key="run_backend",
                       help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
     cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
-    cols = st.columns(4)
+    cols = st.columns(5)
     cols[0].number_input("Measured steps", min_value=1, step=1, key="run_steps")
     cols[1].number_input("Warm-up steps", min_value=0, step=1, key="run_warmup")
     cols[2].number_input("Steps per host loop", min_value=1, step=1, key="run_steps_per_loop")
-    cols[3].checkbox("XLA (jit_compile)", key="run_xla")
+    cols[3].number_input("Repeats", min_value=1, step=1, key="run_repeats",
+                         help="Measure the steps this many times after one compile: the median is the figure, "
+                              "and a spread (CV) over 5% is flagged unstable.")
+    cols[4].checkbox("XLA (jit_compile)", key="run_xla")
     st.text_input("Label (optional, stored with the run)", key="run_label")
     with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
         cols = st.columns(3)

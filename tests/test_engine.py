@@ -44,7 +44,9 @@ def test_result_keys_events_and_placement():
     result = measured.to_dict()
     # The stored format: the keys (in order) of a result written before RunResult existed, plus the backend.
     stored = json.loads(FIXTURE.read_text())
-    assert [key for key in result if not key.startswith("backend")] == [key for key in stored if key != "run_id"]
+    added = {"backend", "backend_version", "host_load", "repeats", "repeat_cv"}  # keys newer than the fixture
+    assert [key for key in result if key not in added] == [key for key in stored if key != "run_id"]
+    assert "host_load" in result and "repeats" not in result  # one measurement: no repeats written
     assert result["backend"] == "tensorflow" and result["backend_version"].startswith("2.")
     assert RESULT_KEYS <= set(result), RESULT_KEYS - set(result)
     assert ENV_KEYS <= set(result["env"])

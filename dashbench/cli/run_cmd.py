@@ -57,7 +57,7 @@ def handle(args) -> int:
         spec = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
-    progress = Progress(spec.steps, spec.warmup, spec.steps_per_loop, spec.backend)
+    progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend)
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
                            run_id=args.run_id, on_event=progress, device_wait=args.device_wait)
     if code:

@@ -31,9 +31,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         "tpu": "TPU name or address (default: this TPU VM)",
         "label": "free text stored with the run",
         "seed": "random seed (weights and synthetic data)",
+        "repeats": "measure the steps this many times after one compile: the median is the figure, "
+                   "the spread (CV) is shown and over 5% flagged unstable",
     } | (help or {})
     integers = {"batch_size", "steps", "warmup", "steps_per_loop", "replicas", "image_size", "seq_len", "width",
-                "seed"}
+                "seed", "repeats"}
     for name in ("model", "batch_size", *SPEC_DEFAULTS):
         if (name == "model" and not model) or (name == "batch_size" and not batch_size):
             continue

@@ -145,7 +145,8 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         jax.block_until_ready(holder["state"][2][counter] if counter is not None else holder["state"])
         return time.perf_counter() - start, loss_value
 
-    compile_s, samples = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced)
+    gpus = tuple(d.id for d in target.strategy if d.platform == "gpu" and d.process_index == jax.process_index())
+    compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced, gpus)
     placement = {
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
@@ -166,6 +167,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
             "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
             **target.env,
         },
+        host_load=host_load,
     )
 
 

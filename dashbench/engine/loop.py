@@ -115,7 +115,8 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
     # XLA and graph optimisers log to the C++ stderr on first use ("Compiled cluster using XLA!");
     # a failure still arrives as a Python exception with its message.
-    compile_s, samples = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced)
+    compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced,
+                                                       _gpu_indices(target))
 
     placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
@@ -132,7 +133,15 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
             "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
             **target.env,
         },
+        host_load=host_load,
     )
+
+
+def _gpu_indices(target) -> tuple[int, ...]:
+    """The GPUs' indices (as NVML numbers them, assuming CUDA_VISIBLE_DEVICES is unset) for the load check."""
+    if target.kind != "gpu":
+        return ()
+    return tuple(range(target.replicas))
 
 
 def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):

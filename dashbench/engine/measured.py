@@ -8,14 +8,16 @@ import math
 from typing import Callable, Optional
 
 from dashbench import peaks, stats
-from dashbench.engine import envinfo
+from dashbench.engine import envinfo, hostload
 from dashbench.result import RunResult
 
 
-def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext):
+def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext,
+              gpu_indices: tuple[int, ...] = ()):
     """Call `host_loop` (one timed host call of steps_per_loop steps → (seconds, loss)) once to
-    compile, then for the warm-up and measured loops, emitting each phase and sample.
-    Returns (compile_s, samples)."""
+    compile, then for the warm-up loops and `spec.repeats` times the measured loops, emitting each
+    phase and sample. Returns (compile_s, samples, host_load): host_load is what the rest of the
+    machine did during the measured loops (engine.hostload)."""
     emit({"event": "phase", "phase": "compile"})
     with quiet():
         compile_s, _ = host_loop()
@@ -23,27 +25,39 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
     samples: list[dict] = []
     warmup_loops = math.ceil(spec.warmup / spec.steps_per_loop)
     measured_loops = spec.steps // spec.steps_per_loop
-    for index in range(warmup_loops + measured_loops):
+    repeats = getattr(spec, "repeats", 1)
+    window = None
+    for index in range(warmup_loops + measured_loops * repeats):
         warmup = index < warmup_loops
         if index == 0 and warmup_loops:
             emit({"event": "phase", "phase": "warmup"})
         if index == warmup_loops:
             emit({"event": "phase", "phase": "measure"})
+            window = hostload.Window(gpu_indices)
         duration, loss = host_loop()
         sample = {
             "event": "sample", "index": index, "steps": spec.steps_per_loop, "duration_s": duration,
             "loss": stats.finite_or_none(loss), "warmup": warmup,
         }
+        if not warmup and repeats > 1:
+            sample["repeat"] = (index - warmup_loops) // measured_loops
         samples.append(sample)
         emit(sample)
-    return compile_s, samples
+    return compile_s, samples, window.close() if window else None
 
 
 def result(spec, workload, shapes, target, flops: dict, compile_s: float, samples: list[dict],
            placement: dict, peak: tuple[Optional[float], Optional[str], float], xla: bool,
-           backend: tuple[str, str], env_extra: dict) -> RunResult:
-    """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin)."""
-    timing = stats.step_time_stats([s for s in samples if not s["warmup"]], spec.batch_size)
+           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None) -> RunResult:
+    """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
+    With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
+    measured = [s for s in samples if not s["warmup"]]
+    timing = stats.step_time_stats(measured, spec.batch_size)
+    repeats = repeat_cv = None
+    if getattr(spec, "repeats", 1) > 1:
+        repeats = [stats.step_time_stats([s for s in measured if s.get("repeat") == r], spec.batch_size)
+                   ["examples_per_sec"] for r in range(spec.repeats)]
+        timing["examples_per_sec"], repeat_cv = stats.repeat_spread(repeats)
     losses = [s["loss"] for s in samples]
     achieved = stats.achieved_tflops(flops["training"], timing["examples_per_sec"])
     peak_tflops, peak_source, margin = peak
@@ -56,6 +70,11 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         flags.append(stats.FLAG_LOSS_NOT_FALLING)
     if stats.placement_mismatch(target.kind, placement["variables"] + placement["ops"]):
         flags.append(stats.FLAG_PLACEMENT_MISMATCH)
+    load = host_load or {}
+    if stats.contended(load.get("other_cores"), load.get("cores")) or load.get("gpu_other_processes"):
+        flags.append(stats.FLAG_CONTENDED)
+    if repeat_cv is not None and repeat_cv > stats.UNSTABLE_CV:
+        flags.append(stats.FLAG_UNSTABLE)
     return RunResult(
         model=spec.model,
         unit=workload.unit,
@@ -73,6 +92,8 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         data=spec.data,
         status="done",
         **timing,
+        repeats=repeats,
+        repeat_cv=repeat_cv,
         steps=spec.steps,
         steps_per_loop=spec.steps_per_loop,
         compile_s=compile_s,
@@ -88,6 +109,7 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         shapes=shapes.to_dict(),
         env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
         spec=spec.to_dict(),
+        host_load=host_load,
     )
 
 

@@ -158,7 +158,7 @@ def progress(run_id: str, db_path=None) -> dict:
             raise StoreError(f"run_id: no run {run_id} in {store.path}")
         samples = store.samples(run_id)
         spec = row["spec"]
-        total = spec["steps"] + spec["warmup"]
+        total = spec["steps"] * int(spec.get("repeats") or 1) + spec["warmup"]
         done_steps = int(samples["steps"].sum()) if len(samples) else 0
         fraction = 1.0 if row["status"] == "done" else min(1.0, done_steps / total) if total else 0.0
         measured = samples[~samples["warmup"]]

@@ -6,7 +6,7 @@ from dashbench.spec import SPEC_DEFAULTS, RunSpec, parse_batch_sizes
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number
 
-FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "label",
+FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
                "image_size", "seq_len", "width")
 
 
@@ -17,7 +17,8 @@ def run_form_defaults(kinds: list[str]) -> dict:
         "run_backend": SPEC_DEFAULTS["backend"],
         "run_precision": SPEC_DEFAULTS["precision"], "run_xla": SPEC_DEFAULTS["xla"],
         "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
-        "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_label": "",
+        "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_repeats": SPEC_DEFAULTS["repeats"],
+        "run_label": "",
         "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
     }
 

@@ -1,0 +1,101 @@
+"""Repeats (--repeats R: R measured windows after one compile, the median and the CV) and the
+contended flag (other processes busy on the machine while a run measured)."""
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dashbench import catalog, stats
+from dashbench.engine import hostload, loop, measured
+from dashbench.engine.devices import Target
+from dashbench.result import RunResult
+from dashbench.spec import RunSpec, SpecError
+
+TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
+
+
+def planted(spec, durations_by_repeat, host_load=None):
+    """measured.result on planted samples: the decisions without the machine's noise."""
+    samples, index = [{"index": 0, "steps": 1, "duration_s": 1.0, "loss": 2.0, "warmup": True}], 1
+    for repeat, durations in enumerate(durations_by_repeat):
+        for duration in durations:
+            samples.append({"index": index, "steps": 1, "duration_s": duration, "loss": 1.0 / index,
+                            "warmup": False, "repeat": repeat})
+            index += 1
+    target = Target(None, "cpu", "CPU", 1, ["/device:CPU:0"], 1)
+    return measured.result(
+        spec, catalog.get(spec.model), catalog.check_spec(spec), target, {"training": 1e6, "forward": 4e5},
+        1.0, samples, {"variables": ["/device:CPU:0"], "ops": ["/device:CPU:0"]}, (1.0, "measured", 1.0),
+        False, ("tensorflow", "2.19.1"), {}, host_load,
+    )
+
+
+def test_repeats_give_the_median_and_the_cv_and_flag_a_wide_spread():
+    spec = RunSpec(**TINY, steps=2, repeats=3)
+    steady = planted(spec, [[0.010, 0.010], [0.011, 0.011], [0.0105, 0.0105]])
+    rates = [800.0, 8 / 0.011, 8 / 0.0105]
+    assert steady.repeats == pytest.approx(rates)
+    assert steady.examples_per_sec == pytest.approx(np.median(rates))
+    assert steady.repeat_cv == pytest.approx(np.std(rates, ddof=1) / np.mean(rates))
+    assert stats.FLAG_UNSTABLE not in steady.flags  # CV 4.8%
+    wide = planted(spec, [[0.010, 0.010], [0.020, 0.020], [0.010, 0.010]])
+    assert wide.examples_per_sec == pytest.approx(800.0) and stats.FLAG_UNSTABLE in wide.flags
+    assert "median of 3 repeats, CV" in wide.describe()
+    single = planted(RunSpec(**TINY, steps=2), [[0.010, 0.020]])
+    assert single.repeats is None and single.repeat_cv is None and "repeats" not in single.to_dict()
+    with pytest.raises(SpecError, match="repeats: must be an integer from 1 to 1000"):
+        RunSpec(**TINY, repeats=0 + 1001)
+
+
+def test_other_processes_past_a_quarter_of_the_cores_flag_the_run_contended():
+    spec = RunSpec(**TINY, steps=2)
+    busy = planted(spec, [[0.01, 0.01]], {"cores": 8, "own_cores": 1.0, "other_cores": 2.5})
+    assert stats.FLAG_CONTENDED in busy.flags and "other processes used 2.5 of 8 cores" in busy.describe()
+    quiet = planted(spec, [[0.01, 0.01]], {"cores": 8, "own_cores": 1.0, "other_cores": 1.9})
+    assert stats.FLAG_CONTENDED not in quiet.flags and quiet.host_load["other_cores"] == 1.9
+    gpu = planted(spec, [[0.01, 0.01]], {"cores": 8, "other_cores": 0.0, "gpu_other_processes": 1})
+    assert stats.FLAG_CONTENDED in gpu.flags
+    assert stats.FLAG_CONTENDED not in planted(spec, [[0.01, 0.01]], None).flags  # no /proc: no figure
+
+
+def test_a_machine_without_proc_stat_gives_no_cpu_figure(monkeypatch):
+    monkeypatch.setattr(hostload, "PROC_STAT", "/nonexistent/stat")
+    record = hostload.Window().close()
+    assert "other_cores" not in record and record["cores"] >= 1
+
+
+def test_a_real_run_stores_three_repeats(tmp_path):
+    from dashbench.store import Store
+
+    db = tmp_path / "r.sqlite"
+    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", "conv2d", "--batch-size", "8",
+                           "--image-size", "16", "--width", "8", "--steps", "2", "--warmup", "1",
+                           "--repeats", "3", "--device", "cpu", "--db", str(db), "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(json.loads(done.stdout)["repeats"]) == 3
+    with Store(db, read_only=True) as store:
+        run_id = store.runs()["run_id"][0]
+        stored, samples = store.get_run(run_id), store.samples(run_id)
+    found = stored["result"]
+    assert isinstance(found, RunResult) and len(found.repeats) == 3 and found.repeat_cv >= 0
+    assert found.examples_per_sec == pytest.approx(float(np.median(found.repeats)))
+    assert stored["spec"]["repeats"] == 3 and len(samples) == 1 + 3 * 2
+    assert found.host_load["cores"] >= 1 and "other_cores" in found.host_load
+
+
+def test_a_cpu_hog_beside_a_run_flags_it_contended():
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        result = loop.run(RunSpec(**TINY, steps=40))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert stats.FLAG_CONTENDED in result.flags, result.host_load
+    assert result.host_load["other_cores"] > stats.CONTENDED_SHARE * result.host_load["cores"]
