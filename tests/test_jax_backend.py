@@ -176,3 +176,15 @@ def test_jax_peer_processes_on_one_host_leave_the_device_lock_to_process_0():
     assert device_lock.peer_worker_holds_it({**local, "JAX_PROCESS_ID": "1"})
     assert not device_lock.peer_worker_holds_it({**local, "JAX_COORDINATOR_ADDRESS": "10.9.9.9:1234",
                                                  "JAX_PROCESS_ID": "1"})
+
+
+def test_devices_shows_what_jax_sees():
+    done = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--backend", "jax", "--json"],
+                          capture_output=True, text=True, timeout=300, env=child_env(XLA_FLAGS=FOUR_DEVICES))
+    assert done.returncode == 0, done.stderr[-2000:]
+    info = json.loads(done.stdout)
+    assert info["jax"] and info["default_device"] == "cpu" and info["gpus"] == []
+    assert info["devices"]["cpu"] == [f"/device:CPU:{i}" for i in range(4)] and info["devices"]["tpu"] == []
+    bad = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--backend", "torch"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "backend: unknown backend 'torch'; choose one of: tensorflow, jax" in bad.stderr

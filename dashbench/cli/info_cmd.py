@@ -33,7 +33,9 @@ def handle_models(args) -> int:
     for row in rows:
         shape = ", ".join(f"{k} {v}" for k, v in row["defaults"].items())
         batches = ", ".join(f"{k} {v}" for k, v in row["batch_sizes"].items())
+        quick = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in row["quick"].items())
         print(f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}")
+        print(f"{'':<18} quick shapes (a CPU try; presets' --quick): {quick}")
         print(f"{'':<18} {row['description']}")
     return 0
 
