@@ -36,6 +36,10 @@ def test_list_table_json_and_filters(db, capsys):
     assert code == 0
     assert "bilstm" in out and "above_peak" in out and "1,600.0" in out and "failed" in out
 
+    # The failed run never measured: its device reads as the others' (CPU, not cpu) with the default replicas.
+    failed_line = next(line for line in out.splitlines() if "bilstm" in line).split()
+    assert failed_line[3:5] == ["failed", "bilstm"] and failed_line[5] == "CPU" and failed_line[8] == "1"
+
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) == 3

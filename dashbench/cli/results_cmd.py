@@ -275,10 +275,12 @@ def format_table(frame: pd.DataFrame) -> str:
         "created": local.dt.strftime("%Y-%m-%d %H:%M") if len(frame) else local,
         "status": frame["status"],
         "model": frame["model"],
-        "device": frame["accelerator"].fillna(frame["device"]),
+        # A run that never measured has no accelerator yet: its kind as asked, in the same case.
+        "device": frame["accelerator"].fillna(frame["device"].map(lambda d: d if d == "auto" else str(d).upper())),
         "backend": frame["backend"].fillna("tensorflow"),
         "batch": frame["batch_size"],
-        "replicas": frame["replicas"].map(lambda v: "" if pd.isna(v) else str(int(v))),
+        "replicas": [str(int(v)) if not pd.isna(v) else "1" if d == "cpu" else "all"
+                     for v, d in zip(frame["replicas"], frame["device"])],  # not asked: the engine's default
         "precision": frame["precision"],
         "xla": frame["xla"].map(lambda v: "xla" if v else ""),
         "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
