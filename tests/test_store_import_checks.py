@@ -142,6 +142,8 @@ def test_the_upload_names_the_bad_field(tmp_path, exported):
     with Store(db) as store:
         message, ok = results.import_uploads(store, [("bad.json", json.dumps(data).encode())])
     assert not ok and "host: must be text or null, got ['a']" in plain(message)
+    # The file is named as the user uploaded it, not by the scratch copy the import read.
+    assert "bad.json" in plain(message) and "/tmp" not in plain(message) and "0-bad.json" not in plain(message)
 
 
 def test_every_result_field_has_a_strict_rule_and_engine_results_pass():

@@ -94,7 +94,10 @@ def import_uploads(store, uploads: list[tuple[str, bytes]]) -> tuple[str, bool]:
             counts = import_bundles(store, paths)
         # A BundleError (the file) or any other StoreError/ValueError (the database): one line, never a trace.
         except (StoreError, ValueError) as exc:  # its text quotes the bundle: shown as text
-            return f"Import failed: {md_text(exc)}", False
+            message = str(exc)
+            for path, (name, _data) in zip(paths, uploads):  # the user's file name, not our scratch copy's
+                message = message.replace(str(path), name)
+            return f"Import failed: {md_text(message)}", False
     return import_summary(counts), True
 
 
