@@ -45,7 +45,8 @@ cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_pr
 if st.session_state["run_preset"]:
     st.caption(run_form.preset_description(st.session_state["run_preset"]))
 
-with st.form("run_form"):
+# Enter in a field must never launch anything: only a click on a button does.
+with st.form("run_form", enter_to_submit=False):
     cols = st.columns(5)
     cols[0].selectbox("Model", MODELS, key="run_model")
     cols[1].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
@@ -73,7 +74,10 @@ with st.form("run_form"):
     launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
     launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
 
-if launch or launch_sweep:
+unclear = run_form.launch_conflict(st.session_state, launch)
+if unclear:
+    st.warning(unclear)
+elif launch or launch_sweep:
     try:
         specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
         ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
@@ -90,7 +94,7 @@ def live_panel():
     """Refreshes on its own while runs are active; a plain function of the store underneath."""
     with context.own_store(ctx.settings) as store:
         queue.pump(db_path)
-        current = store.runs(status=["queued", "running"])
+        current = live.running_first(store.runs(status=["queued", "running"]))
     if current.empty:
         st.rerun(scope="app")  # all finished: redraw the page once with their headlines
     st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count

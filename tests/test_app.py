@@ -251,18 +251,21 @@ def test_prices_page_sets_and_resets_an_override(filled, monkeypatch):
 def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
     db = tmp_path / "queue.sqlite"
     with Store(db) as store:
-        # "Running" in this (alive) test process: the CPU is busy, so the next CPU run must wait.
+        # Queued first, then "running" in this (alive) test process: the CPU is busy, so the queued run waits.
+        waiting = store.create_run(RunSpec(model="conv2d", batch_size=8, device="cpu"), status="queued")
         busy = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4),
                                 status="running", pid=os.getpid())
         store.add_samples(busy, [{"index": 0, "steps": 1, "duration_s": 0.2, "loss": 2.0, "warmup": True},
                                  {"index": 1, "steps": 1, "duration_s": 0.1, "loss": 1.9, "warmup": False}])
-        waiting = store.create_run(RunSpec(model="conv2d", batch_size=8, device="cpu"), status="queued")
     at = start(monkeypatch, db)
     show(at, "pages/run.py")
     shown = texts(at)
     assert "Active runs (2)" in [s.value for s in at.subheader]
     assert "step 2 of 6" in shown and "queued: waiting for the device" in shown
     assert at.button(key=f"cancel_{waiting}") and len(at.get("plotly_chart")) == 1
+    # The run measuring now is listed above the queue.
+    cancels = [b.key for b in at.button if str(b.key).startswith("cancel_")]
+    assert cancels == [f"cancel_{busy}", f"cancel_{waiting}"]
     with Store(db) as store:
         store.finish_run(busy, "cancelled")
         store.request_cancel(waiting)
@@ -444,3 +447,30 @@ def test_run_page_backend_goes_into_the_queued_specs(tmp_path, monkeypatch):
         assert runs["sweep_id"].notna().sum() == 2
         for run_id in runs["run_id"]:
             store.request_cancel(run_id)
+
+
+def test_launch_run_with_a_filled_sweep_field_asks_which_and_queues_nothing(tmp_path, monkeypatch):
+    from dashbench.jobs import queue
+
+    monkeypatch.setattr(queue, "pump", lambda db_path=None: [])
+    db = tmp_path / "ask.sqlite"
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    at.selectbox(key="run_model").set_value("conv2d")
+    at.text_input(key="run_sweep").input("8, 16")
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert any("Nothing launched: the sweep field holds batch sizes" in w.value for w in at.warning)
+    assert not db.exists() or Store(db, read_only=True).count_runs() == 0
+    # Enter in a field (the sweep field, "Measured steps") submits nothing: the form is built so.
+    forms = []
+
+    def walk(node):
+        proto = getattr(node, "proto", None)
+        if proto is not None and proto.DESCRIPTOR.name == "Block" and proto.WhichOneof("type") == "form":
+            forms.append(proto.form)
+        for child in (getattr(node, "children", None) or {}).values():
+            walk(child)
+
+    walk(at._tree)
+    assert [(form.form_id, form.enter_to_submit) for form in forms] == [("run_form", False)]

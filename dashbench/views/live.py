@@ -60,3 +60,11 @@ def live_view(progress: dict | None) -> LiveView:
                     error=progress.get("error"))
 
 
+
+
+def running_first(active):
+    """The active runs as the live panel lists them: what is measuring now, then the queue in order."""
+    if active.empty:
+        return active
+    order = (active["status"] != "running").astype(int)
+    return active.assign(_order=order).sort_values(["_order", "created_at"], kind="stable").drop(columns="_order")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, parse_batch_sizes
 from dashbench.store import TERMINAL, new_sweep_id
-from dashbench.views.format import is_number
+from dashbench.views.format import is_number, md_text
 
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
                "image_size", "seq_len", "width")
@@ -33,6 +33,16 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
         return [base], None
     sizes = parse_batch_sizes(state.get("run_sweep") or "")
     return [base.replace(batch_size=size) for size in sizes], new_sweep_id()
+
+
+def launch_conflict(state, launch: bool) -> str | None:
+    """What to ask when "Launch run" is clicked with batch sizes in the sweep field (the user may have
+    meant a sweep): nothing is queued until they choose. None when the click is unambiguous."""
+    sweep_text = (state.get("run_sweep") or "").strip()
+    if not launch or not sweep_text:
+        return None
+    return (f"Nothing launched: the sweep field holds batch sizes ({md_text(sweep_text)}). Click **Launch sweep** to "
+            f"queue one run per size, or empty the sweep field and click **Launch run** for one run.")
 
 
 def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
