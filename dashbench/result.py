@@ -35,6 +35,22 @@ FLAG_SHORT = {
     stats.FLAG_UNSTABLE: "unstable",
 }
 
+# What a run is doing, in words: the engine's phase events (the CLI's progress lines, sweep lines, the
+# dashboard's live panel). Any other phase (e.g. "waiting for the device …") is shown as it is.
+PHASE_TEXT = {
+    "setup": "setting up ({framework}, devices, model)",
+    "compile": "compiling (first step)",
+    "warmup": "warming up",
+    "measure": "measuring",
+    "probe": "probing the CPU's peak (for MFU)",
+}
+
+
+def phase_text(phase: Optional[str], backend: Optional[str] = "tensorflow") -> str:
+    framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(backend or "tensorflow", backend or "TensorFlow")
+    return PHASE_TEXT.get(phase or "", phase or "starting").format(framework=framework)
+
+
 Figure = tuple[str, str, str]  # (label, value, detail), as a dashboard metric shows it
 
 

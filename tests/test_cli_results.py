@@ -191,6 +191,9 @@ def test_real_sweep_of_tiny_runs(tmp_path):
     data = json.loads(out.stdout)
     assert [p["status"] for p in data["points"]] == ["done", "done"]
     assert "[2/2] batch 4: done" in out.stderr
+    # Each point says what it is doing as it starts a phase, not only when it ends.
+    assert "[1/2] batch 2: setting up (TensorFlow, devices, model)" in out.stderr
+    assert "[2/2] batch 4: setting up (TensorFlow, devices, model)" in out.stderr
     with Store(db) as store:
         runs = store.runs(sweep_id=data["sweep_id"]).sort_values("batch_size")
         assert list(runs["batch_size"]) == [2, 4] and (runs["examples_per_sec"] > 0).all()

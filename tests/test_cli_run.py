@@ -27,6 +27,7 @@ def test_run_json_prints_exactly_one_object_and_progress_on_stderr(capfd):
     assert CONTRACT_KEYS <= set(result)
     assert result["status"] == "done" and result["device"] == "cpu" and "run_id" not in result
     assert "compiled in" in err and "step 4/4" in err
+    assert "setting up (TensorFlow, devices, model)" in err and "probing the CPU's peak (for MFU)" in err
 
 
 def test_run_stored_through_the_runner(tmp_path, capfd):

@@ -210,6 +210,7 @@ def test_live_view_is_a_plain_function_of_progress():
     running = live.live_view({"status": "running", "phase": "measure", "fraction": 0.5, "steps_done": 4,
                                "steps_total": 8, "samples": pd.DataFrame(samples), "examples_per_sec_live": 80.0})
     assert running.fraction == 0.5 and "step 4 of 8" in running.text and "100.0 ms" in running.text
+    assert running.text.startswith("running (measuring)")
     assert list(running.samples["step_time_s"]) == [0.5, 0.1]
     assert len(charts.live(running.samples).data) == 2
     done = live.live_view({"status": "done", "fraction": 0.9, "samples": pd.DataFrame(samples)})

@@ -18,7 +18,7 @@ import sys
 from dashbench.cli import strict_json
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
-from dashbench.result import RunResult
+from dashbench.result import RunResult, phase_text
 from dashbench.spec import RunSpec, SpecError
 
 
@@ -162,14 +162,13 @@ class Progress:
 
     def __init__(self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow"):
         self.steps, self.warmup, self.k = steps, warmup, steps_per_loop
-        self.framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(backend, backend)
+        self.backend = backend
         self.measured_steps = 0
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
         if kind == "phase":
-            line = {"setup": f"setting up ({self.framework}, devices, model)", "compile": "compiling (first step)",
-                    "warmup": "warming up", "measure": "measuring"}.get(event["phase"], event["phase"])
+            line = phase_text(event["phase"], self.backend)
         elif kind == "compiled":
             line = f"compiled in {event['compile_s']:.2f} s"
         elif kind == "sample":

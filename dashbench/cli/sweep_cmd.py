@@ -20,7 +20,7 @@ from dashbench.cli import strict_json
 from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
-from dashbench.result import RunResult
+from dashbench.result import RunResult, phase_text
 from dashbench.spec import SpecError, parse_batch_sizes
 from dashbench.store import TERMINAL, Store, StoreBusyError, StoreError, default_db_path, new_sweep_id
 
@@ -98,6 +98,7 @@ def _say(line: str) -> None:
 
 def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
     reported: set[str] = set()
+    phases: dict[str, str] = {}  # what each point was last said to be doing
     while True:
         try:
             queue.pump(db)
@@ -108,6 +109,11 @@ def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
             runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):
             run = runs[run_id]
+            if run["status"] == "running" and run.get("phase") and phases.get(run_id) != run["phase"]:
+                phases[run_id] = run["phase"]  # every phase longer than a poll is said as it starts
+                backend = (run.get("spec") or {}).get("backend")
+                print(f"[{number}/{len(run_ids)}] batch {size}: {phase_text(run['phase'], backend)}",
+                      file=sys.stderr, flush=True)
             if run["status"] in TERMINAL and run_id not in reported:
                 reported.add(run_id)
                 print(f"[{number}/{len(run_ids)}] batch {size}: {_summary(run)}", file=sys.stderr)

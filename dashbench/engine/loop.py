@@ -120,6 +120,8 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
     placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    if target.kind == "cpu":
+        emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
         peak=measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops),

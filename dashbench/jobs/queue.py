@@ -167,7 +167,8 @@ def progress(run_id: str, db_path=None) -> dict:
             live = float(spec["batch_size"] * measured["steps"].sum() / measured["duration_s"].sum())
         position = store.queue_position(run_id) if row["status"] == "queued" else None
         return {
-            "run_id": run_id, "status": row["status"], "phase": row["phase"], "fraction": fraction,
+            "run_id": run_id, "status": row["status"], "phase": row["phase"], "backend": spec.get("backend"),
+            "fraction": fraction,
             "steps_done": done_steps, "steps_total": total, "examples_per_sec_live": live,
             "queue_position": position, "error": row["error"], "result": row["result"],
             "log_path": row["log_path"], "samples": samples,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashbench.result import phase_text
 from dashbench.store import TERMINAL
 from dashbench.views.format import is_number, md_text
 from dashbench.views.samples import prepare_samples
@@ -43,7 +44,7 @@ def live_view(progress: dict | None) -> LiveView:
         text = md_text(progress["phase"])  # another run holds the device (jobs/device_lock.py): no steps yet
     elif status == "running":
         phase = progress.get("phase")
-        text = f"running ({md_text(phase)})" if phase else "running"
+        text = f"running ({md_text(phase_text(phase, progress.get('backend')))})" if phase else "running"
         done, total = progress.get("steps_done"), progress.get("steps_total")
         if is_number(done) and is_number(total):
             text += f": step {int(done)} of {int(total)}"
