@@ -51,6 +51,11 @@ def phase_text(phase: Optional[str], backend: Optional[str] = "tensorflow") -> s
     return PHASE_TEXT.get(phase or "", phase or "starting").format(framework=framework)
 
 
+def short_id(run_id: str) -> str:
+    """How the dashboard names a run ('#0e8b0a': its id's last 6 characters); every command takes it."""
+    return "#" + str(run_id)[-6:]
+
+
 Figure = tuple[str, str, str]  # (label, value, detail), as a dashboard metric shows it
 
 
@@ -233,7 +238,7 @@ class RunResult:
         lines.append("  flags: " + notes[0])
         lines += [" " * len("  flags: ") + note for note in notes[1:]]
         if self.run_id:
-            lines.append(f"  run id {self.run_id}")
+            lines.append(f"  run id {self.run_id} ({short_id(self.run_id)} in the dashboard; any command takes either)")
         return "\n".join(lines)
 
     def _tflops_detail(self) -> str:

@@ -123,6 +123,15 @@ def test_show_text_and_json(db, capsys):
     assert data["run_id"] == run_id and data["result"]["examples_per_sec"] == 1600.0 and len(data["samples"]) == 3
     code, _, err = run_cli(capsys, "show", "zzz", "--db", str(db))
     assert code == 2 and err.strip() == f"error: run_id: no run 'zzz' in {db}"
+    # The dashboard's short form, with or without its '#', names the same run for every command.
+    short = "#" + run_id[-6:]
+    for given in (short, short[1:]):
+        code, out, _ = run_cli(capsys, "show", given, "--db", str(db))
+        assert code == 0 and f"run {run_id} ({short} in the dashboard)" in out
+    code, _, err = run_cli(capsys, "delete", short, "--db", str(db))
+    assert code == 0, err
+    with Store(db) as store:
+        assert store.get_run(run_id) is None and store.get_run(failed) is not None
 
 
 def _strict_json(text: str):

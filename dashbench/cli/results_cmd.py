@@ -13,7 +13,7 @@ import pandas as pd
 
 from dashbench.cli import strict_json
 from dashbench.spec import BACKENDS
-from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle,
+from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle, short_id,
                              import_bundles, unreadable_text)
 
 
@@ -310,7 +310,8 @@ def cmd_show(args) -> int:
 
 def describe_run(run: dict, samples: pd.DataFrame) -> str:
     spec, result = run["spec"], run["result"]
-    lines = [f"run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run["error"] else "")]
+    lines = [f"run {run['run_id']} ({short_id(run['run_id'])} in the dashboard): {run['status']}"
+             + (f" ({run['error']})" if run["error"] else "")]
     context = [f"{k} {run[k]}" for k in ("sweep_id", "label", "host", "pid") if run.get(k)]
     if context:
         lines.append("  " + ", ".join(context))

@@ -17,6 +17,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     new_sweep_id,
     now,
     pid_alive,
+    short_id,
     this_host,
 )
 from dashbench.store.queries import unreadable_text  # noqa: F401

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from dashbench.result import RunResult
+from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-exported)
 from dashbench.store import queries, schema, states
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
@@ -502,15 +502,23 @@ class Store:
             run["unreadable"] = f"result.{exc}"
         return run
 
-    def resolve_run_id(self, prefix: str) -> str:
-        """A full run id from a unique prefix (what a user types after `list`)."""
-        rows = self._read("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? LIMIT 2",
-                          (prefix, prefix + "\U0010ffff"))
+    def resolve_run_id(self, given: str) -> str:
+        """A full run id from what a user types: the id, a unique prefix of it (after `list`), or the
+        short form the dashboard shows ('#0e8b0a' or '0e8b0a': a unique ending)."""
+        text = str(given).strip()
+        if text.startswith("#"):
+            rows = self._read("SELECT run_id FROM runs WHERE substr(run_id, -?) = ? LIMIT 2",
+                              (len(text) - 1, text[1:]))
+        else:
+            rows = self._read("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? LIMIT 2",
+                              (text, text + "\U0010ffff"))
+            if not rows and text:
+                rows = self._read("SELECT run_id FROM runs WHERE substr(run_id, -?) = ? LIMIT 2", (len(text), text))
         if len(rows) == 1:
             return rows[0][0]
         if not rows:
-            raise StoreError(f"run_id: no run {prefix!r} in {self.path}")
-        raise StoreError(f"run_id: {prefix!r} matches several runs; give more characters")
+            raise StoreError(f"run_id: no run {given!r} in {self.path}")
+        raise StoreError(f"run_id: {given!r} matches several runs; give more characters")
 
     def runs(self, **filters) -> pd.DataFrame:
         """One row per run, newest first, flat columns (see queries.RUN_COLUMNS).

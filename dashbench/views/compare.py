@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from dashbench.result import short_id
 from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, backend_of, duration_text,
                                     flag_list, flag_text, is_number, md_text, mixed_backends, run_label, with_ms)
 
@@ -226,7 +227,7 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
         )
         # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
         # its head is only the date.
-        series.append(f"sweep #{sweep[-6:]} · {setup}" if isinstance(sweep, str) and sweep else setup)
+        series.append(f"sweep {short_id(sweep)} · {setup}" if isinstance(sweep, str) and sweep else setup)
     rows = rows.assign(series=series)
     sizes = rows.groupby("series")["batch_size"].nunique()
     return rows[rows["series"].isin(sizes[sizes >= 2].index)]

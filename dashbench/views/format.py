@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashbench.result import FLAG_SHORT, FLAG_TEXT  # the flags' wording lives with the result
+from dashbench.result import FLAG_SHORT, FLAG_TEXT, short_id  # the wording of flags and ids lives with the result
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 DEFAULT_BACKEND = "tensorflow"  # what a run stored before backends existed ran on
@@ -90,7 +90,7 @@ def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool
     if with_backend or (with_backend is None and backend != DEFAULT_BACKEND):
         parts.append(backend)
     label = row.get("label")
-    tail = f"#{str(row.get('run_id', ''))[-6:]}"
+    tail = short_id(str(row.get("run_id", "")))
     if isinstance(label, str) and label:
         tail = f"{label} {tail}"
     return " · ".join(parts) + f" ({tail})"
