@@ -346,7 +346,7 @@ def render_jax(args, rows: list[dict]) -> str:
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}). The dashbench engine on Keras's JAX "
-        "backend (`engine/jax_loop.py`: DataParallel, a jitted `fori_loop` of `steps_per_loop` steps, donated "
+        "backend (`engine/jax_loop.py`: DataParallel, one jitted function of `steps_per_loop` steps (written out on a CPU), donated "
         "state, the host waits for the loss and the step counter) against a minimal hand-written `jax.jit` "
         "step on the same model, optimizer and numpy batch (`stateless_call` + `stateless_apply`, donated "
         "state, one step per call, `float(loss)` after every call). Each row is its own child process; in it, "
