@@ -188,3 +188,18 @@ def test_devices_shows_what_jax_sees():
     bad = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--backend", "torch"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "backend: unknown backend 'torch'; choose one of: tensorflow, jax" in bad.stderr
+
+
+def test_a_jax_run_needs_no_tensorflow():
+    """As on a JAX-only TPU VM (requirements-tpu-jax.txt): `import tensorflow` fails, the run still measures."""
+    code = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None  # every import of tensorflow now raises ImportError\n"
+        "from dashbench.cli import main\n"
+        "sys.exit(main(['run', '--backend', 'jax', '--model', 'bilstm', '--batch-size', '8', '--seq-len', '4',\n"
+        "               '--width', '4', '--steps', '2', '--warmup', '1', '--device', 'cpu', '--no-store', '--json']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=child_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["status"] == "done" and result["backend"] == "jax" and all(np.isfinite(result["losses"]))
