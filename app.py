@@ -24,8 +24,17 @@ if not settings.read_only and store is not None:
 pages = []
 if not settings.read_only:
     pages.append(st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run"))
+compare = st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart:", url_path="compare")
+
+
+def _home():
+    # The root opens Compare at its own address, so /compare typed or bookmarked works as well.
+    st.switch_page(compare, query_params=st.query_params.to_dict())
+
+
 pages += [
-    st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart:", url_path="compare", default=True),
+    st.Page(_home, title="dashbench", url_path="home", default=True, visibility="hidden"),
+    compare,
     st.Page("pages/results.py", title="Results", icon=":material/table_rows:", url_path="results"),
     st.Page("pages/prices.py", title="Prices", icon=":material/sell:", url_path="prices"),
 ]

@@ -109,7 +109,9 @@ def test_every_page_in_a_real_browser(browser, tmp_path):
         expect(page.get_by_text("Preset (an experiment from the seed articles)")).to_be_visible()
         page.close()
 
-        page = open_page(browser, url + "/", "Compare", "compare.png")  # the default page lives at the root
+        page = open_page(browser, url + "/", "Compare", "compare.png")  # the root opens Compare
+        assert page.url.rstrip("/").endswith("/compare"), page.url  # at its own address, so it can be bookmarked
+        page = open_page(browser, url + "/compare", "Compare", "compare-url.png")  # typed by hand
         expect(page.get_by_text("above peak").first).to_be_visible()
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         expect(page.get_by_text("Download CSV")).to_be_visible()
