@@ -173,7 +173,7 @@ def test_list_show_and_export_in_read_only_mode_never_write(how, stranded, tmp_p
     assert code == 0, err
     assert {r["run_id"]: r["status"] for r in json.loads(out)}[run_id] == "running"
     code, out, err = run_cli(capsys, "show", run_id, "--db", db, *flag)
-    assert code == 0 and f"run {run_id}: running" in out, err
+    assert code == 0 and f"run {run_id} (#{run_id[-6:]} in the dashboard): running" in out, err
     code, out, err = run_cli(capsys, "export", "--db", db, "--out", tmp_path / "x.json", *flag)
     assert code == 0 and "exported 2 runs" in out, err
     assert snapshot(db) == before
