@@ -9,7 +9,7 @@ import pandas as pd
 
 from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
                                     duration_text, flag_list, flag_text, is_number, md_text, mixed_backends,
-                                    run_label, run_shape, shape_text, with_ms, workload_text)
+                                    nullable_ints, run_label, run_shape, shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
 
@@ -292,7 +292,7 @@ def compare_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = with_ms(frame)
     columns = [c for c in COMPARE_COLUMNS if c in table]
     table = table[columns].rename(columns={"flag_text": "flags"})
-    return table.reset_index(drop=True)
+    return nullable_ints(table).reset_index(drop=True)
 
 
 def csv_bytes(table: pd.DataFrame) -> bytes:

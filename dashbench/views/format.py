@@ -188,6 +188,35 @@ def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# Whole-number columns of the tables: pandas' nullable Int64, so a blank stays blank and 64 never
+# becomes 64.0 (in the CSV too) when a column also holds missing values.
+INT_COLUMNS = ("batch_size", "accelerator_count", "replicas", "samples", "steps", "image_size", "seq_len", "width",
+               "chips_per_unit", "baseline_batch_size")
+
+
+def nullable_ints(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its whole-number columns (INT_COLUMNS) as Int64; a column holding a fraction stays."""
+    out = table.copy()
+    for column in INT_COLUMNS:
+        if column not in out:
+            continue
+        values = pd.to_numeric(out[column], errors="coerce")
+        known = values.dropna()
+        if len(known) == out[column].notna().sum() and (known == known.round()).all():
+            out[column] = values.round().astype("Int64")
+    return out
+
+
+def blank_text(table: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that hold the word for nothing ("None", "nan", from str() of a missing value) as NA."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(lambda v: pd.NA if isinstance(v, str) and v in ("None", "nan", "NaN",
+                                                                                         "<NA>") else v)
+    return out
+
+
 def unreadable_note(runs) -> str:
     """Markdown naming the stored runs that Store.runs() skipped as unreadable; '' when none."""
     from dashbench.store import unreadable_text
