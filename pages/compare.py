@@ -93,8 +93,15 @@ if frame.empty:
 
 baselines = compare.baseline_choices(frame)
 baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
-                        help="Speed-up is examples/s over this row's, only between runs of the same model.")
-frame = compare.speedup_vs(frame, baseline) if baseline else frame.assign(speedup=float("nan"))
+                        help="Speed-up is examples/s over this row's, only between rows of the same workload and "
+                             "shape; every other workload is compared with its own first run.")
+groups = compare.workload_groups(frame)
+# Each workload (and shape) against its own baseline: the chosen one in its group, the first run elsewhere.
+group_bases = {name: compare.group_baseline(rows, baseline) for name, rows in groups}
+frame = frame.assign(speedup=float("nan"))
+for name, rows in groups:
+    if group_bases[name]:
+        frame.loc[rows.index, "speedup"] = compare.speedup_vs(rows, group_bases[name])["speedup"]
 
 flag_lines = compare.flag_lines(frame)
 if flag_lines:
@@ -108,21 +115,24 @@ if not unpriced.empty:
     if not ctx.settings.read_only:
         st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
 
-models = sorted(frame.loc[frame["kind"] == "measured", "model"].dropna().unique())
-if len(models) == 1:
-    st.subheader(f"Workload: {md_text(models[0])}")
-elif len(models) > 1:
-    names = ", ".join(md_text(m) for m in models)
-    st.caption(f"{len(models)} workloads ({names}): compare throughput within a workload; "
-               "speed-up is only computed against the baseline's.")
-sweeps = compare.sweep_frame(frame)
-if not sweeps.empty:
-    st.plotly_chart(charts.throughput_vs_batch(sweeps), key="chart_sweep")
-left, right = st.columns(2)
-left.plotly_chart(charts.throughput(frame), key="chart_throughput")
-right.plotly_chart(charts.speedup(frame, baselines.get(baseline, "—")), key="chart_speedup")
-left.plotly_chart(charts.step_time_distribution(step_samples(ctx.store, frame)), key="chart_steps")
-right.plotly_chart(charts.cost_per_million(frame), key="chart_cost")
+if len(groups) > 1:
+    names = ", ".join(md_text(name) for name, _rows in groups)
+    st.caption(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
+               "compared only within one workload and shape.")
+for i, (name, _rows) in enumerate(groups):
+    rows = frame[compare.group_of(frame) == name]
+    st.subheader(f"Workload: {md_text(name)}")
+    sweeps = compare.sweep_frame(rows)
+    if not sweeps.empty:
+        st.plotly_chart(charts.throughput_vs_batch(sweeps), key=f"chart_sweep_{i}")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.throughput(rows), key=f"chart_throughput_{i}")
+    base = group_bases[name]
+    right.plotly_chart(charts.speedup(rows, baselines.get(base, "—") if base else "—"), key=f"chart_speedup_{i}")
+    measured = rows[rows["kind"] == "measured"]
+    if not measured.empty:
+        left.plotly_chart(charts.step_time_distribution(step_samples(ctx.store, measured)), key=f"chart_steps_{i}")
+    right.plotly_chart(charts.cost_per_million(rows), key=f"chart_cost_{i}")
 
 st.subheader("The numbers")
 table = compare.compare_table(frame)
@@ -136,6 +146,10 @@ with st.expander("Time and cost of N epochs"):
                                         key="cmp_dataset")
     epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
     ui.table(compare.epochs_table(frame, catalog, int(dataset_size), float(epochs)))
+    left_out = compare.epochs_left_out(frame)
+    if left_out:
+        st.caption("Left out, not at full size (their time is not the full-size model's): "
+                   + ", ".join(md_text(label) for label in left_out) + ".")
 
 if show_reference:
     ratios = compare.published_ratios(published[published["model"].isin(chosen_models)] if chosen_models

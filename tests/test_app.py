@@ -474,3 +474,35 @@ def test_launch_run_with_a_filled_sweep_field_asks_which_and_queues_nothing(tmp_
 
     walk(at._tree)
     assert [(form.form_id, form.enter_to_submit) for form in forms] == [("run_form", False)]
+
+
+def _none_text(at: AppTest) -> list:
+    """Cells of the shown tables that say "None" (or "nan") where a blank is meant."""
+    bad = []
+    for frame in at.dataframe:
+        table = frame.value
+        bad += [(c, v) for c in table.columns for v in table[c] if isinstance(v, str) and v in ("None", "nan", "<NA>")]
+    return bad
+
+
+def test_compare_shows_quick_and_full_size_runs_in_separate_sections(tmp_path, monkeypatch):
+    db = tmp_path / "shapes.sqlite"
+    rng = random.Random(5)
+    with Store(db) as store:
+        for extra, eps in (({}, 400.0), ({"image_size": 28, "width": 8}, 3000.0)):
+            spec = RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6, **extra)
+            dashboard_data._finished(store, spec, "CPU", "cpu", 1, eps, [], rng)
+    at = start(monkeypatch, db)  # Compare is the default page
+    heads = [h.value for h in at.subheader]
+    assert "Workload: fashion\\_mnist\\_cnn" in heads, heads
+    assert any("quick 28px w8" in h for h in heads), heads
+    assert not _none_text(at)
+    numbers = at.dataframe[0].value
+    assert "image_size" in numbers and str(numbers["batch_size"].dtype) == "Int64"
+
+
+def test_empty_store_compare_groups_published_rows_by_workload(tmp_path, monkeypatch):
+    at = start(monkeypatch, tmp_path / "empty.sqlite")
+    heads = [h.value for h in at.subheader if h.value.startswith("Workload:")]
+    assert len(heads) > 1 and len(heads) == len(set(heads)), heads
+    assert not _none_text(at)

@@ -223,3 +223,23 @@ def test_show_formats_the_peak(db, capsys):
         run_id = store.runs(batch_size=[16])["run_id"][0]
     code, out, _ = run_cli(capsys, "show", "--db", str(db), run_id)
     assert code == 0 and "MFU 1.0% of 0.2 TFLOP/s peak (measured)" in out
+
+
+def test_list_carries_the_shape_overrides(tmp_path, capsys):
+    import json as _json
+
+    from dashbench.spec import RunSpec
+    from dashbench.store import Store
+
+    db = str(tmp_path / "shapes.sqlite")
+    with Store(db) as store:
+        full = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu"))
+        quick = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", image_size=28, width=8))
+    code, out, _ = run_cli(capsys, "list", "--db", db, "--json")
+    rows = {r["run_id"]: r for r in _json.loads(out)}
+    assert code == 0 and rows[quick]["width"] == 8 and rows[quick]["image_size"] == 28
+    assert rows[full]["width"] is None and rows[quick]["seq_len"] is None
+    code, out, _ = run_cli(capsys, "list", "--db", db)
+    assert code == 0 and "width" in out.splitlines()[0]
+    line = next(l for l in out.splitlines() if l.startswith(quick))
+    assert line.split()[-2:] == ["28", "8"]

@@ -210,7 +210,7 @@ def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):
         ("damaged", "done", jax_spec, "{not json"),
     ])
     with Store(path) as store:
-        assert store.schema_version == schema.SCHEMA_VERSION == 4
+        assert store.schema_version == schema.SCHEMA_VERSION >= 4
         by_id = store.runs().set_index("run_id")
         assert by_id.loc["tf-old", "backend"] == "tensorflow"
         assert by_id.loc["tf-old", "backend_version"] == "2.17.0"
@@ -430,3 +430,26 @@ def test_read_only_opens_a_wal_file_whose_folder_cannot_be_written(tmp_path):
     # Writing is still refused, with a hint at the cause rather than a bare SQLite message.
     with pytest.raises(StoreError, match="read-only"):
         Store(path).create_run(SPEC)
+
+
+def test_migration_to_v5_fills_shape_overrides(tmp_path):
+    """A v4 file gains the spec's shape overrides as columns (NULL: full size), for runs already stored
+    and for new ones."""
+    path = tmp_path / "v4.sqlite"
+    quick = SPEC.replace(width=8, image_size=28).to_dict()
+    v3_file(path, [("full", "done", SPEC.to_dict(), None), ("quick", "done", quick, None),
+                   ("damaged", "queued", SPEC.to_dict(), None)])
+    conn = sqlite3.connect(path)
+    schema.MIGRATIONS[3](conn)
+    conn.execute("UPDATE run_blobs SET spec_json = '{not json' WHERE run_id = 'damaged'")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == schema.SCHEMA_VERSION >= 5
+        by_id = store.runs().set_index("run_id")
+        assert by_id.loc["quick", "width"] == 8 and by_id.loc["quick", "image_size"] == 28
+        assert pd.isna(by_id.loc["quick", "seq_len"])
+        assert by_id.loc[["full", "damaged"], ["image_size", "seq_len", "width"]].isna().all().all()
+        new = store.create_run(SPEC.replace(width=4))
+        assert store.runs(run_ids=[new])["width"].iloc[0] == 4

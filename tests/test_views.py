@@ -356,3 +356,90 @@ def test_run_form_backend_goes_into_every_spec():
         run_form.specs_from_form(state | {"run_backend": "torch"})
     # A preset fills the workload, not the framework: the chosen backend stays.
     assert "run_backend" not in run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
+
+
+# -- issue 13: shapes, published rows by workload, blanks, the cost legend ---------------------------------
+
+def _full_and_quick(tmp_path):
+    """A full-size and a quick-shape fashion_mnist_cnn run on the same CPU at the same batch size."""
+    import random
+
+    rng = random.Random(3)
+    with Store(tmp_path / "shapes.sqlite") as s:
+        full = dashboard_data._finished(s, RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6),
+                                        "CPU", "cpu", 1, 400.0, [], rng)
+        quick = dashboard_data._finished(s, RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6,
+                                                    image_size=28, width=8), "CPU", "cpu", 1, 3000.0, [], rng)
+        return s.runs(), full, quick, prices.catalog(s)
+
+
+def test_quick_shape_run_label_says_quick_and_its_shape(tmp_path):
+    runs, full, quick, _ = _full_and_quick(tmp_path)
+    by_id = {r["run_id"]: r for r in runs.to_dict("records")}
+    assert "quick 28px w8" in run_label(by_id[quick])
+    assert "quick" not in run_label(by_id[full])
+    # Overrides equal to the full-size defaults are a full-size run.
+    assert "quick" not in run_label({"model": "resnet50", "accelerator": "CPU", "batch_size": 8, "image_size": 224})
+    assert "custom 512px" in run_label({"model": "resnet50", "accelerator": "CPU", "batch_size": 8, "image_size": 512})
+
+
+def test_compare_keeps_full_size_and_quick_runs_apart(tmp_path):
+    runs, full, quick, catalog = _full_and_quick(tmp_path)
+    frame = compare.compare_frame(runs, catalog)
+    groups = dict(compare.workload_groups(frame))
+    assert set(groups) == {"fashion_mnist_cnn", "fashion_mnist_cnn · quick 28px w8"}
+    out = compare.speedup_vs(frame, full).set_index("id")
+    assert out.loc[full, "speedup"] == 1.0 and pd.isna(out.loc[quick, "speedup"])  # no cross-shape speed-up
+    assert compare.group_baseline(groups["fashion_mnist_cnn · quick 28px w8"], full) == quick
+    # The epochs table never presents the quick run's time as the full-size model's.
+    epochs = compare.epochs_table(frame, catalog, 60_000, 5)
+    assert not epochs["label"].str.contains("quick").any() and len(epochs) == 1
+    assert any("quick 28px w8" in label for label in compare.epochs_left_out(frame))
+    table = compare.compare_table(frame).set_index("run_id")
+    assert table.loc[quick, "image_size"] == 28 and table.loc[quick, "width"] == 8
+    assert pd.isna(table.loc[full, "width"])
+    csv = pd.read_csv(io.BytesIO(compare.csv_bytes(compare.compare_table(frame))), dtype=str, keep_default_na=False)
+    row = csv.set_index("run_id").loc[quick]
+    assert (row["image_size"], row["seq_len"], row["width"]) == ("28", "", "8")
+
+
+def test_published_rows_are_grouped_by_workload_with_no_cross_workload_speedup():
+    published = reference.rows()
+    frame = compare.compare_frame(pd.DataFrame(columns=["run_id", "model"]), None,
+                                  published[published["examples_per_sec"].notna()])
+    groups = compare.workload_groups(frame)
+    assert len(groups) > 1
+    for _name, rows in groups:
+        assert rows["model"].nunique() == 1
+    base = frame[frame["model"] == "resnet50"]["id"].iloc[0]
+    out = compare.speedup_vs(frame, base)
+    assert out.loc[out["speedup"].notna(), "model"].eq("resnet50").all()
+
+
+def test_tables_have_no_none_text_and_the_csv_whole_numbers(store):
+    from dashbench.views.format import blank_text
+
+    runs = store.runs()
+    catalog = prices.catalog(store)
+    frame = compare.compare_frame(runs.head(6), catalog, reference.rows())
+    frame = compare.speedup_vs(frame, frame["id"].iloc[0])
+    for table in (compare.compare_table(frame), results.results_table(runs, catalog),
+                  compare.epochs_table(frame, catalog, 60_000, 5), compare.published_ratios(reference.rows())):
+        shown = blank_text(table)
+        assert not [(c, v) for c in shown.columns for v in shown[c] if isinstance(v, str)
+                    and v in ("None", "nan", "NaN", "<NA>")]
+    table = compare.compare_table(frame)
+    assert str(table["batch_size"].dtype) == "Int64"
+    csv = compare.csv_bytes(table).decode()
+    batch = pd.read_csv(io.StringIO(csv), dtype=str, keep_default_na=False)["batch_size"]
+    assert not batch.str.contains(r"\.0$").any() and batch.str.fullmatch(r"\d*").all()
+
+
+def test_cost_chart_legend_sits_between_title_and_plot():
+    frame = pd.DataFrame({"label": ["a", "b"], "usd_per_million_examples": [1.0, 2.0],
+                          "usd_per_million_examples_spot": [0.5, 1.0], "kind": ["measured"] * 2})
+    layout = charts.cost_per_million(frame).to_dict()["layout"]
+    assert layout["legend"]["orientation"] == "h" and layout["legend"]["yanchor"] == "bottom"
+    assert layout["legend"]["y"] >= 1.0 and layout["legend"]["xanchor"] == "left"
+    assert layout["title"]["yref"] == "container" and layout["title"]["yanchor"] == "top"
+    assert layout["margin"]["t"] >= 90  # a line for the title and one for the legend above the plot

@@ -244,7 +244,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid")
+COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width")
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
@@ -287,6 +287,9 @@ def format_table(frame: pd.DataFrame) -> str:
         "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
         "flags": frame["flags"].map(lambda f: ",".join(f)),
         "sweep": frame["sweep_id"].fillna(""),
+        # The spec's shape overrides; blank: the workload's full-size default (`models` lists them).
+        **{name: frame[name].map(lambda v: "" if pd.isna(v) else str(int(v)))
+           for name in ("image_size", "seq_len", "width") if name in frame},
     })
     return table.to_string(index=False)
 

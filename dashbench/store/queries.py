@@ -24,6 +24,8 @@ RUN_COLUMNS = (
     "step_time_std_s", "samples", "compile_s", "achieved_tflops", "mfu", "flags", "error",
     # Beyond the agreed list: what a chart's axis label or a confidence band needs.
     "unit", "steps", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops", "pid", "phase",
+    # The spec's shape overrides (NaN: the workload's full-size default), schema v5.
+    "image_size", "seq_len", "width",
 )
 _SQL_NAMES = {"samples": "n_samples", "flags": "flags_json"}
 _FLOAT_COLUMNS = (
@@ -34,7 +36,7 @@ _FLOAT_COLUMNS = (
 # pid) stay float64 with NaN: pandas' nullable Int64 would hand consumers pd.NA, which breaks
 # `int(x)` and `if x` in code that checks for None/NaN.
 _INT_COLUMNS = ("batch_size", "steps")
-_COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid")
+_COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width")
 SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
 _FILTER_COLUMNS = ("model", "device", "backend", "accelerator", "precision", "batch_size", "status", "sweep_id", "label",
                    "host")

@@ -90,6 +90,21 @@ def backend_values(spec: dict | None, result: dict | None) -> dict:
     return {"backend": backend, "backend_version": version}
 
 
+# Columns added in v5: the spec's shape overrides (NULL: the workload's full-size default), so that a
+# quick-shape run is never listed, labelled or compared as a full-size one. name -> SQL type.
+SHAPE_COLUMNS = {"image_size": "INTEGER", "seq_len": "INTEGER", "width": "INTEGER"}
+
+
+def shape_values(spec: dict | None) -> dict:
+    """The shape overrides of one run's spec (None where the spec keeps the full-size default)."""
+    spec = spec if isinstance(spec, dict) else {}
+    out = {}
+    for name in SHAPE_COLUMNS:
+        value = spec.get(name)
+        out[name] = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return out
+
+
 def flat_values(spec: dict, result: dict | None) -> dict:
     """The flat columns (v2's FLAT_COLUMNS and v4's BACKEND_COLUMNS) for one run, from its spec and
     (maybe absent) result."""
@@ -111,6 +126,7 @@ def flat_values(spec: dict, result: dict | None) -> dict:
     values["xla"] = None if values.get("xla") is None else int(bool(values["xla"]))
     values["flags_json"] = json.dumps(list(result.get("flags") or []))
     values.update(backend_values(spec, result))
+    values.update(shape_values(spec))
     return values
 
 
@@ -214,8 +230,20 @@ def _v1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _v5(conn: sqlite3.Connection) -> None:
+    # The shape overrides (image_size, seq_len, width), filled for the runs already stored.
+    for name, sql_type in SHAPE_COLUMNS.items():
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
+    rows = conn.execute("SELECT run_id, spec_json FROM run_blobs").fetchall()
+    for run_id, spec_json in rows:
+        values = shape_values(_json_or_none(spec_json))
+        if any(v is not None for v in values.values()):
+            conn.execute("UPDATE runs SET image_size = ?, seq_len = ?, width = ? WHERE run_id = ?",
+                         (values["image_size"], values["seq_len"], values["width"], run_id))
+
+
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
-MIGRATIONS = [_v1, _v2, _v3, _v4]
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PRICE_COLUMNS = (

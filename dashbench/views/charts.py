@@ -19,6 +19,7 @@ FLAGGED_COLOR = "#d62728"
 SPOT_COLOR = "#ff7f0e"
 # Warm-up loops grey and hollow, measured ones in the measured colour (red means "flagged" here).
 _PHASES = ((True, "warm-up", "circle-open", REFERENCE_COLOR), (False, "measured", "circle", MEASURED_COLOR))
+COST_TOP_MARGIN = 100  # px: the cost chart's title line (~40 px with its pad) and legend line (~30 px) above the plot
 _LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), height=380)
 
 
@@ -148,9 +149,13 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
         fig.add_annotation(text=f"no price: {len(unpriced)} run(s) not shown", showarrow=False, x=0, y=-0.02, xref="paper", yref="paper",
                            xanchor="left", yanchor="top", yshift=-40, font=dict(color=FLAGGED_COLOR))
     _hbar_layout(fig, title, 2 * len(priced), "USD / 1M examples")
-    # Legend above the plot, right (the title is left): below it collides with the axis title and the note.
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"),
-                      margin=dict(fig.layout.margin.to_plotly_json(), t=80, b=60))
+    # Legend on its own line between the title and the plot: beside the title it ran over it on a
+    # half-width chart (a 1400 px window), below it collides with the axis title and the note. The title
+    # is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin
+    # leaves a line for each.
+    fig.update_layout(barmode="group", title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+                      margin=dict(fig.layout.margin.to_plotly_json(), t=COST_TOP_MARGIN, b=60))
     return fig
 
 

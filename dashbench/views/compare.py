@@ -8,8 +8,9 @@ from typing import Any, Iterable
 import pandas as pd
 
 from dashbench.result import short_id
-from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, backend_of, duration_text,
-                                    flag_list, flag_text, is_number, md_text, mixed_backends, run_label, with_ms)
+from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
+                                    duration_text, flag_list, flag_text, is_number, md_text, mixed_backends,
+                                    nullable_ints, run_label, run_shape, shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
 
@@ -44,6 +45,7 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
         if "label" in measured:
             measured = measured.rename(columns={"label": "run_label_text"})
         # One workload on every row: the model goes in the chart title's place, not on every bar.
+        # (A run's shape is part of its workload: a quick run names its shape in its label always.)
         with_model = measured["model"].nunique() > 1
         # TensorFlow and JAX runs side by side: every label names its backend, and each run of one
         # setup (model, device, batch, precision) sits next to the same setup on the other backend.
@@ -61,6 +63,12 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
         frames.append(reference_frame(reference, catalog))
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
         not f.empty for f in frames) else measured
+    # The workload and shape of each row ("resnet50", "resnet50 · quick 32px"): charts, speed-up and
+    # the epochs table never mix two of them. Published rows are full-size figures of their model.
+    frame["group"] = [workload_text(r) for r in frame.to_dict("records")] if not frame.empty else pd.Series(
+        dtype=object)
+    for name, values in shape_columns(frame).items():
+        frame[name] = values
     if "flags" not in frame:
         frame["flags"] = [[] for _ in range(len(frame))]
     frame["flags"] = [flag_list(f) for f in frame["flags"]]
@@ -182,10 +190,46 @@ def flag_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def speedup_vs(frame: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
-    """Add `speedup` = examples_per_sec / the baseline's, from raw figures; only for the baseline's model.
+def shape_columns(frame: pd.DataFrame) -> dict[str, pd.Series]:
+    """image_size, seq_len and width of each row as nullable integers: blank (NA) for a full-size run
+    or a published row, else the run's resolved shape over the dimensions its workload can override."""
+    shapes = [run_shape(r) for r in frame.to_dict("records")]
+    return {name: pd.array([s.get(name) for s in shapes] if shapes else [], dtype="Int64")
+            for name in SHAPE_COLUMNS}
 
-    A throughput ratio between different workloads means nothing, so other models get NaN.
+
+def group_of(frame: pd.DataFrame) -> pd.Series:
+    """The workload-and-shape group of each row (compare_frame's `group`, computed if absent)."""
+    if "group" in frame:
+        return frame["group"]
+    return pd.Series([workload_text(r) for r in frame.to_dict("records")], index=frame.index, dtype=object)
+
+
+def workload_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows split by workload and shape, groups in the order they first appear: one section of
+    charts each, since throughput of different workloads (or shapes) on one axis means nothing."""
+    groups = group_of(frame)
+    return [(name, frame[groups == name]) for name in dict.fromkeys(groups)]
+
+
+def group_baseline(frame: pd.DataFrame, chosen: str | None) -> str | None:
+    """The speed-up baseline of one workload group: the chosen row if it is in the group, else the
+    group's first measured row with a throughput (else its first row with one)."""
+    rows = frame[frame["examples_per_sec"].notna()] if "examples_per_sec" in frame else frame.iloc[0:0]
+    if chosen in set(rows["id"]):
+        return chosen
+    if rows.empty:
+        return None
+    measured = rows[rows["kind"].eq("measured")] if "kind" in rows else rows
+    return (measured if not measured.empty else rows)["id"].iloc[0]
+
+
+def speedup_vs(frame: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
+    """Add `speedup` = examples_per_sec / the baseline's, from raw figures; only for the baseline's
+    workload and shape (compare_frame's `group`).
+
+    A throughput ratio between different workloads, or a quick-shape and a full-size run of one
+    model, means nothing, so the other rows get NaN.
     """
     out = frame.copy()
     out["speedup"] = float("nan")
@@ -196,7 +240,8 @@ def speedup_vs(frame: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
     base_eps = base_row.get("examples_per_sec")
     if not is_number(base_eps) or base_eps <= 0:
         return out
-    same = out["model"].eq(base_row.get("model")) if "model" in out and base_row.get("model") else True
+    groups = group_of(out)
+    same = groups.eq(groups.loc[base.index[0]])
     has = out["examples_per_sec"].notna()
     out.loc[has & same, "speedup"] = out.loc[has & same, "examples_per_sec"] / float(base_eps)
     return out
@@ -222,7 +267,7 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
         # One line per backend: a TensorFlow and a JAX series of one setup are never joined into one.
         named = backend if both or backend != DEFAULT_BACKEND else None
         setup = " · ".join(
-            str(x) for x in (row.get("model"), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
+            str(x) for x in (workload_text(row), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
                              row.get("precision")), "XLA" if row.get("xla") is True else None, named) if x
         )
         # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
@@ -237,8 +282,8 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
 COMPARE_COLUMNS = [
     "label", "kind", "examples_per_sec", "speedup", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms",
     "mfu", "usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_usd", "examples_per_usd_spot",
-    "flag_text", "model", "backend", "backend_version", "accelerator", "accelerator_count", "batch_size",
-    "precision", "xla", "samples",
+    "flag_text", "model", "image_size", "seq_len", "width", "backend", "backend_version", "accelerator",
+    "accelerator_count", "batch_size", "precision", "xla", "samples",
     "compile_s", "achieved_tflops", "price_key", "price_note", "source", "created_at", "run_id",
 ]
 
@@ -248,7 +293,7 @@ def compare_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = with_ms(frame)
     columns = [c for c in COMPARE_COLUMNS if c in table]
     table = table[columns].rename(columns={"flag_text": "flags"})
-    return table.reset_index(drop=True)
+    return nullable_ints(table).reset_index(drop=True)
 
 
 def csv_bytes(table: pd.DataFrame) -> bytes:
@@ -261,11 +306,13 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 
 
 def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, epochs: float) -> pd.DataFrame:
-    """Time and cost (on-demand and spot) of `epochs` passes over `dataset_size` examples, per row."""
+    """Time and cost (on-demand and spot) of `epochs` passes over `dataset_size` examples, per row.
+    Quick-shape runs are left out (epochs_left_out names them): their time is not the full-size model's."""
     from dashbench.costs import prices
 
     rows = []
-    for _, row in frame[frame["examples_per_sec"].notna()].iterrows():
+    full = frame[[not shape_text(r) for r in frame.to_dict("records")]] if not frame.empty else frame
+    for _, row in full[full["examples_per_sec"].notna()].iterrows():
         price = prices.match_price(row.get("accelerator"), row.get("accelerator_count"), catalog)
         out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
         rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
@@ -273,6 +320,14 @@ def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, 
                      "usd_spot": out["usd_spot"], "price": price["key"] if price else prices.NO_PRICE})
     return pd.DataFrame(rows, columns=["label", "examples_per_sec", "time", "usd_on_demand", "usd_spot", "price"])
 
+
+
+def epochs_left_out(frame: pd.DataFrame) -> list[str]:
+    """Labels of the rows with a throughput that epochs_table leaves out: runs not at full size."""
+    if frame.empty or "examples_per_sec" not in frame:
+        return []
+    return [r["label"] for r in frame.to_dict("records")
+            if is_number(r.get("examples_per_sec")) and shape_text(r)]
 
 
 def preset_reference_keys(labels: Iterable[Any]) -> list[str]:

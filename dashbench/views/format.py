@@ -67,6 +67,62 @@ def md_text(value: Any) -> str:
     return "  \n".join(line.strip() for line in text.splitlines())
 
 
+# ------------------------------------------------------------------------------------------ shapes
+
+SHAPE_COLUMNS = ("image_size", "seq_len", "width")  # the spec's overrides, as the store keeps them
+_SHAPE_SHORT = {"image_size": "{}px", "seq_len": "len{}", "width": "w{}"}
+
+
+def run_shape(row: dict | pd.Series) -> dict:
+    """{} for a full-size run; else the run's resolved shape over the dimensions its workload lets a
+    spec override ({"image_size": 28, "width": 8}), from the stored overrides and the workload's
+    full-size defaults (dashbench.catalog)."""
+    from dashbench.catalog import WORKLOADS
+
+    overrides = {}
+    for name in SHAPE_COLUMNS:
+        value = row.get(name)
+        if is_number(value):
+            overrides[name] = int(value)
+    if not overrides:
+        return {}
+    workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
+    defaults = workload.defaults if workload else {}
+    if all(defaults.get(name) == value for name, value in overrides.items()):
+        return {}  # overrides that repeat the full-size defaults: a full-size run
+    names = workload.overrides if workload else tuple(overrides)
+    return {name: overrides.get(name, defaults.get(name)) for name in names
+            if overrides.get(name, defaults.get(name)) is not None}
+
+
+def shape_text(row: dict | pd.Series) -> str:
+    """'' for a full-size run; else "quick 28px w8" (every dimension at most full size) or
+    "custom 512px" (one larger)."""
+    shape = run_shape(row)
+    if not shape:
+        return ""
+    from dashbench.catalog import WORKLOADS
+
+    workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
+    defaults = workload.defaults if workload else {}
+    smaller = all(defaults.get(n) is None or v <= defaults[n] for n, v in shape.items())
+    dims = " ".join(_SHAPE_SHORT[n].format(v) for n, v in shape.items())
+    return f"{'quick' if smaller else 'custom'} {dims}"
+
+
+def shape_key(row: dict | pd.Series) -> tuple:
+    """What a run's shape is, for grouping: () when full size, else its resolved dimensions."""
+    return tuple(sorted(run_shape(row).items()))
+
+
+def workload_text(row: dict | pd.Series) -> str:
+    """The workload and, unless full size, its shape: "fashion_mnist_cnn" or "fashion_mnist_cnn · quick 28px w8"."""
+    model = row.get("model")
+    model = str(model) if isinstance(model, str) and model else "?"
+    shape = shape_text(row)
+    return f"{model} · {shape}" if shape else model
+
+
 # ------------------------------------------------------------------------------------------ labels
 
 
@@ -86,6 +142,9 @@ def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool
         parts.append(PRECISION_SHORT.get(precision, str(precision)))
     if bool(row.get("xla")) and not is_missing(row.get("xla")):
         parts.append("XLA")
+    shape = shape_text(row)
+    if shape:  # a quick-shape run is never mistaken for a full-size one
+        parts.append(shape)
     backend = backend_of(row)
     if with_backend or (with_backend is None and backend != DEFAULT_BACKEND):
         parts.append(backend)
@@ -126,6 +185,35 @@ def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
     for stat in ("median", "p10", "p90"):
         if f"step_time_{stat}_s" in out:
             out[f"step_time_{stat}_ms"] = pd.to_numeric(out[f"step_time_{stat}_s"], errors="coerce") * 1000.0
+    return out
+
+
+# Whole-number columns of the tables: pandas' nullable Int64, so a blank stays blank and 64 never
+# becomes 64.0 (in the CSV too) when a column also holds missing values.
+INT_COLUMNS = ("batch_size", "accelerator_count", "replicas", "samples", "steps", "image_size", "seq_len", "width",
+               "chips_per_unit", "baseline_batch_size")
+
+
+def nullable_ints(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its whole-number columns (INT_COLUMNS) as Int64; a column holding a fraction stays."""
+    out = table.copy()
+    for column in INT_COLUMNS:
+        if column not in out:
+            continue
+        values = pd.to_numeric(out[column], errors="coerce")
+        known = values.dropna()
+        if len(known) == out[column].notna().sum() and (known == known.round()).all():
+            out[column] = values.round().astype("Int64")
+    return out
+
+
+def blank_text(table: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that hold the word for nothing ("None", "nan", from str() of a missing value) as NA."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(lambda v: pd.NA if isinstance(v, str) and v in ("None", "nan", "NaN",
+                                                                                         "<NA>") else v)
     return out
 
 

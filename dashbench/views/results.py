@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dashbench.store import ACTIVE, StoreError
-from dashbench.views.format import flag_text, md_text, run_label, with_ms
+from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, with_ms
 
 # The figures a user came for first, then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -25,7 +25,7 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
     if catalog is not None and not table.empty:
         table["usd_per_million_examples"] = usd_per_million(table, catalog)
     columns = [c for c in RESULTS_COLUMNS if c in table]
-    return table[columns].reset_index(drop=True)
+    return nullable_ints(table[columns]).reset_index(drop=True)
 
 
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:

@@ -38,8 +38,12 @@ def column_config(table) -> dict:
 
 
 def table(frame, **kwargs):
-    """st.dataframe with dashbench's column labels and formats, without the index."""
-    return st.dataframe(frame, column_config=column_config(frame), hide_index=True, **kwargs)
+    """st.dataframe with dashbench's column labels and formats, without the index; a missing value
+    is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too."""
+    from dashbench.views.format import blank_text
+
+    kwargs.setdefault("placeholder", "")
+    return st.dataframe(blank_text(frame), column_config=column_config(frame), hide_index=True, **kwargs)
 
 
 def open_page(title: str, flash_key: str | None = None):
