@@ -279,3 +279,62 @@ def test_a_cancel_of_a_responsive_run_is_still_the_plain_cancel(stand_in, monkey
     assert queue.cancel(run_id, stand_in, wait_s=10) == "cancelled"
     with Store(stand_in) as store:
         assert store.get_run(run_id)["error"] == "cancelled by SIGTERM"
+
+
+# `run` itself (no queue): the stand-in engine behind the real command line.
+CLI_STAND_IN = textwrap.dedent('''
+    import signal, sys, time
+    from dashbench.cli import main
+    from dashbench.engine import loop
+
+    def run(spec, on_event=None):
+        on_event({"event": "phase", "phase": "measure"})
+        if spec.batch_size == 31:
+            hold = b"x" * 300_000_000
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        else:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        time.sleep(120)  # one long call: no Python handler runs in the main thread meanwhile
+        raise RuntimeError("the stand-in was not stopped")
+
+    loop.run = run
+    sys.exit(main(sys.argv[1:]))
+''')
+
+
+@pytest.mark.parametrize("batch,code,status,error", [
+    (30, 143, "cancelled", "cancelled by SIGTERM (the run did not stop within 1 s; its process was ended)"),
+    (31, 1, "failed", "out of host memory ("),
+])
+def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_path, batch, code, status, error):
+    import subprocess
+
+    script = tmp_path / "cli_stand_in.py"
+    script.write_text(CLI_STAND_IN)
+    db = tmp_path / "cli.sqlite"
+    env = {**os.environ, "DASHBENCH_CANCEL_GRACE_S": "1", "DASHBENCH_MEMORY_GRACE_S": "1",
+           "DASHBENCH_MEMORY_LIMIT_GB": "0.2", "DASHBENCH_LOCK_DIR": str(tmp_path / "locks")}
+    argv = [sys.executable, str(script), "run", "--model", "conv2d", "--batch-size", str(batch), "--device", "cpu",
+            "--image-size", "8", "--width", "2", "--db", str(db), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # in the engine: the handlers and the guard are in place
+            if db.exists():
+                with Store(db) as store:
+                    runs = store.runs()
+                    if len(runs) and store.get_run(runs["run_id"][0])["phase"] == "measure":
+                        break
+            time.sleep(0.1)
+        time.sleep(0.3)
+        if batch == 30:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    obj = json.loads(out)  # exactly one JSON object on stdout
+    assert obj["status"] == status and obj["error"].startswith(error), obj
+    with Store(db) as store:
+        row = store.get_run(obj["run_id"])
+    assert row["status"] == status and row["error"] == obj["error"]

@@ -115,7 +115,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         if record:
             refuse_if_read_only(None, "record a run")
-        with _stdout_to_stderr(json_out):
+        with _stdout_to_stderr(json_out) as stdout_fd, _last_word(spec, json_out, stdout_fd):
             result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event,
                                     device_wait=device_wait)
         return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
@@ -199,17 +199,39 @@ class Progress:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr(active: bool):
-    """While the run goes, file descriptor 1 and sys.stdout point at stderr; stdout stays for the JSON."""
-    if not active:
+def _last_word(spec, json_out: bool, stdout_fd: int | None):
+    """With --json, the one JSON object is printed even when the run process's guard ends the
+    process itself (a stuck run cancelled, a run out of host memory: jobs/runner.py)."""
+    from dashbench.jobs import runner
+
+    if not json_out or stdout_fd is None:
         yield
+        return
+
+    def hook(status: str, error: str, run_id: str | None) -> None:
+        line = strict_json.dumps(_error_object(spec, status, error, run_id)) + "\n"
+        os.write(stdout_fd, line.encode())
+
+    runner.HARD_EXIT_HOOKS.append(hook)
+    try:
+        yield
+    finally:
+        runner.HARD_EXIT_HOOKS.remove(hook)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool):
+    """While the run goes, file descriptor 1 and sys.stdout point at stderr; stdout stays for the JSON.
+    Yields a descriptor of the real stdout (None when not active)."""
+    if not active:
+        yield None
         return
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            yield
+            yield saved
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)

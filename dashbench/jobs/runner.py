@@ -50,6 +50,9 @@ MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to
 CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
 # The signal the guard sends the main thread to stop a run that is out of memory.
 OOM_SIGNAL = signal.SIGUSR1
+# Called as hook(status, error, run_id) just before the guard ends the process itself, so a command
+# can still say how the run ended (`run --json` prints its one JSON object). Registered per run.
+HARD_EXIT_HOOKS: list[Callable[[str, str, "str | None"], None]] = []
 
 
 class RunCancelled(Exception):
@@ -325,6 +328,11 @@ def _guarded(store: Store | None, wake_fd: int | None):
                     _say(f"error: could not record the run's end: {exc}")
             verb = "failed" if status == "failed" else "cancelled"
             _say(f"error: run {verb}: {error}")
+            for hook in list(HARD_EXIT_HOOKS):
+                try:
+                    hook(status, error, state["run_id"] if state["begun"] else None)
+                except Exception:
+                    pass
             os._exit(code)
 
     guard = _Guard(wake_fd, end_hard)
