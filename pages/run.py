@@ -80,10 +80,13 @@ if unclear:
 elif launch or launch_sweep:
     try:
         specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
+        warnings = run_form.memory_warnings(specs)
         ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
     except SpecError as exc:
         st.error(f"Not launched: {md_text(exc)}")
     else:
+        for warning in warnings:
+            st.warning(f"Memory: {md_text(warning)}")
         st.session_state.setdefault("my_runs", []).extend(ids)
         st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
 

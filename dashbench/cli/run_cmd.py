@@ -54,12 +54,14 @@ def add_device_wait_arguments(parser) -> None:
 
 def handle(args) -> int:
     try:
-        spec = _spec(args)
+        spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
     progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend)
+    # A stored (queued) run's memory was checked when it was queued.
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                           run_id=args.run_id, on_event=progress, device_wait=args.device_wait)
+                           run_id=args.run_id, on_event=progress, device_wait=args.device_wait,
+                           check_memory=not from_row)
     if code:
         return code
     if args.json:
@@ -69,8 +71,9 @@ def handle(args) -> int:
     return 0
 
 
-def _spec(args) -> RunSpec:
-    """The spec to run: the stored row's for the --run-id of a stored run, else the options'."""
+def _spec(args) -> tuple[RunSpec, bool]:
+    """The spec to run and whether it is a stored row's (the --run-id of a stored run), else the
+    options'."""
     if args.run_id is not None and not args.no_store:
         from dashbench.jobs import runner
         from dashbench.store import StoreError
@@ -85,26 +88,34 @@ def _spec(args) -> RunSpec:
             raise SpecError(given[0], f"run {args.run_id} is stored with its spec, which --run-id runs as "
                                       f"stored; leave out {option} (and every other spec option)")
         if stored is not None:
-            return stored
+            return stored, True
         if not given:
             raise SpecError("run_id", f"no run {args.run_id} is stored in the database; give --model and "
                                       "--batch-size to record a new run under this id")
-    return spec_from_args(args)
+    return spec_from_args(args), False
 
 
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
-            on_event=None, device_wait: str = "wait") -> tuple[int, RunResult | None]:
+            on_event=None, device_wait: str = "wait", check_memory: bool = True) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
+    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.memory)
+    before anything else, and warn on stderr past half of it.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
     from dashbench.cli.results_cmd import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, runner
     from dashbench.store import StoreError
 
+    from dashbench import memory
+
     try:
+        if check_memory:
+            warning = memory.check(spec)
+            if warning:
+                print(f"warning: {warning}", file=sys.stderr, flush=True)
         if record:
             refuse_if_read_only(None, "record a run")
-        with _stdout_to_stderr(json_out):
+        with _stdout_to_stderr(json_out) as stdout_fd, _last_word(spec, json_out, stdout_fd):
             result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event,
                                     device_wait=device_wait)
         return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
@@ -121,6 +132,8 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
         stored_id = getattr(exc, "run_id", None)
         if isinstance(exc, runner.RunCancelled):  # a signal; already recorded as cancelled
             return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
+        if isinstance(exc, runner.OutOfHostMemory):  # "out of host memory (N GB of M)"
+            return _report_end(spec, json_out, "failed", str(exc), 1, stored_id), None
         error = f"{type(exc).__name__}: {_one_line(runner.error_message(exc))}"
         return _report_end(spec, json_out, "failed", error, 1, stored_id), None
 
@@ -185,17 +198,39 @@ class Progress:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr(active: bool):
-    """While the run goes, file descriptor 1 and sys.stdout point at stderr; stdout stays for the JSON."""
-    if not active:
+def _last_word(spec, json_out: bool, stdout_fd: int | None):
+    """With --json, the one JSON object is printed even when the run process's guard ends the
+    process itself (a stuck run cancelled, a run out of host memory: jobs/runner.py)."""
+    from dashbench.jobs import runner
+
+    if not json_out or stdout_fd is None:
         yield
+        return
+
+    def hook(status: str, error: str, run_id: str | None) -> None:
+        line = strict_json.dumps(_error_object(spec, status, error, run_id)) + "\n"
+        os.write(stdout_fd, line.encode())
+
+    runner.HARD_EXIT_HOOKS.append(hook)
+    try:
+        yield
+    finally:
+        runner.HARD_EXIT_HOOKS.remove(hook)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool):
+    """While the run goes, file descriptor 1 and sys.stdout point at stderr; stdout stays for the JSON.
+    Yields a descriptor of the real stdout (None when not active)."""
+    if not active:
+        yield None
         return
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            yield
+            yield saved
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from dashbench import catalog
+from dashbench import catalog, memory
 
 from dashbench.cli import strict_json
 from dashbench.jobs import queue
@@ -52,8 +52,10 @@ def _stop(signum, _frame):
 def cmd_sweep(args) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
     specs = [spec_from_args(args, batch_size=size) for size in sizes]
+    warnings = []
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
         catalog.check_spec(spec)
+        warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
     db = args.db or str(default_db_path())
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
         refuse_if_read_only(args, "record the sweep")
@@ -61,6 +63,8 @@ def cmd_sweep(args) -> int:
             store.check_writable("record the sweep")
     except StoreError as exc:
         raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
+    for warning in filter(None, warnings):
+        print(f"warning: {warning}", file=sys.stderr)
     sweep_id = new_sweep_id()
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH

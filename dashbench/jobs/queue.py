@@ -21,8 +21,9 @@ from pathlib import Path
 from dashbench.spec import RunSpec
 from dashbench.store import ACTIVE, Store, StoreError, pid_alive, this_host
 
-# A run asked to stop gets SIGTERM; if it has not ended after this long (stuck in a long compiled
-# op, say), the next pump sends SIGKILL and it is recorded as cancelled all the same.
+# A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
+# runner.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
+# alive this long after the cancel (its signal handling broken) gets SIGKILL from the next pump.
 CANCEL_GRACE_S = 30.0
 # Our own children, so their exit codes are collected (no zombies) and read: (db, run_id) -> Popen.
 _children: dict[tuple[str, str], subprocess.Popen] = {}
@@ -47,13 +48,15 @@ def _conflicts(key: str, busy: set[str]) -> bool:
 
 def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owner_pid: int | None = None) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
-    Bad input that needs no TensorFlow (shape overrides, real data's files) raises SpecError first.
+    Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
+    what the device has: dashbench.memory) raises SpecError first.
     `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
     run is cancelled, never started (Store.reconcile)."""
-    from dashbench import catalog
+    from dashbench import catalog, memory
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)
+    memory.check(spec)  # a run that cannot fit in the device's memory is refused, never queued
     with _store(db_path) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host(), pid=owner_pid)
     pump(db_path)

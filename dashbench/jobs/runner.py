@@ -3,17 +3,33 @@
 The row exists before the first step (so a crash leaves a trace, never nothing), samples land while
 the run goes (so a SIGKILL keeps what was measured), and the end is always written: `done` with the
 result, `failed` with the error text, or `cancelled` on SIGTERM/SIGINT.
+
+While the run goes, a guard thread in this process (_Guard) watches two things the main thread may be
+too busy to see (a compile or a huge allocation in C code runs no Python signal handler):
+- memory: the process's resident memory against DASHBENCH_MEMORY_LIMIT_GB (if set), and the host's
+  MemAvailable against DASHBENCH_MEMORY_MIN_FREE (a share of MemTotal, default 0.05) while this
+  process holds at least half of the memory in use. Past either, the run is asked to stop (SIGUSR1 to
+  the main thread: it ends `failed: out of host memory (N GB of M)`); if it has not ended
+  DASHBENCH_MEMORY_GRACE_S (default 2) later, the guard records that itself and ends the process —
+  before the kernel's OOM killer has to.
+- cancels: a SIGTERM/SIGINT/SIGHUP reaches the guard through signal.set_wakeup_fd even while the main
+  thread is stuck; if the run has not ended DASHBENCH_CANCEL_GRACE_S (default 10) later, the guard
+  records `cancelled` and ends the process (exit 128 + the signal), with no page rerun or other
+  process needed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import sys
 import threading
 import time
 from typing import Callable
 
+from dashbench import memory
 from dashbench.jobs import device_lock
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
@@ -26,6 +42,17 @@ FLUSH_EVERY_N = 100
 # A run's writes wait this long (after SQLite's busy timeout, with backoff) for a write lock that
 # another process holds, rather than fail a run whose samples are in memory.
 WRITE_RETRY_S = 600.0
+# The guard thread's sampling period, and its defaults (each overridable by the environment variable
+# named beside it).
+GUARD_POLL_S = 0.5
+MEMORY_MIN_FREE = 0.05  # DASHBENCH_MEMORY_MIN_FREE: share of MemTotal that must stay available
+MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to ending it
+CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
+# The signal the guard sends the main thread to stop a run that is out of memory.
+OOM_SIGNAL = signal.SIGUSR1
+# Called as hook(status, error, run_id) just before the guard ends the process itself, so a command
+# can still say how the run ended (`run --json` prints its one JSON object). Registered per run.
+HARD_EXIT_HOOKS: list[Callable[[str, str, "str | None"], None]] = []
 
 
 class RunCancelled(Exception):
@@ -38,6 +65,11 @@ class RunCancelled(Exception):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class OutOfHostMemory(Exception):
+    """The guard stopped the run before the host ran out of memory; it is recorded as `failed`
+    with this message: `out of host memory (N GB of M)`."""
 
 
 class _Recorder:
@@ -84,32 +116,125 @@ def _deferred_signals(swallow: bool = False):
     finally:
         _signal_state.busy -= 1
         pending = getattr(_signal_state, "pending", None)
-        if pending and not _signal_state.busy:
+        if pending is not None and not _signal_state.busy:
             _signal_state.pending = None
             if not swallow:
-                raise RunCancelled(pending)
+                raise pending
+
+
+# What the guard found when it sent OOM_SIGNAL (the handler raises it in the main thread).
+_oom_message: list[str] = []
 
 
 def _on_signal(signum, _frame):
+    if signum == OOM_SIGNAL:
+        exc = OutOfHostMemory(_oom_message[-1] if _oom_message else "out of host memory")
+    else:
+        exc = RunCancelled(signum)
     if getattr(_signal_state, "busy", 0):
-        _signal_state.pending = signum
+        _signal_state.pending = exc
         return
-    raise RunCancelled(signum)
+    raise exc
+
+
+CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def _cancel_on_signals():
+    """Cancel signals raise RunCancelled in the main thread; they are also written to a wakeup pipe
+    (the guard's, yielded: its read end, or None) that a stuck main thread cannot hold up."""
     # Signal handlers can only be set from the main thread; elsewhere (a test thread) we go without.
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield None
         return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
     # SIGHUP too: a run in a terminal that goes away (a dropped SSH session) ends `cancelled`.
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (*CANCEL_SIGNALS, OOM_SIGNAL)}
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     try:
-        yield
+        yield read_fd
     finally:
+        signal.set_wakeup_fd(previous_fd)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+class _Guard(threading.Thread):
+    """Watches the run's memory and its cancel signals from a thread of its own (see the module's
+    docstring); ends the process itself when the main thread does not end the run in time."""
+
+    def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None]):
+        super().__init__(name="dashbench-run-guard", daemon=True)
+        self.wake_fd, self.end_hard = wake_fd, end_hard
+        self.stopped = threading.Event()
+        limit = memory.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
+        self.limit = limit * memory.GB if limit > 0 else None
+        self.min_free = memory.env_float("DASHBENCH_MEMORY_MIN_FREE", MEMORY_MIN_FREE)
+        self.memory_grace = memory.env_float("DASHBENCH_MEMORY_GRACE_S", MEMORY_GRACE_S)
+        self.cancel_grace = memory.env_float("DASHBENCH_CANCEL_GRACE_S", CANCEL_GRACE_S)
+        self.main_ident = threading.main_thread().ident
+        self.oom: tuple[float, str] | None = None  # (deadline, message)
+        self.cancel: tuple[float, int] | None = None  # (deadline, signal)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            self._read_signals()
+            self._check_memory()
+            now = time.monotonic()
+            if self.stopped.is_set():
+                return
+            if self.oom is not None and now >= self.oom[0]:
+                self.end_hard("failed", self.oom[1], 1)
+                return
+            if self.cancel is not None and now >= self.cancel[0]:
+                signum = self.cancel[1]
+                name = signal.Signals(signum).name
+                self.end_hard("cancelled", f"cancelled by {name} (the run did not stop within "
+                                           f"{self.cancel_grace:g} s; its process was ended)", 128 + signum)
+                return
+
+    def _read_signals(self) -> None:
+        if self.wake_fd is None:
+            self.stopped.wait(GUARD_POLL_S)
+            return
+        try:
+            ready, _, _ = select.select([self.wake_fd], [], [], GUARD_POLL_S)
+            data = os.read(self.wake_fd, 512) if ready else b""
+        except (OSError, ValueError):  # closed as the run ends
+            self.stopped.wait(GUARD_POLL_S)
+            return
+        for signum in data:
+            if signum in CANCEL_SIGNALS and self.cancel is None:
+                self.cancel = (time.monotonic() + self.cancel_grace, signum)
+
+    def _check_memory(self) -> None:
+        if self.oom is not None:
+            return
+        rss = memory.process_rss()
+        available, total = memory.host_memory()
+        message = None
+        if self.limit is not None and rss is not None and rss > self.limit:
+            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
+        elif available is not None and rss is not None and available < self.min_free * total \
+                and rss >= 0.5 * (total - available):  # this run, not another process, is what fills it
+            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(total)}; {memory.gb(available)} left)"
+        if message is None:
+            return
+        self.oom = (time.monotonic() + self.memory_grace, message)
+        _oom_message.append(message)
+        if self.wake_fd is not None:  # the handlers are ours: ask the main thread to stop the run
+            try:
+                signal.pthread_kill(self.main_ident, OOM_SIGNAL)
+            except (OSError, ValueError):
+                pass
 
 
 def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
@@ -132,11 +257,11 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
         if store is not None:
             # A database this process cannot write is refused before the device, the engine or a row.
             store.check_writable("record the run")
-        with _cancel_on_signals():
+        with _cancel_on_signals() as wake_fd, _guarded(store, wake_fd) as state:
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
             spec, stored = _prepare(store, spec, run_id)
-            state = {"run_id": run_id, "begun": False}
+            state.update(run_id=run_id, begun=False)
             recorder = None
 
             def begin():  # the row shows the run from its wait for the device on
@@ -162,17 +287,18 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             except RunCancelled as exc:
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
-                    _finish(store, run_id, "cancelled", None, str(exc), recorder)
+                    _finish(store, run_id, "cancelled", None, str(exc), recorder, state)
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
-                    _finish(store, run_id, status, None, _error_text(exc), recorder)
+                    _finish(store, run_id, status, None, _error_text(exc), recorder, state)
                     _tag(exc, run_id)
                 raise
-            with _deferred_signals(swallow=True):
+            with _deferred_signals(swallow=True), state["ending"]:
+                state["ended"] = True
                 result = result.replace(run_id=run_id)
                 if store is not None:
                     store.finish_run(run_id, "done", result=result.to_dict())
@@ -180,6 +306,49 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
     finally:
         if store is not None:
             store.close()
+
+
+@contextlib.contextmanager
+def _guarded(store: Store | None, wake_fd: int | None):
+    """The run's guard thread, from before the device wait to after the run's end is written.
+    Yields the run's shared state: its run_id once begun, and the lock its end is written under."""
+    state = {"run_id": None, "begun": False, "ended": False, "ending": threading.Lock()}
+    path = store.path if store is not None else None
+
+    def end_hard(status: str, error: str, code: int) -> None:
+        with state["ending"]:
+            if state["ended"]:
+                return  # the main thread got there first
+            state["ended"] = True
+            if path is not None and state["begun"] and state["run_id"]:
+                try:
+                    with Store(path) as own:  # this thread's own connection
+                        own.finish_run(state["run_id"], status, error=error)
+                except Exception as exc:  # the end is still the end; say why it is not recorded
+                    _say(f"error: could not record the run's end: {exc}")
+            verb = "failed" if status == "failed" else "cancelled"
+            _say(f"error: run {verb}: {error}")
+            for hook in list(HARD_EXIT_HOOKS):
+                try:
+                    hook(status, error, state["run_id"] if state["begun"] else None)
+                except Exception:
+                    pass
+            os._exit(code)
+
+    guard = _Guard(wake_fd, end_hard)
+    guard.start()
+    try:
+        yield state
+    finally:
+        guard.stop()
+        guard.join(timeout=2 * GUARD_POLL_S + 1)
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:
@@ -239,9 +408,12 @@ def _tag(exc: BaseException, run_id: str) -> None:
         pass
 
 
-def _finish(store: Store, run_id: str, status: str, result, error: str, recorder) -> None:
+def _finish(store: Store, run_id: str, status: str, result, error: str, recorder, state: dict) -> None:
     # Keep what was measured before the end; a second signal must not cut this write short.
-    with _deferred_signals(swallow=True):
+    with _deferred_signals(swallow=True), state["ending"]:
+        if state["ended"]:
+            return
+        state["ended"] = True
         try:
             if recorder is not None:
                 recorder.flush()
@@ -250,6 +422,8 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
 
 
 def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, OutOfHostMemory):
+        return str(exc)  # "out of host memory (N GB of M)": the status says it failed
     text = error_message(exc)
     name = type(exc).__name__
     return f"{name}: {text}" if text else name

@@ -30,9 +30,20 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
     values["label"] = (values.get("label") or "").strip() or None
     base = build_spec(values)
     if not sweep:
-        return [base], None
-    sizes = parse_batch_sizes(state.get("run_sweep") or "")
-    return [base.replace(batch_size=size) for size in sizes], new_sweep_id()
+        specs, sweep_id = [base], None
+    else:
+        sizes = parse_batch_sizes(state.get("run_sweep") or "")
+        specs, sweep_id = [base.replace(batch_size=size) for size in sizes], new_sweep_id()
+    memory_warnings(specs)  # a point that cannot fit refuses the whole launch before anything is queued
+    return specs, sweep_id
+
+
+def memory_warnings(specs: list[RunSpec]) -> list[str]:
+    """Each spec's memory estimate against its device's memory (dashbench.memory): SpecError naming
+    batch_size when one cannot fit; the warnings of those past half of it."""
+    from dashbench import memory
+
+    return [warning for warning in (memory.check(spec) for spec in specs) if warning]
 
 
 def launch_conflict(state, launch: bool) -> str | None:

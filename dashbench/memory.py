@@ -1,0 +1,175 @@
+"""How much memory a run needs, and how much the host has: checked before a run is launched, and
+watched while it runs (dashbench.jobs.runner). No TensorFlow here.
+
+The estimate is analytic, from the shapes in dashbench.catalog: parameters, their gradients and
+the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
+framework's copy), the activations of one example times the global batch (counted in float32,
+whatever the precision, and 1.5 times for the backward pass's transient gradients), plus a fixed
+allowance for the framework itself. It aims high (float32 activations under mixed precision, every
+kept tensor counted), so a refused run would not have fit; it is an estimate, which is why the guard
+in the run process watches the real figure too.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from dashbench import catalog
+from dashbench.spec import RunSpec, SpecError
+
+GB = 1e9
+FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an estimate that errs high)
+FRAMEWORK_BYTES = 1.0 * GB  # TensorFlow's or JAX's own footprint in a run process
+BACKWARD_FACTOR = 1.5  # the activations kept for the backward pass, plus their transient gradients
+WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the available memory
+OPTIMIZER_SLOTS = {"resnet50": 1, "inception_v3": 1}  # momentum SGD; the rest use Adam (2 slots)
+# keras.applications' models at their default shapes: parameters, and forward activations per
+# example (values kept for the backward pass: conv and activation outputs, ~25M for ResNet-50 at
+# 224 px, about as many for Inception-v3 at 299 px), which scale with the image area.
+APPLICATIONS = {
+    "resnet50": {"params": 25_636_712, "activations": 25_000_000, "image_size": 224},
+    "inception_v3": {"params": 23_851_784, "activations": 25_000_000, "image_size": 299},
+}
+BILSTM_EMBEDDING = 256  # as dashbench.engine.workloads.text (the catalog's notes say so too)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A run's memory in bytes: what grows with the batch (per example) and what does not."""
+
+    params: int
+    per_example: float
+    fixed: float
+    batch_size: int
+
+    @property
+    def total(self) -> float:
+        return self.fixed + self.per_example * self.batch_size
+
+    def max_batch(self, available: float) -> int:
+        """The largest global batch whose estimate fits in `available` bytes (0: none)."""
+        room = available - self.fixed
+        return max(0, int(room // self.per_example)) if self.per_example > 0 else 0
+
+
+def _counts(spec: RunSpec) -> tuple[float, float, float]:
+    """(parameters, activation values per example, input values per example) of the spec's model."""
+    shapes = catalog.get(spec.model).shapes(spec)
+    s, c, w = shapes.image_size, shapes.channels, shapes.width
+    if spec.model == "conv2d":
+        out = -(-s // 2)
+        params = 25 * c * w
+        activations = s * s * c + out * out * w + 2 * w
+        return params, activations, s * s * c + w
+    if spec.model == "fashion_mnist_cnn":
+        params, activations, side, c_in = 0.0, 0.0, s, c
+        for filters in (w, 2 * w, 4 * w):
+            pooled = (side // 2) ** 2 * filters
+            params += 4 * c_in + 25 * c_in * filters + filters  # BatchNorm, conv kernel and bias
+            # BatchNorm out, conv out and its ELU, pooled, dropout out and its mask
+            activations += side * side * c_in + 2 * side * side * filters + 3 * pooled
+            side, c_in = side // 2, filters
+        flat = side * side * c_in
+        params += flat * 4 * w + 4 * w + 4 * w * shapes.classes + shapes.classes
+        activations += flat + 4 * 4 * w + 3 * shapes.classes
+        return params, activations, s * s * c + 1
+    if spec.model in APPLICATIONS:
+        app = APPLICATIONS[spec.model]
+        area = (s / app["image_size"]) ** 2
+        return app["params"], app["activations"] * max(area, 0.05), s * s * c + 1
+    if spec.model == "bilstm":
+        h, e, length = w, BILSTM_EMBEDDING, shapes.seq_len
+        params = shapes.vocab * e + 2 * 4 * h * (e + h + 1) + 2 * h * shapes.classes + shapes.classes
+        # per step and direction: 4 gates, cell, tanh(cell), hidden (Keras keeps them for backprop)
+        activations = length * e + 2 * length * 7 * h + 2 * h + 2 * shapes.classes
+        return params, activations, length + 1
+    raise SpecError("model", f"no memory estimate for {spec.model!r}")
+
+
+def estimate(spec: RunSpec) -> Estimate:
+    params, activations, inputs = _counts(spec)
+    slots = OPTIMIZER_SLOTS.get(spec.model, 2)
+    replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
+    weights = params * FLOAT * (2 + slots) * replicas
+    per_example = (activations * BACKWARD_FACTOR + 2 * inputs) * FLOAT
+    return Estimate(params=int(params), per_example=per_example, fixed=FRAMEWORK_BYTES + weights,
+                    batch_size=spec.batch_size)
+
+
+def host_memory() -> tuple[Optional[float], Optional[float]]:
+    """(MemAvailable, MemTotal) of this host in bytes, from /proc/meminfo; (None, None) elsewhere."""
+    try:
+        with open("/proc/meminfo") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+        total = int(fields["MemTotal"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None, None
+    return float(available), float(total)
+
+
+def process_rss(pid: int | str = "self") -> Optional[float]:
+    """Resident memory of a process in bytes (VmRSS), or None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return float(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _has_accelerator() -> bool:
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def device_memory(spec: RunSpec) -> tuple[Optional[float], str]:
+    """(bytes available to the run, what that is) — the host's MemAvailable for a CPU run (and for
+    `auto` on a host with no accelerator); None where it is not known without the framework."""
+    if spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator()):
+        available, _total = host_memory()
+        return available, "the host"
+    return None, spec.device
+
+
+def gb(value: float) -> str:
+    return f"{value / GB:,.1f} GB" if value >= 0.1 * GB else f"{value / 1e6:,.0f} MB"
+
+
+def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
+    """Refuse a run whose estimate exceeds the memory available to it: SpecError naming batch_size,
+    with the estimate, what is available, and the largest batch that fits. Returns a one-line
+    warning when the estimate passes WARN_FRACTION of it, else None."""
+    where = "the host"
+    if available is None:
+        available, where = device_memory(spec)
+    if available is None:
+        return None
+    need = estimate(spec)
+    if need.total > available:
+        fits = need.max_batch(available)
+        hint = f"a batch of at most ~{fits} would fit" if fits else "no batch size fits at these shapes"
+        raise SpecError("batch_size", f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of "
+                                      f"memory (estimate) but {where} has {gb(available)} available; {hint}")
+    if need.total > WARN_FRACTION * available:
+        share = need.total / available
+        return (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory (estimate), "
+                f"{share:.0%} of the {gb(available)} {where} has available")
+    return None
+
+
+# -- the watchdog's limits (read by dashbench.jobs.runner in the run process) -----------------------
+
+
+def env_float(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        return default

@@ -1,0 +1,28 @@
+"""bench/hostile_bundles.py on a small scale: every named hostile bundle of issue 10 (items 1, 2, 8)
+is refused in one line with the store unchanged, colliding runs are kept as stored and named, fuzzed
+variants never leave the store unreadable."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_corpus():
+    spec = importlib.util.spec_from_file_location("hostile_bundles", ROOT / "bench" / "hostile_bundles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hostile_corpus_leaves_the_store_unchanged_and_readable(tmp_path):
+    corpus = load_corpus()
+    said = []
+    counts = corpus.run_corpus(tmp_path, fuzz=15, seed=20261130, say=said.append)
+    assert said == [] and counts["failures"] == 0, said
+    named = len(corpus.NAMED)
+    assert counts["named"] == named + 3 and counts["fuzz"] == 15
+    assert counts["refused"] >= named  # every named case (the damaged files too) is refused
+    assert counts["accepted_named_case"] == 0 and counts["changed_after_refusal"] == 0
+    assert counts["unreadable"] == 0 and counts["not_one_line"] == 0
+    assert counts["collisions_named"] == 2  # a stored id with other content, a new id twice

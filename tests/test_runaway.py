@@ -1,0 +1,340 @@
+"""Issue 10, item 7: runaway runs. A memory estimate checked before anything is queued (run, sweep,
+preset, the Run page); a guard in the run process that ends a run running out of host memory
+before the kernel's OOM killer must; and a cancel that ends a stuck run on a timer of the run
+process's own, with no page rerun. Real processes: a stand-in engine behind the real runner."""
+
+import json
+import os
+import re
+import signal
+import sys
+import textwrap
+import time
+
+import pytest
+
+from dashbench import memory, presets
+from dashbench.catalog import WORKLOADS
+from dashbench.cli import main
+from dashbench.jobs import queue
+from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench.store import Store
+
+HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]
+GB = 1e9
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(db) -> int:
+    if not os.path.exists(db):
+        return 0
+    with Store(db) as store:
+        return len(store.runs())
+
+
+# -- the estimate, before launch ---------------------------------------------------------------------
+
+
+def test_estimate_grows_with_batch_and_shapes():
+    small = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu"))
+    big = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu"))
+    assert big.per_example == small.per_example and big.total > 500 * GB > 100 * small.total
+    wide = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", width=128))
+    assert wide.per_example > small.per_example and wide.params > small.params
+    # Hand count for conv2d at 32 px, 16 filters: params 5·5·3·16; per example the input 32·32·3,
+    # the 16·16·16 output and the pooled/target 2·16, kept 1.5× for backward, + the batch twice.
+    conv = memory.estimate(RunSpec(model="conv2d", batch_size=1, image_size=32, width=16, device="cpu"))
+    assert conv.params == 25 * 3 * 16
+    assert conv.per_example == pytest.approx(((32 * 32 * 3 + 16 * 16 * 16 + 32) * 1.5 + 2 * (32 * 32 * 3 + 16)) * 4)
+
+
+def test_shipped_presets_and_quick_shapes_are_not_refused():
+    # A 24 GB host (this project's CPU machines): every preset's CPU batch fits, at worst with a warning;
+    # quick shapes are far below any host.
+    for slug in presets.PRESETS:
+        spec = presets.spec_for(slug, "cpu")
+        memory.check(spec, available=24 * GB)
+        assert memory.estimate(presets.quick_spec(slug, "cpu")).total < 2 * GB
+    for model in MODELS:
+        quick = dict(WORKLOADS[model].quick)
+        spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), device="cpu", **quick)
+        assert memory.check(spec, available=4 * GB) is None
+
+
+def test_check_refuses_in_one_line_and_warns_past_half():
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu")
+    with pytest.raises(SpecError) as caught:
+        memory.check(spec, available=16 * GB)
+    text = str(caught.value)
+    assert caught.value.field == "batch_size" and "\n" not in text
+    assert text.startswith("batch_size: fashion_mnist_cnn at batch 500000 needs about ")
+    assert "16.0 GB available" in text and "a batch of at most ~" in text
+    fits = int(text.rsplit("~", 1)[1].split()[0])
+    assert memory.check(spec.replace(batch_size=fits), available=16 * GB)  # fits, with a warning
+    need = memory.estimate(spec.replace(batch_size=1024)).total
+    warning = memory.check(spec.replace(batch_size=1024), available=need / 0.6)
+    assert warning and "60%" in warning
+    assert memory.check(spec.replace(batch_size=1024), available=need / 0.4) is None
+    # A device whose memory is not known without the framework (a GPU, a TPU) is not checked here.
+    assert memory.check(spec.replace(device="tpu")) is None
+
+
+def test_run_sweep_preset_and_queue_refuse_before_anything_is_stored(tmp_path, capsys):
+    db = tmp_path / "runs.sqlite"
+    code, out, err = run_cli(capsys, "run", *HUGE, "--batch-size", 500000, "--db", db, "--json")
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: batch_size: fashion_mnist_cnn at batch 500000 needs about ")
+    assert json.loads(out)["field"] == "batch_size" and json.loads(out)["status"] == "invalid"
+    code, out, err = run_cli(capsys, "run", *HUGE, "--batch-size", 500000, "--no-store")
+    assert code == 2 and "needs about" in err
+    code, out, err = run_cli(capsys, "sweep", *HUGE, "--batch-sizes", "32,500000", "--db", db)
+    assert code == 2 and "error: batch_size: fashion_mnist_cnn at batch 500000 needs about" in err
+    code, out, err = run_cli(capsys, "preset", "colab-fashion-mnist", "--device", "cpu", "--batch-size", 500000,
+                             "--db", db)
+    assert code == 2 and "needs about" in err
+    with pytest.raises(SpecError, match="batch_size: .* needs about"):
+        queue.submit(RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu"), db)
+    assert rows(db) == 0  # nothing queued, nothing recorded
+
+
+def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from dashbench.views import devices as device_views
+
+    monkeypatch.setattr(queue, "pump", lambda db_path=None: [])  # nothing starts: no training here
+    monkeypatch.setattr(device_views, "device_info",
+                        lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    db = tmp_path / "page.sqlite"
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    at = AppTest.from_file(os.path.join(root, "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    assert not at.exception
+    at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.number_input(key="run_batch_size").set_value(32)
+    at.text_input(key="run_sweep").input("32, 500000")  # one point too big: the whole sweep is refused
+    at.button(key="run_launch_sweep").click().run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert errors.startswith("Not launched: batch") and "at batch 500000 needs about" in errors, errors
+    assert rows(db) == 0
+    # Past half of what the host has: queued, with a warning.
+    need = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")).total
+    monkeypatch.setattr(memory, "host_memory", lambda: (need / 0.7, 4 * need))
+    at.number_input(key="run_batch_size").set_value(64)
+    at.button(key="run_launch").click().run()
+    assert not at.exception
+    assert any("Memory:" in w.value and "70%" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert rows(db) == 1
+    with Store(db) as store:
+        for run_id in store.runs()["run_id"]:
+            store.request_cancel(run_id)
+
+
+# -- the guard in the run process -------------------------------------------------------------------
+
+# The real runner and store behind a stand-in engine, as the job queue starts a run. By batch size:
+# 21 holds 300 MB and sleeps (Python: signal handlers run); 22 holds 300 MB with the guard's signal
+# blocked in the main thread, as a compile in C code would hold it off; 23 blocks SIGTERM in the
+# main thread and sleeps, as a run stuck in C code ignores a cancel; 24 just sleeps.
+STAND_IN = textwrap.dedent('''
+    import argparse, json, os, signal, sys, time
+    from dashbench.engine import loop
+    from dashbench.jobs import runner
+
+    def run(spec, on_event=None):
+        on_event({"event": "phase", "phase": "measure"})
+        on_event({"event": "sample", "index": 0, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False})
+        hold = None
+        if spec.batch_size in (21, 22):
+            hold = b"x" * 300_000_000
+        if spec.batch_size == 22:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {runner.OOM_SIGNAL})
+        if spec.batch_size == 23:
+            # One long call: the main thread runs no Python code, so no handler, until it returns.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            time.sleep(120)
+        for _ in range(1200):
+            time.sleep(0.1)
+        raise RuntimeError("the stand-in was not stopped")
+
+    loop.run = run
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--json", action="store_true", required=True)
+    args = parser.parse_args()
+    try:
+        runner.execute(runner.stored_spec(args.db, args.run_id), db_path=args.db, run_id=args.run_id)
+    except runner.RunCancelled as exc:
+        sys.exit(exc.exit_code)
+    except Exception:
+        sys.exit(1)
+''')
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, str(script)])
+    monkeypatch.setattr(queue, "CANCEL_GRACE_S", 600.0)  # the queue's own SIGKILL backstop stays out of it
+    db = tmp_path / "guard.sqlite"
+    yield db
+    with Store(db) as store:
+        active = store.runs(status=["queued", "running"])
+        for run_id, pid in zip(active["run_id"], active["pid"]):
+            store.request_cancel(run_id)
+            if pid:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def submit(db, batch: int) -> str:
+    return queue.submit(RunSpec(model="conv2d", batch_size=batch, device="cpu", image_size=8, width=2), db)
+
+
+def wait_for(db, run_id, statuses, timeout=30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with Store(db) as store:
+            row = store.get_run(run_id)
+        if row["status"] in statuses:
+            return row
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} is {row['status']} (phase {row['phase']}, error {row['error']})")
+
+
+def wait_measuring(db, run_id, timeout=30.0) -> dict:
+    """The run process is in the engine: its handlers and guard are in place."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with Store(db) as store:
+            row = store.get_run(run_id)
+        if row["phase"] == "measure":
+            return row
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} never reached the engine: {row['status']}, {row['error']}")
+
+
+def pid_gone(db, pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queue.pump(db)  # collects our ended children (no zombies)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("batch,who", [(21, "the run itself"), (22, "the guard, the main thread being stuck")])
+def test_a_run_past_the_memory_limit_ends_failed_out_of_host_memory(stand_in, monkeypatch, batch, who):
+    monkeypatch.setenv("DASHBENCH_MEMORY_LIMIT_GB", "0.2")
+    monkeypatch.setenv("DASHBENCH_MEMORY_GRACE_S", "1")
+    run_id = submit(stand_in, batch)
+    row = wait_for(stand_in, run_id, {"failed", "done", "cancelled", "interrupted"})
+    assert row["status"] == "failed", (who, row)
+    assert re.match(r"out of host memory \(0\.\d GB of 0\.2 GB allowed by DASHBENCH_MEMORY_LIMIT_GB\)$",
+                    row["error"]), row["error"]
+    assert pid_gone(stand_in, row["pid"])
+    with Store(stand_in) as store:
+        assert len(store.samples(run_id)) >= (1 if batch == 21 else 0)  # what was measured stays
+
+
+def test_a_cancel_ends_a_stuck_run_on_the_run_process_own_timer(stand_in, monkeypatch):
+    monkeypatch.setenv("DASHBENCH_CANCEL_GRACE_S", "1")
+    run_id = submit(stand_in, 23)
+    row = wait_measuring(stand_in, run_id)
+    time.sleep(0.3)  # the stand-in has blocked SIGTERM in its main thread
+    began = time.monotonic()
+    # One cancel, no pump after it: the run process ends itself once its own timer runs out.
+    with Store(stand_in) as store:
+        store.request_cancel(run_id)
+    os.kill(row["pid"], signal.SIGTERM)
+    row = wait_for(stand_in, run_id, {"cancelled", "failed", "interrupted", "done"}, timeout=15)
+    assert row["status"] == "cancelled", row
+    assert "did not stop within 1 s" in row["error"], row["error"]
+    assert time.monotonic() - began < 10
+    assert pid_gone(stand_in, row["pid"])
+
+
+def test_a_cancel_of_a_responsive_run_is_still_the_plain_cancel(stand_in, monkeypatch):
+    monkeypatch.setenv("DASHBENCH_CANCEL_GRACE_S", "1")
+    run_id = submit(stand_in, 24)
+    wait_measuring(stand_in, run_id)
+    assert queue.cancel(run_id, stand_in, wait_s=10) == "cancelled"
+    with Store(stand_in) as store:
+        assert store.get_run(run_id)["error"] == "cancelled by SIGTERM"
+
+
+# `run` itself (no queue): the stand-in engine behind the real command line.
+CLI_STAND_IN = textwrap.dedent('''
+    import signal, sys, time
+    from dashbench.cli import main
+    from dashbench.engine import loop
+
+    def run(spec, on_event=None):
+        on_event({"event": "phase", "phase": "measure"})
+        if spec.batch_size == 31:
+            hold = b"x" * 300_000_000
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        else:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        time.sleep(120)  # one long call: no Python handler runs in the main thread meanwhile
+        raise RuntimeError("the stand-in was not stopped")
+
+    loop.run = run
+    sys.exit(main(sys.argv[1:]))
+''')
+
+
+@pytest.mark.parametrize("batch,code,status,error", [
+    (30, 143, "cancelled", "cancelled by SIGTERM (the run did not stop within 1 s; its process was ended)"),
+    (31, 1, "failed", "out of host memory ("),
+])
+def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_path, batch, code, status, error):
+    import subprocess
+
+    script = tmp_path / "cli_stand_in.py"
+    script.write_text(CLI_STAND_IN)
+    db = tmp_path / "cli.sqlite"
+    env = {**os.environ, "DASHBENCH_CANCEL_GRACE_S": "1", "DASHBENCH_MEMORY_GRACE_S": "1",
+           "DASHBENCH_MEMORY_LIMIT_GB": "0.2", "DASHBENCH_LOCK_DIR": str(tmp_path / "locks")}
+    argv = [sys.executable, str(script), "run", "--model", "conv2d", "--batch-size", str(batch), "--device", "cpu",
+            "--image-size", "8", "--width", "2", "--db", str(db), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # in the engine: the handlers and the guard are in place
+            if db.exists():
+                with Store(db) as store:
+                    runs = store.runs()
+                    if len(runs) and store.get_run(runs["run_id"][0])["phase"] == "measure":
+                        break
+            time.sleep(0.1)
+        time.sleep(0.3)
+        if batch == 30:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    obj = json.loads(out)  # exactly one JSON object on stdout
+    assert obj["status"] == status and obj["error"].startswith(error), obj
+    with Store(db) as store:
+        row = store.get_run(obj["run_id"])
+    assert row["status"] == status and row["error"] == obj["error"]
