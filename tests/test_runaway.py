@@ -132,6 +132,7 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
     need = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")).total
     monkeypatch.setattr(memory, "host_memory", lambda: (need / 0.7, 4 * need))
     at.number_input(key="run_batch_size").set_value(64)
+    at.text_input(key="run_sweep").input("")  # one run, not the sweep
     at.button(key="run_launch").click().run()
     assert not at.exception
     assert any("Memory:" in w.value and "70%" in w.value for w in at.warning), [w.value for w in at.warning]
