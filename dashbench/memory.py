@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
@@ -127,13 +129,33 @@ def _has_accelerator() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
 
 
-def device_memory(spec: RunSpec) -> tuple[Optional[float], str]:
-    """(bytes available to the run, what that is) — the host's MemAvailable for a CPU run (and for
-    `auto` on a host with no accelerator); None where it is not known without the framework."""
+def gpu_free_memory() -> Optional[list[float]]:
+    """Free memory of each NVIDIA GPU in bytes (nvidia-smi, in CUDA's order), or None where there is none."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10)
+        free = [float(line) * 2**20 for line in done.stdout.split() if line.strip()]
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return free if done.returncode == 0 and free else None
+
+
+def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
+    """(bytes available to each device of the run, what that is, devices the batch is split over):
+    the host's MemAvailable for a CPU run (and for `auto` on a host with no accelerator), the least
+    free memory of the GPUs used (nvidia-smi) for a GPU run; None where it is not known without the
+    framework (a TPU)."""
     if spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator()):
         available, _total = host_memory()
-        return available, "the host"
-    return None, spec.device
+        return available, "the host", 1
+    if spec.device in ("gpu", "auto"):
+        free = gpu_free_memory()
+        if free:
+            used = free[: spec.replicas or len(free)]
+            return min(used), ("the GPU" if len(used) == 1 else f"each of the {len(used)} GPUs"), len(used)
+    return None, spec.device, 1
 
 
 def gb(value: float) -> str:
@@ -144,17 +166,19 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
     """Refuse a run whose estimate exceeds the memory available to it: SpecError naming batch_size,
     with the estimate, what is available, and the largest batch that fits. Returns a one-line
     warning when the estimate passes WARN_FRACTION of it, else None."""
-    where = "the host"
+    where, devices = "the host", 1
     if available is None:
-        available, where = device_memory(spec)
+        available, where, devices = device_memory(spec)
     if available is None:
         return None
-    need = estimate(spec)
+    # Data parallel over devices: each holds the weights and its share of the batch.
+    need = estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None) if devices > 1 else spec)
     if need.total > available:
-        fits = need.max_batch(available)
+        fits = need.max_batch(available) * devices
         hint = f"a batch of at most ~{fits} would fit" if fits else "no batch size fits at these shapes"
+        each = " on each device" if devices > 1 else ""
         raise SpecError("batch_size", f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of "
-                                      f"memory (estimate) but {where} has {gb(available)} available; {hint}")
+                                      f"memory{each} (estimate) but {where} has {gb(available)} available; {hint}")
     if need.total > WARN_FRACTION * available:
         share = need.total / available
         return (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory (estimate), "

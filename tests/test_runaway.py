@@ -339,3 +339,21 @@ def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_pa
     with Store(db) as store:
         row = store.get_run(obj["run_id"])
     assert row["status"] == status and row["error"] == obj["error"]
+
+
+def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
+    """nvidia-smi's free memory per GPU (stood in here: no GPU on this machine); the batch is split."""
+    free = 16e9
+    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [free, free, free, free])
+    spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
+    per_gpu = memory.estimate(spec.replace(batch_size=1024)).total
+    assert per_gpu > free  # 1024 images a GPU do not fit in 16 GB ...
+    with pytest.raises(SpecError, match=r"batch_size: resnet50 at batch 4096 needs about .* on each device "
+                                        r"\(estimate\) but each of the 4 GPUs has 16\.0 GB available"):
+        memory.check(spec)
+    assert memory.check(spec.replace(batch_size=128)) is None  # ... 32 a GPU do, without a warning
+    # One GPU chosen: the whole batch is on it.
+    with pytest.raises(SpecError, match="but the GPU has 16.0 GB available"):
+        memory.check(spec.replace(batch_size=1024, replicas=1))
+    monkeypatch.setattr(memory, "gpu_free_memory", lambda: None)
+    assert memory.check(spec) is None  # no nvidia-smi: not known before the framework starts
