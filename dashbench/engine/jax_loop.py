@@ -19,7 +19,7 @@ import time
 from typing import Callable, Optional
 
 from dashbench import catalog
-from dashbench.engine import jax_devices, measured, workloads
+from dashbench.engine import calibration, jax_devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -157,7 +157,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
-        peak=measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops),
+        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
         xla=True,  # JAX compiles every step with XLA
         backend=("jax", jax.__version__),
         env_extra={
