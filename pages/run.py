@@ -33,7 +33,7 @@ def machine_check_panel():
     state = checks.state(db_path)
     with st.container(border=True, key="machine_check"):
         cols = st.columns([5, 1])
-        getattr(cols[0], status.level)(md_text(status.text))
+        getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
         running = bool(state and state["running"])
         if cols[1].button("Check this machine", key="run_check_machine", disabled=running,
                           help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
