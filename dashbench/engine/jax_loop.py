@@ -151,7 +151,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
     }
-    if target.kind == "cpu":
+    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     tf32 = target.kind == "gpu" and spec.precision == "float32" and \
         jax.config.jax_default_matmul_precision in _TF32_PRECISIONS

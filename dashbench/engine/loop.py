@@ -120,7 +120,7 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
     placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    if target.kind == "cpu":
+    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
