@@ -94,7 +94,7 @@ class RunResult:
     forward_flops_per_example: Optional[float] = None
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
-    peak_source: Optional[str] = None  # "datasheet" | "measured" | None (no peak known)
+    peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | None (no peak known)
     mfu: Optional[float] = None
     flags: list[str] = field(default_factory=list)
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included

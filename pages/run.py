@@ -4,8 +4,9 @@ import streamlit as st
 
 from dashbench.views import charts, ui
 
-from dashbench.jobs import queue
+from dashbench.jobs import checks, queue
 from dashbench.views import devices as device_views
+from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
 from dashbench.spec import BACKENDS, MODELS, PRECISIONS, SpecError
@@ -21,6 +22,37 @@ with st.spinner("Looking for devices on this machine…"):
     devices = device_views.device_info()
 if devices.error:
     st.warning(md_text(devices.error))
+
+
+
+def machine_check_panel():
+    """The host's last `dashbench doctor` verdict and a button that runs it again in the background;
+    refreshes on its own while a check started here is running."""
+    with context.own_store(ctx.settings) as store:
+        status = check_views.machine_check(store)
+    state = checks.state(db_path)
+    with st.container(border=True, key="machine_check"):
+        cols = st.columns([5, 1])
+        getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
+        running = bool(state and state["running"])
+        if cols[1].button("Check this machine", key="run_check_machine", disabled=running,
+                          help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
+                               "stopwatch and placement, per device and backend."):
+            checks.launch(db_path)
+            st.rerun(scope="app")
+        line = check_views.check_progress(state, checks.log_tail(state["log_path"]) if state else "")
+        if line:
+            (st.info if running else st.error)(md_text(line))
+        for detail in status.details:
+            st.caption(md_text(detail))
+    if st.session_state.get("check_was_running") and not running:
+        st.session_state["check_was_running"] = False
+        st.rerun(scope="app")  # the check landed: redraw once with its verdict
+    st.session_state["check_was_running"] = running
+
+
+check_state = checks.state(db_path)
+st.fragment(machine_check_panel, run_every=2.0 if check_state and check_state["running"] else None)()
 
 for key, value in run_form.run_form_defaults(devices.kinds).items():
     st.session_state.setdefault(key, value)

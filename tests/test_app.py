@@ -506,3 +506,35 @@ def test_empty_store_compare_groups_published_rows_by_workload(tmp_path, monkeyp
     heads = [h.value for h in at.subheader if h.value.startswith("Workload:")]
     assert len(heads) > 1 and len(heads) == len(set(heads)), heads
     assert not _none_text(at)
+
+
+# A stand-in for `dashbench doctor`: stores a warning verdict for this host in the --db it is given.
+FAKE_DOCTOR = [sys.executable, "-c", (
+    "import sys, time; from dashbench.store import Store, this_host; time.sleep(0.5); "
+    "db = sys.argv[sys.argv.index('--db') + 1]; s = Store(db); "
+    "s.add_calibration({'host': this_host(), 'device': 'cpu', 'backend': 'jax', 'verdict': 'warning', "
+    "'peaks': {'float32': 0.25}, 'stopwatch_ratio': 1.01, 'reasons': ['planted reason']}); s.close()"
+)]
+
+
+def test_run_page_says_when_this_machine_was_last_checked_and_checks_it(tmp_path, monkeypatch):
+    from dashbench.jobs import checks
+
+    db = tmp_path / "check.sqlite"
+    monkeypatch.setattr(checks, "DOCTOR_COMMAND", FAKE_DOCTOR)
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    assert "never checked — run the check" in texts(at)
+    at.button(key="run_check_machine").click().run()
+    assert_clean(at)
+    assert "Checking this machine…" in texts(at) and at.button(key="run_check_machine").disabled
+    deadline = time.monotonic() + 60
+    while checks.state(db)["running"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert checks.state(db)["returncode"] == 0
+    at.run()
+    assert_clean(at)
+    shown = texts(at).replace("\\", "").replace("\u200b", "")  # stored text is shown escaped (md_text)
+    assert re.search(r"Figures on this machine last checked \d{4}-\d\d-\d\d \d\d:\d\d UTC: warning", shown), shown
+    assert "cpu · jax: warning, float32 matmul 0.25 TFLOP/s, stopwatch 1.010×; planted reason" in shown
+    assert [w.value for w in at.warning if "last checked" in w.value]  # shown at the verdict's level

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "sweep_cmd",
     "prices_cmd",
     "preset_cmd",
+    "doctor_cmd",
 ]
 
 

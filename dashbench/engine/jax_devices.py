@@ -148,8 +148,12 @@ _cpu_peaks: dict[tuple, float] = {}
 def cpu_peak_tflops(dtype: str = "float32", size: int = 0, repeats: int = 3) -> float:
     """Attainable XLA:CPU matmul rate in TFLOP/s (JAX's own, so no TensorFlow is needed): best of
     `repeats` timed products after one warm-up. Cached per process."""
+    from dashbench.engine import calibration
     from dashbench.engine.devices import CPU_PROBE_SIZE
 
+    calibrated = calibration.cpu_peak(dtype)
+    if calibrated is not None:  # the host's calibration: no probe under the run's own load
+        return calibrated
     key = (dtype, size or CPU_PROBE_SIZE, repeats)
     if key not in _cpu_peaks:
         _cpu_peaks[key] = _probe(*key)

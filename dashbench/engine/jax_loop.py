@@ -19,7 +19,7 @@ import time
 from typing import Callable, Optional
 
 from dashbench import catalog
-from dashbench.engine import jax_devices, measured, workloads
+from dashbench.engine import calibration, jax_devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -151,13 +151,13 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
     }
-    if target.kind == "cpu":
+    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     tf32 = target.kind == "gpu" and spec.precision == "float32" and \
         jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
-        peak=measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops),
+        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
         xla=True,  # JAX compiles every step with XLA
         backend=("jax", jax.__version__),
         env_extra={

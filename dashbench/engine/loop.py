@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from dashbench import catalog
 
-from dashbench.engine import backends, devices, measured, workloads
+from dashbench.engine import backends, calibration, devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -120,11 +120,11 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
     placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    if target.kind == "cpu":
+    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
-        peak=measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops),
+        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
         xla=spec.xla or target.kind == "tpu",
         backend=("tensorflow", tf.__version__),
         env_extra={

@@ -21,6 +21,7 @@ too busy to see (a compile or a huge allocation in C code runs no Python signal 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -280,7 +281,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     run_id = state["run_id"]
                     holding.name_run(run_id)
                     recorder = _Recorder(store, run_id, on_event)
-                    result = loop.run(spec, on_event=recorder)
+                    with _calibrated_cpu_peaks(store, spec):
+                        result = loop.run(spec, on_event=recorder)
                     recorder.flush()
                     if holding.shared:
                         result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
@@ -349,6 +351,29 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+@contextlib.contextmanager
+def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec):
+    """A CPU run measures its MFU against the best CPU peak this host's calibrations reached
+    (`dashbench doctor`), handed to the engine in its environment, rather than a probe taken under
+    the run's own load. No calibration: the engine probes, as before."""
+    from dashbench.engine import calibration
+
+    peaks = store.best_cpu_peaks(this_host()) if store is not None and spec.device in ("cpu", "auto") else {}
+    previous = os.environ.get(calibration.CPU_PEAKS_ENV)
+    # A peak given by hand (DASHBENCH_CPU_PEAKS, a probe taken on a quiet machine) counts too: the best wins.
+    for dtype, value in calibration.cpu_peaks().items():
+        peaks[dtype] = max(value, peaks.get(dtype, 0.0))
+    if peaks:
+        os.environ[calibration.CPU_PEAKS_ENV] = json.dumps(peaks)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(calibration.CPU_PEAKS_ENV, None)
+        else:
+            os.environ[calibration.CPU_PEAKS_ENV] = previous
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:

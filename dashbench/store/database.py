@@ -623,6 +623,74 @@ class Store:
         with self._write("reset prices") as conn:
             return conn.execute("DELETE FROM price_overrides").rowcount
 
+    # -- calibrations (`dashbench doctor`) -------------------------------------------------------
+
+    def add_calibration(self, row: dict) -> int:
+        """Store one verdict of `dashbench doctor`: host, device, backend, verdict (ok | warning |
+        error) are required; versions, peaks ({dtype: TFLOP/s}), reasons and detail are JSON."""
+        for required in ("host", "device", "backend", "verdict"):
+            if not row.get(required):
+                raise ValueError(f"{required}: is required for a calibration row")
+        if row["verdict"] not in ("ok", "warning", "error"):
+            raise ValueError(f"verdict: {row['verdict']!r} is not one of ok, warning, error")
+        ratio = row.get("stopwatch_ratio")
+        values = {
+            "created_at": row.get("created_at") or now(), "host": row["host"], "device": row["device"],
+            "accelerator": row.get("accelerator"), "backend": row["backend"],
+            "versions_json": json.dumps(row.get("versions") or {}),
+            "peaks_json": json.dumps({k: float(v) for k, v in (row.get("peaks") or {}).items() if v is not None}),
+            "stopwatch_ratio": None if ratio is None else float(ratio), "verdict": row["verdict"],
+            "reasons_json": json.dumps(list(row.get("reasons") or [])),
+            "detail_json": json.dumps(row.get("detail") or {}, default=str),
+        }
+        with self._write("store a calibration") as conn:
+            _insert(conn, "calibrations", values)
+            return conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+
+    def calibrations(self, host: str | None = None, device: str | None = None, backend: str | None = None,
+                     limit: int | None = None) -> list[dict]:
+        """Stored calibrations, newest first, optionally of one host, device kind and backend."""
+        where, params = [], []
+        for column, value in (("host", host), ("device", device), ("backend", backend)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = f"SELECT id, {', '.join(schema.CALIBRATION_COLUMNS)} FROM calibrations"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_calibration_dict(row) for row in self._read(sql, params)]
+
+    def last_calibration(self, host: str, device: str | None = None, backend: str | None = None) -> dict | None:
+        """The newest calibration of `host` (of one device kind and backend, when given), or None."""
+        found = self.calibrations(host, device, backend, limit=1)
+        return found[0] if found else None
+
+    def best_cpu_peaks(self, host: str) -> dict[str, float]:
+        """The best CPU matmul rate (TFLOP/s) this host's calibrations measured, per dtype, over
+        every backend: the peak a CPU run on this host measures its MFU against. {} when none."""
+        best: dict[str, float] = {}
+        for row in self.calibrations(host, "cpu"):
+            for dtype, value in row["peaks"].items():
+                if isinstance(value, (int, float)) and value > 0 and value > best.get(dtype, 0.0):
+                    best[dtype] = float(value)
+        return best
+
+
+def _calibration_dict(row: tuple) -> dict:
+    item = dict(zip(("id", *schema.CALIBRATION_COLUMNS), row))
+    for column, default in (("versions_json", {}), ("peaks_json", {}), ("reasons_json", []), ("detail_json", {})):
+        text = item.pop(column)
+        try:
+            value = json.loads(text) if text else default
+        except ValueError:  # a damaged row reads as empty, never a crash
+            value = default
+        item[column[:-5]] = value if isinstance(value, type(default)) else default
+    item["created"] = iso(item["created_at"])
+    return item
+
 
 class QueueClaim:
     """What the job queue reads and writes while it holds the queue (Store.claim_queue): the

@@ -215,6 +215,31 @@ def _v4(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_backend ON runs(backend, created_at)")
 
 
+# v6: `dashbench doctor`'s verdicts, one row per host, device kind and backend checked.
+CALIBRATION_COLUMNS = ("created_at", "host", "device", "accelerator", "backend", "versions_json", "peaks_json",
+                       "stopwatch_ratio", "verdict", "reasons_json", "detail_json")
+
+
+def _v6(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE calibrations (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_at      REAL NOT NULL,
+            host            TEXT NOT NULL,
+            device          TEXT NOT NULL,
+            accelerator     TEXT,
+            backend         TEXT NOT NULL,
+            versions_json   TEXT NOT NULL DEFAULT '{}',
+            peaks_json      TEXT NOT NULL DEFAULT '{}',
+            stopwatch_ratio REAL,
+            verdict         TEXT NOT NULL,
+            reasons_json    TEXT NOT NULL DEFAULT '[]',
+            detail_json     TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    conn.execute("CREATE INDEX calibrations_host ON calibrations(host, device, created_at)")
+
+
 def _json_or_none(text):
     """Stored JSON, or None for a damaged value: one bad row must not stop the upgrade of the file."""
     try:
@@ -243,7 +268,7 @@ def _v5(conn: sqlite3.Connection) -> None:
 
 
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PRICE_COLUMNS = (

@@ -1,0 +1,258 @@
+"""`dashbench doctor`: does this machine's figures deserve trust? One backend per process (Keras picks
+its backend once), every device kind that backend sees here:
+
+- a matmul probe per precision, beside the datasheet peak that MFU and the above-peak flag use: a
+  probe above the datasheet means the table is wrong for this device (an error), one far below it
+  (under FAR_BELOW of it) a throttled, shared or misidentified device (a warning). A CPU has no
+  datasheet: its probe is the calibration that runs on this host use as their peak;
+- a stopwatch cross-check: the wall time of a run of 3N steps minus that of a run of N steps, over
+  2N, against the step time the engine reports (STOPWATCH_TOLERANCE), which catches a timer that
+  stops before the device is done. Each run's wall time is taken from the engine's own events, from
+  the start of the measured phase to the last sample, so setup and compile time stay out of it;
+- placement: the tiny runs land their variables and ops on the device asked for.
+
+`check(backend)` is what the child process runs; `verdict(report)` judges one device's report and
+needs no framework. No store here: the command (dashbench.cli.doctor_cmd) stores the verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Optional
+
+from dashbench import peaks, stats
+from dashbench.spec import RunSpec
+
+# The wall-clock step time must match the engine's within this fraction.
+STOPWATCH_TOLERANCE = 0.03
+# A probe under this fraction of the datasheet peak is a warning (throttled, shared or misidentified).
+FAR_BELOW = 0.25
+# Probe dtypes and the run precision whose datasheet column each is checked against.
+PROBE_PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# Accelerators need bigger products than a CPU to reach their rate.
+ACCEL_PROBE_SIZE = int(os.environ.get("DASHBENCH_ACCEL_PROBE_SIZE", "8192"))
+PROBE_REPEATS = 5
+# The stopwatch's tiny run (seed 000's conv2d, small) and its step counts: N and 3N measured steps.
+STOPWATCH_SPEC = dict(model="conv2d", batch_size=16, image_size=64, width=16, warmup=3, steps_per_loop=1)
+STOPWATCH_STEPS = int(os.environ.get("DASHBENCH_DOCTOR_STEPS", "30"))
+STOPWATCH_TRIES = int(os.environ.get("DASHBENCH_DOCTOR_TRIES", "3"))
+
+OK, WARNING, ERROR = "ok", "warning", "error"
+_RANK = {OK: 0, WARNING: 1, ERROR: 2}
+
+
+# -- judging (no framework) ----------------------------------------------------------------------
+
+
+def verdict(report: dict) -> tuple[str, list[str]]:
+    """(ok | warning | error, reasons) for one device's report (the shape check() makes)."""
+    reasons: list[tuple[str, str]] = []
+    if report.get("error"):
+        reasons.append((ERROR, f"the check failed: {report['error']}"))
+    for dtype, probe in (report.get("probes") or {}).items():
+        measured, datasheet = probe.get("measured_tflops"), probe.get("datasheet_tflops")
+        if measured is None or not datasheet:
+            continue
+        if measured > datasheet:
+            reasons.append((ERROR, f"{dtype} matmul reaches {measured:.3g} TFLOP/s, above the datasheet peak "
+                                   f"{datasheet:.3g} used for MFU: the peak table is wrong for this device"))
+        elif measured < FAR_BELOW * datasheet:
+            reasons.append((WARNING, f"{dtype} matmul reaches only {measured:.3g} TFLOP/s, under "
+                                     f"{FAR_BELOW:.0%} of the datasheet peak {datasheet:.3g} (throttled, shared "
+                                     "or misidentified device?)"))
+    stopwatch = report.get("stopwatch") or {}
+    ratio = stopwatch.get("ratio")
+    if stopwatch.get("error"):
+        reasons.append((ERROR, f"stopwatch check failed: {stopwatch['error']}"))
+    elif ratio is None:
+        reasons.append((WARNING, "stopwatch check gave no ratio"))
+    elif abs(ratio - 1.0) > STOPWATCH_TOLERANCE:
+        reasons.append((ERROR, f"wall-clock step time is {ratio:.3f}× the step time the engine reports "
+                               f"(allowed: within {STOPWATCH_TOLERANCE:.0%})"))
+    placement = report.get("placement") or {}
+    if placement.get("mismatch"):
+        reasons.append((ERROR, f"a {report.get('device')} run placed work elsewhere: "
+                               f"{', '.join(placement.get('devices') or []) or 'nowhere recorded'}"))
+    level = max((level for level, _ in reasons), key=_RANK.__getitem__, default=OK)
+    return level, [text for _, text in reasons]
+
+
+def stopwatch_ratio(wall_short: float, wall_long: float, steps_short: int, steps_long: int,
+                    engine_step_s: float) -> Optional[float]:
+    """(wall(3N) − wall(N)) / 2N over the engine's step time; None when it cannot be formed."""
+    if not engine_step_s or engine_step_s <= 0 or steps_long <= steps_short:
+        return None
+    return (wall_long - wall_short) / (steps_long - steps_short) / engine_step_s
+
+
+# -- measuring (in the child process: one backend) -----------------------------------------------
+
+
+def device_kinds(backend: str) -> list[str]:
+    """The device kinds `backend` sees here: the CPU always, then a GPU or a TPU where present."""
+    kinds = ["cpu"]
+    if backend == "jax":
+        from dashbench.engine import jax_devices
+
+        jax = jax_devices.import_jax()
+        for kind in ("gpu", "tpu"):
+            try:
+                if jax.devices(kind):
+                    kinds.append(kind)
+            except RuntimeError:
+                pass
+        return kinds
+    from dashbench.engine import devices
+
+    tf = devices.import_tensorflow()
+    with devices.native_stderr_silenced():
+        if tf.config.list_physical_devices("GPU"):
+            kinds.append("gpu")
+    if devices.tpu_evidence():
+        kinds.append("tpu")
+    return kinds
+
+
+def check(backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATCH_STEPS,
+          tries: int = STOPWATCH_TRIES) -> dict:
+    """Every device kind's report for `backend`, measured in this process."""
+    from dashbench.engine import backends
+
+    backends.select(backend)
+    reports = []
+    versions = _versions(backend)
+    for kind in kinds or device_kinds(backend):
+        report = {"backend": backend, "device": kind, "versions": versions}
+        try:
+            report.update(_check_device(backend, kind, steps, tries))
+        except Exception as exc:  # one device's failure is its verdict, not the end of the check
+            report["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        report["verdict"], report["reasons"] = verdict(report)
+        reports.append(report)
+    return {"backend": backend, "versions": versions, "devices": reports}
+
+
+def _versions(backend: str) -> dict:
+    from dashbench import __version__
+
+    versions = {"dashbench": __version__}
+    if backend == "jax":
+        from dashbench.engine import jax_devices
+
+        versions["jax"] = jax_devices.import_jax().__version__
+    else:
+        from dashbench.engine import devices
+
+        versions["tensorflow"] = devices.import_tensorflow().__version__
+    import keras
+
+    versions["keras"] = keras.__version__
+    return versions
+
+
+def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
+    stopwatch, result = _stopwatch(backend, kind, steps, tries)
+    accelerator = result.accelerator if result is not None else kind.upper()
+    tf32 = bool(result.env.get("tf32")) if result is not None else False
+    probes = {}
+    for dtype, precision in PROBE_PRECISIONS.items():
+        probe = {"precision": precision}
+        try:
+            size = _probe_size(kind)
+            probe["measured_tflops"] = _probe(backend, kind, dtype, size)
+            probe["size"] = size
+        except Exception as exc:  # a dtype this device or backend cannot multiply
+            probe["measured_tflops"] = None
+            probe["unsupported"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+        datasheet = None if kind == "cpu" else peaks.datasheet_peak_tflops(accelerator, precision, tf32)
+        if kind == "cpu":  # no datasheet figure for a CPU, unless the peak table has one (a planted test row)
+            datasheet = peaks.datasheet_peak_tflops("CPU", precision, False)
+        probe["datasheet_tflops"] = datasheet
+        probes[dtype] = probe
+    placement = {}
+    if result is not None:
+        placement = {"devices": sorted(set(result.placement.get("variables", []) + result.placement.get("ops", []))),
+                     "mismatch": stats.FLAG_PLACEMENT_MISMATCH in result.flags}
+    return {"accelerator": accelerator, "probes": probes, "stopwatch": stopwatch, "placement": placement}
+
+
+def _probe_size(kind: str) -> int:
+    if kind == "cpu":
+        from dashbench.engine.devices import CPU_PROBE_SIZE
+
+        return CPU_PROBE_SIZE
+    return ACCEL_PROBE_SIZE
+
+
+def _stopwatch(backend: str, kind: str, steps: int, tries: int):
+    """The median ratio over `tries` pairs of runs (N, 3N steps), and the last run's result."""
+    from dashbench.engine import loop
+
+    ratios, pairs, result = [], [], None
+    for _ in range(max(1, tries)):
+        walls = {}
+        for n in (steps, 3 * steps):
+            spec = RunSpec(device=kind, backend=backend, steps=n, **STOPWATCH_SPEC)
+            marks = {}
+
+            def on_event(event, marks=marks):
+                if event.get("event") == "phase" and event.get("phase") == "measure":
+                    marks["start"] = time.perf_counter()
+                elif event.get("event") == "sample" and not event.get("warmup"):
+                    marks["end"] = time.perf_counter()
+
+            result = loop.run(spec, on_event)
+            walls[n] = (marks["end"] - marks["start"], result)
+        short, long_ = walls[steps], walls[3 * steps]
+        # The engine's step time over the same 2N steps, from what each run reports: its measured
+        # time is steps × batch / examples_per_sec. A loaded machine slows both clocks alike.
+        engine_step = (_measured_s(long_[1]) - _measured_s(short[1])) / (2 * steps)
+        ratio = stopwatch_ratio(short[0], long_[0], steps, 3 * steps, engine_step)
+        ratios.append(ratio)
+        pairs.append({"wall_short_s": short[0], "wall_long_s": long_[0], "engine_step_s": engine_step,
+                      "ratio": ratio})
+    finite = [r for r in ratios if r is not None]
+    return {"ratio": statistics.median(finite) if finite else None, "steps": [steps, 3 * steps],
+            "tolerance": STOPWATCH_TOLERANCE, "tries": pairs}, result
+
+
+def _measured_s(result) -> float:
+    """The measured time a result reports: its steps at its throughput."""
+    return result.steps * result.global_batch_size / result.examples_per_sec
+
+
+def _probe(backend: str, kind: str, dtype: str, size: int, repeats: int = PROBE_REPEATS) -> float:
+    """Best of `repeats` timed size² products on the first device of `kind`, after one warm-up (TFLOP/s)."""
+    if backend == "jax":
+        from dashbench.engine import jax_devices
+
+        jax = jax_devices.import_jax()
+        import jax.numpy as jnp
+
+        device = jax.devices(kind)[0]
+        a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), device)
+        b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), device)
+        matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
+        fetch = lambda: float(matmul(a, b))  # noqa: E731
+    else:
+        from dashbench.engine import devices
+
+        tf = devices.import_tensorflow()
+        name = {"cpu": "/cpu:0", "gpu": "/gpu:0", "tpu": "/tpu:0"}[kind]
+        with tf.device(name):
+            a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
+            b = tf.random.stateless_normal([size, size], seed=[3, 4], dtype=dtype)
+        matmul = tf.function(lambda x, y: tf.matmul(x, y)[0, 0])
+
+        def fetch():
+            with tf.device(name):
+                return float(matmul(a, b).numpy())
+    fetch()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fetch()  # fetching a scalar waits for the product
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best / 1e12

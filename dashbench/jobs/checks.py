@@ -1,0 +1,62 @@
+"""`dashbench doctor` as a background process, for the Run page's "Check this machine" button.
+
+Started detached (its own session), as runs are, so it finishes and stores its verdict even if the
+dashboard restarts; its output goes to a log beside the database. One check per database at a time.
+No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from dashbench.store import default_db_path
+
+# The check command before `--db DB --json`; a module attribute so tests can put a stand-in behind it.
+DOCTOR_COMMAND = [sys.executable, "-m", "dashbench", "doctor"]
+_checks: dict[str, tuple[subprocess.Popen, float, Path]] = {}  # resolved db -> (process, started, log)
+_lock = threading.Lock()
+
+
+def _key(db_path) -> str:
+    return str(Path(db_path or default_db_path()).expanduser().resolve())
+
+
+def launch(db_path=None) -> int:
+    """Start `dashbench doctor` for this database unless one is already going; returns its pid."""
+    db = _key(db_path)
+    with _lock:
+        current = _checks.get(db)
+        if current is not None and current[0].poll() is None:
+            return current[0].pid
+        log_path = Path(db).parent / "logs" / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen([*DOCTOR_COMMAND, "--db", db, "--json"], stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        _checks[db] = (proc, time.time(), log_path)
+        return proc.pid
+
+
+def state(db_path=None) -> dict | None:
+    """The latest check this process started for the database: running, its exit code when it has
+    ended (0 ok or warning, 1 an error verdict, else it failed), its start time and log; None if none."""
+    with _lock:
+        current = _checks.get(_key(db_path))
+    if current is None:
+        return None
+    proc, started, log_path = current
+    code = proc.poll()
+    return {"running": code is None, "returncode": code, "started_at": started, "log_path": str(log_path),
+            "pid": proc.pid}
+
+
+def log_tail(path: str, lines: int = 3) -> str:
+    try:
+        text = Path(path).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])

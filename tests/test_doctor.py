@@ -1,0 +1,161 @@
+"""`dashbench doctor` (issue 11, item 1) and the CPU peak from calibration (item 2): the verdict's
+rules on planted numbers, the calibration rows in the store, the real check on this machine in its
+own processes, a planted wrong datasheet peak, and a CPU run measured against the calibrated peak."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dashbench import peaks
+from dashbench.cli import doctor_cmd, main
+from dashbench.engine import calibration, doctor
+from dashbench.store import Store, this_host
+
+CHECK = ["--steps", "20", "--tries", "1", "--json"]
+
+
+def report(measured=0.5, datasheet=1.0, ratio=1.0, mismatch=False, **extra):
+    return {"backend": "tensorflow", "device": "gpu",
+            "probes": {"float32": {"measured_tflops": measured, "datasheet_tflops": datasheet}},
+            "stopwatch": {"ratio": ratio}, "placement": {"devices": ["/device:GPU:0"], "mismatch": mismatch}, **extra}
+
+
+# -- the verdict, on planted numbers --------------------------------------------------------------
+
+
+def test_a_probe_between_a_quarter_and_all_of_the_datasheet_with_a_true_stopwatch_is_ok():
+    assert doctor.verdict(report()) == ("ok", [])
+    assert doctor.verdict(report(datasheet=None))[0] == "ok"  # a CPU: the probe is the calibration
+
+
+def test_a_probe_above_the_datasheet_peak_is_an_error_naming_the_table():
+    level, reasons = doctor.verdict(report(measured=1.2, datasheet=1.0))
+    assert level == "error" and "above the datasheet peak" in reasons[0] and "table is wrong" in reasons[0]
+
+
+def test_a_probe_far_below_the_datasheet_peak_is_a_warning():
+    level, reasons = doctor.verdict(report(measured=0.2, datasheet=1.0))
+    assert level == "warning" and "under 25%" in reasons[0]
+    assert doctor.verdict(report(measured=0.26, datasheet=1.0))[0] == "ok"
+
+
+@pytest.mark.parametrize("ratio, level", [(1.0, "ok"), (1.029, "ok"), (0.971, "ok"), (1.031, "error"),
+                                          (0.9, "error"), (None, "warning")])
+def test_the_stopwatch_must_match_the_engine_within_the_tolerance(ratio, level):
+    assert doctor.STOPWATCH_TOLERANCE == 0.03
+    assert doctor.verdict(report(ratio=ratio))[0] == level
+
+
+def test_work_placed_elsewhere_and_a_failed_check_are_errors():
+    assert doctor.verdict(report(mismatch=True))[0] == "error"
+    level, reasons = doctor.verdict({"backend": "jax", "device": "cpu", "error": "ImportError: no jax"})
+    assert level == "error" and "the check failed: ImportError" in reasons[0]
+
+
+def test_the_stopwatch_ratio_is_the_wall_difference_over_the_engines_step_time():
+    # 3N − N = 40 steps took 0.44 s on the wall; the engine says 10 ms a step: 1.1×.
+    assert doctor.stopwatch_ratio(0.2, 0.64, 20, 60, 0.010) == pytest.approx(1.1)
+    assert doctor.stopwatch_ratio(0.2, 0.64, 20, 60, 0.0) is None
+
+
+def test_the_table_names_every_check_and_the_machine_verdict():
+    text = doctor_cmd.render({"host": "h", "verdict": "error", "tolerance": 0.03,
+                              "checks": [{**report(measured=1.2), "verdict": "error", "reasons": ["too fast"]}]})
+    assert "float32" in text and "1.2 TFLOP/s" in text and "stopwatch" in text and "placement" in text
+    assert "too fast" in text and text.splitlines()[-1] == "this machine (h): ERROR"
+
+
+# -- calibration rows -----------------------------------------------------------------------------
+
+
+def test_calibrations_are_stored_and_the_best_cpu_peak_of_the_host_wins(tmp_path):
+    with Store(tmp_path / "c.sqlite") as store:
+        assert store.last_calibration("h") is None and store.best_cpu_peaks("h") == {}
+        store.add_calibration({"host": "h", "device": "cpu", "backend": "tensorflow", "verdict": "ok",
+                               "peaks": {"float32": 0.5, "bfloat16": 0.2, "float16": None},
+                               "stopwatch_ratio": 1.01, "versions": {"tensorflow": "2.19.1"}, "created_at": 100.0})
+        store.add_calibration({"host": "h", "device": "cpu", "backend": "jax", "verdict": "warning",
+                               "peaks": {"float32": 0.7}, "reasons": ["slow"], "created_at": 200.0})
+        store.add_calibration({"host": "other", "device": "cpu", "backend": "jax", "verdict": "ok",
+                               "peaks": {"float32": 9.0}, "created_at": 300.0})
+        last = store.last_calibration("h")
+        assert last["backend"] == "jax" and last["verdict"] == "warning" and last["reasons"] == ["slow"]
+        assert store.last_calibration("h", backend="tensorflow")["versions"] == {"tensorflow": "2.19.1"}
+        assert store.best_cpu_peaks("h") == {"float32": 0.7, "bfloat16": 0.2}
+        with pytest.raises(ValueError, match="verdict"):
+            store.add_calibration({"host": "h", "device": "cpu", "backend": "jax", "verdict": "fine"})
+
+
+def test_the_engine_takes_a_calibrated_cpu_peak_from_its_environment(monkeypatch):
+    monkeypatch.setenv(calibration.CPU_PEAKS_ENV, json.dumps({"float32": 0.5, "bfloat16": 0.8, "bad": "x"}))
+    assert calibration.cpu_peak("bfloat16") == 0.8 and calibration.cpu_peak("float16") == 0.5
+
+    class Cpu:
+        kind = "cpu"
+
+    assert calibration.applied(Cpu(), (0.5, "measured", peaks.CPU_SOFT_MARGIN)) == (0.5, "calibrated", 1.0)
+    monkeypatch.setenv(calibration.CPU_PEAKS_ENV, "{not json")
+    assert calibration.cpu_peak("float32") is None
+    assert calibration.applied(Cpu(), (0.5, "measured", 1.5)) == (0.5, "measured", 1.5)
+
+
+# -- the real check, in its own processes ---------------------------------------------------------
+
+
+def doctor_process(db, *args, env=None):
+    import os
+
+    proc = subprocess.run([sys.executable, "-m", "dashbench", "doctor", "--db", str(db), *args], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, **(env or {})})
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_the_doctor_on_this_machine_stores_a_cpu_peak_and_a_true_stopwatch(tmp_path):
+    db = tmp_path / "d.sqlite"
+    code, summary, err = doctor_process(db, "--backend", "tensorflow", *CHECK)
+    (check,) = summary["checks"]
+    assert check["device"] == "cpu" and check["backend"] == "tensorflow", err
+    assert check["probes"]["float32"]["measured_tflops"] > 0 and check["probes"]["float32"]["datasheet_tflops"] is None
+    ratio = check["stopwatch"]["ratio"]
+    assert abs(ratio - 1.0) <= doctor.STOPWATCH_TOLERANCE, check["stopwatch"]
+    assert check["placement"] == {"devices": [check["placement"]["devices"][0]], "mismatch": False}
+    assert "CPU:0" in check["placement"]["devices"][0]
+    assert code == 0 and summary["verdict"] == "ok" == check["verdict"], check["reasons"]
+    with Store(db) as store:
+        row = store.last_calibration(this_host(), "cpu", "tensorflow")
+    assert row["id"] == summary["stored"][0] and row["verdict"] == "ok"
+    assert row["peaks"]["float32"] == check["probes"]["float32"]["measured_tflops"]
+    assert row["stopwatch_ratio"] == ratio and row["versions"]["tensorflow"]
+
+
+def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_path):
+    planted = tmp_path / "peaks.csv"
+    with open(peaks.PEAKS_CSV, newline="") as source, open(planted, "w", newline="") as out:
+        reader = csv.DictReader(source)
+        writer = csv.DictWriter(out, reader.fieldnames)
+        writer.writeheader()
+        writer.writerows(reader)
+        writer.writerow({name: "" for name in reader.fieldnames} | {"accelerator": "CPU", "fp32_tflops": "0.000001"})
+    code, summary, err = doctor_process(tmp_path / "d.sqlite", "--backend", "jax", *CHECK,
+                                        env={peaks.PEAKS_CSV_ENV: str(planted)})
+    (check,) = summary["checks"]
+    assert code == 1 and summary["verdict"] == "error" == check["verdict"], err
+    assert check["probes"]["float32"]["datasheet_tflops"] == 0.000001
+    assert any("above the datasheet peak" in reason for reason in check["reasons"])
+    assert check["stopwatch"]["ratio"] is not None
+
+
+def test_a_cpu_run_on_a_calibrated_host_measures_against_the_calibrated_peak(tmp_path, capfd):
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:  # a planted, far too low calibration: the run must be flagged above it
+        store.add_calibration({"host": this_host(), "device": "cpu", "backend": "jax", "verdict": "ok",
+                               "peaks": {"float32": 1e-6}})
+    tiny = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "4",
+            "--warmup", "1", "--device", "cpu"]
+    assert main(["run", *tiny, "--db", str(db), "--json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert result["peak_source"] == "calibrated" and result["peak_tflops"] == pytest.approx(1e-6)
+    assert result["mfu"] > 1 and "above_peak" in result["flags"]
