@@ -62,7 +62,7 @@ def test_result_keys_events_and_placement():
     assert "placement_mismatch" not in result["flags"]
 
     phases = [e["phase"] for e in events if e["event"] == "phase"]
-    assert phases == ["setup", "compile", "warmup", "measure"]
+    assert phases == ["setup", "compile", "warmup", "measure", "probe"]  # no calibration here: the CPU is probed
     samples = [e for e in events if e["event"] == "sample"]
     assert [s["index"] for s in samples] == [0, 1, 2]
     assert [s["warmup"] for s in samples] == [True, False, False]

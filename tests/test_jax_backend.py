@@ -63,7 +63,8 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
         assert result["env"]["keras_backend"] == "jax" and result["xla"] is True
         assert len(losses) == 6 and all(np.isfinite(losses)), (model, losses)
         assert not stats.loss_not_falling(losses) and np.mean(losses[-3:]) < np.mean(losses[:3]), (model, losses)
-        assert set(result["flags"]) <= {"above_peak"}, (model, result["flags"])  # a 512² probe peak is rough
+        # A 512² probe peak is rough; the other test worker keeps this machine busy (contended).
+        assert set(result["flags"]) <= {"above_peak", "contended"}, (model, result["flags"])
         assert result["placement"]["variables"] == ["/device:CPU:0"] == result["placement"]["ops"]
         assert result["unit"] == catalog.get(model).unit and result["examples_per_sec"] > 0
         # The same FLOP count as the model built on TensorFlow (this process's backend).

@@ -106,7 +106,8 @@ def test_every_workload_trains_with_a_falling_loss(model):
     assert len(losses) == 6 and all(np.isfinite(losses)), losses
     assert not stats.loss_not_falling(losses), losses
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
-    assert result["flags"] == [] or result["flags"] == ["above_peak"]  # a 512² probe peak is rough
+    # A 512² probe peak is rough; the other test worker keeps this machine busy (contended).
+    assert set(result["flags"]) <= {"above_peak", "contended"}, result["flags"]
     assert result["unit"] == catalog.get(model).unit
     assert result["flops_per_example"] > 0 and result["examples_per_sec"] > 0
 
