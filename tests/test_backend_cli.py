@@ -25,5 +25,6 @@ def test_a_stored_run_starts_with_its_stored_backend(tmp_path):
     with Store(db) as store:
         run_id = store.create_run(RunSpec(model="conv2d", batch_size=8, backend="jax"), status="queued")
     args = build_parser().parse_args(["run", "--run-id", run_id, "--db", str(db)])
-    assert run_cmd._spec(args).backend == "jax"
+    spec, from_row = run_cmd._spec(args)
+    assert spec.backend == "jax" and from_row
     assert runner.stored_spec(str(db), run_id).backend == "jax"

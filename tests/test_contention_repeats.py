@@ -99,3 +99,24 @@ def test_a_cpu_hog_beside_a_run_flags_it_contended():
             hog.wait()
     assert stats.FLAG_CONTENDED in result.flags, result.host_load
     assert result.host_load["other_cores"] > stats.CONTENDED_SHARE * result.host_load["cores"]
+
+
+def test_other_processes_on_the_runs_gpus_come_from_nvml(monkeypatch):
+    """NVML cannot run here (no GPU): a stand-in pynvml module lists processes per GPU."""
+    import os
+    import types
+
+    listed = {0: [os.getpid(), 4242], 1: [4242, 5151], 2: [6161]}
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda index: index,
+        nvmlDeviceGetComputeRunningProcesses=lambda handle: [types.SimpleNamespace(pid=p) for p in listed[handle]],
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert hostload._gpu_other_processes((0, 1)) == 2  # 4242 and 5151; this process does not count
+    assert hostload._gpu_other_processes((0,)) == 1
+    assert hostload._gpu_other_processes(()) is None
+    record = hostload.Window(gpu_indices=(0,)).close()
+    assert record["gpu_other_processes"] == 1
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    assert hostload._gpu_other_processes((0,)) is None

@@ -12,13 +12,15 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import FAST_XLA_COMPILE
+
 from dashbench import catalog, stats
 from dashbench.engine import backends, jax_devices
 from dashbench.spec import MODELS, RunSpec, SpecError
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-size", "16", "--width", "4",
-                "--steps", "4", "--warmup", "2", "--steps-per-loop", "2", "--device", "cpu"]
+                "--steps", "4", "--warmup", "2", "--device", "cpu"]
 # Runs every workload at its quick shapes on JAX, plus conv2d in both mixed precisions.
 ALL_WORKLOADS = """
 import json, sys
@@ -39,7 +41,8 @@ print(json.dumps(out))
 
 def child_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS", "JAX_PLATFORMS")}
-    return {**env, "DASHBENCH_CPU_PROBE_SIZE": "512", **extra}
+    flags = f"{FAST_XLA_COMPILE} {extra.pop('XLA_FLAGS', '')}".strip()  # conftest: compile fast in tests
+    return {**env, "DASHBENCH_CPU_PROBE_SIZE": "512", "XLA_FLAGS": flags, **extra}
 
 
 def run_cli(args, **env):
@@ -84,9 +87,24 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
     assert tf_result["backend"] == "tensorflow" and tf_result["env"]["keras_backend"] == "tensorflow"
 
 
-def test_four_emulated_devices_give_the_one_device_loss():
+def test_four_devices_and_two_hosts_give_the_one_device_loss():
+    """The same global batch on 1 device, on 4 emulated CPU devices (the child gets the XLA_FLAGS, so the run
+    uses all 4), and on two processes of two devices each joined through jax.distributed
+    (JAX_COORDINATOR_ADDRESS), as the hosts of a pod slice are: the same losses. Process 1 leaves the device
+    lock to process 0 on the same host (otherwise the two would wait for each other)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    env = child_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", XLA_FLAGS=
+                    "--xla_force_host_platform_device_count=2")
+    args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *TINY_FASHION]
+    hosts = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "JAX_PROCESS_ID": str(i)}) for i in (0, 1)]
+    outputs = [host.communicate(timeout=600) for host in hosts]
     one, one_result = run_cli(TINY_FASHION)
-    four, four_result = run_cli(TINY_FASHION, XLA_FLAGS=FOUR_DEVICES)  # all devices of the kind: 4
+    four, four_result = run_cli(TINY_FASHION, XLA_FLAGS=FOUR_DEVICES)
     assert one.returncode == 0 and four.returncode == 0, (one.stderr[-2000:], four.stderr[-2000:])
     assert four_result["replicas"] == 4 and four_result["per_replica_batch_size"] == 4
     assert four_result["device_names"] == [f"/device:CPU:{i}" for i in range(4)]
@@ -94,6 +112,14 @@ def test_four_emulated_devices_give_the_one_device_loss():
     assert one_result["replicas"] == 1 and one_result["placement"]["ops"] == ["/device:CPU:0"]
     np.testing.assert_allclose(four_result["losses"], one_result["losses"], rtol=1e-4)
     assert "placement_mismatch" not in four_result["flags"]
+    for host, (stdout, stderr) in zip(hosts, outputs):
+        assert host.returncode == 0, stderr[-2000:]
+        result = json.loads(stdout)
+        assert result["replicas"] == 4 and len(result["device_names"]) == 4 and result["env"]["process_count"] == 2
+        assert result["env"]["multi_worker"] is True
+        assert result["accelerator_count"] == 2  # two hosts' CPUs
+        np.testing.assert_allclose(result["losses"], one_result["losses"], rtol=1e-4)
+        assert "device_shared" not in result["flags"]
 
 
 def test_replicas_ask_for_emulated_cpu_devices_themselves():
@@ -140,33 +166,6 @@ def test_emulated_devices_and_multi_host_settings(monkeypatch):
     ) == {"coordinator_address": "10.0.0.2:1234", "num_processes": 2, "process_id": 1}
     with pytest.raises(SpecError, match="JAX_PROCESS_ID: must be an integer"):
         jax_devices.distributed_settings({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_PROCESS_ID": "one"})
-
-
-def test_two_hosts_through_jax_distributed_give_the_one_device_loss():
-    """Two processes of two emulated devices each join through jax.distributed (JAX_COORDINATOR_ADDRESS),
-    as the hosts of a pod slice do: 4 devices in all, and the 1-device run's losses. Process 1 leaves
-    the device lock to process 0 on the same host (otherwise the two would wait for each other)."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        port = probe.getsockname()[1]
-    env = child_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", XLA_FLAGS=
-                    "--xla_force_host_platform_device_count=2")
-    args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *TINY_FASHION]
-    hosts = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**env, "JAX_PROCESS_ID": str(i)}) for i in (0, 1)]
-    outputs = [host.communicate(timeout=600) for host in hosts]
-    one, one_result = run_cli(TINY_FASHION)
-    assert one.returncode == 0, one.stderr[-2000:]
-    for host, (stdout, stderr) in zip(hosts, outputs):
-        assert host.returncode == 0, stderr[-2000:]
-        result = json.loads(stdout)
-        assert result["replicas"] == 4 and len(result["device_names"]) == 4 and result["env"]["process_count"] == 2
-        assert result["env"]["multi_worker"] is True
-        assert result["accelerator_count"] == 2  # two hosts' CPUs
-        np.testing.assert_allclose(result["losses"], one_result["losses"], rtol=1e-4)
-        assert "device_shared" not in result["flags"]
 
 
 def test_jax_peer_processes_on_one_host_leave_the_device_lock_to_process_0():
