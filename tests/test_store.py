@@ -235,12 +235,14 @@ def test_new_runs_store_backend_from_spec_then_result(tmp_path):
         assert store.runs(run_ids=[queued])["backend"].iloc[0] == "jax"
         running = store.create_run(SPEC.replace(backend="jax"))
         store.finish_run(running, "done", result_for(SPEC.replace(backend="jax"), 10.0, backend="jax",
-                                                      backend_version="0.10.2"))
+                                                      backend_version="0.10.2", xla=True))
         plain = store.create_run(SPEC)
         store.finish_run(plain, "done", result_for(SPEC, 10.0, env={"tensorflow": "2.19.1"}))
         by_id = store.runs().set_index("run_id")
         assert by_id.loc[running, ["backend", "backend_version"]].tolist() == ["jax", "0.10.2"]
         assert by_id.loc[plain, ["backend", "backend_version"]].tolist() == ["tensorflow", "2.19.1"]
+        # XLA as it ran: a JAX run compiles with XLA though its spec did not ask for it.
+        assert bool(by_id.loc[running, "xla"]) and not bool(by_id.loc[plain, "xla"]) and not SPEC.xla
         assert store.count_runs(backend="jax") == 2 and store.count_runs(backend=["tensorflow"]) == 1
 
 

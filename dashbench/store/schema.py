@@ -123,6 +123,8 @@ def flat_values(spec: dict, result: dict | None) -> dict:
         values["batch_size"] = result["global_batch_size"]
     ci = result.get("examples_per_sec_ci95") or [None, None]
     values["examples_per_sec_ci95_lo"], values["examples_per_sec_ci95_hi"] = (list(ci) + [None, None])[:2]
+    if result.get("xla") is not None:  # what ran: JAX and TPU runs compile with XLA whatever the spec said
+        values["xla"] = result["xla"]
     values["xla"] = None if values.get("xla") is None else int(bool(values["xla"]))
     values["flags_json"] = json.dumps(list(result.get("flags") or []))
     values.update(backend_values(spec, result))
