@@ -15,7 +15,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -297,37 +296,11 @@ def cpu_model() -> str:
 # Side of the square probe matrices; 4096 reaches the attainable rate where 1024 does not.
 CPU_PROBE_SIZE = int(os.environ.get("DASHBENCH_CPU_PROBE_SIZE", "4096"))
 CPU_PROBE_REPEATS = 3
-_cpu_peaks: dict[tuple, float] = {}
 
 
 def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats: int = CPU_PROBE_REPEATS) -> float:
-    """Attainable CPU matmul rate in TFLOP/s: best of `repeats` timed products after one warm-up.
+    """TensorFlow's attainable CPU matmul rate in TFLOP/s, or the host's calibrated peak
+    (dashbench.engine.probe.cpu_peak_tflops)."""
+    from dashbench.engine import probe
 
-    Cached per process: the host does not change between runs, and the probe costs seconds.
-    A calibrated peak for this host (dashbench.engine.calibration) is used instead, when given.
-    """
-    from dashbench.engine import calibration
-
-    calibrated = calibration.cpu_peak(dtype)
-    if calibrated is not None:  # the host's calibration (doctor, or a quiet probe): no probe under load
-        return calibrated
-    size = size or CPU_PROBE_SIZE
-    key = (dtype, size, repeats)
-    if key not in _cpu_peaks:
-        _cpu_peaks[key] = _probe(dtype, size, repeats)
-    return _cpu_peaks[key]
-
-
-def _probe(dtype: str, size: int, repeats: int) -> float:
-    tf = import_tensorflow()
-    with tf.device("/cpu:0"):
-        a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
-        b = tf.random.stateless_normal([size, size], seed=[3, 4], dtype=dtype)
-        matmul = tf.function(lambda x, y: tf.matmul(x, y)[0, 0])
-        matmul(a, b).numpy()
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            matmul(a, b).numpy()  # fetching a scalar waits for the product
-            best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best / 1e12
+    return probe.cpu_peak_tflops("tensorflow", dtype, size, repeats)

@@ -23,6 +23,7 @@ import time
 from typing import Optional
 
 from dashbench import peaks, stats
+from dashbench.engine.probe import matmul_tflops
 from dashbench.spec import RunSpec
 
 # The wall-clock step time must match the engine's within this fraction.
@@ -161,7 +162,7 @@ def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
         probe = {"precision": precision}
         try:
             size = _probe_size(kind)
-            probe["measured_tflops"] = _probe(backend, kind, dtype, size)
+            probe["measured_tflops"] = matmul_tflops(backend, kind, dtype, size, PROBE_REPEATS)
             probe["size"] = size
         except Exception as exc:  # a dtype this device or backend cannot multiply
             probe["measured_tflops"] = None
@@ -221,38 +222,3 @@ def _stopwatch(backend: str, kind: str, steps: int, tries: int):
 def _measured_s(result) -> float:
     """The measured time a result reports: its steps at its throughput."""
     return result.steps * result.global_batch_size / result.examples_per_sec
-
-
-def _probe(backend: str, kind: str, dtype: str, size: int, repeats: int = PROBE_REPEATS) -> float:
-    """Best of `repeats` timed size² products on the first device of `kind`, after one warm-up (TFLOP/s)."""
-    if backend == "jax":
-        from dashbench.engine import jax_devices
-
-        jax = jax_devices.import_jax()
-        import jax.numpy as jnp
-
-        device = jax.devices(kind)[0]
-        a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), device)
-        b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), device)
-        matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
-        fetch = lambda: float(matmul(a, b))  # noqa: E731
-    else:
-        from dashbench.engine import devices
-
-        tf = devices.import_tensorflow()
-        name = {"cpu": "/cpu:0", "gpu": "/gpu:0", "tpu": "/tpu:0"}[kind]
-        with tf.device(name):
-            a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
-            b = tf.random.stateless_normal([size, size], seed=[3, 4], dtype=dtype)
-        matmul = tf.function(lambda x, y: tf.matmul(x, y)[0, 0])
-
-        def fetch():
-            with tf.device(name):
-                return float(matmul(a, b).numpy())
-    fetch()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fetch()  # fetching a scalar waits for the product
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best / 1e12

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from typing import Optional
 
 from dashbench.engine import tpu
@@ -90,7 +89,7 @@ def create(spec: RunSpec) -> Target:
     if kind == "tpu" and spec.replicas not in (None, len(found)):
         raise SpecError("replicas", f"a TPU runs on all its {len(found)} devices here; drop --replicas or use {len(found)}")
     if replicas > len(found):
-        hint = f" (a CPU run asks for them itself: run it in a fresh process)" if kind == "cpu" else ""
+        hint = " (a CPU run asks for them itself: run it in a fresh process)" if kind == "cpu" else ""
         raise SpecError("replicas", f"{replicas} {kind} devices requested but JAX sees {len(found)}{hint}")
     if spec.batch_size % replicas:
         raise SpecError("batch_size", divisibility_message(spec.batch_size, replicas))
@@ -142,39 +141,12 @@ def found_summary(jax) -> str:
     return ", ".join(parts) + f"; use --device {' or '.join(usable + ['auto'])}"
 
 
-_cpu_peaks: dict[tuple, float] = {}
-
-
 def cpu_peak_tflops(dtype: str = "float32", size: int = 0, repeats: int = 3) -> float:
-    """Attainable XLA:CPU matmul rate in TFLOP/s (JAX's own, so no TensorFlow is needed): best of
-    `repeats` timed products after one warm-up. Cached per process."""
-    from dashbench.engine import calibration
-    from dashbench.engine.devices import CPU_PROBE_SIZE
+    """XLA:CPU's attainable matmul rate in TFLOP/s (JAX's own, so no TensorFlow is needed), or the
+    host's calibrated peak (dashbench.engine.probe.cpu_peak_tflops)."""
+    from dashbench.engine import probe
 
-    calibrated = calibration.cpu_peak(dtype)
-    if calibrated is not None:  # the host's calibration: no probe under the run's own load
-        return calibrated
-    key = (dtype, size or CPU_PROBE_SIZE, repeats)
-    if key not in _cpu_peaks:
-        _cpu_peaks[key] = _probe(*key)
-    return _cpu_peaks[key]
-
-
-def _probe(dtype: str, size: int, repeats: int) -> float:
-    jax = import_jax()
-    import jax.numpy as jnp
-
-    cpu = jax.local_devices(backend="cpu")[0]  # this host's own: devices("cpu")[0] is host 0's
-    a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), cpu)
-    b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), cpu)
-    matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
-    float(matmul(a, b))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        float(matmul(a, b))  # fetching a scalar waits for the product
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best / 1e12
+    return probe.cpu_peak_tflops("jax", dtype, size or None, repeats)
 
 
 def discover() -> dict:

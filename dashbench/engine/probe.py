@@ -1,0 +1,66 @@
+"""The matmul probe: the attainable TFLOP/s of one device, on either backend. The engine's CPU peak
+(MFU and the above-peak flag on a CPU) and `dashbench doctor`'s probes per precision are this one
+measurement."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from dashbench.engine import calibration
+
+
+def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int = 3) -> float:
+    """Best of `repeats` timed size² products on this host's first device of `kind`, after one
+    warm-up (TFLOP/s). Fetching a scalar of the product waits for it."""
+    if backend == "jax":
+        from dashbench.engine import jax_devices
+
+        jax = jax_devices.import_jax()
+        import jax.numpy as jnp
+
+        device = jax.local_devices(backend=kind)[0]  # this host's own: devices(kind)[0] is host 0's
+        a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), device)
+        b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), device)
+        matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
+
+        def fetch():
+            return float(matmul(a, b))
+    else:
+        from dashbench.engine import devices
+
+        tf = devices.import_tensorflow()
+        name = {"cpu": "/cpu:0", "gpu": "/gpu:0", "tpu": "/tpu:0"}[kind]
+        with tf.device(name):
+            a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
+            b = tf.random.stateless_normal([size, size], seed=[3, 4], dtype=dtype)
+        matmul = tf.function(lambda x, y: tf.matmul(x, y)[0, 0])
+
+        def fetch():
+            with tf.device(name):
+                return float(matmul(a, b).numpy())
+    fetch()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fetch()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best / 1e12
+
+
+_cpu_peaks: dict[tuple, float] = {}
+
+
+def cpu_peak_tflops(backend: str, dtype: str = "float32", size: Optional[int] = None, repeats: int = 3) -> float:
+    """The CPU peak a run's MFU uses: this host's calibrated peak (dashbench.engine.calibration) when
+    given, else the backend's own probe, cached per process (the host does not change between runs,
+    and the probe costs seconds)."""
+    calibrated = calibration.cpu_peak(dtype)
+    if calibrated is not None:  # the host's calibration (doctor, or a quiet probe): no probe under load
+        return calibrated
+    from dashbench.engine import devices
+
+    key = (backend, dtype, size or devices.CPU_PROBE_SIZE, repeats)
+    if key not in _cpu_peaks:
+        _cpu_peaks[key] = matmul_tflops(backend, "cpu", dtype, key[2], repeats)
+    return _cpu_peaks[key]
