@@ -156,8 +156,9 @@ def plans(path: Path) -> list[str]:
     return out
 
 
-def write_docs(text: str) -> None:
-    start, end = "<!-- store -->", "<!-- /store -->"
+def write_docs(text: str, marker: str = "store") -> None:
+    """Put `text` into docs/PERFORMANCE.md between <!-- marker --> and <!-- /marker -->."""
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
     current = DOCS.read_text() if DOCS.exists() else "# Performance\n"
     block = f"{start}\n{text.rstrip()}\n{end}"
     if start in current and end in current:

@@ -2,35 +2,30 @@
 
 import streamlit as st
 
-from dashbench.views import charts, ui
+from dashbench.views import ui
 
 from dashbench.costs import prices, reference
-from dashbench.views import compare, context, filters
+from dashbench.views import compare, compare_view, context, results
 from dashbench.views.format import md_text, run_label, unreadable_note
-from dashbench.views.samples import step_samples
 
 ctx = ui.open_page("Compare")
+db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
 
-runs = ctx.store.runs()
-if unreadable_note(runs):
-    st.warning(unreadable_note(runs))
-if runs.empty:
+stored = db.count_runs()
+if not stored:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
     if not ctx.settings.read_only:
         st.page_link("pages/run.py", label="Go to Run", icon=":material/play_arrow:")
 
-requested = [r for r in st.query_params.get("runs", "").split(",") if r and r in runs["run_id"].values]
+requested = db.known_ids([r for r in st.query_params.get("runs", "").split(",") if r])
 if requested and st.session_state.get("cmp_requested") != requested:
     # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
     # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
     st.session_state["cmp_requested"] = requested
     st.session_state["cmp_runs"] = requested
-    st.session_state["cmp_model"] = compare.models_of(runs, requested)
-    st.session_state.pop("cmp_acc", None)
-    st.session_state.pop("cmp_backend", None)
-    st.session_state.pop("cmp_precision", None)
-    st.session_state.pop("cmp_status", None)
-    st.session_state.pop("cmp_ref_rows", None)
+    st.session_state["cmp_model"] = compare.models_of(db.runs(run_ids=requested), requested)
+    for key in ("cmp_acc", "cmp_backend", "cmp_precision", "cmp_status", "cmp_ref_rows", "cmp_search"):
+        st.session_state.pop(key, None)
 
 
 def _unless_set(key, value):
@@ -48,45 +43,60 @@ def _runs_changed():
 
 
 with st.expander("Choose runs", expanded=not requested):
-    options = filters.filter_options(runs)
+    options = db.facets()
+    newest = db.newest_model()
     cols = st.columns(5)
     selections = {
         # Throughput of different workloads on one axis means nothing: start from one model.
-        "model": cols[0].multiselect("Model", options.get("model", []), key="cmp_model",
-                                     default=_unless_set("cmp_model", compare.default_models(runs)),
+        "model": cols[0].multiselect("Model", options["model"], key="cmp_model",
+                                     default=_unless_set("cmp_model", [newest] if newest else []),
                                      on_change=_filters_changed),
-        "accelerator": cols[1].multiselect("Accelerator", options.get("accelerator", []), key="cmp_acc",
+        "accelerator": cols[1].multiselect("Accelerator", options["accelerator"], key="cmp_acc",
                                            on_change=_filters_changed),
-        "precision": cols[2].multiselect("Precision", options.get("precision", []), key="cmp_precision",
+        "precision": cols[2].multiselect("Precision", options["precision"], key="cmp_precision",
                                          on_change=_filters_changed),
-        "backend": cols[3].multiselect("Backend", options.get("backend", []), key="cmp_backend",
+        "backend": cols[3].multiselect("Backend", options["backend"], key="cmp_backend",
                                        on_change=_filters_changed),
-        "status": cols[4].multiselect("Status", options.get("status", []),
-                                      default=_unless_set("cmp_status", ["done"] if "done" in options.get(
-                                          "status", []) else []),
+        "status": cols[4].multiselect("Status", options["status"],
+                                      default=_unless_set("cmp_status", ["done"] if "done" in options["status"]
+                                                          else []),
                                       key="cmp_status", on_change=_filters_changed),
     }
-    filtered = filters.apply_filters(runs, selections)
-    labels = {r["run_id"]: run_label(r) for r in filtered.to_dict("records")}
-    by_id = runs.set_index("run_id")
-    labels.update({r: run_label(by_id.loc[r].to_dict() | {"run_id": r})
-                   for r in st.session_state.get("cmp_runs", []) if r in by_id.index and r not in labels})
-    chosen = st.multiselect("Runs (the newest 12 that pass the filters; add or remove by hand)", list(labels),
-                            default=_unless_set("cmp_runs", list(filtered["run_id"])[:12]), format_func=labels.get,
+    query = results.query(selections)
+    matching = db.count_runs(**query)
+    default_ids, _scanned = db.newest_per_setup(limit=compare.DEFAULT_RUNS, **query)
+    search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
+                           key="cmp_search")
+    found = db.runs(**query, search=search, limit=compare.PICKER_RUNS)["run_id"].tolist() if search.strip() else []
+    recent = db.runs(**query, limit=compare.PICKER_RUNS)["run_id"].tolist()
+    picked = st.session_state.get("cmp_runs") or []
+    offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
+    offered_runs = db.runs(run_ids=offered)
+    labels = {r["run_id"]: run_label(r) for r in offered_runs.to_dict("records")}
+    offered = [r for r in offered if r in labels]
+    default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
+    if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
+        st.session_state["cmp_runs"] = [r for r in picked if r in labels]
+    chosen = st.multiselect("Runs", offered, default=_unless_set("cmp_runs", default_ids), format_func=labels.get,
                             key="cmp_runs", on_change=_runs_changed)
+    st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None))
     show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
     published = reference.rows()
     ref_names = dict(zip(published["key"], published["name"]))
-    chosen_models = runs.loc[runs["run_id"].isin(chosen), "model"].unique().tolist()
-    chosen_labels = runs.loc[runs["run_id"].isin(chosen), "label"].tolist()
+    chosen_runs = offered_runs[offered_runs["run_id"].isin(chosen)]
+    chosen_models = chosen_runs["model"].unique().tolist()
     ref_keys = st.multiselect("Published rows (default: those for the chosen runs' models)", list(ref_names),
                               default=_unless_set("cmp_ref_rows", compare.reference_for_models(
-                                  published, chosen_models, chosen_labels)),
+                                  published, chosen_models, chosen_runs["label"].tolist())),
                               format_func=ref_names.get, key="cmp_ref_rows", disabled=not show_reference)
+if unreadable_note(offered_runs):
+    st.warning(unreadable_note(offered_runs))
 
-catalog = prices.catalog(ctx.store)
-frame = compare.compare_frame(runs[runs["run_id"].isin(chosen)], catalog,
-                              published[published["key"].isin(ref_keys)] if show_reference else None)
+catalog = prices.catalog(db)
+# Everything below is built once per store version and choice: a rerun that changed nothing draws it.
+choice = (ctx.store.change_token(), tuple(chosen), tuple(ref_keys) if show_reference else None)
+frame = ui.memo(choice, compare.compare_frame, chosen_runs, catalog,
+                published[published["key"].isin(ref_keys)] if show_reference else None)
 if frame.empty:
     st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
     st.stop()
@@ -95,13 +105,8 @@ baselines = compare.baseline_choices(frame)
 baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
                         help="Speed-up is examples/s over this row's, only between rows of the same workload and "
                              "shape; every other workload is compared with its own first run.")
-groups = compare.workload_groups(frame)
-# Each workload (and shape) against its own baseline: the chosen one in its group, the first run elsewhere.
-group_bases = {name: compare.group_baseline(rows, baseline) for name, rows in groups}
-frame = frame.assign(speedup=float("nan"))
-for name, rows in groups:
-    if group_bases[name]:
-        frame.loc[rows.index, "speedup"] = compare.speedup_vs(rows, group_bases[name])["speedup"]
+frame, group_bases = ui.memo(choice + (baseline,), compare_view.with_speedups, frame, baseline)
+groups = list(group_bases)
 
 flag_lines = compare.flag_lines(frame)
 if flag_lines:
@@ -116,28 +121,24 @@ if not unpriced.empty:
         st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
 
 if len(groups) > 1:
-    names = ", ".join(md_text(name) for name, _rows in groups)
+    names = ", ".join(md_text(name) for name in groups)
     st.caption(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
                "compared only within one workload and shape.")
-for i, (name, _rows) in enumerate(groups):
-    rows = frame[compare.group_of(frame) == name]
-    st.subheader(f"Workload: {md_text(name)}")
-    sweeps = compare.sweep_frame(rows)
-    if not sweeps.empty:
-        st.plotly_chart(charts.throughput_vs_batch(sweeps), key=f"chart_sweep_{i}")
+for i, section in enumerate(ui.memo(choice + (baseline,), compare_view.sections, frame, group_bases, baselines, db)):
+    st.subheader(f"Workload: {md_text(section.name)}")
+    if section.sweep is not None:
+        st.plotly_chart(section.sweep, key=f"chart_sweep_{i}")
     left, right = st.columns(2)
-    left.plotly_chart(charts.throughput(rows), key=f"chart_throughput_{i}")
-    base = group_bases[name]
-    right.plotly_chart(charts.speedup(rows, baselines.get(base, "—") if base else "—"), key=f"chart_speedup_{i}")
-    measured = rows[rows["kind"] == "measured"]
-    if not measured.empty:
-        left.plotly_chart(charts.step_time_distribution(step_samples(ctx.store, measured)), key=f"chart_steps_{i}")
-    right.plotly_chart(charts.cost_per_million(rows), key=f"chart_cost_{i}")
+    left.plotly_chart(section.throughput, key=f"chart_throughput_{i}")
+    right.plotly_chart(section.speedup, key=f"chart_speedup_{i}")
+    if section.steps is not None:
+        left.plotly_chart(section.steps, key=f"chart_steps_{i}")
+    right.plotly_chart(section.cost, key=f"chart_cost_{i}")
 
 st.subheader("The numbers")
-table = compare.compare_table(frame)
+table, csv = ui.memo(choice + (baseline,), compare_view.table_and_csv, frame)
 ui.table(table)
-st.download_button("Download CSV", compare.csv_bytes(table), file_name="dashbench-compare.csv", mime="text/csv",
+st.download_button("Download CSV", csv, file_name="dashbench-compare.csv", mime="text/csv",
                    icon=":material/download:")
 
 with st.expander("Time and cost of N epochs"):
@@ -145,7 +146,8 @@ with st.expander("Time and cost of N epochs"):
     dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
                                         key="cmp_dataset")
     epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
-    ui.table(compare.epochs_table(frame, catalog, int(dataset_size), float(epochs)))
+    ui.table(ui.memo(choice + (baseline, int(dataset_size), float(epochs)), compare.epochs_table, frame, catalog,
+                     int(dataset_size), float(epochs)))
     left_out = compare.epochs_left_out(frame)
     if left_out:
         st.caption("Left out, not at full size (their time is not the full-size model's): "

@@ -1,84 +1,109 @@
-"""Results: every stored run, a detail view, and bundle export / import / delete."""
+"""Results: stored runs a page at a time (filtered, searched and sorted in SQL), a run's detail from its
+selected row, and bundle export / import / delete."""
 
 import streamlit as st
 
 from dashbench.views import charts, ui
 
 from dashbench.costs import prices
-from dashbench.views import context, filters, results
-from dashbench.views.format import md_text, run_label, unreadable_note
+from dashbench.views import context, results
+from dashbench.views.format import md_text, unreadable_note
 from dashbench.views.samples import prepare_samples
 
 ctx = ui.open_page("Results", flash_key="res_flash")
+db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
 read_only = ctx.settings.read_only
 
-runs = ctx.store.runs()
-if unreadable_note(runs):
-    st.warning(unreadable_note(runs))
-if runs.empty:
+stored = db.count_runs()
+if not stored:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
-options = filters.filter_options(runs)
+
+def _query_changed():
+    st.session_state["res_page"] = 1  # a new filter, search or order starts at its first page
+
+
+facets = db.facets()
 cols = st.columns([1, 1, 1, 1, 1, 2])
 selections = {
-    "model": cols[0].multiselect("Model", options.get("model", []), key="res_model"),
-    "accelerator": cols[1].multiselect("Accelerator", options.get("accelerator", []), key="res_acc"),
-    "precision": cols[2].multiselect("Precision", options.get("precision", []), key="res_precision"),
-    "backend": cols[3].multiselect("Backend", options.get("backend", []), key="res_backend"),
-    "status": cols[4].multiselect("Status", options.get("status", []), key="res_status"),
+    "model": cols[0].multiselect("Model", facets["model"], key="res_model", on_change=_query_changed),
+    "accelerator": cols[1].multiselect("Accelerator", facets["accelerator"], key="res_acc", on_change=_query_changed),
+    "precision": cols[2].multiselect("Precision", facets["precision"], key="res_precision",
+                                     on_change=_query_changed),
+    "backend": cols[3].multiselect("Backend", facets["backend"], key="res_backend", on_change=_query_changed),
+    "status": cols[4].multiselect("Status", facets["status"], key="res_status", on_change=_query_changed),
 }
-search = cols[5].text_input("Search (label, host, id, …)", key="res_search")
-filtered = filters.apply_filters(runs, selections, search)
-st.caption(f"{len(filtered)} of {len(runs)} runs, newest first. Click a column header to sort; "
-           "cost is on-demand USD per million examples (\"no price\" runs are blank).")
-ui.table(results.results_table(filtered, prices.catalog(ctx.store)))
+search = cols[5].text_input("Search (label, host, id, model, error, …)", key="res_search", on_change=_query_changed)
+query = results.query(selections, search)
+total = db.count_runs(**query)
+pages = results.page_count(total)
+if st.session_state.get("res_page", 1) > pages:  # the store or the filters shrank under the page shown
+    st.session_state["res_page"] = pages
+cols = st.columns([2, 1, 3])
+sort = cols[0].selectbox("Sort by", list(results.SORTS), format_func=lambda k: results.SORTS[k][0], key="res_sort",
+                         on_change=_query_changed)
+page = cols[1].number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="res_page")
+_label, order_by, descending = results.SORTS[sort]
+shown = db.runs(**query, order_by=order_by, descending=descending,
+                offset=(page - 1) * results.PAGE_SIZE, limit=results.PAGE_SIZE)
+if unreadable_note(shown):
+    st.warning(unreadable_note(shown))
+cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0]))
 
-if not filtered.empty:
-    st.subheader("Run detail")
-    labels = {r["run_id"]: f"{run_label(r)} — {r['status']}" for _, r in filtered.iterrows()}
-    done = filtered.index[filtered["status"] == "done"]
-    first_done = filtered.index.get_loc(done[0]) if len(done) else 0
-    run_id = st.selectbox("Run", list(labels), index=first_done, format_func=labels.get, key="res_detail")
-    run = ctx.store.get_run(run_id)
-    detail = results.run_detail(run)
-    if detail["unreadable"]:
-        st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
-    ui.run_summary(detail)
-    samples = prepare_samples(ctx.store.samples(run_id))
-    left, right = st.columns(2)
-    left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
-    right.plotly_chart(charts.step_time_series(samples), key="detail_steps")
-    st.page_link("pages/compare.py", label="Compare this run", icon=":material/bar_chart:",
-                 query_params={"runs": run_id})
-    with st.expander("Environment and placement"):
-        st.json({"env": detail["env"], "placement": detail["placement"]})
-    with st.expander("Spec"):
-        st.json(detail["spec"])
+table = results.results_table(shown, prices.catalog(db))
+# Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
+event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
+                 on_select="rerun", selection_mode="multi-row")
+selected = [table["run_id"].iloc[i] for i in event.selection.rows if i < len(table)]
+st.session_state["res_selected"] = selected
+
+st.subheader("Run detail")
+if not selected:
+    st.caption("Select a run (the box at the left of its row) to see its loss curve, step times, environment "
+               "and spec here; select several to delete them below.")
+else:
+    run_id = selected[0]
+    if len(selected) > 1:
+        st.caption(f"{len(selected)} runs selected: the first one's detail.")
+    run = db.get_run(run_id)
+    detail = results.run_detail(run) if run is not None else None
+    if detail is None:
+        st.warning(f"Run {md_text(run_id)} is no longer stored.")
+    else:
+        if detail["unreadable"]:
+            st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
+        ui.run_summary(detail)
+        samples = prepare_samples(db.samples(run_id))
+        left, right = st.columns(2)
+        left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
+        right.plotly_chart(charts.step_time_series(samples), key="detail_steps")
+        st.page_link("pages/compare.py", label="Compare " + ("these runs" if len(selected) > 1 else "this run"),
+                     icon=":material/bar_chart:", query_params={"runs": ",".join(selected)})
+        with st.expander("Environment and placement"):
+            st.json({"env": detail["env"], "placement": detail["placement"]})
+        with st.expander("Spec"):
+            st.json(detail["spec"])
 
 st.subheader("Export")
-if not filtered.empty:
-    export_ids = filtered["run_id"].tolist()
+if total:
     # Built only when clicked, in its own read-only connection (this run's handle is closed by then).
-    st.download_button(f"Download bundle of the {len(export_ids)} runs shown above",
-                       lambda: results.bundle_bytes(ctx.settings.db_path, export_ids),
+    st.download_button(f"Download bundle of the {total:,} runs that pass the filters",
+                       lambda: results.bundle_bytes(ctx.settings.db_path, **query),
                        file_name="dashbench-bundle.json", mime="application/json", on_click="ignore")
 else:
     st.caption("Nothing to export.")
 
 if not read_only:
     def _delete():
-        # A callback (before the next run draws anything), so the table shows the store without them and
-        # the widgets can be cleared: a key popped in the page body keeps its value in the browser.
-        doomed = st.session_state.get("res_delete") or []
+        # A callback (before the next run draws anything), so the table shows the store without them.
+        doomed = st.session_state.get("res_selected") or []
         with context.own_store(ctx.settings) as store:
             message, ok = results.delete_runs(store, doomed)
-        if not ok:  # a queued or running run: kept, and the choice stays for after a cancel
+        if not ok:  # a queued or running run: kept, and the selection stays for after a cancel
             st.session_state["res_delete_refused"] = message
             return
         st.session_state["res_flash"] = message
-        st.session_state["res_delete"] = []
         st.session_state["res_delete_confirm"] = False
-        st.session_state.pop("res_detail", None)
 
     st.subheader("Import")
     # A new key empties the uploader once its files are in (its value cannot be set from Python).
@@ -94,10 +119,13 @@ if not read_only:
         st.error(message)
 
     st.subheader("Delete")
-    st.multiselect("Runs to delete", list(filtered["run_id"]), key="res_delete",
-                   format_func=lambda r: run_label(filtered.set_index("run_id").loc[r].to_dict() | {"run_id": r}))
-    st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
-    ready = bool(st.session_state.get("res_delete")) and st.session_state.get("res_delete_confirm", False)
-    st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)
+    if not selected:
+        st.caption("Select the runs to delete in the table above.")
+    else:
+        st.markdown(f"Delete the {len(selected)} selected run{'s' if len(selected) > 1 else ''}: "
+                    + ", ".join(md_text(results.short_label(shown, r)) for r in selected) + ".")
+        st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
+        ready = st.session_state.get("res_delete_confirm", False)
+        st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)
     if "res_delete_refused" in st.session_state:
         st.error(st.session_state.pop("res_delete_refused"))

@@ -48,6 +48,17 @@ def assert_clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
+def select_rows(at: AppTest, run_ids) -> AppTest:
+    """Tick these runs' rows in the Results table, as a click on their selection boxes does."""
+    (table,) = [d for d in at.dataframe if (d.key or "").startswith("res_table_")]
+    shown = table.value["run_id"].tolist()
+    at.session_state[table.key] = {"selection": {"rows": [shown.index(r) for r in run_ids], "columns": [],
+                                                 "cells": []}}
+    at.run()
+    assert_clean(at)
+    return at
+
+
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
     parts += [e.value for e in at.error] + [i.value for i in at.info] + [s.value for s in at.success]
@@ -85,6 +96,13 @@ def test_every_page_renders_on_a_store_with_many_runs(filled, monkeypatch):
     for page in PAGES:
         show(at, page)
     show(at, "pages/compare.py")
+    # By default the newest run of each setup; the picker offers the others that pass the filters.
+    picker = at.multiselect(key="cmp_runs")
+    with Store(db, read_only=True) as store:
+        every = store.runs(model=at.multiselect(key="cmp_model").value, status="done")["run_id"].tolist()
+    assert 0 < len(picker.value) < len(picker.options) == len(every)
+    picker.set_value(every).run()
+    assert_clean(at)
     # Flags sit next to the figures on Compare, not in a detail view.
     shown = texts(at)
     assert "above peak" in shown and "not on the chosen device" in shown
@@ -134,24 +152,26 @@ def test_results_page_deletes_and_imports(filled, monkeypatch, tmp_path):
     with Store(other) as store:
         extra = store.create_run(RunSpec(model="conv2d", batch_size=8), status="running")
         store.finish_run(extra, "failed", error="bundle me")
-    bundle = results.bundle_bytes(str(other), [extra])
+    bundle = results.bundle_bytes(str(other), run_ids=[extra])
 
     at = start(monkeypatch, db)
     show(at, "pages/results.py")
-    at.multiselect(key="res_delete").set_value([ids[0]])
+    select_rows(at, [ids[0]])
     at.checkbox(key="res_delete_confirm").check().run()
     at.button(key="res_delete_go").click().run()
     assert_clean(at)
     assert "Deleted 1 run." in texts(at)
-    # The deleted run is gone from the table, and the delete controls are cleared for the next choice.
-    assert f"{len(ids) - 1} of {len(ids) - 1} runs" in texts(at)
-    assert at.multiselect(key="res_delete").value == [] and not at.checkbox(key="res_delete_confirm").value
+    # The deleted run is gone from the table, and nothing is selected for the next choice.
+    assert f"of {len(ids) - 1} that pass the filters ({len(ids) - 1} stored)" in texts(at)
+    assert ids[0] not in at.dataframe[0].value["run_id"].tolist()
+    assert "Select the runs to delete in the table above." in texts(at)
     at.file_uploader(key="res_import_0").upload("bundle.json", bundle, "application/json").run()
     at.button(key="res_import_go").click().run()
     assert_clean(at)
     assert "Imported 1 run" in texts(at)
     # Drawn again after the import: the table lists the imported run, the uploader is empty.
-    assert f"{len(ids)} of {len(ids)} runs" in texts(at)
+    assert f"of {len(ids)} that pass the filters ({len(ids)} stored)" in texts(at)
+    assert extra in at.dataframe[0].value["run_id"].tolist()
     assert not at.file_uploader(key="res_import_1").value
     with Store(db, read_only=True) as store:
         assert store.get_run(ids[0]) is None
@@ -166,14 +186,14 @@ def test_results_page_refuses_to_delete_a_running_run(filled, monkeypatch):
     try:
         at = start(monkeypatch, db)
         show(at, "pages/results.py")
-        at.multiselect(key="res_delete").set_value([ids[0], running])
+        select_rows(at, [ids[0], running])
         at.checkbox(key="res_delete_confirm").check().run()
         at.button(key="res_delete_go").click().run()
         assert_clean(at)
         (refused,) = [e.value for e in at.error if e.value.startswith("Nothing deleted")]
         assert "(running)" in refused and "Cancel it on the Run page first" in refused
         assert "Deleted" not in texts(at)
-        assert at.multiselect(key="res_delete").value == [ids[0], running]  # kept for after a cancel
+        assert "Delete the 2 selected runs" in texts(at)  # the selection is kept for after a cancel
         with Store(db, read_only=True) as store:
             assert store.get_run(running)["status"] == "running" and store.get_run(ids[0]) is not None
             assert store.count_runs() == len(ids) + 1
@@ -211,13 +231,11 @@ def test_stored_markup_is_shown_as_text(tmp_path, monkeypatch):
         store.finish_run(failed, "failed", error=HOSTILE_ERROR)
     at = start(monkeypatch, db)
     show(at, "pages/results.py")
-    at.selectbox(key="res_detail").set_value(failed).run()
-    assert_clean(at)
+    select_rows(at, [failed])
     assert md_text(HOSTILE_ERROR) in [e.value for e in at.error]
     assert any(md_text(HOSTILE_LABEL) in m.value for m in at.markdown)
     _assert_no_live_markup(texts(at).splitlines() + [s.value for s in at.subheader])
-    at.selectbox(key="res_detail").set_value(done).run()
-    assert_clean(at)
+    select_rows(at, [done])
     assert any(md_text(HOSTILE_FLAG) in w.value for w in at.warning)
     _assert_no_live_markup(texts(at).splitlines() + [m.label for m in at.metric])
     at.query_params["runs"] = done

@@ -4,14 +4,10 @@ Screenshots land in test-artifacts/ (gitignored). With DASHBENCH_UPDATE_SCREENSH
 is also saved as docs/compare.png, the README's picture.
 """
 
-import contextlib
+import importlib.util
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,52 +16,18 @@ import dashboard_data
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("DASHBENCH_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+# The server start, Chromium's flags and the idle test are the dashboard benchmark's (one copy).
+_spec = importlib.util.spec_from_file_location("dashboard_scale", ROOT / "bench" / "dashboard_scale.py")
+scale = sys.modules.setdefault("dashboard_scale", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(scale)  # registered first: its dataclasses look their module up
+CHROMIUM, CHROMIUM_ARGS, IDLE = scale.CHROMIUM, scale.CHROMIUM_ARGS, scale.IDLE
 # The Run page's first render waits for device discovery (a TensorFlow subprocess) on a slow CI box.
 PAGE_TIMEOUT_MS = 90_000
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def streamlit_server(db: Path, *app_args: str):
-    port = free_port()
-    log = (ARTIFACTS / f"streamlit-{port}.log").open("wb")
-    argv = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-            "--server.headless", "true"]
-    if app_args:
-        argv += ["--", *app_args]
-    env = dict(os.environ, DASHBENCH_DB=str(db))
-    env.pop("DASHBENCH_READ_ONLY", None)
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:  # readiness poll of the health endpoint, not a fixed sleep
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"streamlit did not start (see {log.name})")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+def streamlit_server(db: Path, read_only: bool = False):
+    ARTIFACTS.mkdir(exist_ok=True)
+    return scale.streamlit_server(db, read_only, ARTIFACTS)
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +80,15 @@ def test_every_page_in_a_real_browser(browser, tmp_path):
         page.close()
 
         page = open_page(browser, url + "/results", "Results", "results.png")
-        expect(page.get_by_text(f"{len(ids)} of {len(ids)} runs")).to_be_visible()
-        expect(page.get_by_text("Run detail")).to_be_visible()
+        expect(page.get_by_text(f"of {len(ids)} that pass the filters ({len(ids)} stored)")).to_be_visible()
+        expect(page.get_by_text("Select a run (the box at the left of its row)")).to_be_visible()
+        # A click on the first row's selection box opens that run's detail.
+        grid = page.locator("[data-testid='stDataFrame']").first.bounding_box()
+        page.mouse.click(grid["x"] + 18, grid["y"] + 35 + 35 // 2)
+        expect(page.get_by_text("Environment and placement")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        title = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=ids[-1][-6:])
+        expect(title.first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "results-detail.png"), full_page=True)
         page.close()
 
         page = open_page(browser, url + "/prices", "Prices", "prices.png")
@@ -136,7 +105,7 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
 
     db = tmp_path / "runs.sqlite"
     dashboard_data.fill(db, n_runs=12)
-    with streamlit_server(db, "--read-only") as url:
+    with streamlit_server(db, read_only=True) as url:
         page = open_page(browser, url + "/results", "Results", "read-only-results.png")
         nav = page.locator("[data-testid='stSidebarNav']")
         expect(nav.get_by_text("Compare")).to_be_visible()

@@ -10,7 +10,7 @@ import pytest
 from dashbench.views import charts
 
 from dashbench.costs import prices, reference
-from dashbench.views import compare, context, devices, filters, live, results, run_form
+from dashbench.views import compare, context, devices, live, results, run_form
 from dashbench.views.format import flag_list, flag_text, md_text, run_label
 from dashbench.views.samples import prepare_samples, step_samples
 from dashbench.spec import RunSpec, SpecError
@@ -45,13 +45,13 @@ def test_run_label_is_unique_and_says_what_ran(store):
 
 
 def test_filters_and_search(store):
-    runs = store.runs()
-    only = filters.apply_filters(runs, {"accelerator": ["V100"], "model": []})
+    only = store.runs(**results.query({"accelerator": ["V100"], "model": []}))
     assert len(only) and set(only["accelerator"]) == {"V100"}
-    assert len(filters.apply_filters(runs, {})) == len(runs)
-    found = filters.apply_filters(runs, {}, text="cpu sweep")
+    assert len(store.runs(**results.query({}, "  "))) == store.count_runs()
+    found = store.runs(**results.query({}, "CPU SWEEP"))  # the label, any case
     assert set(found["sweep_id"]) == {"sweep-fixture-1"}
-    assert "TPU v2" in filters.filter_options(runs)["accelerator"]
+    assert store.count_runs(search="100%") == 0  # LIKE's wildcards typed are literal
+    assert "TPU v2" in store.facets()["accelerator"]
 
 
 def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
@@ -333,8 +333,8 @@ def test_csv_and_tables_have_the_backend_columns(two_backends):
 def test_backend_filter_and_sweep_lines_per_backend(two_backends):
     store, ids = two_backends
     runs = store.runs()
-    assert filters.filter_options(runs)["backend"] == ["jax", "tensorflow"]
-    assert set(filters.apply_filters(runs, {"backend": ["jax"]})["run_id"]) == {ids[("jax", 32)], ids[("jax", 64)]}
+    assert store.facets()["backend"] == ["jax", "tensorflow"]
+    assert set(store.runs(backend=["jax"])["run_id"]) == {ids[("jax", 32)], ids[("jax", 64)]}
     sweeps = compare.sweep_frame(compare.compare_frame(runs, None, None))
     # The same setup at two batch sizes on each backend: two lines, each named by its backend.
     assert sorted(sweeps["series"].unique()) == ["fashion_mnist_cnn · CPU · fp32 · jax",

@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-exported)
-from dashbench.store import queries, schema, states
+from dashbench.store import browse, queries, schema, states, watch
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
 
@@ -524,9 +524,29 @@ class Store:
         """One row per run, newest first, flat columns (see queries.RUN_COLUMNS).
 
         Filters: model, device, backend, accelerator, precision, batch_size, status, sweep_id, label, host,
-        run_ids (each a value or a list of values), since, until (datetime, date, ISO text or epoch
-        seconds; on created_at), limit."""
+        run_ids (each a value or a list of values), search (a substring of id, label, host, model, …),
+        since, until (datetime, date, ISO text or epoch seconds; on created_at), limit. Paging and
+        order: offset, order_by (a queries.SORT_COLUMNS name), descending."""
         return queries.runs(self._read, **filters)
+
+    def facets(self) -> dict[str, list]:
+        """Distinct values of the pages' filter columns (browse.FACET_COLUMNS)."""
+        return browse.facets(self._read)
+
+    def newest_model(self) -> str | None:
+        return browse.newest_model(self._read)
+
+    def newest_per_setup(self, limit: int = 12, scan: int = 500, **filters) -> tuple[list[str], int]:
+        """The newest run of each setup among the newest `scan` matching runs (browse.newest_per_setup)."""
+        return browse.newest_per_setup(self._read, limit=limit, scan=scan, **filters)
+
+    def known_ids(self, run_ids) -> list[str]:
+        """Those of these run ids that are stored, in the order given."""
+        return browse.known_ids(self._read, run_ids)
+
+    def change_token(self) -> tuple:
+        """Changes whenever any connection commits to this database (watch.change_token)."""
+        return watch.change_token(self.path)
 
     def count_runs(self, **filters) -> int:
         return queries.count_runs(self._read, **filters)

@@ -38,6 +38,9 @@ _FLOAT_COLUMNS = (
 _INT_COLUMNS = ("batch_size", "steps")
 _COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width")
 SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
+# Where a free-text search looks (a page's search box).
+_SEARCH_COLUMNS = ("run_id", "label", "host", "model", "accelerator", "backend", "precision", "status", "sweep_id",
+                   "error")
 _FILTER_COLUMNS = ("model", "device", "backend", "accelerator", "precision", "batch_size", "status", "sweep_id", "label",
                    "host")
 
@@ -62,13 +65,30 @@ def to_epoch(value: Any) -> float:
     raise ValueError(f"since/until: not a date or time: {value!r}")
 
 
-def runs(read: Read, **filters) -> pd.DataFrame:
-    """One row per run, newest first, flat columns (see RUN_COLUMNS); filters as Store.runs."""
+# What a page may sort by in SQL (the cost column is derived from prices when shown, so it is not here).
+SORT_COLUMNS = ("created_at", "examples_per_sec", "step_time_median_s", "mfu", "compile_s", "batch_size",
+                "model", "accelerator", "status", "backend", "precision", "label", "host")
+
+
+def order_clause(order_by: str = "created_at", descending: bool = True) -> str:
+    """" ORDER BY ..." for a SORT_COLUMNS name; runs without the figure last; newest first among equals."""
+    if order_by not in SORT_COLUMNS:
+        raise ValueError(f"order_by: one of {', '.join(SORT_COLUMNS)}, not {order_by!r}")
+    way = "DESC" if descending else "ASC"
+    if order_by == "created_at":
+        return f" ORDER BY created_at {way}, run_id {way}"
+    return f" ORDER BY {order_by} IS NULL, {order_by} {way}, created_at DESC, run_id DESC"
+
+
+def runs(read: Read, order_by: str = "created_at", descending: bool = True, offset: int = 0,
+         **filters) -> pd.DataFrame:
+    """One row per run, flat columns (see RUN_COLUMNS), newest first unless `order_by` (a
+    SORT_COLUMNS name) says otherwise; filters as Store.runs; `offset` skips rows (paging with limit)."""
     where, params, limit = where_clause(filters)
     select = ", ".join(f"{_SQL_NAMES.get(c, c)}" for c in RUN_COLUMNS)
-    sql = f"SELECT {select} FROM runs{where} ORDER BY created_at DESC, run_id DESC"
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
+    sql = f"SELECT {select} FROM runs{where}{order_clause(order_by, descending)}"
+    if limit is not None or offset:
+        sql += f" LIMIT {-1 if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
     rows, unreadable = readable_rows(read(sql, params))
     # Column by column with known types: 100k runs would spend seconds in pandas' type inference.
     columns = list(zip(*rows)) if rows else [()] * len(RUN_COLUMNS)
@@ -220,6 +240,12 @@ def where_clause(filters: dict) -> tuple[str, list, int | None]:
                 raise ValueError(f"status: unknown status {bad[0]!r}; choose from {', '.join(STATUSES)}")
         clauses.append(f"{name} IN ({','.join('?' * len(values))})")
         params.extend(values)
+    search = str(filters.pop("search", None) or "").strip()
+    if search:
+        # Case-insensitive substring of any text a user might type: LIKE's wildcards in it are literal.
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in _SEARCH_COLUMNS) + ")")
+        params.extend([pattern] * len(_SEARCH_COLUMNS))
     run_ids = filters.pop("run_ids", None)
     if run_ids is not None:
         run_ids = list(run_ids)
@@ -239,6 +265,7 @@ def where_clause(filters: dict) -> tuple[str, list, int | None]:
     if filters:
         name = sorted(filters)[0]
         raise ValueError(
-            f"{name}: unknown filter; known: {', '.join(_FILTER_COLUMNS + ('run_ids', 'since', 'until', 'limit'))}"
+            f"{name}: unknown filter; known: "
+            f"{', '.join(_FILTER_COLUMNS + ('run_ids', 'search', 'since', 'until', 'limit'))}"
         )
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params, limit

@@ -13,14 +13,21 @@ from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT,
                                     nullable_ints, run_label, run_shape, shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
+DEFAULT_RUNS = 12  # the runs Compare plots until the user picks: the newest of each setup
+PICKER_RUNS = 50  # the newest matching runs (and search hits) offered in the run picker
 
 
-def default_models(runs: pd.DataFrame) -> list[str]:
-    """The Compare page's first model filter: the model of the newest finished run (runs come newest
-    first), since throughput of different workloads on one axis means nothing."""
-    done = runs[runs["status"] == "done"] if "status" in runs else runs
-    models = done["model"].dropna() if "model" in done else []
-    return [models.iloc[0]] if len(models) else []
+def picker_caption(chosen: int, matching: int, found: int | None = None) -> str:
+    """What the run picker holds against what passes the filters: the runs left out are said."""
+    text = (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
+            f"newest run of each setup (model, device, batch size, precision, backend, shape), at most "
+            f"{DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
+    left_out = matching - chosen
+    if left_out > 0:
+        text += f" {left_out:,} left out: search to add others."
+    if found is not None:
+        text += f" The search found {found}{'+' if found >= PICKER_RUNS else ''}: they are in the list."
+    return text
 
 
 def models_of(runs: pd.DataFrame, run_ids: Iterable[str]) -> list[str]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import pandas as pd
 
+from dashbench.result import short_id
 from dashbench.store import ACTIVE, StoreError
 from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, with_ms
 
@@ -14,6 +17,62 @@ RESULTS_COLUMNS = [
     "batch_size",
     "precision", "xla", "samples", "compile_s", "created_at", "run_label", "sweep_id", "host", "error", "run_id",
 ]
+
+
+PAGE_SIZE = 100
+# Sort choices of the Results page: key -> (label, store column, descending). Sorting happens in SQL,
+# over every run that passes the filters, not only the page shown.
+SORTS = {
+    "newest": ("Newest first", "created_at", True),
+    "oldest": ("Oldest first", "created_at", False),
+    "fastest": ("Throughput, highest first", "examples_per_sec", True),
+    "slowest": ("Throughput, lowest first", "examples_per_sec", False),
+    "step_time": ("Step time, shortest first", "step_time_median_s", False),
+    "mfu": ("MFU, highest first", "mfu", True),
+    "compile": ("Compile time, longest first", "compile_s", True),
+    "batch": ("Batch size, largest first", "batch_size", True),
+    "model": ("Model, A to Z", "model", False),
+    "accelerator": ("Accelerator, A to Z", "accelerator", False),
+    "status": ("Status, A to Z", "status", False),
+}
+
+
+def query(selections: dict[str, Iterable] | None, search: str = "") -> dict:
+    """The Store.runs filters of the filter widgets: the non-empty selections and the search text."""
+    out = {column: list(chosen) for column, chosen in (selections or {}).items() if chosen}
+    if (search or "").strip():
+        out["search"] = search.strip()
+    return out
+
+
+def page_count(total: int, size: int = PAGE_SIZE) -> int:
+    """Pages of `size` rows that `total` runs fill (at least one, for an empty table)."""
+    return max(1, -(-int(total) // size))
+
+
+def page_caption(total: int, stored: int, page: int, shown: int, order: str, size: int = PAGE_SIZE) -> str:
+    """"Runs 101–200 of 18,234 that pass the filters (100,000 stored), …": what the table holds."""
+    if not total:
+        return f"No run passes the filters ({stored:,} stored)."
+    first = (page - 1) * size + 1
+    return (f"Runs {first:,}–{first + shown - 1:,} of {total:,} that pass the filters ({stored:,} stored), "
+            f"{order.lower()}. A click on a column header sorts this page only; cost is on-demand USD per "
+            "million examples (blank: no price).")
+
+
+def table_key(run_ids: Iterable[str]) -> str:
+    """The results table's widget key, one per set of rows shown: a selection is of row positions, so
+    a table showing other rows (a new run, a delete, another page) must start unselected."""
+    import hashlib
+
+    digest = hashlib.sha1("\n".join(map(str, run_ids)).encode()).hexdigest()[:12]
+    return f"res_table_{digest}"
+
+
+def short_label(runs: pd.DataFrame, run_id: str) -> str:
+    """A run's label from the rows shown (its id's short form if it is not among them)."""
+    rows = runs[runs["run_id"] == run_id] if "run_id" in runs else runs.iloc[0:0]
+    return run_label(rows.iloc[0].to_dict()) if not rows.empty else short_id(run_id)
 
 
 def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -64,8 +123,9 @@ def run_detail(run: dict) -> dict:
     }
 
 
-def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:
-    """An export bundle of these runs as bytes, through a read-only connection of its own."""
+def bundle_bytes(db_path: str, **filters) -> bytes:
+    """An export bundle of the runs matching `filters` (as Store.runs) as bytes, through a read-only
+    connection of its own."""
     import tempfile
     from pathlib import Path
 
@@ -73,7 +133,7 @@ def bundle_bytes(db_path: str, run_ids: list[str]) -> bytes:
 
     with tempfile.TemporaryDirectory() as tmp, Store(db_path, read_only=True) as store:
         path = Path(tmp) / "bundle.json"
-        export_bundle(store, path, run_ids=list(run_ids))
+        export_bundle(store, path, **filters)
         return path.read_bytes()
 
 

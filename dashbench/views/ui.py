@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from dashbench.views import pages_folder
@@ -14,6 +16,47 @@ def page_context():
     """The AppContext that app.py built for this script run (app.py runs first, see pages_folder)."""
     pages_folder.run_app_instead_of_legacy_page()
     return st.session_state[CONTEXT_KEY]
+
+
+def read(ctx, what, *args, **kwargs):
+    """`ctx.store.<what>(*args, **kwargs)` (or `what(ctx.store, ...)` for a function), answered from
+    Streamlit's cache while the database is unchanged: the key holds the store's change token, so a
+    rerun that changed nothing reads nothing, and a new run, an import or a delete shows at once."""
+    name = what if isinstance(what, str) else f"{what.__module__}.{what.__qualname__}"
+    return _cached_read(str(ctx.settings.db_path), ctx.store.change_token(), name, args, kwargs,
+                        _what=what, _store=ctx.store)
+
+
+class CachedStore:
+    """The page's store with every read method answered through read()'s cache: `db.runs(...)`,
+    `db.samples(run_id)`; also what prices.catalog and step_samples take as their store."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return functools.partial(read, self._ctx, name)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _cached_read(db_path, token, name, args, kwargs, _what, _store):
+    if isinstance(_what, str):
+        return getattr(_store, _what)(*args, **kwargs)
+    return _what(_store, *args, **kwargs)
+
+
+def memo(key, fn, *args):
+    """fn(*args), computed once per distinct `key` (a hashable that names everything the result depends
+    on, the store's change token included) and kept as it is, not copied: for charts and frames that
+    cost more to build than to draw. Callers must not change what it returns."""
+    return _memo(f"{fn.__module__}.{fn.__qualname__}", key, _fn=fn, _args=args)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _memo(name, key, _fn, _args):
+    return _fn(*_args)
 
 
 def column_config(table) -> dict:

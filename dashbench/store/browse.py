@@ -1,0 +1,59 @@
+"""What the dashboard's pages ask of a store that may hold 100,000 runs: filter options, counts, and a
+default choice of runs to compare, each answered by a bounded query (never every run).
+
+Functions take `read(sql, params) -> rows` (a Store's locked reader), as queries.py's do.
+"""
+
+from __future__ import annotations
+
+from dashbench.store import queries
+
+Read = queries.Read
+
+FACET_COLUMNS = ("model", "accelerator", "precision", "backend", "status")
+# What makes two runs the same measurement setup: Compare's default shows the newest run of each.
+SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "precision", "backend", "xla",
+                 "image_size", "seq_len", "width")
+
+
+def facets(read: Read, columns=FACET_COLUMNS) -> dict[str, list]:
+    """Distinct stored values per filter column, sorted: the options of the pages' filters. Each is a
+    walk of the column's index, not a load of the runs."""
+    return {column: queries.distinct(read, column) for column in columns}
+
+
+def newest_model(read: Read, status: str = "done") -> str | None:
+    """The model of the newest run in this status (Compare's first model filter)."""
+    rows = read("SELECT model FROM runs WHERE status = ? ORDER BY created_at DESC LIMIT 1", (status,))
+    return rows[0][0] if rows else None
+
+
+def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) -> tuple[list[str], int]:
+    """(ids, scanned): the newest run of each setup (SETUP_COLUMNS) among the newest `scan` runs that
+    pass `filters`, at most `limit` of them, newest first; a sweep's batch sizes are distinct setups,
+    so a sweep stays whole while a setup measured twenty times counts once."""
+    where, params, _limit = queries.where_clause(filters)
+    columns = ", ".join(SETUP_COLUMNS)
+    rows = read(f"SELECT run_id, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}", params)
+    seen, ids = set(), []
+    for run_id, *setup in rows:
+        key = tuple(setup)
+        if key not in seen:
+            seen.add(key)
+            ids.append(run_id)
+            if len(ids) >= limit:
+                break
+    return ids, len(rows)
+
+
+def known_ids(read: Read, run_ids) -> list[str]:
+    """Those of these run ids that are stored, in the order given (e.g. the ids of a ?runs= link)."""
+    wanted = list(dict.fromkeys(str(r) for r in run_ids))
+    if not wanted:
+        return []
+    found = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        found.update(r[0] for r in read(f"SELECT run_id FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})",
+                                        chunk))
+    return [r for r in wanted if r in found]

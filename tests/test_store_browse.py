@@ -1,0 +1,71 @@
+"""The store's answers for the pages at scale: the change token their cache is keyed on, the default
+choice of runs to compare, sorting and paging in SQL (real SQLite files)."""
+
+import shutil
+import sqlite3
+
+import pytest
+
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+
+
+def _run(store, model="conv2d", batch=8, label=None, eps=None):
+    run_id = store.create_run(RunSpec(model=model, batch_size=batch, label=label))
+    if eps is None:
+        store.finish_run(run_id, "failed", error="x")
+    else:
+        store.finish_run(run_id, "done", result={"examples_per_sec": eps, "accelerator": "CPU", "flags": []})
+    return run_id
+
+
+def test_the_change_token_moves_with_every_commit_and_with_a_replaced_file(tmp_path):
+    db = tmp_path / "runs.sqlite"
+    with Store(db) as store:
+        _run(store)
+        token = store.change_token()
+        assert store.change_token() == token  # nothing committed: the same token
+        _run(store)  # this handle's own commit counts too (the watcher is another connection)
+        moved = store.change_token()
+        assert moved != token
+    with Store(db, read_only=True) as reader:
+        assert reader.change_token() == moved
+        with sqlite3.connect(db) as raw:  # any other writer, not only a Store
+            raw.execute("UPDATE runs SET label = 'x'")
+        assert reader.change_token() != moved
+    # A database copied over this one (same name, another file): a new token, though no commit was seen.
+    other = tmp_path / "other.sqlite"
+    with Store(other) as store:
+        _run(store)
+    before = Store(db, read_only=True).change_token()
+    shutil.copy(other, tmp_path / "copy.sqlite")
+    (tmp_path / "copy.sqlite").replace(db)
+    assert Store(db, read_only=True).change_token() != before
+
+
+def test_newest_per_setup_keeps_a_sweep_and_counts_a_repeated_setup_once(tmp_path):
+    with Store(tmp_path / "runs.sqlite") as store:
+        repeated = [_run(store, batch=32, eps=100.0 + i) for i in range(5)]
+        sweep = [_run(store, batch=b, eps=50.0) for b in (16, 64, 128)]
+        other = _run(store, model="bilstm", batch=32, eps=10.0)
+        ids, scanned = store.newest_per_setup(status="done")
+        assert ids == [other, *reversed(sweep), repeated[-1]] and scanned == 9
+        assert store.newest_per_setup(limit=2, status="done")[0] == [other, sweep[-1]]
+        assert store.newest_per_setup(model="conv2d", scan=3)[0] == list(reversed(sweep))
+        assert store.newest_model() == "bilstm"
+        assert store.known_ids([other, "nope", repeated[0]]) == [other, repeated[0]]
+
+
+def test_sorting_and_paging_happen_in_sql(tmp_path):
+    with Store(tmp_path / "runs.sqlite") as store:
+        speeds = [30.0, 10.0, None, 20.0, 40.0]
+        ids = [_run(store, eps=eps, label=f"run {i}") for i, eps in enumerate(speeds)]
+        fastest = store.runs(order_by="examples_per_sec")["run_id"].tolist()
+        assert fastest == [ids[4], ids[0], ids[3], ids[1], ids[2]]  # no figure: last either way
+        assert store.runs(order_by="examples_per_sec", descending=False)["run_id"].tolist()[-1] == ids[2]
+        assert store.runs(order_by="examples_per_sec", limit=2, offset=2)["run_id"].tolist() == fastest[2:4]
+        assert store.runs(offset=3)["run_id"].tolist() == [ids[1], ids[0]]  # newest first, from the 4th
+        assert store.count_runs(search="RUN 3") == 1
+        assert store.count_runs(search="run_") == 0  # "_" typed is an underscore, not LIKE's any-character
+        with pytest.raises(ValueError, match="order_by: one of"):
+            store.runs(order_by="examples_per_sec; DROP TABLE runs")
