@@ -136,22 +136,25 @@ for i, section in enumerate(ui.memo(choice + (baseline,), compare_view.sections,
     right.plotly_chart(section.cost, key=f"chart_cost_{i}")
 
 st.subheader("The numbers")
-table, csv = ui.memo(choice + (baseline,), compare_view.table_and_csv, frame)
+table = ui.memo(choice + (baseline,), compare.compare_table, frame)
 ui.table(table)
-st.download_button("Download CSV", csv, file_name="dashbench-compare.csv", mime="text/csv",
-                   icon=":material/download:")
+# Written only when clicked.
+st.download_button("Download CSV", lambda: compare.csv_bytes(table), file_name="dashbench-compare.csv",
+                   mime="text/csv", icon=":material/download:", on_click="ignore")
 
-with st.expander("Time and cost of N epochs"):
-    cols = st.columns(2)
-    dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
-                                        key="cmp_dataset")
-    epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
-    ui.table(ui.memo(choice + (baseline, int(dataset_size), float(epochs)), compare.epochs_table, frame, catalog,
-                     int(dataset_size), float(epochs)))
-    left_out = compare.epochs_left_out(frame)
-    if left_out:
-        st.caption("Left out, not at full size (their time is not the full-size model's): "
-                   + ", ".join(md_text(label) for label in left_out) + ".")
+# Built only while open: a closed expander's table would cost every filter change its price matching.
+with st.expander("Time and cost of N epochs", key="cmp_epochs_open", on_change="rerun") as epochs_box:
+    if epochs_box.open:
+        cols = st.columns(2)
+        dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
+                                            key="cmp_dataset")
+        epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
+        ui.table(ui.memo(choice + (baseline, int(dataset_size), float(epochs)), compare.epochs_table, frame,
+                         catalog, int(dataset_size), float(epochs)))
+        left_out = compare.epochs_left_out(frame)
+        if left_out:
+            st.caption("Left out, not at full size (their time is not the full-size model's): "
+                       + ", ".join(md_text(label) for label in left_out) + ".")
 
 if show_reference:
     ratios = compare.published_ratios(published[published["model"].isin(chosen_models)] if chosen_models

@@ -113,6 +113,17 @@ def test_every_page_renders_on_a_store_with_many_runs(filled, monkeypatch):
     assert any(d.proto.label.startswith("Download bundle") for d in at.get("download_button"))
 
 
+def test_compare_builds_the_epochs_table_only_when_opened(filled, monkeypatch):
+    db, _ids = filled
+    at = start(monkeypatch, db)
+    tables = len(at.dataframe)
+    at.session_state["cmp_epochs_open"] = True  # a click on the expander
+    at.run()
+    assert_clean(at)
+    (epochs,) = [d.value for d in at.dataframe if "usd_on_demand" in d.value.columns]
+    assert len(at.dataframe) == tables + 1 and len(epochs) and epochs["time"].notna().all()
+
+
 def test_compare_link_opens_the_requested_runs(filled, monkeypatch):
     db, ids = filled
     at = start(monkeypatch, db)

@@ -261,7 +261,8 @@ def test_step_samples_and_detail_charts(store):
     frame = compare.compare_frame(store.runs(status="done", limit=3), None, None)
     samples = step_samples(store, frame)
     assert set(samples["label"]) == set(frame["label"]) and not samples["warmup"].any()
-    assert len(charts.step_time_distribution(samples).data) == 3
+    (boxes,) = charts.step_time_distribution(samples).data  # one trace, a box per run on the y axis
+    assert len(set(boxes.y)) == 3 and len(boxes.x) == len(samples)
     one = prepare_samples(store.samples(frame["run_id"].iloc[0]))
     assert {t.name for t in charts.loss_curve(one).data} == {"warm-up", "measured"}
     detail = results.run_detail(store.get_run(frame["run_id"].iloc[0]))

@@ -26,7 +26,7 @@ import math
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import pandas as pd
 
@@ -224,7 +224,7 @@ def override_row(
         if chips is not None:
             same = same[same["chips_per_unit"] == chips]
         if len(same):
-            best = _ranked(same).iloc[0]
+            best = _ranked(same)[0]
             key = best["key"]
             if chips is None:
                 chips = int(best["chips_per_unit"])
@@ -255,33 +255,59 @@ def store_row(row: Mapping[str, Any]) -> dict:
 # ---- matching and cost ----------------------------------------------------------------------
 
 
-def _ranked(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows.copy()
-    rows["_override"] = (rows["origin"] != "override").astype(int)
-    rows["_unit"] = rows["unit"].map(_UNIT_RANK).fillna(9)
-    rows["_as_of"] = rows["as_of"].fillna("")
-    rows["_unconfirmed"] = rows["unconfirmed"].astype(int)
-    rows = rows.sort_values(
-        ["_override", "_unit", "_as_of", "_unconfirmed", "key"], ascending=[True, True, False, True, True], kind="stable"
-    )
-    return rows.drop(columns=["_override", "_unit", "_as_of", "_unconfirmed"])
+def _ranked(rows: pd.DataFrame | list[dict]) -> list[dict]:
+    """The rows as records, best first: an override, then the smallest billing unit, the newest
+    `as_of`, confirmed before unconfirmed, then by key. (Plain sorts: a few rows, asked per run.)"""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    records.sort(key=lambda r: str(r["key"]))
+    records.sort(key=lambda r: bool(r["unconfirmed"]))
+    records.sort(key=lambda r: "" if _missing(r["as_of"]) else str(r["as_of"]), reverse=True)
+    records.sort(key=lambda r: _UNIT_RANK.get(r["unit"], 9))
+    records.sort(key=lambda r: r["origin"] != "override")
+    return records
+
+
+def matcher(catalog: pd.DataFrame) -> Callable[[Any, Any], Optional[dict]]:
+    """match_price over one catalog for many runs: the catalog is indexed once and each (device,
+    count) matched once; a table of many runs of few setups asks the same question again and again."""
+    by_device: dict[str, list[dict]] = {}
+    for row in catalog.to_dict("records"):
+        by_device.setdefault(str(row["device"]).lower(), []).append(row)
+    ranked: dict[str, list[dict]] = {}
+    answers: dict[tuple, Optional[dict]] = {}
+
+    def match(accelerator, accelerator_count) -> Optional[dict]:
+        key = (None if _missing(accelerator) else str(accelerator),
+               None if _missing(accelerator_count) else accelerator_count)
+        if key not in answers:
+            answers[key] = _match(accelerator, accelerator_count, by_device, ranked)
+        answer = answers[key]
+        return dict(answer) if answer is not None else None
+
+    return match
 
 
 def match_price(accelerator, accelerator_count, catalog: pd.DataFrame) -> Optional[dict]:
     """The price row for a run on `accelerator_count` of `accelerator`, with what that run costs
     per hour (`units` billed × the row's price), or None when no row matches."""
+    return matcher(catalog)(accelerator, accelerator_count)
+
+
+def _match(accelerator, accelerator_count, by_device: dict, ranked: dict) -> Optional[dict]:
     if _missing(accelerator) or not str(accelerator).strip():
         return None
     count = 1 if _missing(accelerator_count) else int(accelerator_count)
     if count < 1:
         return None
-    name = canonical_device(accelerator)
-    rows = catalog[catalog["device"].str.lower() == name.lower()]
-    if name == "CPU":
-        rows = rows[rows["origin"] == "override"]
-    if not len(rows):
+    name = canonical_device(accelerator).lower()
+    if name not in ranked:
+        rows = by_device.get(name, [])
+        if name == "cpu":
+            rows = [r for r in rows if r["origin"] == "override"]
+        ranked[name] = _ranked(rows)
+    if not ranked[name]:
         return None
-    row = _ranked(rows).iloc[0].to_dict()
+    row = dict(ranked[name][0])
     units = math.ceil(count / int(row["chips_per_unit"]))
     spot = row["spot_usd_per_hour"]
     row.update(
@@ -316,9 +342,14 @@ def add_cost_columns(runs_df: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFra
     COST_COLUMNS added; an unmatched run gets price_note "no price" and empty costs."""
     out = runs_df.copy()
     values = {column: [] for column in COST_COLUMNS}
-    for _, run in runs_df.iterrows():
-        price = match_price(run.get("accelerator"), run.get("accelerator_count"), catalog)
-        eps = run.get("examples_per_sec")
+    n = len(runs_df)
+
+    def column(name):
+        return runs_df[name].tolist() if name in runs_df else [None] * n
+
+    match = matcher(catalog)
+    for acc, count, eps in zip(column("accelerator"), column("accelerator_count"), column("examples_per_sec")):
+        price = match(acc, count)
         eps = None if _missing(eps) else float(eps)
         if price is None:
             row = dict.fromkeys(COST_COLUMNS)

@@ -551,7 +551,8 @@ class Store:
     def count_runs(self, **filters) -> int:
         return queries.count_runs(self._read, **filters)
 
-    def samples(self, run_id: str) -> pd.DataFrame:
+    def samples(self, run_id: str | list[str]) -> pd.DataFrame:
+        """A run's samples (queries.SAMPLE_COLUMNS), or several runs' with a run_id column."""
         return queries.samples(self._read, run_id)
 
     def distinct(self, column: str) -> list:

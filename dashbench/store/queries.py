@@ -205,9 +205,18 @@ def count_runs(read: Read, **filters) -> int:
     return read(f"SELECT count(*) FROM runs{where}", params)[0][0]
 
 
-def samples(read: Read, run_id: str) -> pd.DataFrame:
-    rows = read("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx", (run_id,))
-    frame = pd.DataFrame.from_records(rows, columns=list(SAMPLE_COLUMNS))
+def samples(read: Read, run_id: str | list[str]) -> pd.DataFrame:
+    """One run's samples in order; for a list of run ids, theirs in one query, with a run_id column."""
+    if isinstance(run_id, str):
+        rows = read("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx",
+                    (run_id,))
+        columns = list(SAMPLE_COLUMNS)
+    else:
+        ids = list(run_id)
+        rows = read(f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN "
+                    f"({','.join('?' * len(ids))}) ORDER BY run_id, idx", ids) if ids else []
+        columns = ["run_id", *SAMPLE_COLUMNS]
+    frame = pd.DataFrame.from_records(rows, columns=columns)
     frame["loss"] = frame["loss"].astype("float64")
     frame["warmup"] = frame["warmup"].astype(bool)
     return frame

@@ -59,8 +59,9 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
         both = mixed_backends(measured)
         if both:
             measured = side_by_side(measured)
-        measured["label"] = [run_label(_row_with_label(r), with_model, with_backend=True if both else None)
-                             for _, r in measured.iterrows()]
+        measured["label"] = [run_label(dict(r, label=r.get("run_label_text")), with_model,
+                                       with_backend=True if both else None)
+                             for r in measured.to_dict("records")]
     if catalog is not None and not measured.empty:
         from dashbench.costs import prices
 
@@ -117,12 +118,6 @@ def _missing(value) -> bool:
         return value is None or bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
-
-
-def _row_with_label(row: pd.Series) -> pd.Series:
-    row = row.copy()
-    row["label"] = row.get("run_label_text")
-    return row
 
 
 def reference_frame(reference: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -268,7 +263,7 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(series=pd.Series(dtype=str))
     both = mixed_backends(rows)
     series = []
-    for _, row in rows.iterrows():
+    for row in rows.to_dict("records"):
         sweep = row.get("sweep_id")
         backend = backend_of(row)
         # One line per backend: a TensorFlow and a JAX series of one setup are never joined into one.
@@ -318,9 +313,10 @@ def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, 
     from dashbench.costs import prices
 
     rows = []
+    match = prices.matcher(catalog)
     full = frame[[not shape_text(r) for r in frame.to_dict("records")]] if not frame.empty else frame
-    for _, row in full[full["examples_per_sec"].notna()].iterrows():
-        price = prices.match_price(row.get("accelerator"), row.get("accelerator_count"), catalog)
+    for row in full[full["examples_per_sec"].notna()].to_dict("records"):
+        price = match(row.get("accelerator"), row.get("accelerator_count"))
         out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
         rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
                      "time": duration_text(out["seconds"]), "usd_on_demand": out["usd_on_demand"],

@@ -54,8 +54,3 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store) -> list[Sect
             cost=charts.cost_per_million(rows),
         ))
     return out
-
-
-def table_and_csv(frame: pd.DataFrame) -> tuple[pd.DataFrame, bytes]:
-    table = compare.compare_table(frame)
-    return table, compare.csv_bytes(table)

@@ -88,19 +88,15 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
 
 
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
-    """On-demand USD per million examples per run, matching a price once per (device, count) pair:
-    the Results table may hold every stored run."""
+    """On-demand USD per million examples per run (NaN: no price)."""
     from dashbench.costs import prices
 
-    hourly = {}
+    match = prices.matcher(catalog)
     out = []
     for acc, count, eps in zip(runs.get("accelerator", []), runs.get("accelerator_count", []),
                                runs.get("examples_per_sec", [])):
-        key = (acc, None if pd.isna(count) else int(count)) if not pd.isna(acc) else None
-        if key not in hourly:
-            price = prices.match_price(acc, count, catalog) if key else None
-            hourly[key] = price["usd_per_hour"] if price else None
-        out.append(prices.usd_per_million_examples(eps, hourly[key]) if hourly[key] is not None else None)
+        price = match(acc, count)
+        out.append(prices.usd_per_million_examples(eps, price["usd_per_hour"]) if price else None)
     return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
 
 

@@ -20,17 +20,16 @@ def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
 
 
 def step_samples(store, frame: pd.DataFrame) -> pd.DataFrame:
-    """Per-step times of every measured sample of the measured rows, labelled for the chart."""
-    parts = []
-    for _, row in frame.iterrows():
-        if row.get("kind") != "measured":
-            continue
-        samples = prepare_samples(store.samples(row["run_id"]))
-        samples = samples[~samples["warmup"]]
-        if not samples.empty:
-            parts.append(samples.assign(label=row["label"], run_id=row["run_id"]))
-    if not parts:
+    """Per-step times of every measured sample of the measured rows (one query for all of them),
+    labelled for the chart, runs in the frame's order."""
+    measured = frame[frame["kind"] == "measured"] if "kind" in frame else frame.iloc[0:0]
+    ids = list(dict.fromkeys(measured["run_id"]))
+    samples = prepare_samples(store.samples(ids)) if ids else pd.DataFrame()
+    if samples.empty or "run_id" not in samples:
         return pd.DataFrame(columns=["label", "run_id", "index", "steps", "duration_s", "loss", "warmup",
                                      "step_time_s"])
-    return pd.concat(parts, ignore_index=True)
-
+    samples = samples[~samples["warmup"]]
+    order = {run_id: i for i, run_id in enumerate(ids)}
+    labels = dict(zip(measured["run_id"], measured["label"]))
+    samples = samples.assign(label=samples["run_id"].map(labels), _order=samples["run_id"].map(order))
+    return samples.sort_values(["_order", "index"], kind="stable").drop(columns="_order").reset_index(drop=True)
