@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashbench.views import results
 from dashbench.spec import RunSpec
-from dashbench.store import Store
+from dashbench.store import Store, watch
 
 import dashboard_data
 
@@ -73,7 +73,7 @@ def filled(tmp_path):
 
 
 def digest(db: Path) -> str:
-    # The main file only: a WAL reader may create the -shm index beside it, which changes no data.
+    # The main file only: while a reader is open, SQLite keeps its -wal and -shm files beside it.
     return hashlib.sha256(db.read_bytes()).hexdigest()
 
 
@@ -149,6 +149,8 @@ def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypa
     (no_price,) = [c.value for c in at.caption if c.value.startswith("No price for")]
     assert "Set one on the Prices page" not in no_price and "writes this database" in no_price
     assert digest(db) == before
+    watch.forget(db)  # the dashboard's process ends: nothing is left beside the database
+    assert not list(db.parent.glob(db.name + "-*")) and digest(db) == before
 
 
 def test_read_only_without_a_database_says_so(tmp_path, monkeypatch):

@@ -128,6 +128,9 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         expect(page.locator("[data-testid='stForm']")).to_have_count(0)
         expect(page.locator("[data-testid='stException']")).to_have_count(0)
         page.close()
+        assert list(tmp_path.glob("runs.sqlite-*"))  # SQLite's -wal and -shm, while the server reads
+    # Stopped (SIGTERM), the read-only dashboard leaves nothing beside the database.
+    assert not list(tmp_path.glob("runs.sqlite-*"))
 
 
 def readme_screenshot(browser, url: str, db: Path):

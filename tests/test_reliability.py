@@ -177,6 +177,7 @@ def test_list_show_and_export_in_read_only_mode_never_write(how, stranded, tmp_p
     code, out, err = run_cli(capsys, "export", "--db", db, "--out", tmp_path / "x.json", *flag)
     assert code == 0 and "exported 2 runs" in out, err
     assert snapshot(db) == before
+    assert not list(db.parent.glob(db.name + "-*"))  # no -wal or -shm file left beside it either
     monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
     # Without read-only, the same `list` does write: the check above is not vacuous.
     code, out, _ = run_cli(capsys, "list", "--json", "--db", db)

@@ -1,6 +1,8 @@
 """The results store: one SQLite database (database.py, the Store class — the only owner of the SQL),
 its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
-filters and DataFrames (queries.py, which also judges which stored rows can be read), and export bundles (bundle.py, on the Store's public API).
+filters and DataFrames (queries.py, which also judges which stored rows can be read), the pages' bounded
+questions (browse.py), the change token their cache is keyed on (watch.py), reading without leaving
+-wal/-shm files (sidecars.py), and export bundles (bundle.py, on the Store's public API).
 Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the modules."""
 
 from dashbench.store.database import (  # noqa: F401  (the store's public face)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-exported)
 from dashbench.store import browse, queries, schema, states, watch
+from dashbench.store.sidecars import read_only_mode
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
 
@@ -159,7 +160,7 @@ class Store:
         if self.read_only:
             if not self.path.exists():
                 raise StoreError(f"no database at {self.path} (read-only mode cannot create one)")
-            uri = self.path.resolve().as_uri() + "?mode=ro"
+            uri = self.path.resolve().as_uri() + "?mode=" + read_only_mode(self.path)
         else:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +190,6 @@ class Store:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             if self.read_only:
-                conn.execute("PRAGMA query_only = ON")
                 if version == 0:
                     raise StoreError(f"database {self.path} is empty or not a dashbench database")
                 if version < schema.SCHEMA_VERSION:
@@ -215,8 +215,11 @@ class Store:
 
     def _connect(self, uri: str) -> sqlite3.Connection:
         try:
-            return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.busy_timeout_s,
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.busy_timeout_s,
                                    check_same_thread=False)
+            if self.read_only:  # before any statement: a read-only store may be opened "rw" (read_only_mode)
+                conn.execute("PRAGMA query_only = ON")
+            return conn
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}{self._write_hint(exc)}") from None
 

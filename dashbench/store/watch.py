@@ -9,12 +9,15 @@ a new inode: its watcher is opened again.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
+
+from dashbench.store.sidecars import read_only_mode
 
 _KEEP = 8  # watchers kept open (a dashboard has one database; tests open many)
 _lock = threading.Lock()
@@ -53,7 +56,9 @@ def change_token(path) -> tuple:
 
 def _open(path: Path) -> sqlite3.Connection | None:
     try:
-        conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(f"{path.as_uri()}?mode={read_only_mode(path)}", uri=True, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA query_only = ON")  # it only watches; as a Store's read-only handle, it leaves no files
         conn.execute("PRAGMA data_version").fetchone()
         return conn
     except sqlite3.Error:
@@ -83,3 +88,5 @@ def _pid_guard() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pid_guard)
+# Closed on the way out, so a read-only dashboard leaves no -wal/-shm files behind (database.read_only_mode).
+atexit.register(forget)
