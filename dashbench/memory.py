@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from dashbench import catalog
+from dashbench import catalog, peaks, tpu
 from dashbench.spec import RunSpec, SpecError
 
 GB = 1e9
@@ -27,6 +27,12 @@ FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an 
 FRAMEWORK_BYTES = 1.0 * GB  # TensorFlow's or JAX's own footprint in a run process
 BACKWARD_FACTOR = 1.5  # the activations kept for the backward pass, plus their transient gradients
 WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the available memory
+# An accelerator's run is refused only past this many times its memory. There the estimate errs high
+# (activations counted in float32 and unfused, where mixed precision halves them and XLA fuses them:
+# the seeds' ResNet-50 at 256 a V100 or 128 a TPU v2 core is estimated at 2.5× memory that it fits
+# in), and running out fails the run, not the host; the host is guarded by its own check below.
+ACCELERATOR_MARGIN = 4.0
+GIB = 2**30
 OPTIMIZER_SLOTS = {"resnet50": 1, "inception_v3": 1}  # momentum SGD; the rest use Adam (2 slots)
 # keras.applications' models at their default shapes: parameters, and forward activations per
 # example (values kept for the backward pass: conv and activation outputs, ~25M for ResNet-50 at
@@ -145,8 +151,9 @@ def gpu_free_memory() -> Optional[list[float]]:
 def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     """(bytes available to each device of the run, what that is, devices the batch is split over):
     the host's MemAvailable for a CPU run (and for `auto` on a host with no accelerator), the least
-    free memory of the GPUs used (nvidia-smi) for a GPU run; None where it is not known without the
-    framework (a TPU)."""
+    free memory of the GPUs used (nvidia-smi) for a GPU run, a TPU device's share of its chip's HBM
+    (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
+    without the framework."""
     if spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator()):
         available, _total = host_memory()
         return available, "the host", 1
@@ -155,7 +162,24 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
         if free:
             used = free[: spec.replicas or len(free)]
             return min(used), ("the GPU" if len(used) == 1 else f"each of the {len(used)} GPUs"), len(used)
+    if spec.device == "tpu" or (spec.device == "auto" and tpu.evidence()):
+        return tpu_memory(spec)
     return None, spec.device, 1
+
+
+def tpu_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
+    """A TPU device's HBM and the devices of the slice (or the first --replicas of them); (None, …)
+    when the accelerator type or its memory is not known."""
+    typed = tpu.parse(tpu.accelerator_type()[0])
+    row = peaks.table().get(typed.name) if typed.generation else None
+    if row is None or not row.get("memory_gb"):
+        return None, "the TPU", 1
+    generation = tpu.GENERATIONS[typed.generation]
+    per_device = row["memory_gb"] * GIB / generation.devices_per_chip
+    devices = (typed.chips or 1) * generation.devices_per_chip
+    devices = min(devices, spec.replicas) if spec.replicas else devices
+    what = f"{typed.name} ({typed.raw})"
+    return per_device, (f"each of the {devices} devices of the {what}" if devices > 1 else f"the {what}"), devices
 
 
 def gb(value: float) -> str:
@@ -163,27 +187,54 @@ def gb(value: float) -> str:
 
 
 def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
-    """Refuse a run whose estimate exceeds the memory available to it: SpecError naming batch_size,
-    with the estimate, what is available, and the largest batch that fits. Returns a one-line
-    warning when the estimate passes WARN_FRACTION of it, else None."""
+    """Refuse a run whose estimate exceeds the memory available to it (an accelerator's: past
+    ACCELERATOR_MARGIN times it): SpecError naming batch_size, with the estimate, what is available,
+    and the largest batch that fits. Returns a one-line warning when the estimate passes
+    WARN_FRACTION of it, else None. An accelerator run's batch, made on the host, is checked against
+    the host's memory too."""
     where, devices = "the host", 1
     if available is None:
         available, where, devices = device_memory(spec)
+        if where != "the host":
+            _check_host_side(spec)
     if available is None:
         return None
+    accelerator = where != "the host"
     # Data parallel over devices: each holds the weights and its share of the batch.
     need = estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None) if devices > 1 else spec)
-    if need.total > available:
-        fits = need.max_batch(available) * devices
+    room = available * (ACCELERATOR_MARGIN if accelerator else 1.0)
+    each = " on each device" if devices > 1 else ""
+    if need.total > room:
+        fits = need.max_batch(room) * devices
         hint = f"a batch of at most ~{fits} would fit" if fits else "no batch size fits at these shapes"
-        each = " on each device" if devices > 1 else ""
+        if accelerator:
+            hint += f" (the estimate errs high on accelerators: refused past {ACCELERATOR_MARGIN:g}× memory)"
         raise SpecError("batch_size", f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of "
                                       f"memory{each} (estimate) but {where} has {gb(available)} available; {hint}")
     if need.total > WARN_FRACTION * available:
         share = need.total / available
-        return (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory (estimate), "
+        text = (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory{each} (estimate), "
                 f"{share:.0%} of the {gb(available)} {where} has available")
+        if accelerator:
+            text += ("; the estimate counts activations in float32 and unfused, so it may well fit: if not, the "
+                     "run fails with the framework's out-of-memory error")
+        return text
     return None
+
+
+def _check_host_side(spec: RunSpec) -> None:
+    """An accelerator run's synthetic batch is made in the host's memory (twice: numpy and the
+    framework's copy) before it is put on the devices: refused when that cannot fit the host."""
+    available, _total = host_memory()
+    if available is None:
+        return
+    _params, _activations, inputs = _counts(spec)
+    need = FRAMEWORK_BYTES + 2 * inputs * FLOAT * spec.batch_size
+    if need > available:
+        fits = max(0, int((available - FRAMEWORK_BYTES) // (2 * inputs * FLOAT)))
+        raise SpecError("batch_size", f"{spec.model} at batch {spec.batch_size} needs about {gb(need)} of host "
+                                      f"memory for its input batch (estimate) but the host has {gb(available)} "
+                                      f"available; a batch of at most ~{fits} would fit")
 
 
 # -- the watchdog's limits (read by dashbench.jobs.runner in the run process) -----------------------

@@ -357,3 +357,46 @@ def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
         memory.check(spec.replace(batch_size=1024, replicas=1))
     monkeypatch.setattr(memory, "gpu_free_memory", lambda: None)
     assert memory.check(spec) is None  # no nvidia-smi: not known before the framework starts
+
+
+def test_the_seeds_accelerator_runs_are_warned_about_not_refused(monkeypatch):
+    """The estimate errs high on accelerators (float32, unfused activations): the seed articles' runs
+    (ResNet-50 at 128 a TPU v2 core, 256 a 16 GB V100 in mixed precision) fit on the real thing and
+    must not be refused; only a batch far past the memory is."""
+    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [16e9] * 4)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    for slug in presets.PRESETS:
+        for device in ("gpu", "tpu"):
+            memory.check(presets.spec_for(slug, device))  # a warning at most
+    v100 = RunSpec(model="resnet50", batch_size=1024, device="gpu", precision="mixed_float16")
+    warning = memory.check(v100)  # 256 on each of 4 GPUs
+    assert warning and "on each device" in warning and "may well fit" in warning
+    with pytest.raises(SpecError, match="refused past 4× memory"):
+        memory.check(v100.replace(batch_size=16384))
+
+
+def test_a_tpu_run_is_checked_against_its_devices_hbm(monkeypatch):
+    """The TPU's memory comes from the VM's accelerator type (stood in: no TPU here) and data/peaks.csv:
+    a v3-8 is 4 chips of 32 GiB, each shown as 2 devices of 16 GiB, the batch split over the 8."""
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
+    monkeypatch.setattr(memory, "host_memory", lambda: (300 * GB, 340 * GB))  # a v3-8 VM's host
+    spec = RunSpec(model="resnet50", batch_size=8192, device="tpu")
+    with pytest.raises(SpecError) as caught:
+        memory.check(spec)
+    text = str(caught.value)
+    assert "on each device (estimate) but each of the 8 devices of the TPU v3 (v3-8) has 17.2 GB available" in text
+    assert memory.check(spec.replace(batch_size=1024)) is not None  # warned, not refused
+    with pytest.raises(SpecError, match="the TPU v3 \\(v3-8\\) has 17.2 GB"):
+        memory.check(spec.replace(batch_size=1024, replicas=1))  # one device: the whole batch on it
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v9-weird")
+    assert memory.check(spec) is None  # a generation not in the table: not known before the framework starts
+
+
+def test_an_accelerator_runs_input_batch_must_fit_the_host(monkeypatch):
+    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [80e9] * 8)
+    monkeypatch.setattr(memory, "host_memory", lambda: (4 * GB, 8 * GB))
+    spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
+    with pytest.raises(SpecError, match=r"batch_size: resnet50 at batch 4096 needs about .* of host memory for "
+                                        r"its input batch \(estimate\) but the host has 4\.0 GB available"):
+        memory.check(spec)
+    assert memory.check(spec.replace(batch_size=512)) is None  # 64 a GPU, 1.2 GB of inputs on the host

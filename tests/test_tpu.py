@@ -13,7 +13,7 @@ import pytest
 
 from dashbench import peaks
 from dashbench.costs import prices
-from dashbench.engine import tpu
+from dashbench import tpu
 
 # TPU_ACCELERATOR_TYPE → (name, chips, devices per chip, devices the runtime lists on the slice).
 # The suffix counts TensorCores on v2/v3/v4/v5p, chips on v5e/v6e.
@@ -231,7 +231,7 @@ def test_devices_json_on_a_tpu_vm_reports_the_type():
 
 
 def test_no_ml_framework_is_imported():
-    code = "import sys, dashbench.engine.tpu; print(sorted(m for m in ('tensorflow', 'jax', 'keras') if m in sys.modules))"
+    code = "import sys, dashbench.tpu; print(sorted(m for m in ('tensorflow', 'jax', 'keras') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
 

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dashbench.engine import tpu
+from dashbench import tpu
 from dashbench.spec import RunSpec, SpecError, divisibility_message
 
 # Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
@@ -84,7 +84,7 @@ def native_stderr_silenced():
 
 
 def tpu_evidence() -> Optional[str]:
-    """Why this host looks like a TPU VM, or None (dashbench.engine.tpu.evidence)."""
+    """Why this host looks like a TPU VM, or None (dashbench.tpu.evidence)."""
     return tpu.evidence()
 
 
@@ -268,7 +268,7 @@ def canonical_gpu(raw: str) -> str:
 
 
 def canonical_tpu(accelerator_type: str) -> str:
-    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.engine.tpu.canonical_name)."""
+    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.tpu.canonical_name)."""
     return tpu.canonical_name(accelerator_type)
 
 

@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Optional
 
-from dashbench.engine import tpu
+from dashbench import tpu
 from dashbench.engine.devices import DeviceError, Target, canonical_gpu, native_stderr_silenced
 from dashbench.spec import RunSpec, SpecError, divisibility_message
 
