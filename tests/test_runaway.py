@@ -165,6 +165,8 @@ STAND_IN = textwrap.dedent('''
             # One long call: the main thread runs no Python code, so no handler, until it returns.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
             time.sleep(120)
+        if spec.batch_size == 25:  # an engine that ignores SIGTERM: no handler, no wake-up, ever
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for _ in range(1200):
             time.sleep(0.1)
         raise RuntimeError("the stand-in was not stopped")
@@ -270,6 +272,22 @@ def test_a_cancel_ends_a_stuck_run_on_the_run_process_own_timer(stand_in, monkey
     assert row["status"] == "cancelled", row
     assert "did not stop within 1 s" in row["error"], row["error"]
     assert time.monotonic() - began < 10
+    assert pid_gone(stand_in, row["pid"])
+
+
+def test_a_cancel_ends_a_run_whose_engine_ignores_sigterm(stand_in, monkeypatch):
+    """The signal never reaches the run's guard; the cancel asked in the store does (polled every 2 s)."""
+    monkeypatch.setenv("DASHBENCH_CANCEL_GRACE_S", "1")
+    run_id = submit(stand_in, 25)
+    row = wait_measuring(stand_in, run_id)
+    time.sleep(0.3)  # the stand-in has set SIGTERM to SIG_IGN
+    began = time.monotonic()
+    with Store(stand_in) as store:
+        store.request_cancel(run_id)
+    os.kill(row["pid"], signal.SIGTERM)  # ignored
+    row = wait_for(stand_in, run_id, {"cancelled", "failed", "interrupted", "done"}, timeout=15)
+    assert row["status"] == "cancelled" and "did not stop within 1 s" in row["error"], row
+    assert time.monotonic() - began < 10  # the queue's SIGKILL backstop is 600 s here
     assert pid_gone(stand_in, row["pid"])
 
 

@@ -46,6 +46,7 @@ WRITE_RETRY_S = 600.0
 # The guard thread's sampling period, and its defaults (each overridable by the environment variable
 # named beside it).
 GUARD_POLL_S = 0.5
+CANCEL_POLL_S = 2.0  # how often the guard asks the store whether a cancel was asked
 MEMORY_MIN_FREE = 0.05  # DASHBENCH_MEMORY_MIN_FREE: share of MemTotal that must stay available
 MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to ending it
 CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
@@ -169,9 +170,11 @@ class _Guard(threading.Thread):
     """Watches the run's memory and its cancel signals from a thread of its own (see the module's
     docstring); ends the process itself when the main thread does not end the run in time."""
 
-    def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None]):
+    def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None],
+                 cancel_asked: Callable[[], bool] | None = None):
         super().__init__(name="dashbench-run-guard", daemon=True)
-        self.wake_fd, self.end_hard = wake_fd, end_hard
+        self.wake_fd, self.end_hard, self.cancel_asked = wake_fd, end_hard, cancel_asked
+        self.next_ask = 0.0
         self.stopped = threading.Event()
         limit = memory.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
         self.limit = limit * memory.GB if limit > 0 else None
@@ -189,6 +192,7 @@ class _Guard(threading.Thread):
         while not self.stopped.is_set():
             self._read_signals()
             self._check_memory()
+            self._ask_store()
             now = time.monotonic()
             if self.stopped.is_set():
                 return
@@ -215,6 +219,20 @@ class _Guard(threading.Thread):
         for signum in data:
             if signum in CANCEL_SIGNALS and self.cancel is None:
                 self.cancel = (time.monotonic() + self.cancel_grace, signum)
+
+    def _ask_store(self) -> None:
+        """A cancel asked in the store arms the same timer as the signal: the signal may never come
+        through (an engine that set SIGTERM to SIG_IGN, a handler replaced by a library)."""
+        now = time.monotonic()
+        if self.cancel is not None or self.cancel_asked is None or now < self.next_ask:
+            return
+        self.next_ask = now + CANCEL_POLL_S
+        try:
+            asked = self.cancel_asked()
+        except Exception:  # a locked or vanished database: the signal path still stands
+            return
+        if asked:
+            self.cancel = (time.monotonic() + self.cancel_grace, signal.SIGTERM)
 
     def _check_memory(self) -> None:
         if self.oom is not None:
@@ -337,13 +355,24 @@ def _guarded(store: Store | None, wake_fd: int | None):
                     pass
             os._exit(code)
 
-    guard = _Guard(wake_fd, end_hard)
+    watcher: list[Store] = []  # the guard thread's own handle, opened on its first question
+
+    def cancel_asked() -> bool:
+        if path is None or not state["begun"] or not state["run_id"]:
+            return False
+        if not watcher:
+            watcher.append(Store(path, read_only=True))
+        return watcher[0].cancel_asked(state["run_id"])
+
+    guard = _Guard(wake_fd, end_hard, cancel_asked)
     guard.start()
     try:
         yield state
     finally:
         guard.stop()
         guard.join(timeout=2 * GUARD_POLL_S + 1)
+        for own in watcher:
+            own.close()
 
 
 def _say(line: str) -> None:

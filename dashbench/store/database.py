@@ -431,6 +431,12 @@ class Store:
                 conn.execute("UPDATE runs SET cancel_requested = ? WHERE run_id = ?", (int(now()), run_id))
             return row[0]
 
+    def cancel_asked(self, run_id: str) -> bool:
+        """Whether a cancel was asked for this run (request_cancel): what a run process's guard
+        polls, so a run whose engine ignores SIGTERM still ends `cancelled` in time."""
+        rows = self._read("SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,))
+        return bool(rows and rows[0][0])
+
     def reconcile(self, skip_pids: Iterable[int] = ()) -> int:
         """Runs marked running on this host whose process is gone become `interrupted` (or
         `cancelled` if a cancel was asked for). Their samples so far stay. Queued runs whose owner
