@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
 from dashbench import catalog, stats
 from dashbench.spec import MODELS, RunSpec
 
@@ -99,14 +101,7 @@ def table(rows: list[dict], seeds: list[int]) -> str:
 
 
 def write_doc(text: str, tag: str) -> None:
-    START, END = f"<!-- convergence-{tag} -->", f"<!-- /convergence-{tag} -->"
-    old = DOC.read_text() if DOC.exists() else "# Convergence\n\n"
-    block = f"{START}\n{text}\n{END}"
-    if START in old and END in old:
-        new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(new)
+    write_block(DOC, f"convergence-{tag}", text, title="# Convergence")
 
 
 def main(argv=None) -> int:

@@ -29,6 +29,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import store_queries  # its fake_run/fill filler
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 APP = ROOT / "app.py"
@@ -50,14 +53,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 BUSY = "[data-testid='stSkeleton'], [data-testid='stSpinner']"
 BROWSER_TIMEOUT_MS = 600_000
-
-
-def _store_queries():
-    """bench/store_queries.py as a module (bench/ is no package): its fake_run/fill filler."""
-    spec = importlib.util.spec_from_file_location("store_queries", BENCH / "store_queries.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -372,10 +367,6 @@ def versions() -> str:
     return f"Python {platform.python_version()}, Streamlit {streamlit.__version__}, SQLite {sqlite3.sqlite_version}"
 
 
-def write_docs(text: str) -> None:
-    _store_queries().write_docs(text, "dashboard")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="100,10000,100000",
@@ -410,7 +401,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     load_start = os.getloadavg()
     started = time.time()
-    sq = _store_queries()
     rows: list[PageTimes] = []
     fills = []
     with contextlib.ExitStack() as stack:
@@ -418,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         warm_db = folder / "warm-up.sqlite"
         if not warm_db.exists():
-            sq.fill(warm_db, 30, 3, seed=1)
+            store_queries.fill(warm_db, 30, 3, seed=1)
         print(f"warm-up on {warm_db} ({', '.join(args.page_list)})", file=sys.stderr, flush=True)
         warm_up(warm_db, args.page_list)
         try:
@@ -428,8 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                     fill_s = None
                 else:
                     db.unlink(missing_ok=True)
-                    fill_s, _ = sq.fill(db, runs, args.samples)
-                    sq.checkpoint(db)
+                    fill_s, _ = store_queries.fill(db, runs, args.samples)
+                    store_queries.checkpoint(db)
                 fills.append((runs, fill_s, db.stat().st_size / 2**20))
                 print(f"{runs:,} runs: {db} ({fills[-1][2]:,.0f} MiB"
                       + (f", filled in {fill_s:.1f} s)" if fill_s is not None else ", kept)"), file=sys.stderr, flush=True)
@@ -478,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if not args.no_docs:
-        write_docs(text)
+        write_block(DOCS, "dashboard", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)
     return 0
 

@@ -31,14 +31,14 @@ import sys
 import time
 from pathlib import Path
 
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
 from dashbench import catalog
 from dashbench.engine import devices, envinfo, loop, workloads
 from dashbench.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"
-START, END = "<!-- engine -->", "<!-- /engine -->"
-JAX_START, JAX_END = "<!-- engine-jax -->", "<!-- /engine-jax -->"
 CHILD_RESULT = "JAX-CHILD-RESULT "  # the line the child prints its result on (JSON after the marker)
 
 
@@ -154,7 +154,6 @@ def render(spec: RunSpec, result: dict) -> str:
     ratio = {name: {key: result[name][key] / hand[key] for key in ("median", "total", "cpu")} for name in result}
     loops = result["engine"]["loops"]
     lines = [
-        START,
         "## Engine overhead (`bench/engine_overhead.py`)",
         "",
         f"Same model and data in one process: `{spec.model}`, global batch {spec.batch_size}, "
@@ -180,20 +179,8 @@ def render(spec: RunSpec, result: dict) -> str:
         f"model.fit {f_cpu:.3f}× (engine {'no slower' if e_cpu >= f_cpu else 'SLOWER'} than fit). "
         "Wall-clock ratios on a shared 2-core machine move by several percent between runs; on a quiet "
         "machine or an accelerator, rerun this script to get them cleanly.",
-        END,
     ]
     return "\n".join(lines)
-
-
-def write_section(text: str, start: str = START, end: str = END) -> None:
-    DOC.parent.mkdir(exist_ok=True)
-    old = DOC.read_text() if DOC.exists() else "# Performance\n"
-    if start in old and end in old:
-        head, rest = old.split(start, 1)
-        new = head + text + rest.split(end, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(new)
 
 
 # --- JAX: the engine's jax_loop against a hand-written jax.jit step (in a child process) ---------
@@ -341,7 +328,6 @@ def render_jax(args, rows: list[dict]) -> str:
     env = envinfo.record([], spec.precision, True)
     load = lambda values: " / ".join(f"{v:.2f}" for v in values)
     lines = [
-        JAX_START,
         "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)",
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
@@ -374,7 +360,6 @@ def render_jax(args, rows: list[dict]) -> str:
         f"{verdict} 2% of the hand step (CPU ratio {first['cpu_total']:.3f}, wall ratio {first['wall_median']:.3f}). "
         "The machine is shared (2 cores, see the load average), so wall ratios move by a few percent between runs; "
         "CPU time, which other processes' load barely changes, is the steadier figure.",
-        JAX_END,
     ]
     return "\n".join(lines)
 
@@ -407,13 +392,13 @@ def main(argv=None) -> int:
         text = render(spec, result)
         print(text)
         if not args.no_write:
-            write_section(text)
+            write_block(DOC, "engine", text)
     if args.only != "tf":
         rows = [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
         text = render_jax(args, rows)
         print(text)
         if not args.no_write:
-            write_section(text, JAX_START, JAX_END)
+            write_block(DOC, "engine-jax", text)
     return 0
 
 

@@ -21,11 +21,12 @@ import json
 import sys
 from pathlib import Path
 
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
 from dashbench import peaks, stats  # no TensorFlow in either
 from dashbench.engine.devices import canonical_gpu
 from dashbench.costs.reference import conv2d_flops
 
-START, END = "<!-- gpu -->", "<!-- /gpu -->"
 MATMUL_CASES = (  # label, torch dtype name, TF32 allowed, dashbench precision
     ("float32, TF32 off", "float32", False, "float32"),
     ("float32, TF32 on", "float32", True, "float32"),
@@ -115,16 +116,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else "# Performance\n"
-    block = f"{START}\n{text}{END}"
-    if START in old and END in old:
-        new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(new)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the raw report here")
@@ -152,7 +143,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     if args.docs:
-        write_section(args.docs, text)
+        write_block(args.docs, "gpu", text)
     bad = [r["case"] for r in report["rows"] if r["above_peak"]]
     if not report["in_peak_table"] or bad:
         print(f"error: peak table: {accelerator!r} missing or exceeded by {bad}", file=sys.stderr)

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
@@ -156,21 +158,6 @@ def plans(path: Path) -> list[str]:
     return out
 
 
-def write_docs(text: str, marker: str = "store") -> None:
-    """Put `text` into docs/PERFORMANCE.md between <!-- marker --> and <!-- /marker -->."""
-    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
-    current = DOCS.read_text() if DOCS.exists() else "# Performance\n"
-    block = f"{start}\n{text.rstrip()}\n{end}"
-    if start in current and end in current:
-        before, rest = current.split(start, 1)
-        after = rest.split(end, 1)[1]
-        current = before + block + after
-    else:
-        current = current.rstrip() + "\n\n" + block + "\n"
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text(current)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
@@ -216,7 +203,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if not args.no_docs:
-        write_docs(text)
+        write_block(DOCS, "store", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)
     return 0
 

@@ -1,16 +1,10 @@
 """bench/convergence.py's verdicts and its document, without training (the script runs the engine)."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+import bench_scripts
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("convergence", ROOT / "bench" / "convergence.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("convergence")
 
 
 def test_verdicts_table_and_document(tmp_path, monkeypatch):

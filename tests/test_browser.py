@@ -4,22 +4,19 @@ Screenshots land in test-artifacts/ (gitignored). With DASHBENCH_UPDATE_SCREENSH
 is also saved as docs/compare.png, the README's picture.
 """
 
-import importlib.util
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+import bench_scripts
 import dashboard_data
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 # The server start, Chromium's flags and the idle test are the dashboard benchmark's (one copy).
-_spec = importlib.util.spec_from_file_location("dashboard_scale", ROOT / "bench" / "dashboard_scale.py")
-scale = sys.modules.setdefault("dashboard_scale", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(scale)  # registered first: its dataclasses look their module up
+scale = bench_scripts.load("dashboard_scale")
 CHROMIUM, CHROMIUM_ARGS, IDLE = scale.CHROMIUM, scale.CHROMIUM_ARGS, scale.IDLE
 # The Run page's first render waits for device discovery (a TensorFlow subprocess) on a slow CI box.
 PAGE_TIMEOUT_MS = 90_000

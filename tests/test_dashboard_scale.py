@@ -3,10 +3,9 @@ bounded queries, nothing read again on a rerun that changed nothing, a new run s
 paging and sorting in SQL, and a run's detail opened from its selected row. Not timed: the times are
 bench/dashboard_scale.py's (docs/PERFORMANCE.md)."""
 
-import importlib.util
 import shutil
-from pathlib import Path
 
+import bench_scripts
 import pytest
 import streamlit as st
 from test_app import assert_clean, select_rows, show, start, texts
@@ -14,23 +13,15 @@ from test_app import assert_clean, select_rows, show, start, texts
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = 10_000
 # The most rows one query of a page may return: Compare's default looks at the setups of the newest 500.
 MOST_ROWS = 500
 
 
-def _filler():
-    spec = importlib.util.spec_from_file_location("store_queries", ROOT / "bench" / "store_queries.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("scale") / "runs.sqlite"
-    _filler().fill(path, RUNS, samples=3)
+    bench_scripts.load("store_queries").fill(path, RUNS, samples=3)
     return path
 
 

@@ -2,17 +2,11 @@
 is refused in one line with the store unchanged, colliding runs are kept as stored and named, fuzzed
 variants never leave the store unreadable."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+import bench_scripts
 
 
 def load_corpus():
-    spec = importlib.util.spec_from_file_location("hostile_bundles", ROOT / "bench" / "hostile_bundles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("hostile_bundles")
 
 
 def test_the_hostile_corpus_leaves_the_store_unchanged_and_readable(tmp_path):
