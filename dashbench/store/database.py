@@ -172,7 +172,7 @@ class Store:
         try:
             # Read the version before anything that could write (even switching to WAL writes).
             try:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                version, tables = self._version_and_tables(conn)
             except sqlite3.OperationalError as exc:
                 if not (self.read_only and self._wal_index_unavailable(exc)):
                     raise
@@ -181,7 +181,7 @@ class Store:
                 # main file is the whole database, so it can be read as immutable.
                 conn.close()
                 conn = self._connect(uri + "&immutable=1")
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                version, tables = self._version_and_tables(conn)
             if version > schema.SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"database {self.path} has schema v{version}, newer than this dashbench "
@@ -196,9 +196,9 @@ class Store:
                     raise StoreError(f"database {self.path} has schema v{version}; open it once without "
                                      f"read-only to upgrade it to v{schema.SCHEMA_VERSION}")
             else:
-                if version == 0 and self._has_tables(conn):
+                if version == 0 and tables:
                     raise StoreError(f"{self.path} is an SQLite file but not a dashbench database")
-                conn.execute("PRAGMA journal_mode = WAL")
+                self._use_wal(conn)
                 # WAL + NORMAL survives a killed process; only a power cut can lose the last commits.
                 conn.execute("PRAGMA synchronous = NORMAL")
                 if version < schema.SCHEMA_VERSION:
@@ -243,8 +243,28 @@ class Store:
             return False
 
     @staticmethod
-    def _has_tables(conn) -> bool:
-        return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+    def _version_and_tables(conn) -> tuple[int, int]:
+        # One statement, one snapshot: read apart, another process creating the schema between
+        # the two reads made a fresh file look like a foreign one (version 0, tables present).
+        return tuple(conn.execute(
+            "SELECT user_version, (SELECT count(*) FROM sqlite_master) FROM pragma_user_version"
+        ).fetchone())
+
+    def _use_wal(self, conn) -> None:
+        """Switch to WAL, waiting out other processes doing the same. SQLite answers 'locked' at
+        once, without its busy handler, when the switch finds another connection reading the file
+        (two processes opening a new database together), so the wait is ours."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        pause = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     @property
     def schema_version(self) -> int:
