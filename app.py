@@ -48,3 +48,4 @@ try:
 finally:
     if store is not None:
         store.close()
+ui.freeze_heap_once(page.url_path)

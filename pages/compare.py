@@ -6,7 +6,7 @@ from dashbench.views import ui
 
 from dashbench.costs import prices, reference
 from dashbench.views import compare, compare_view, context, results
-from dashbench.views.format import md_text, run_label, unreadable_note
+from dashbench.views.format import md_text, run_labels, unreadable_note
 
 ctx = ui.open_page("Compare")
 db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
@@ -72,7 +72,7 @@ with st.expander("Choose runs", expanded=not requested):
     picked = st.session_state.get("cmp_runs") or []
     offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
     offered_runs = db.runs(run_ids=offered)
-    labels = {r["run_id"]: run_label(r) for r in offered_runs.to_dict("records")}
+    labels = dict(zip(offered_runs["run_id"], run_labels(offered_runs)))
     offered = [r for r in offered if r in labels]
     default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
     if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error

@@ -138,3 +138,23 @@ def test_results_pages_and_sorts_in_sql_and_a_selected_row_opens_its_detail(big,
     assert_clean(at)
     assert at.number_input(key="res_page").value == 1
     assert "Select a run" in texts(at)
+
+
+def test_each_page_freezes_the_long_lived_heap_once(big, monkeypatch):
+    """After a page's first run its long-lived objects move to the collector's permanent generation
+    (ui.freeze_heap_once), so no later full collection walks them again; a later run freezes nothing."""
+    import gc
+
+    from dashbench.views import ui
+
+    calls = []
+    freeze = gc.freeze
+    monkeypatch.setattr(ui, "_FROZEN_AFTER", set())
+    monkeypatch.setattr(gc, "freeze", lambda: (calls.append(1), freeze()))
+    gc.unfreeze()
+    at = start(monkeypatch, big)  # Compare, the root page
+    assert len(calls) == 1 and gc.get_freeze_count() > 10_000
+    at.run()
+    assert len(calls) == 1
+    show(at, "pages/results.py")
+    assert len(calls) == 2 and ui._FROZEN_AFTER == {"compare", "results"}

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import pandas as pd
 
+from dashbench import frames
 from dashbench.store.schema import PRICE_COLUMNS
 from dashbench.spec import SpecError
 
@@ -258,7 +259,7 @@ def store_row(row: Mapping[str, Any]) -> dict:
 def _ranked(rows: pd.DataFrame | list[dict]) -> list[dict]:
     """The rows as records, best first: an override, then the smallest billing unit, the newest
     `as_of`, confirmed before unconfirmed, then by key. (Plain sorts: a few rows, asked per run.)"""
-    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    records = frames.records(rows) if isinstance(rows, pd.DataFrame) else list(rows)
     records.sort(key=lambda r: str(r["key"]))
     records.sort(key=lambda r: bool(r["unconfirmed"]))
     records.sort(key=lambda r: "" if _missing(r["as_of"]) else str(r["as_of"]), reverse=True)
@@ -271,7 +272,7 @@ def matcher(catalog: pd.DataFrame) -> Callable[[Any, Any], Optional[dict]]:
     """match_price over one catalog for many runs: the catalog is indexed once and each (device,
     count) matched once; a table of many runs of few setups asks the same question again and again."""
     by_device: dict[str, list[dict]] = {}
-    for row in catalog.to_dict("records"):
+    for row in frames.records(catalog):
         by_device.setdefault(str(row["device"]).lower(), []).append(row)
     ranked: dict[str, list[dict]] = {}
     answers: dict[tuple, Optional[dict]] = {}
@@ -337,9 +338,28 @@ def _bad_rate(value) -> bool:
     return _missing(value) or not math.isfinite(value) or value <= 0
 
 
+def cost_values(accelerator, accelerator_count, examples_per_sec, match) -> dict:
+    """The COST_COLUMNS of one run, priced by `match` (a matcher over a catalog); an unmatched run
+    gets price_note "no price" and empty costs."""
+    price = match(accelerator, accelerator_count)
+    if price is None:
+        return dict(dict.fromkeys(COST_COLUMNS), price_note=NO_PRICE)
+    eps = None if _missing(examples_per_sec) else float(examples_per_sec)
+    return {
+        "price_key": price["key"],
+        "price_note": price_note(price),
+        "usd_per_hour": price["usd_per_hour"],
+        "usd_per_hour_spot": price["usd_per_hour_spot"],
+        "usd_per_million_examples": usd_per_million_examples(eps, price["usd_per_hour"]),
+        "usd_per_million_examples_spot": usd_per_million_examples(eps, price["usd_per_hour_spot"]),
+        "examples_per_usd": examples_per_usd(eps, price["usd_per_hour"]),
+        "examples_per_usd_spot": examples_per_usd(eps, price["usd_per_hour_spot"]),
+    }
+
+
 def add_cost_columns(runs_df: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFrame:
     """A copy of `runs_df` (needs accelerator, accelerator_count, examples_per_sec) with the
-    COST_COLUMNS added; an unmatched run gets price_note "no price" and empty costs."""
+    COST_COLUMNS added (cost_values of each run)."""
     out = runs_df.copy()
     values = {column: [] for column in COST_COLUMNS}
     n = len(runs_df)
@@ -349,22 +369,7 @@ def add_cost_columns(runs_df: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFra
 
     match = matcher(catalog)
     for acc, count, eps in zip(column("accelerator"), column("accelerator_count"), column("examples_per_sec")):
-        price = match(acc, count)
-        eps = None if _missing(eps) else float(eps)
-        if price is None:
-            row = dict.fromkeys(COST_COLUMNS)
-            row["price_note"] = NO_PRICE
-        else:
-            row = {
-                "price_key": price["key"],
-                "price_note": price_note(price),
-                "usd_per_hour": price["usd_per_hour"],
-                "usd_per_hour_spot": price["usd_per_hour_spot"],
-                "usd_per_million_examples": usd_per_million_examples(eps, price["usd_per_hour"]),
-                "usd_per_million_examples_spot": usd_per_million_examples(eps, price["usd_per_hour_spot"]),
-                "examples_per_usd": examples_per_usd(eps, price["usd_per_hour"]),
-                "examples_per_usd_spot": examples_per_usd(eps, price["usd_per_hour_spot"]),
-            }
+        row = cost_values(acc, count, eps, match)
         for column in COST_COLUMNS:
             values[column].append(row[column])
     for column in COST_COLUMNS:

@@ -180,18 +180,19 @@ def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
     rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
     if rows.empty or "series" not in rows:
         return _empty(title, "No sweep among the selected runs")
-    fig = go.Figure()
-    for series, group in rows.sort_values("batch_size").groupby("series", sort=False):
-        fig.add_trace(
-            go.Scatter(x=group["batch_size"], y=group["examples_per_sec"], mode="lines+markers", name=str(series),
-                       hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>")
-        )
-    fig.update_layout(title=title, xaxis_title="global batch size", yaxis_title="examples/s", **_LAYOUT)
+    lines: dict = {}  # series -> [(batch, examples/s)], series in the order they first appear
+    for name, batch, eps in zip(rows["series"], rows["batch_size"], rows["examples_per_sec"]):
+        lines.setdefault(name, []).append((batch, eps))
+    traces = []
+    for name, points in lines.items():
+        points.sort(key=lambda p: math.inf if pd.isna(p[0]) else p[0])
+        traces.append(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers",
+                                 name=str(name), hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>"))
     # Log scale (sweeps double the batch), ticked at the batch sizes measured, not at 3, 4, 5, …
     sizes = sorted({int(b) for b in rows["batch_size"].dropna()})
-    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
-    fig.update_yaxes(rangemode="tozero")
-    return fig
+    return go.Figure(data=traces, layout=dict(
+        _LAYOUT, title=title, yaxis=dict(title="examples/s", rangemode="tozero"),
+        xaxis=dict(title="global batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])))
 
 
 def loss_curve(samples: pd.DataFrame) -> go.Figure:

@@ -3,13 +3,15 @@ the table and CSV, and the time and cost of N epochs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 import pandas as pd
 
+from dashbench.frames import records
 from dashbench.result import short_id
 from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
-                                    duration_text, flag_list, flag_text, is_number, md_text, mixed_backends,
+                                    duration_text, flag_list, flag_text, is_missing, is_number, md_text, mixed_backends,
                                     nullable_ints, run_label, run_shape, shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
@@ -42,50 +44,67 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
 
     Every row has: id (run_id or "ref:<key>"), kind (measured|reference), label, model, accelerator,
     batch_size, examples_per_sec, step-time columns, cost columns, flags, flag_text.
+    Built row by row as plain dicts and made a frame once: column by column in pandas it cost ~80 ms
+    for a dozen runs, paid on every change of Compare's choice.
     """
-    measured = runs.copy()
-    if measured.empty:
-        measured = pd.DataFrame(columns=list(runs.columns) + ["id", "kind", "label"])
-    else:
-        measured["kind"] = "measured"
-        measured["id"] = measured["run_id"]
-        if "label" in measured:
-            measured = measured.rename(columns={"label": "run_label_text"})
-        # One workload on every row: the model goes in the chart title's place, not on every bar.
-        # (A run's shape is part of its workload: a quick run names its shape in its label always.)
-        with_model = measured["model"].nunique() > 1
-        # TensorFlow and JAX runs side by side: every label names its backend, and each run of one
-        # setup (model, device, batch, precision) sits next to the same setup on the other backend.
-        both = mixed_backends(measured)
-        if both:
-            measured = side_by_side(measured)
-        measured["label"] = [run_label(dict(r, label=r.get("run_label_text")), with_model,
-                                       with_backend=True if both else None)
-                             for r in measured.to_dict("records")]
-    if catalog is not None and not measured.empty:
+    match = None
+    if catalog is not None:
         from dashbench.costs import prices
 
-        measured = prices.add_cost_columns(measured, catalog)
-    frames = [measured]
+        match = prices.matcher(catalog)
+    rows = measured_rows(runs, match)
     if reference is not None and not reference.empty:
-        frames.append(reference_frame(reference, catalog))
-    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
-        not f.empty for f in frames) else measured
-    # The workload and shape of each row ("resnet50", "resnet50 · quick 32px"): charts, speed-up and
-    # the epochs table never mix two of them. Published rows are full-size figures of their model.
-    frame["group"] = [workload_text(r) for r in frame.to_dict("records")] if not frame.empty else pd.Series(
-        dtype=object)
-    for name, values in shape_columns(frame).items():
-        frame[name] = values
-    if "flags" not in frame:
-        frame["flags"] = [[] for _ in range(len(frame))]
-    frame["flags"] = [flag_list(f) for f in frame["flags"]]
-    frame["flag_text"] = [flag_text(f) for f in frame["flags"]]
-    for column in ("usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_sec"):
-        if column not in frame:
+        rows += reference_rows(reference, match)
+    for row in rows:
+        # The workload and shape of each row ("resnet50", "resnet50 · quick 32px"): charts, speed-up and
+        # the epochs table never mix two of them. Published rows are full-size figures of their model.
+        row["group"] = workload_text(row)
+        shape = run_shape(row)
+        for name in SHAPE_COLUMNS:
+            row[name] = shape.get(name)
+        row["flags"] = flag_list(row.get("flags"))
+        row["flag_text"] = flag_text(row["flags"])
+    extra = ["id", "kind", "label", "group", *SHAPE_COLUMNS, "flags", "flag_text"]
+    columns = list(dict.fromkeys([*runs.columns, *(key for row in rows for key in row), *extra]))
+    frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
+    if not rows:
+        frame["group"] = pd.Series(dtype=object)
+    for name in SHAPE_COLUMNS:
+        frame[name] = pd.array(frame[name].tolist(), dtype="Int64")
+    for column in ("usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_sec", *NUMBER_COLUMNS):
+        if column in frame:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        elif column not in NUMBER_COLUMNS:
             frame[column] = float("nan")
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
+
+
+# Cost columns a run without a price leaves empty: numbers (NaN), not None, as in the store's frames.
+NUMBER_COLUMNS = ("usd_per_hour", "usd_per_hour_spot", "examples_per_usd", "examples_per_usd_spot")
+
+
+def measured_rows(runs: pd.DataFrame, match=None) -> list[dict]:
+    """Stored runs as compare rows: kind, id, a chart label (the stored label kept as run_label_text)
+    and, given a price matcher, the cost columns."""
+    if runs.empty:
+        return []
+    # One workload on every row: the model goes in the chart title's place, not on every bar.
+    # (A run's shape is part of its workload: a quick run names its shape in its label always.)
+    with_model = runs["model"].nunique() > 1
+    # TensorFlow and JAX runs side by side: every label names its backend, and each run of one
+    # setup (model, device, batch, precision) sits next to the same setup on the other backend.
+    both = mixed_backends(runs)
+    rows = records(side_by_side(runs) if both else runs)
+    for row in rows:
+        stored_label = row.pop("label", None)
+        row.update(kind="measured", id=row["run_id"], run_label_text=stored_label)
+        row["label"] = run_label(dict(row, label=stored_label), with_model, with_backend=True if both else None)
+        if match is not None:
+            from dashbench.costs import prices
+
+            row.update(prices.cost_values(row.get("accelerator"), row.get("accelerator_count"),
+                                          row.get("examples_per_sec"), match))
+    return rows
 
 
 SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "precision", "xla")
@@ -120,45 +139,42 @@ def _missing(value) -> bool:
         return False
 
 
-def reference_frame(reference: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Published rows in the compare frame's shape, kind=reference, labelled "published: …".
+def reference_rows(reference: pd.DataFrame, match=None) -> list[dict]:
+    """Published rows as compare rows: kind=reference, labelled "published: …".
 
-    A row the article priced keeps its own cost; the others are priced from today's catalog, and
-    the note says so, so a 2018 throughput is never silently paired with a 2018 price or vice versa.
+    A row the article priced keeps its own cost; the others are priced from today's catalog (`match`,
+    a prices.matcher), and the note says so, so a 2018 throughput is never silently paired with a
+    2018 price or vice versa.
     """
-    ref = reference.copy().reset_index(drop=True)
-    key = ref["key"] if "key" in ref else pd.Series([str(i) for i in range(len(ref))])
-    ref["id"] = [REFERENCE_PREFIX + str(k) for k in key]
-    ref["kind"] = "reference"
-    if "name" in ref:
-        ref["label"] = ["published: " + str(name) for name in ref["name"]]
-    else:
-        ref["label"] = [f"published: {row.get('model', '?')} · {row.get('accelerator', '?')}"
-                        for _, row in ref.iterrows()]
-    for column in ("examples_per_sec", "usd_per_million_examples"):
-        if column not in ref:
-            ref[column] = float("nan")
-        ref[column] = pd.to_numeric(ref[column], errors="coerce")
-    if catalog is not None and "accelerator" in ref:
-        from dashbench.costs import prices
+    from dashbench.costs import prices
 
-        published = ref["usd_per_million_examples"].notna()
-        priced = prices.add_cost_columns(ref.drop(columns=["usd_per_million_examples"]), catalog)
+    rows = records(reference)
+    for i, row in enumerate(rows):
+        row["id"] = REFERENCE_PREFIX + str(row["key"] if "key" in row else i)
+        row["kind"] = "reference"
+        row["label"] = ("published: " + str(row["name"]) if "name" in row
+                        else f"published: {row.get('model', '?')} · {row.get('accelerator', '?')}")
+        for column in ("examples_per_sec", "usd_per_million_examples"):
+            row[column] = _number(row.get(column))
+        if match is None or "accelerator" not in row:
+            continue
+        published = not math.isnan(row["usd_per_million_examples"])
+        priced = prices.cost_values(row.get("accelerator"), row.get("accelerator_count"), row["examples_per_sec"],
+                                    match)
         for column in prices.COST_COLUMNS:
-            if column == "usd_per_million_examples":
-                ref[column] = ref[column].where(published, priced[column])
-            elif column != "price_note":
-                ref[column] = priced[column].where(~published)
-        notes = []
-        for pub, note in zip(published, priced["price_note"]):
-            if pub:
-                notes.append("price published with the figure")
-            elif note == prices.NO_PRICE:
-                notes.append(note)
-            else:
-                notes.append("today's catalog price" + (f"; {note}" if note else ""))
-        ref["price_note"] = notes
-    return ref
+            if column == "price_note":
+                note = priced[column]
+                row[column] = ("price published with the figure" if published else note if note == prices.NO_PRICE
+                               else "today's catalog price" + (f"; {note}" if note else ""))
+            elif column != "usd_per_million_examples":
+                row[column] = None if published else priced[column]
+            elif not published:
+                row[column] = _number(priced[column])
+    return rows
+
+
+def _number(value) -> float:
+    return float(value) if is_number(value) else float("nan")
 
 
 def published_ratios(reference: pd.DataFrame) -> pd.DataFrame:
@@ -186,18 +202,12 @@ def reference_for_models(reference: pd.DataFrame, models: Iterable[str], labels:
 def flag_lines(frame: pd.DataFrame) -> list[str]:
     """One markdown bullet per flagged row, the flag explained, for the box next to the charts."""
     lines = []
-    for _, row in frame[frame["flag_text"] != ""].iterrows():
+    for row in records(frame[["label", "flags", "flag_text"]]):
+        if not row["flag_text"]:
+            continue
         notes = "; ".join(md_text(FLAG_TEXT.get(f, f)) for f in row["flags"])
         lines.append(f"- **{md_text(row['label'])}**: {notes}")
     return lines
-
-
-def shape_columns(frame: pd.DataFrame) -> dict[str, pd.Series]:
-    """image_size, seq_len and width of each row as nullable integers: blank (NA) for a full-size run
-    or a published row, else the run's resolved shape over the dimensions its workload can override."""
-    shapes = [run_shape(r) for r in frame.to_dict("records")]
-    return {name: pd.array([s.get(name) for s in shapes] if shapes else [], dtype="Int64")
-            for name in SHAPE_COLUMNS}
 
 
 def group_of(frame: pd.DataFrame) -> pd.Series:
@@ -217,13 +227,19 @@ def workload_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def group_baseline(frame: pd.DataFrame, chosen: str | None) -> str | None:
     """The speed-up baseline of one workload group: the chosen row if it is in the group, else the
     group's first measured row with a throughput (else its first row with one)."""
-    rows = frame[frame["examples_per_sec"].notna()] if "examples_per_sec" in frame else frame.iloc[0:0]
-    if chosen in set(rows["id"]):
+    columns = [c for c in ("id", "kind", "examples_per_sec") if c in frame]
+    return baseline_of(records(frame[columns]), chosen)
+
+
+def baseline_of(rows: list[dict], chosen: str | None) -> str | None:
+    """group_baseline over rows as dicts (id, examples_per_sec, and kind if known)."""
+    rows = [r for r in rows if not is_missing(r.get("examples_per_sec"))]
+    if chosen in {r["id"] for r in rows}:
         return chosen
-    if rows.empty:
+    if not rows:
         return None
-    measured = rows[rows["kind"].eq("measured")] if "kind" in rows else rows
-    return (measured if not measured.empty else rows)["id"].iloc[0]
+    measured = [r for r in rows if r.get("kind", "measured") == "measured"]
+    return (measured or rows)[0]["id"]
 
 
 def speedup_vs(frame: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
@@ -257,27 +273,35 @@ def baseline_choices(frame: pd.DataFrame) -> dict[str, str]:
 
 def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured rows that form a batch-size series: a stored sweep, or the same setup at ≥2 batch sizes."""
-    rows = frame[frame.get("kind", pd.Series("measured", index=frame.index)).eq("measured")]
-    rows = rows[rows["examples_per_sec"].notna()] if "examples_per_sec" in rows else rows.iloc[0:0]
-    if rows.empty:
-        return rows.assign(series=pd.Series(dtype=str))
-    both = mixed_backends(rows)
+    if frame.empty or "examples_per_sec" not in frame:
+        return frame.iloc[0:0].assign(series=pd.Series(dtype=str))
+    rows = records(frame)
+    measured = [row.get("kind", "measured") == "measured" and not is_missing(row.get("examples_per_sec"))
+                for row in rows]
+    both = len({backend_of(row) for row, m in zip(rows, measured) if m}) > 1
     series = []
-    for row in rows.to_dict("records"):
+    for row, m in zip(rows, measured):
+        if not m:
+            series.append(None)
+            continue
         sweep = row.get("sweep_id")
         backend = backend_of(row)
         # One line per backend: a TensorFlow and a JAX series of one setup are never joined into one.
         named = backend if both or backend != DEFAULT_BACKEND else None
         setup = " · ".join(
-            str(x) for x in (workload_text(row), row.get("accelerator"), PRECISION_SHORT.get(row.get("precision"),
-                             row.get("precision")), "XLA" if row.get("xla") is True else None, named) if x
+            str(x) for x in (row.get("group") or workload_text(row), row.get("accelerator"),
+                             PRECISION_SHORT.get(row.get("precision"), row.get("precision")),
+                             "XLA" if row.get("xla") is True else None, named) if x
         )
         # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
         # its head is only the date.
         series.append(f"sweep {short_id(sweep)} · {setup}" if isinstance(sweep, str) and sweep else setup)
-    rows = rows.assign(series=series)
-    sizes = rows.groupby("series")["batch_size"].nunique()
-    return rows[rows["series"].isin(sizes[sizes >= 2].index)]
+    sizes: dict = {}
+    for name, row in zip(series, rows):
+        if name is not None:
+            sizes.setdefault(name, set()).add(row.get("batch_size"))
+    keep = [name is not None and len(sizes[name]) >= 2 for name in series]
+    return frame[keep].assign(series=[name for name, k in zip(series, keep) if k])
 
 
 # The figures first, what ran next, bookkeeping last; also the CSV's columns, in this order.

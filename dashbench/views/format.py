@@ -126,6 +126,18 @@ def workload_text(row: dict | pd.Series) -> str:
 # ------------------------------------------------------------------------------------------ labels
 
 
+# What run_label reads of a run.
+LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerator_count", "batch_size", "precision",
+                 "xla", "backend", *SHAPE_COLUMNS)
+
+
+def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None) -> list[str]:
+    """run_label of every row of a runs frame, reading only the columns it needs."""
+    from dashbench.frames import records
+
+    return [run_label(r, with_model, with_backend) for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])]
+
+
 def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None) -> str:
     """Short, unique name for a run on a chart axis: what ran, where, and its id. The backend is named
     when it is not TensorFlow (with_backend None), always (True: runs of both backends side by side)
@@ -207,13 +219,19 @@ def nullable_ints(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+NOTHING_WORDS = frozenset(("None", "nan", "NaN", "<NA>"))
+
+
 def blank_text(table: pd.DataFrame) -> pd.DataFrame:
-    """Text cells that hold the word for nothing ("None", "nan", from str() of a missing value) as NA."""
-    out = table.copy()
+    """Text cells that hold the word for nothing ("None", "nan", from str() of a missing value) as NA.
+    Only columns holding such a word are rewritten (a copy shares the others)."""
+    out = table.copy(deep=False)
     for column in out.columns:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
-            out[column] = out[column].map(lambda v: pd.NA if isinstance(v, str) and v in ("None", "nan", "NaN",
-                                                                                         "<NA>") else v)
+            values = out[column].tolist()
+            if any(isinstance(v, str) and v in NOTHING_WORDS for v in values):
+                out[column] = pd.Series([pd.NA if isinstance(v, str) and v in NOTHING_WORDS else v for v in values],
+                                        index=out.index, dtype=object)
     return out
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from dashbench.result import short_id
 from dashbench.store import ACTIVE, StoreError
-from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, with_ms
+from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 
 # The figures a user came for first, then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -78,7 +78,7 @@ def short_label(runs: pd.DataFrame, run_id: str) -> str:
 def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every stored run, one row each, key figures first; step times in ms; cost if a catalog is given."""
     table = with_ms(runs).rename(columns={"label": "run_label"})
-    table["run"] = [run_label(r) for r in runs.to_dict("records")]
+    table["run"] = run_labels(runs)
     if "flags" in table:
         table["flags"] = [flag_text(f) for f in table["flags"]]
     if catalog is not None and not table.empty:
