@@ -10,6 +10,7 @@ import streamlit as st
 from dashbench.views import settings as settings_module
 from dashbench.views import ui
 from dashbench.views import context
+from dashbench.views.format import path_text
 
 st.set_page_config(page_title="dashbench", page_icon=":material/speed:", layout="wide")
 
@@ -41,7 +42,7 @@ pages += [
 page = st.navigation(pages)
 
 with st.sidebar:
-    st.caption(("**Read-only** · " if settings.read_only else "") + f"database: `{settings.db_path}`")
+    st.caption(("**Read-only** · " if settings.read_only else "") + f"database: `{path_text(settings.db_path)}`")
 
 try:
     page.run()

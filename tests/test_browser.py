@@ -57,7 +57,7 @@ def open_page(browser, url: str, heading: str, shot: str):
     return page
 
 
-def test_every_page_in_a_real_browser(browser, tmp_path):
+def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
@@ -93,8 +93,15 @@ def test_every_page_in_a_real_browser(browser, tmp_path):
         expect(page.get_by_text("Save price")).to_be_visible()
         page.close()
 
-        if os.environ.get("DASHBENCH_UPDATE_SCREENSHOT") == "1":
-            readme_screenshot(browser, url, db)
+    if os.environ.get("DASHBENCH_UPDATE_SCREENSHOT") == "1":
+        # Served from ~/.dashbench/runs.sqlite (a home folder of its own), the sidebar shows the path a
+        # new user's dashboard shows, not this test's temporary folder.
+        home = tmp_path / "home"
+        (home / ".dashbench").mkdir(parents=True)
+        shutil.copy(db, home / ".dashbench" / "runs.sqlite")
+        monkeypatch.setenv("HOME", str(home))
+        with streamlit_server(home / ".dashbench" / "runs.sqlite") as url:
+            readme_screenshot(browser, url, home / ".dashbench" / "runs.sqlite")
 
 
 def test_read_only_server_has_no_run_page(browser, tmp_path):
@@ -149,6 +156,7 @@ def readme_screenshot(browser, url: str, db: Path):
     expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
     expect(page.locator(".js-plotly-plot")).to_have_count(4)
+    expect(page.get_by_text("~/.dashbench/runs.sqlite")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "readme-compare.png"))
     shutil.copy(ARTIFACTS / "readme-compare.png", ROOT / "docs" / "compare.png")
     page.close()

@@ -167,6 +167,17 @@ def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool
     return " · ".join(parts) + f" ({tail})"
 
 
+def path_text(path) -> str:
+    """A file's path as the sidebar shows it: under the home folder as ~/…, as a shell would take it."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except (ValueError, RuntimeError):  # elsewhere, or no home folder known
+        return str(path)
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_missing(value)
 
