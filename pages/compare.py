@@ -6,7 +6,7 @@ from dashbench.views import ui
 
 from dashbench.costs import prices, reference
 from dashbench.views import compare, compare_view, context, results
-from dashbench.views.format import md_text, run_labels, unreadable_note
+from dashbench.views.format import md_text, unreadable_note
 
 ctx = ui.open_page("Compare")
 db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
@@ -67,12 +67,12 @@ with st.expander("Choose runs", expanded=not requested):
     default_ids, _scanned = db.newest_per_setup(limit=compare.DEFAULT_RUNS, **query)
     search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
                            key="cmp_search")
-    found = db.runs(**query, search=search, limit=compare.PICKER_RUNS)["run_id"].tolist() if search.strip() else []
-    recent = db.runs(**query, limit=compare.PICKER_RUNS)["run_id"].tolist()
+    found = db.run_ids(**query, search=search, limit=compare.PICKER_RUNS) if search.strip() else []
+    recent = db.run_ids(**query, limit=compare.PICKER_RUNS)
     picked = st.session_state.get("cmp_runs") or []
     offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
     offered_runs = db.runs(run_ids=offered)
-    labels = dict(zip(offered_runs["run_id"], run_labels(offered_runs)))
+    labels = ui.memo((ctx.store.change_token(), tuple(offered)), compare.labels_by_id, offered_runs)
     offered = [r for r in offered if r in labels]
     default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
     if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
@@ -85,10 +85,11 @@ with st.expander("Choose runs", expanded=not requested):
     ref_names = dict(zip(published["key"], published["name"]))
     chosen_runs = offered_runs[offered_runs["run_id"].isin(chosen)]
     chosen_models = chosen_runs["model"].unique().tolist()
+    ref_default = None if "cmp_ref_rows" in st.session_state else compare.reference_for_models(
+        published, chosen_models, chosen_runs["label"].tolist())
     ref_keys = st.multiselect("Published rows (default: those for the chosen runs' models)", list(ref_names),
-                              default=_unless_set("cmp_ref_rows", compare.reference_for_models(
-                                  published, chosen_models, chosen_runs["label"].tolist())),
-                              format_func=ref_names.get, key="cmp_ref_rows", disabled=not show_reference)
+                              default=ref_default, format_func=ref_names.get, key="cmp_ref_rows",
+                              disabled=not show_reference)
 if unreadable_note(offered_runs):
     st.warning(unreadable_note(offered_runs))
 
@@ -157,8 +158,7 @@ with st.expander("Time and cost of N epochs", key="cmp_epochs_open", on_change="
                        + ", ".join(md_text(label) for label in left_out) + ".")
 
 if show_reference:
-    ratios = compare.published_ratios(published[published["model"].isin(chosen_models)] if chosen_models
-                                      else published)
+    ratios = ui.memo(tuple(chosen_models), compare.published_ratios_for, published, chosen_models)
     if not ratios.empty:
         with st.expander("Published ratios (computed from raw figures where the article gave them)"):
             ui.table(ratios)

@@ -69,3 +69,13 @@ def test_sorting_and_paging_happen_in_sql(tmp_path):
         assert store.count_runs(search="run_") == 0  # "_" typed is an underscore, not LIKE's any-character
         with pytest.raises(ValueError, match="order_by: one of"):
             store.runs(order_by="examples_per_sec; DROP TABLE runs")
+
+
+def test_run_ids_are_the_ids_runs_gives_for_the_same_filters(tmp_path):
+    with Store(tmp_path / "runs.sqlite") as store:
+        for i in range(6):
+            _run(store, model="conv2d" if i % 2 else "bilstm", eps=float(i + 1), label=f"run {i}")
+        for filters in ({}, {"limit": 2}, {"model": "bilstm"}, {"search": "run 3"}, {"status": "done", "limit": 50},
+                        {"model": ["conv2d"], "search": "nothing like it"}):
+            assert store.run_ids(**filters) == store.runs(**filters)["run_id"].tolist(), filters
+        assert len(store.run_ids(limit=4)) == 4

@@ -444,3 +444,25 @@ def test_cost_chart_legend_sits_between_title_and_plot():
     assert layout["legend"]["y"] >= 1.0 and layout["legend"]["xanchor"] == "left"
     assert layout["title"]["yref"] == "container" and layout["title"]["yanchor"] == "top"
     assert layout["margin"]["t"] >= 90  # a line for the title and one for the legend above the plot
+
+
+def test_every_compare_chart_is_what_plotlys_validation_makes_of_it(store):
+    """Compare's charts are built unvalidated (charts._figure): each must come out of Plotly's full
+    validation unchanged, so a misspelt property or a shorthand Plotly would have expanded fails here."""
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from dashbench.views import compare_view
+
+    frame = compare.compare_frame(store.runs(status="done"), prices.catalog(store), reference.rows())
+    frame, bases = compare_view.with_speedups(frame, None)
+    figures = []
+    for section in compare_view.sections(frame, bases, compare.baseline_choices(frame), store):
+        figures += [f for f in (section.sweep, section.throughput, section.speedup, section.steps, section.cost) if f]
+    figures += [charts.throughput(frame.iloc[0:0]), charts.throughput_vs_batch(frame.iloc[0:0])]
+    assert len(figures) >= 6 and any(f.data and f.data[0].type == "scatter" for f in figures)
+    for fig in figures:
+        validated = go.Figure(fig.to_dict())  # raises on an unknown property or a bad value
+        assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig))

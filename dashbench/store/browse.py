@@ -46,6 +46,16 @@ def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) ->
     return ids, len(rows)
 
 
+def run_ids(read: Read, **filters) -> list[str]:
+    """The ids of the runs that pass `filters` (as Store.runs, `limit` included), newest first: a
+    picker needs the ids of the newest 50, not their 45 columns made a frame."""
+    where, params, limit = queries.where_clause(filters)
+    sql = f"SELECT run_id FROM runs{where}{queries.order_clause()}"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return [row[0] for row in read(sql, params)]
+
+
 def known_ids(read: Read, run_ids) -> list[str]:
     """Those of these run ids that are stored, in the order given (e.g. the ids of a ?runs= link)."""
     wanted = list(dict.fromkeys(str(r) for r in run_ids))

@@ -569,6 +569,10 @@ class Store:
         """The newest run of each setup among the newest `scan` matching runs (browse.newest_per_setup)."""
         return browse.newest_per_setup(self._read, limit=limit, scan=scan, **filters)
 
+    def run_ids(self, **filters) -> list[str]:
+        """The ids of the runs that pass the filters (as runs(), limit included), newest first."""
+        return browse.run_ids(self._read, **filters)
+
     def known_ids(self, run_ids) -> list[str]:
         """Those of these run ids that are stored, in the order given."""
         return browse.known_ids(self._read, run_ids)

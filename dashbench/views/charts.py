@@ -76,15 +76,25 @@ def _patterns(df: pd.DataFrame) -> list[str]:
     return ["/" if r else "" for r in _is_reference(df)]
 
 
-def _hbar(traces: list, title, n: int, axis_title: str, **layout) -> go.Figure:
-    """Horizontal bars (or boxes): run labels are long, and read best on the y axis, first row on top.
-    The figure is made in one go from its traces and layout: each later update is validated again."""
+def _figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure made in one go from plain trace and layout dicts, unvalidated: Plotly's checks of each
+    property cost ~5 ms a chart, paid on every change of Compare's choice. The dicts are written in
+    Plotly's full form (title=dict(text=...)); tests/test_views.py validates every chart built here."""
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _title(text) -> dict:
+    return text if isinstance(text, dict) else dict(text=text)
+
+
+def _hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Figure:
+    """Horizontal bars (or boxes): run labels are long, and read best on the y axis, first row on top."""
     # Room on the right for the value (and flag) printed past the end of each bar.
-    base = dict(_LAYOUT, height=max(260, 90 + 44 * n), margin=dict(l=10, r=150, t=50, b=10), title=title,
-                xaxis=dict(title=axis_title), yaxis=dict(autorange="reversed", automargin=True))
+    base = dict(_LAYOUT, height=max(260, 90 + 44 * n), margin=dict(l=10, r=150, t=50, b=10), title=_title(title),
+                xaxis=dict(title=_title(axis_title)), yaxis=dict(autorange="reversed", automargin=True))
     for key, value in layout.items():
         base[key] = dict(base[key], **value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return go.Figure(data=traces, layout=base)
+    return _figure(traces, base)
 
 
 def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
@@ -93,13 +103,14 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
     rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
     if rows.empty:
         return _empty(title, "No runs with a throughput figure")
-    bars = go.Bar(
+    values = rows["examples_per_sec"].tolist()
+    bars = dict(
+        type="bar",
         y=_wrapped(rows["label"]),
-        x=rows["examples_per_sec"],
+        x=values,
         orientation="h",
-        marker_color=_bar_colors(rows),
-        marker_pattern_shape=_patterns(rows),
-        text=[_fmt(v) + (f"  {m}" if m else "") for v, m in zip(rows["examples_per_sec"], _flag_marks(rows))],
+        marker=dict(color=_bar_colors(rows), pattern=dict(shape=_patterns(rows))),
+        text=[_fmt(v) + (f"  {m}" if m else "") for v, m in zip(values, _flag_marks(rows))],
         textposition="outside",
         cliponaxis=False,
         hovertemplate="%{y}<br>%{x:,.1f} /s<extra></extra>",
@@ -113,9 +124,9 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
     if samples.empty:
         return _empty(title, "No step-time samples recorded for these runs")
     # One trace, a box per run on the y axis: a trace per run cost ~5 ms each to build, for nothing.
-    boxes = go.Box(x=samples["step_time_s"] * 1000.0, y=_wrapped(samples["label"]), orientation="h",
-                   boxpoints="all", jitter=0.3, pointpos=0, marker_color=MEASURED_COLOR,
-                   hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>")
+    boxes = dict(type="box", x=(samples["step_time_s"] * 1000.0).tolist(), y=_wrapped(samples["label"]),
+                 orientation="h", boxpoints="all", jitter=0.3, pointpos=0, marker=dict(color=MEASURED_COLOR),
+                 hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>")
     # Ticks at 1, 10, 100 ms only: minor log ticks read as noise.
     return _hbar([boxes], title, samples["label"].nunique(), "ms per step", showlegend=False,
                  xaxis=dict(type="log", dtick=1))
@@ -130,15 +141,16 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     unpriced = df[df["usd_per_million_examples"].isna() & ~_is_reference(df)]
     if priced.empty:
         return _empty(title, "No selected run has a price: set one on the Prices page")
-    traces = [go.Bar(
-        y=_wrapped(priced["label"]), x=priced["usd_per_million_examples"], name="on-demand", orientation="h",
-        marker_color=MEASURED_COLOR, marker_pattern_shape=_patterns(priced),
+    labels, patterns = _wrapped(priced["label"]), _patterns(priced)
+    traces = [dict(
+        type="bar", y=labels, x=priced["usd_per_million_examples"].tolist(), name="on-demand", orientation="h",
+        marker=dict(color=MEASURED_COLOR, pattern=dict(shape=patterns)),
         hovertemplate="%{y}<br>$%{x:,.3f}<extra>on-demand</extra>",
     )]
     if "usd_per_million_examples_spot" in priced and priced["usd_per_million_examples_spot"].notna().any():
-        traces.append(go.Bar(
-            y=_wrapped(priced["label"]), x=priced["usd_per_million_examples_spot"], name="spot", orientation="h",
-            marker_color=SPOT_COLOR, marker_pattern_shape=_patterns(priced),
+        traces.append(dict(
+            type="bar", y=labels, x=_nulls(priced["usd_per_million_examples_spot"]), name="spot", orientation="h",
+            marker=dict(color=SPOT_COLOR, pattern=dict(shape=patterns)),
             hovertemplate="%{y}<br>$%{x:,.3f}<extra>spot</extra>",
         ))
     notes = []
@@ -152,7 +164,7 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     # is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin
     # leaves a line for each.
     return _hbar(traces, dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)), 2 * len(priced),
-                 "USD / 1M examples", barmode="group", annotations=notes,
+                 "USD / 1M examples", barmode="group", **({"annotations": notes} if notes else {}),
                  legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
                  margin=dict(t=COST_TOP_MARGIN, b=60))
 
@@ -164,9 +176,10 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
     rows = df[df["speedup"].notna()] if "speedup" in df else df.iloc[0:0]
     if rows.empty:
         return _empty(title, "Pick a baseline with a throughput figure")
-    bars = go.Bar(
-        y=_wrapped(rows["label"]), x=rows["speedup"], orientation="h", marker_color=_bar_colors(rows),
-        marker_pattern_shape=_patterns(rows), text=[f"{v:.2f}×" for v in rows["speedup"]],
+    values = rows["speedup"].tolist()
+    bars = dict(
+        type="bar", y=_wrapped(rows["label"]), x=values, orientation="h",
+        marker=dict(color=_bar_colors(rows), pattern=dict(shape=_patterns(rows))), text=[f"{v:.2f}×" for v in values],
         textposition="outside", cliponaxis=False, hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
     )
     one = dict(type="line", x0=1.0, x1=1.0, xref="x", y0=0, y1=1, yref="y domain",
@@ -186,13 +199,14 @@ def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
     traces = []
     for name, points in lines.items():
         points.sort(key=lambda p: math.inf if pd.isna(p[0]) else p[0])
-        traces.append(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers",
-                                 name=str(name), hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>"))
+        traces.append(dict(type="scatter", x=[_plain(p[0]) for p in points], y=[_plain(p[1]) for p in points],
+                           mode="lines+markers", name=str(name),
+                           hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>"))
     # Log scale (sweeps double the batch), ticked at the batch sizes measured, not at 3, 4, 5, …
     sizes = sorted({int(b) for b in rows["batch_size"].dropna()})
-    return go.Figure(data=traces, layout=dict(
-        _LAYOUT, title=title, yaxis=dict(title="examples/s", rangemode="tozero"),
-        xaxis=dict(title="global batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])))
+    return _figure(traces, dict(
+        _LAYOUT, title=_title(title), yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
+        xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])))
 
 
 def loss_curve(samples: pd.DataFrame) -> go.Figure:
@@ -237,6 +251,16 @@ def live(samples: pd.DataFrame) -> go.Figure:
     fig.update_layout(showlegend=False, height=420, margin=dict(l=10, r=10, t=30, b=10))
     fig.update_xaxes(title_text="loop", row=2, col=1)
     return fig
+
+
+def _plain(value):
+    """A number as Python has it (numpy's own scalars are what the validation used to convert)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _nulls(values: pd.Series) -> list:
+    """A column's numbers with its gaps as None: unvalidated, a NaN would reach Plotly as NaN."""
+    return [None if pd.isna(v) else v for v in values.tolist()]
 
 
 def _fmt(value: float) -> str:

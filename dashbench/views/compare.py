@@ -10,9 +10,9 @@ import pandas as pd
 
 from dashbench.frames import records
 from dashbench.result import short_id
-from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
+from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of, blank_text,
                                     duration_text, flag_list, flag_text, is_missing, is_number, md_text, mixed_backends,
-                                    nullable_ints, run_label, run_shape, shape_text, with_ms, workload_text)
+                                    nullable_ints, run_label, run_labels, run_shape, shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
 DEFAULT_RUNS = 12  # the runs Compare plots until the user picks: the newest of each setup
@@ -30,6 +30,11 @@ def picker_caption(chosen: int, matching: int, found: int | None = None) -> str:
     if found is not None:
         text += f" The search found {found}{'+' if found >= PICKER_RUNS else ''}: they are in the list."
     return text
+
+
+def labels_by_id(runs: pd.DataFrame) -> dict[str, str]:
+    """run_id → run_label of every run of a runs frame (the run picker's names)."""
+    return dict(zip(runs["run_id"], run_labels(runs)))
 
 
 def models_of(runs: pd.DataFrame, run_ids: Iterable[str]) -> list[str]:
@@ -177,26 +182,32 @@ def _number(value) -> float:
     return float(value) if is_number(value) else float("nan")
 
 
+RATIO_COLUMNS = ("name", "ratio_claimed", "ratio_computed", "claim_differs", "baseline", "source")
+
+
 def published_ratios(reference: pd.DataFrame) -> pd.DataFrame:
     """Rows that publish only a ratio: the claim next to the ratio computed from raw figures."""
+    return published_ratios_for(reference, [])
+
+
+def published_ratios_for(reference: pd.DataFrame, models: list[str]) -> pd.DataFrame:
+    """published_ratios of these models' rows (of every row when no model is given)."""
     if reference is None or reference.empty or "ratio" not in reference:
         return pd.DataFrame()
-    rows = reference[reference["ratio"].notna()]
-    columns = [c for c in ("name", "ratio_claimed", "ratio_computed", "claim_differs", "baseline", "source")
-               if c in rows]
-    return rows[columns].reset_index(drop=True)
+    columns = [c for c in RATIO_COLUMNS if c in reference]
+    wanted = set(models)
+    rows = [row for row in records(reference[list(dict.fromkeys([*columns, "ratio", "model"]))])
+            if not is_missing(row["ratio"]) and (not wanted or row["model"] in wanted)]
+    return pd.DataFrame([{c: row[c] for c in columns} for row in rows], columns=columns)
 
 
 def reference_for_models(reference: pd.DataFrame, models: Iterable[str], labels: Iterable[Any] = ()) -> list[str]:
     """Keys of published rows with a throughput figure for these models, plus those of the presets the
     runs were made from (all rows with a figure when no model is given)."""
-    rows = reference[pd.to_numeric(reference["examples_per_sec"], errors="coerce").notna()]
-    models = [m for m in models if m]
+    models = {m for m in models if m}
     wanted = set(preset_reference_keys(labels))
-    if models:
-        keep = rows["model"].isin(models) | rows["key"].isin(wanted)
-        rows = rows[keep]
-    return rows["key"].tolist()
+    return [row["key"] for row in records(reference[["key", "model", "examples_per_sec"]])
+            if is_number(row["examples_per_sec"]) and (not models or row["model"] in models or row["key"] in wanted)]
 
 
 def flag_lines(frame: pd.DataFrame) -> list[str]:
@@ -316,10 +327,12 @@ COMPARE_COLUMNS = [
 
 def compare_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The numbers behind the Compare charts, in a fixed column order (also the CSV); step times in ms."""
-    table = with_ms(frame)
+    # The columns shown, and the step times in seconds that become them, before any copy is made.
+    wanted = [c for c in frame.columns if c in COMPARE_COLUMNS or (c.startswith("step_time_") and c.endswith("_s"))]
+    table = with_ms(frame[wanted])
     columns = [c for c in COMPARE_COLUMNS if c in table]
     table = table[columns].rename(columns={"flag_text": "flags"})
-    return nullable_ints(table).reset_index(drop=True)
+    return blank_text(nullable_ints(table).reset_index(drop=True))
 
 
 def csv_bytes(table: pd.DataFrame) -> bytes:

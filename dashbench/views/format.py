@@ -236,7 +236,10 @@ NOTHING_WORDS = frozenset(("None", "nan", "NaN", "<NA>"))
 def blank_text(table: pd.DataFrame) -> pd.DataFrame:
     """Text cells that hold the word for nothing ("None", "nan", from str() of a missing value) as NA.
     Only columns holding such a word are rewritten (a copy shares the others)."""
+    if table.attrs.get("blank_text") == tuple(table.columns):
+        return table  # done already: a page's cached table is not scanned again on each rerun
     out = table.copy(deep=False)
+    out.attrs["blank_text"] = tuple(out.columns)
     for column in out.columns:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
             values = out[column].tolist()

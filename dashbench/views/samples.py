@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dashbench.frames import records
+from dashbench.views.format import is_missing, is_number
+
 def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
     """Samples (engine events or store rows) → a frame with step_time_s = duration / steps."""
     df = samples.copy() if isinstance(samples, pd.DataFrame) else pd.DataFrame(samples or [])
@@ -19,17 +22,27 @@ def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
 
 
 
+STEP_COLUMNS = ["label", "run_id", "index", "steps", "duration_s", "loss", "warmup", "step_time_s"]
+
+
 def step_samples(store, frame: pd.DataFrame) -> pd.DataFrame:
     """Per-step times of every measured sample of the measured rows (one query for all of them),
-    labelled for the chart, runs in the frame's order."""
+    labelled for the chart, runs in the frame's order. Row by row: prepare_samples' column operations
+    cost ~10 ms here, on every change of Compare's choice."""
     measured = frame[frame["kind"] == "measured"] if "kind" in frame else frame.iloc[0:0]
     ids = list(dict.fromkeys(measured["run_id"]))
-    samples = prepare_samples(store.samples(ids)) if ids else pd.DataFrame()
-    if samples.empty or "run_id" not in samples:
-        return pd.DataFrame(columns=["label", "run_id", "index", "steps", "duration_s", "loss", "warmup",
-                                     "step_time_s"])
-    samples = samples[~samples["warmup"]]
+    stored = store.samples(ids) if ids else None
+    if stored is None or len(stored) == 0 or "run_id" not in stored:
+        return pd.DataFrame(columns=STEP_COLUMNS)
     order = {run_id: i for i, run_id in enumerate(ids)}
     labels = dict(zip(measured["run_id"], measured["label"]))
-    samples = samples.assign(label=samples["run_id"].map(labels), _order=samples["run_id"].map(order))
-    return samples.sort_values(["_order", "index"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    rows = []
+    for row in records(stored):
+        if bool(row.get("warmup")) and not is_missing(row.get("warmup")):
+            continue
+        steps, duration = row.get("steps", 1), row.get("duration_s")
+        ok = is_number(steps) and steps > 0 and is_number(duration)
+        rows.append(dict(row, label=labels.get(row["run_id"]), warmup=False,
+                         step_time_s=duration / steps if ok else float("nan")))
+    rows.sort(key=lambda r: (order.get(r["run_id"], len(order)), r.get("index", 0)))
+    return pd.DataFrame(rows, columns=list(dict.fromkeys([*STEP_COLUMNS, *(k for r in rows[:1] for k in r)])))
