@@ -240,11 +240,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(db: Path, read_only: bool, log_dir: Path):
+def streamlit_server(db: Path, read_only: bool, log_dir: Path, app: Path = APP):
     """`streamlit run app.py` on a free port, as tests/test_browser.py starts it; killed on exit."""
     port = free_port()
     log_path = log_dir / f"streamlit-{port}.log"
-    argv = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
+    argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     if read_only:
         argv += ["--", "--read-only"]
@@ -326,6 +326,52 @@ def measure_browser(db: Path, results: list[PageTimes], tries: int, budget_s: fl
                     spent += first + reload
         finally:
             browser.close()
+
+
+# What Streamlit itself costs in this browser, dashbench aside: the floor under every browser figure.
+FLOOR_APPS = {
+    "a page with a title only": 'import streamlit as st\nst.title("Floor")\n',
+    "a page with five small Plotly bar charts": (
+        'import plotly.graph_objects as go\nimport streamlit as st\nst.title("Floor")\n'
+        'for i in range(5):\n'
+        '    st.plotly_chart(go.Figure(go.Bar(x=[1, 2, 3], y=["a", "b", "c"], orientation="h")), key=f"c{i}")\n'),
+}
+
+
+def measure_floor(tries: int, log_dir: Path) -> dict[str, tuple[float, float]]:
+    """{app: (first, reload)}, best of `tries`, for FLOOR_APPS under measure_browser's protocol: an untimed
+    visit first (Streamlit's scripts into the browser's cache), then a timed visit in a new tab and a reload."""
+    from playwright.sync_api import sync_playwright
+
+    out = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for i, (name, source) in enumerate(FLOOR_APPS.items()):
+                app = log_dir / f"floor_{i}.py"
+                app.write_text(source)
+                firsts, reloads = [], []
+                for _ in range(tries):
+                    with streamlit_server(log_dir / "none.sqlite", False, log_dir, app=app) as url:
+                        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                        page = context.new_page()
+                        page.goto(url)
+                        wait_idle(page, "Floor")
+                        page.close()
+                        page = context.new_page()
+                        t = time.perf_counter()
+                        page.goto(url)
+                        wait_idle(page, "Floor")
+                        firsts.append(time.perf_counter() - t)
+                        t = time.perf_counter()
+                        page.reload()
+                        wait_idle(page, "Floor")
+                        reloads.append(time.perf_counter() - t)
+                        context.close()
+                out[name] = (min(firsts), min(reloads))
+        finally:
+            browser.close()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -436,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.browser:
                     measure_browser(db, store_rows, args.tries, args.budget, folder)
                 rows.extend(store_rows)
+            floor = measure_floor(args.tries, folder) if args.browser else {}
         except PageFailed as error:
             print(f"FAILED: {error}", file=sys.stderr)
             return 1
@@ -461,6 +508,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         table(rows, args.browser),
         "",
+        *([("Floor, in the same browser under the same protocol (Streamlit alone, no dashbench code): "
+            + "; ".join(f"{name} {first:.2f} s / {reload:.2f} s" for name, (first, reload) in floor.items())
+            + " (first visit / reload, best of " + str(args.tries) + ")."), ""] if floor else []),
         f"Machine: {os.cpu_count()} CPU cores ({cpu}), load average {load_start[0]:.1f} at the start and "
         f"{load_end[0]:.1f} at the end; {versions()}; measured {time.strftime('%Y-%m-%d', time.localtime(started))}"
         f" in {(time.time() - started) / 60:.0f} min.",

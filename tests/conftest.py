@@ -34,3 +34,30 @@ def _fast_xla_compile(monkeypatch):
     flags = os.environ.get("XLA_FLAGS", "")
     if FAST_XLA_COMPILE not in flags:
         monkeypatch.setenv("XLA_FLAGS", f"{flags} {FAST_XLA_COMPILE}".strip())
+
+
+# The longest tests (over 20 s each on this 2-core machine, `pytest --durations`), longest first.
+# pytest-xdist hands tests out in collection order, so started first they overlap the many short
+# ones on the other worker instead of leaving one worker alone with a two-minute test at the end.
+LONGEST_FIRST = (
+    "test_jax_backend.py::test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops",
+    "test_jax_backend.py::test_four_devices_and_two_hosts_give_the_one_device_loss",
+    "test_browser.py::test_every_page_in_a_real_browser",
+    "test_workloads.py::test_every_workload_trains_with_a_falling_loss[inception_v3]",
+    "test_engine.py::test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batch",
+    "test_workloads.py::test_every_workload_trains_with_a_falling_loss[resnet50]",
+    "test_app.py::test_tiny_real_runs_on_both_backends_launched_from_the_run_page_show_on_compare",
+    "test_contention_repeats.py::test_a_cpu_hog_beside_a_run_flags_it_contended",
+    "test_cli_results.py::test_real_sweep_of_tiny_runs",
+    "test_app.py::test_the_app_process_never_imports_tensorflow",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def place(item):
+        name = item.nodeid.rsplit("/", 1)[-1]
+        return rank.get(name, len(rank))
+
+    items.sort(key=place)  # stable: every other test keeps its order
