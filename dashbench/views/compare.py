@@ -100,13 +100,13 @@ def measured_rows(runs: pd.DataFrame, match=None) -> list[dict]:
     # setup (model, device, batch, precision) sits next to the same setup on the other backend.
     both = mixed_backends(runs)
     rows = records(side_by_side(runs) if both else runs)
+    from dashbench.costs import prices
+
     for row in rows:
         stored_label = row.pop("label", None)
         row.update(kind="measured", id=row["run_id"], run_label_text=stored_label)
         row["label"] = run_label(dict(row, label=stored_label), with_model, with_backend=True if both else None)
         if match is not None:
-            from dashbench.costs import prices
-
             row.update(prices.cost_values(row.get("accelerator"), row.get("accelerator_count"),
                                           row.get("examples_per_sec"), match))
     return rows
@@ -196,8 +196,9 @@ def published_ratios_for(reference: pd.DataFrame, models: list[str]) -> pd.DataF
         return pd.DataFrame()
     columns = [c for c in RATIO_COLUMNS if c in reference]
     wanted = set(models)
-    rows = [row for row in records(reference[list(dict.fromkeys([*columns, "ratio", "model"]))])
-            if not is_missing(row["ratio"]) and (not wanted or row["model"] in wanted)]
+    read = list(dict.fromkeys([*columns, "ratio", *(["model"] if "model" in reference else [])]))
+    rows = [row for row in records(reference[read])
+            if not is_missing(row["ratio"]) and (not wanted or row.get("model") in wanted)]
     return pd.DataFrame([{c: row[c] for c in columns} for row in rows], columns=columns)
 
 

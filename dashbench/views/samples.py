@@ -7,6 +7,7 @@ import pandas as pd
 from dashbench.frames import records
 from dashbench.views.format import is_missing, is_number
 
+
 def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
     """Samples (engine events or store rows) → a frame with step_time_s = duration / steps."""
     df = samples.copy() if isinstance(samples, pd.DataFrame) else pd.DataFrame(samples or [])
@@ -19,7 +20,6 @@ def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
     df["step_time_s"] = pd.to_numeric(df["duration_s"], errors="coerce") / steps
     df["loss"] = pd.to_numeric(df["loss"], errors="coerce")
     return df.sort_values("index").reset_index(drop=True)
-
 
 
 STEP_COLUMNS = ["label", "run_id", "index", "steps", "duration_s", "loss", "warmup", "step_time_s"]
