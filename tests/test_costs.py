@@ -159,3 +159,27 @@ def test_bad_override_names_the_field(changes, field):
     with pytest.raises(SpecError) as info:
         prices.override_row(**values)
     assert info.value.field == field
+
+
+def test_a_cpu_run_is_priced_per_vcpu_of_its_host_until_this_machine_has_a_price(tmp_path):
+    from dashbench.store import Store
+
+    runs = pd.DataFrame([
+        {"run_id": "eight", "accelerator": "CPU", "accelerator_count": 1.0, "examples_per_sec": 100.0, "host_cpus": 8.0},
+        {"run_id": "unknown", "accelerator": "CPU", "accelerator_count": 1.0, "examples_per_sec": 100.0,
+         "host_cpus": float("nan")},
+        {"run_id": "gpu", "accelerator": "V100", "accelerator_count": 1.0, "examples_per_sec": 100.0, "host_cpus": 8.0},
+    ])
+    out = prices.add_cost_columns(runs, prices.catalog()).set_index("run_id")
+    # The confirmed GCP row (n2d-highcpu-16's $0.499/h over 16 vCPUs) before the unconfirmed AWS one.
+    assert out.loc["eight", "price_key"] == "gcp-n2d-per-vcpu"
+    assert out.loc["eight", "usd_per_hour"] == pytest.approx(8 * 0.0312)
+    assert out.loc["eight", "usd_per_million_examples"] == pytest.approx(8 * 0.0312 / 0.36)
+    assert "8 vCPUs" in out.loc["eight", "price_note"]
+    assert out.loc["unknown", "price_note"] == prices.NO_PRICE  # no CPU count recorded: no guess
+    assert out.loc["gpu", "price_key"] == "gcp-v100"  # the host's CPUs price nothing else
+    with Store(tmp_path / "runs.sqlite") as store:
+        store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.50)))
+        mine = prices.add_cost_columns(runs, prices.catalog(store)).set_index("run_id")
+    assert mine.loc["eight", "usd_per_hour"] == pytest.approx(0.50) and "your price" in mine.loc["eight", "price_note"]
+    assert mine.loc["unknown", "usd_per_hour"] == pytest.approx(0.50)

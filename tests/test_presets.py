@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,7 +141,11 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
     with Store(db) as store:
         runs = store.runs()
         assert list(runs["status"]) == ["done"] and list(runs["label"]) == ["preset:colab-conv2d"]
-        assert prices.add_cost_columns(runs, prices.catalog(store))["price_note"].tolist() == [prices.NO_PRICE]
+        # Priced per vCPU of this host until "this machine" has a price of its own.
+        cpus = os.cpu_count()
+        assert list(runs["host_cpus"]) == [cpus]
+        shipped = prices.add_cost_columns(runs, prices.catalog(store)).iloc[0]
+        assert shipped["price_key"] == "gcp-n2d-per-vcpu" and shipped["usd_per_hour"] == pytest.approx(0.0312 * cpus)
         store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.36)))
         priced = prices.add_cost_columns(store.runs(), prices.catalog(store)).iloc[0]
     assert priced["usd_per_million_examples"] == pytest.approx(0.36 / (result["examples_per_sec"] * 3600) * 1e6)

@@ -484,3 +484,26 @@ def test_migration_to_v5_fills_shape_overrides(tmp_path):
         assert by_id.loc[["full", "damaged"], ["image_size", "seq_len", "width"]].isna().all().all()
         new = store.create_run(SPEC.replace(width=4))
         assert store.runs(run_ids=[new])["width"].iloc[0] == 4
+
+
+def test_migration_to_v7_fills_the_hosts_cpu_count(tmp_path):
+    """A v6 file gains host_cpus (what a CPU run is priced by) from each stored result's environment;
+    a result without one, or a damaged one, leaves it empty."""
+    path = tmp_path / "v6.sqlite"
+    with_env = json.dumps(result_for(SPEC, 100.0, env={"host": "h", "cpu_count": 16}))
+    v3_file(path, [("sixteen", "done", SPEC.to_dict(), with_env), ("queued", "queued", SPEC.to_dict(), None),
+                   ("damaged", "done", SPEC.to_dict(), "{not json")])
+    conn = sqlite3.connect(path)
+    for migration in schema.MIGRATIONS[3:6]:
+        migration(conn)
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == schema.SCHEMA_VERSION >= 7
+        by_id = store.runs().set_index("run_id")
+        assert by_id.loc["sixteen", "host_cpus"] == 16
+        assert by_id.loc[["queued", "damaged"], "host_cpus"].isna().all()
+        new = store.create_run(SPEC)
+        store.finish_run(new, "done", result=result_for(SPEC, 50.0, env={"cpu_count": 2}))
+        assert store.runs(run_ids=[new])["host_cpus"].iloc[0] == 2

@@ -98,7 +98,8 @@ def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
         except StoreError:
             store = None  # the shipped prices still say something
     try:
-        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store))
+        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store),
+                                   (result.env or {}).get("cpu_count"))
     finally:
         if store is not None:
             store.close()

@@ -40,8 +40,9 @@ COLUMNS = PRICE_COLUMNS
 EXTRA_COLUMNS = ("note",)
 
 # Order of preference when several rows price the same accelerator.
-UNITS = ("chip-hour", "GPU-hour", "board-hour", "VM-hour", "setup-hour", "hour")
-_UNIT_RANK = {"chip-hour": 0, "GPU-hour": 0, "board-hour": 1, "VM-hour": 2, "setup-hour": 3, "hour": 4}
+UNITS = ("chip-hour", "GPU-hour", "vCPU-hour", "board-hour", "VM-hour", "setup-hour", "hour")
+_UNIT_RANK = {"chip-hour": 0, "GPU-hour": 0, "vCPU-hour": 0, "board-hour": 1, "VM-hour": 2, "setup-hour": 3,
+              "hour": 4}
 
 CANONICAL_ACCELERATORS = (
     "CPU", "K80", "P100", "V100", "T4", "L4", "A100", "H100", "H200",
@@ -277,24 +278,26 @@ def matcher(catalog: pd.DataFrame) -> Callable[[Any, Any], Optional[dict]]:
     ranked: dict[str, list[dict]] = {}
     answers: dict[tuple, Optional[dict]] = {}
 
-    def match(accelerator, accelerator_count) -> Optional[dict]:
+    def match(accelerator, accelerator_count, host_cpus=None) -> Optional[dict]:
         key = (None if _missing(accelerator) else str(accelerator),
-               None if _missing(accelerator_count) else accelerator_count)
+               None if _missing(accelerator_count) else accelerator_count,
+               None if _missing(host_cpus) else host_cpus)
         if key not in answers:
-            answers[key] = _match(accelerator, accelerator_count, by_device, ranked)
+            answers[key] = _match(accelerator, accelerator_count, by_device, ranked, key[2])
         answer = answers[key]
         return dict(answer) if answer is not None else None
 
     return match
 
 
-def match_price(accelerator, accelerator_count, catalog: pd.DataFrame) -> Optional[dict]:
+def match_price(accelerator, accelerator_count, catalog: pd.DataFrame, host_cpus=None) -> Optional[dict]:
     """The price row for a run on `accelerator_count` of `accelerator`, with what that run costs
-    per hour (`units` billed × the row's price), or None when no row matches."""
-    return matcher(catalog)(accelerator, accelerator_count)
+    per hour (`units` billed × the row's price), or None when no row matches. A CPU run is priced by
+    your price for "this machine" (device CPU) if you set one, else per vCPU-hour × `host_cpus`."""
+    return matcher(catalog)(accelerator, accelerator_count, host_cpus)
 
 
-def _match(accelerator, accelerator_count, by_device: dict, ranked: dict) -> Optional[dict]:
+def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_cpus=None) -> Optional[dict]:
     if _missing(accelerator) or not str(accelerator).strip():
         return None
     count = 1 if _missing(accelerator_count) else int(accelerator_count)
@@ -304,12 +307,21 @@ def _match(accelerator, accelerator_count, by_device: dict, ranked: dict) -> Opt
     if name not in ranked:
         rows = by_device.get(name, [])
         if name == "cpu":
-            rows = [r for r in rows if r["origin"] == "override"]
+            # Your price for "this machine" first; else the cloud's per-vCPU price × the host's CPUs.
+            mine = [r for r in rows if r["origin"] == "override"]
+            ranked["cpu per vcpu"] = _ranked([r for r in rows if r["origin"] != "override"
+                                              and r["unit"] == "vCPU-hour"])
+            rows = mine
         ranked[name] = _ranked(rows)
     if not ranked[name]:
-        return None
-    row = dict(ranked[name][0])
-    units = math.ceil(count / int(row["chips_per_unit"]))
+        if name != "cpu" or not ranked["cpu per vcpu"] or _missing(host_cpus) or int(host_cpus) < 1:
+            return None
+        row = dict(ranked["cpu per vcpu"][0])
+        units = int(host_cpus)
+        count = units
+    else:
+        row = dict(ranked[name][0])
+        units = math.ceil(count / int(row["chips_per_unit"]))
     spot = row["spot_usd_per_hour"]
     row.update(
         {
@@ -338,10 +350,10 @@ def _bad_rate(value) -> bool:
     return _missing(value) or not math.isfinite(value) or value <= 0
 
 
-def cost_values(accelerator, accelerator_count, examples_per_sec, match) -> dict:
+def cost_values(accelerator, accelerator_count, examples_per_sec, match, host_cpus=None) -> dict:
     """The COST_COLUMNS of one run, priced by `match` (a matcher over a catalog); an unmatched run
     gets price_note "no price" and empty costs."""
-    price = match(accelerator, accelerator_count)
+    price = match(accelerator, accelerator_count, host_cpus)
     if price is None:
         return dict(dict.fromkeys(COST_COLUMNS), price_note=NO_PRICE)
     eps = None if _missing(examples_per_sec) else float(examples_per_sec)
@@ -368,8 +380,9 @@ def add_cost_columns(runs_df: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFra
         return runs_df[name].tolist() if name in runs_df else [None] * n
 
     match = matcher(catalog)
-    for acc, count, eps in zip(column("accelerator"), column("accelerator_count"), column("examples_per_sec")):
-        row = cost_values(acc, count, eps, match)
+    for acc, count, eps, cpus in zip(column("accelerator"), column("accelerator_count"), column("examples_per_sec"),
+                                     column("host_cpus")):
+        row = cost_values(acc, count, eps, match, cpus)
         for column in COST_COLUMNS:
             values[column].append(row[column])
     for column in COST_COLUMNS:
@@ -386,7 +399,9 @@ def price_note(price: Mapping[str, Any]) -> str:
     chips = int(price["chips_per_unit"])
     units = int(price["units"])
     what = _UNIT_NAMES.get(price["unit"], "unit")
-    if chips > 1:
+    if price["unit"] == "vCPU-hour":
+        parts.append(f"{units} vCPU{'s' if units > 1 else ''} (the run's host) at {price['key']}'s price per vCPU")
+    elif chips > 1:
         plural = "s" if units > 1 else ""
         parts.append(f"{units} {what}{plural} of {chips} chips for {price['accelerator_count']} chips")
     elif units > 1:
@@ -398,7 +413,7 @@ def price_note(price: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-_UNIT_NAMES = {"board-hour": "board", "VM-hour": "VM", "setup-hour": "setup", "chip-hour": "chip", "GPU-hour": "GPU"}
+_UNIT_NAMES = {"vCPU-hour": "vCPU", "board-hour": "board", "VM-hour": "VM", "setup-hour": "setup", "chip-hour": "chip", "GPU-hour": "GPU"}
 
 
 def epochs_cost(examples_per_sec, dataset_size: int, epochs: float, price_row: Optional[Mapping[str, Any]]) -> dict:

@@ -26,6 +26,8 @@ RUN_COLUMNS = (
     "unit", "steps", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops", "pid", "phase",
     # The spec's shape overrides (NaN: the workload's full-size default), schema v5.
     "image_size", "seq_len", "width",
+    # The host's logical CPUs (what a CPU run is priced by), schema v7.
+    "host_cpus",
 )
 _SQL_NAMES = {"samples": "n_samples", "flags": "flags_json"}
 _FLOAT_COLUMNS = (
@@ -36,7 +38,7 @@ _FLOAT_COLUMNS = (
 # pid) stay float64 with NaN: pandas' nullable Int64 would hand consumers pd.NA, which breaks
 # `int(x)` and `if x` in code that checks for None/NaN.
 _INT_COLUMNS = ("batch_size", "steps")
-_COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width")
+_COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus")
 SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
 # Where a free-text search looks (a page's search box).
 _SEARCH_COLUMNS = ("run_id", "label", "host", "model", "accelerator", "backend", "precision", "status", "sweep_id",

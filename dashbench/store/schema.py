@@ -105,6 +105,18 @@ def shape_values(spec: dict | None) -> dict:
     return out
 
 
+# v7: the logical CPUs of the host a run ran on (its result's env.cpu_count): a CPU run is priced per
+# vCPU-hour, as the cloud VM it ran on is. name -> SQL type.
+HOST_COLUMNS = {"host_cpus": "INTEGER"}
+
+
+def host_values(result: dict | None) -> dict:
+    env = (result or {}).get("env")
+    cpus = env.get("cpu_count") if isinstance(env, dict) else None
+    ok = isinstance(cpus, int) and not isinstance(cpus, bool) and 0 < cpus < 2**31
+    return {"host_cpus": cpus if ok else None}
+
+
 def flat_values(spec: dict, result: dict | None) -> dict:
     """The flat columns (v2's FLAT_COLUMNS and v4's BACKEND_COLUMNS) for one run, from its spec and
     (maybe absent) result."""
@@ -129,6 +141,7 @@ def flat_values(spec: dict, result: dict | None) -> dict:
     values["flags_json"] = json.dumps(list(result.get("flags") or []))
     values.update(backend_values(spec, result))
     values.update(shape_values(spec))
+    values.update(host_values(result))
     return values
 
 
@@ -269,8 +282,19 @@ def _v5(conn: sqlite3.Connection) -> None:
                          (values["image_size"], values["seq_len"], values["width"], run_id))
 
 
+def _v7(conn: sqlite3.Connection) -> None:
+    # The host's CPU count, filled for the runs already stored (from their result's environment).
+    for name, sql_type in HOST_COLUMNS.items():
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
+    rows = conn.execute("SELECT run_id, result_json FROM run_blobs WHERE result_json IS NOT NULL").fetchall()
+    for run_id, result_json in rows:
+        cpus = host_values(_json_or_none(result_json))["host_cpus"]
+        if cpus is not None:
+            conn.execute("UPDATE runs SET host_cpus = ? WHERE run_id = ?", (cpus, run_id))
+
+
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PRICE_COLUMNS = (

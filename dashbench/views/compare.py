@@ -108,7 +108,7 @@ def measured_rows(runs: pd.DataFrame, match=None) -> list[dict]:
         row["label"] = run_label(dict(row, label=stored_label), with_model, with_backend=True if both else None)
         if match is not None:
             row.update(prices.cost_values(row.get("accelerator"), row.get("accelerator_count"),
-                                          row.get("examples_per_sec"), match))
+                                          row.get("examples_per_sec"), match, row.get("host_cpus")))
     return rows
 
 
@@ -354,7 +354,7 @@ def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, 
     match = prices.matcher(catalog)
     full = frame[[not shape_text(r) for r in frame.to_dict("records")]] if not frame.empty else frame
     for row in full[full["examples_per_sec"].notna()].to_dict("records"):
-        price = match(row.get("accelerator"), row.get("accelerator_count"))
+        price = match(row.get("accelerator"), row.get("accelerator_count"), row.get("host_cpus"))
         out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
         rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
                      "time": duration_text(out["seconds"]), "usd_on_demand": out["usd_on_demand"],
