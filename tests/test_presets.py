@@ -144,6 +144,10 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
         # Priced per vCPU of this host until "this machine" has a price of its own.
         cpus = os.cpu_count()
         assert list(runs["host_cpus"]) == [cpus]
+        listed = subprocess.run([sys.executable, "-m", "dashbench", "list", "--json", "--db", str(db)],
+                                capture_output=True, text=True, timeout=120)
+        listed_cpus = json.loads(listed.stdout)[0]["host_cpus"]
+        assert listed_cpus == cpus and isinstance(listed_cpus, int)  # a count, not 2.0
         shipped = prices.add_cost_columns(runs, prices.catalog(store)).iloc[0]
         assert shipped["price_key"] == "gcp-n2d-per-vcpu" and shipped["usd_per_hour"] == pytest.approx(0.0312 * cpus)
         store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.36)))

@@ -244,7 +244,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width")
+COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus")
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
