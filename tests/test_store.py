@@ -1,5 +1,6 @@
 """The results store on real SQLite files: lifecycle, queries, migration, read-only mode, reconcile."""
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -193,6 +194,15 @@ def v3_file(path, runs) -> None:
         conn.execute("INSERT INTO run_blobs VALUES (?, ?, ?)", (run_id, json.dumps(spec), result_json))
     conn.commit()
     conn.close()
+
+
+def migrate_file(path, version: int) -> None:
+    """Take a v3_file up to schema `version` with the migrations that got it there."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for migration in schema.MIGRATIONS[3:version]:
+            migration(conn)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.commit()
 
 
 def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):
@@ -470,12 +480,9 @@ def test_migration_to_v5_fills_shape_overrides(tmp_path):
     quick = SPEC.replace(width=8, image_size=28).to_dict()
     v3_file(path, [("full", "done", SPEC.to_dict(), None), ("quick", "done", quick, None),
                    ("damaged", "queued", SPEC.to_dict(), None)])
-    conn = sqlite3.connect(path)
-    schema.MIGRATIONS[3](conn)
-    conn.execute("UPDATE run_blobs SET spec_json = '{not json' WHERE run_id = 'damaged'")
-    conn.execute("PRAGMA user_version = 4")
-    conn.commit()
-    conn.close()
+    migrate_file(path, 4)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE run_blobs SET spec_json = '{not json' WHERE run_id = 'damaged'")
     with Store(path) as store:
         assert store.schema_version == schema.SCHEMA_VERSION >= 5
         by_id = store.runs().set_index("run_id")
@@ -493,12 +500,7 @@ def test_migration_to_v7_fills_the_hosts_cpu_count(tmp_path):
     with_env = json.dumps(result_for(SPEC, 100.0, env={"host": "h", "cpu_count": 16}))
     v3_file(path, [("sixteen", "done", SPEC.to_dict(), with_env), ("queued", "queued", SPEC.to_dict(), None),
                    ("damaged", "done", SPEC.to_dict(), "{not json")])
-    conn = sqlite3.connect(path)
-    for migration in schema.MIGRATIONS[3:6]:
-        migration(conn)
-    conn.execute("PRAGMA user_version = 6")
-    conn.commit()
-    conn.close()
+    migrate_file(path, 6)
     with Store(path) as store:
         assert store.schema_version == schema.SCHEMA_VERSION >= 7
         by_id = store.runs().set_index("run_id")

@@ -62,7 +62,7 @@ def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
     assert len(measured) == len(runs) and len(published) == len(reference.rows())
     assert published["label"].str.startswith("published: ").all()
     assert not measured["label"].str.startswith("published").any()
-    # A V100 run is priced from the catalog; a CPU run has no price until the user sets one.
+    # A V100 run is priced from the catalog; a CPU run whose host recorded no CPU count (the fixture's) has no price.
     v100 = measured[measured["accelerator"] == "V100"].iloc[0]
     price = prices.match_price("V100", 1, prices.catalog(store))
     expected = price["usd_per_hour"] / (v100["examples_per_sec"] * 3600) * 1e6
