@@ -352,8 +352,9 @@ def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, 
 
     rows = []
     match = prices.matcher(catalog)
-    full = frame[[not shape_text(r) for r in frame.to_dict("records")]] if not frame.empty else frame
-    for row in full[full["examples_per_sec"].notna()].to_dict("records"):
+    for row in records(frame):
+        if not is_number(row.get("examples_per_sec")) or shape_text(row):
+            continue
         price = match(row.get("accelerator"), row.get("accelerator_count"), row.get("host_cpus"))
         out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
         rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
@@ -362,13 +363,11 @@ def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, 
     return pd.DataFrame(rows, columns=["label", "examples_per_sec", "time", "usd_on_demand", "usd_spot", "price"])
 
 
-
 def epochs_left_out(frame: pd.DataFrame) -> list[str]:
     """Labels of the rows with a throughput that epochs_table leaves out: runs not at full size."""
     if frame.empty or "examples_per_sec" not in frame:
         return []
-    return [r["label"] for r in frame.to_dict("records")
-            if is_number(r.get("examples_per_sec")) and shape_text(r)]
+    return [r["label"] for r in records(frame) if is_number(r.get("examples_per_sec")) and shape_text(r)]
 
 
 def preset_reference_keys(labels: Iterable[Any]) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from dashbench.frames import records
 from dashbench.result import FLAG_SHORT, FLAG_TEXT, short_id  # the wording of flags and ids lives with the result
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
@@ -133,8 +134,6 @@ LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerat
 
 def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None) -> list[str]:
     """run_label of every row of a runs frame, reading only the columns it needs."""
-    from dashbench.frames import records
-
     return [run_label(r, with_model, with_backend) for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])]
 
 

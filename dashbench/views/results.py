@@ -96,8 +96,7 @@ def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
     n = len(runs)
     for acc, count, eps, cpus in zip(runs.get("accelerator", [None] * n), runs.get("accelerator_count", [None] * n),
                                      runs.get("examples_per_sec", [None] * n), runs.get("host_cpus", [None] * n)):
-        price = match(acc, count, cpus)
-        out.append(prices.usd_per_million_examples(eps, price["usd_per_hour"]) if price else None)
+        out.append(prices.cost_values(acc, count, eps, match, cpus)["usd_per_million_examples"])
     return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
 
 
