@@ -183,3 +183,8 @@ def test_a_cpu_run_is_priced_per_vcpu_of_its_host_until_this_machine_has_a_price
         mine = prices.add_cost_columns(runs, prices.catalog(store)).set_index("run_id")
     assert mine.loc["eight", "usd_per_hour"] == pytest.approx(0.50) and "your price" in mine.loc["eight", "price_note"]
     assert mine.loc["unknown", "usd_per_hour"] == pytest.approx(0.50)
+    with Store(tmp_path / "per-vcpu.sqlite") as store:  # your own price per vCPU: × the host's CPUs too
+        store.set_price_override(prices.store_row(prices.override_row("CPU", "vCPU-hour", 0.05)))
+        per_vcpu = prices.add_cost_columns(runs, prices.catalog(store)).set_index("run_id")
+    assert per_vcpu.loc["eight", "usd_per_hour"] == pytest.approx(8 * 0.05)
+    assert per_vcpu.loc["unknown", "price_note"] == prices.NO_PRICE

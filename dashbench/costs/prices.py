@@ -307,20 +307,17 @@ def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_c
     if name not in ranked:
         rows = by_device.get(name, [])
         if name == "cpu":
-            # Your price for "this machine" first; else the cloud's per-vCPU price × the host's CPUs.
-            mine = [r for r in rows if r["origin"] == "override"]
-            ranked["cpu per vcpu"] = _ranked([r for r in rows if r["origin"] != "override"
-                                              and r["unit"] == "vCPU-hour"])
-            rows = mine
+            # Your price for "this machine" first; else the cloud's price per vCPU.
+            rows = [r for r in rows if r["origin"] == "override"] or [r for r in rows if r["unit"] == "vCPU-hour"]
         ranked[name] = _ranked(rows)
     if not ranked[name]:
-        if name != "cpu" or not ranked["cpu per vcpu"] or _missing(host_cpus) or int(host_cpus) < 1:
+        return None
+    row = dict(ranked[name][0])
+    if row["unit"] == "vCPU-hour":  # billed per logical CPU of the run's host, whoever set the price
+        if _missing(host_cpus) or int(host_cpus) < 1:
             return None
-        row = dict(ranked["cpu per vcpu"][0])
-        units = int(host_cpus)
-        count = units
+        count = units = int(host_cpus)
     else:
-        row = dict(ranked[name][0])
         units = math.ceil(count / int(row["chips_per_unit"]))
     spot = row["spot_usd_per_hour"]
     row.update(
