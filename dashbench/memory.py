@@ -4,10 +4,12 @@ watched while it runs (dashbench.jobs.runner). No TensorFlow here.
 The estimate is analytic, from the shapes in dashbench.catalog: parameters, their gradients and
 the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
 framework's copy), the activations of one example times the global batch (counted in float32,
-whatever the precision, and 1.5 times for the backward pass's transient gradients), plus a fixed
-allowance for the framework itself. It aims high (float32 activations under mixed precision, every
-kept tensor counted), so a refused run would not have fit; it is an estimate, which is why the guard
-in the run process watches the real figure too.
+whatever the precision, and 1.5 times for the backward pass's transient gradients: 3.5 times for
+JAX on the CPU), plus fixed allowances for the framework itself and the graph it builds for the
+model. It aims high (float32 activations under mixed precision, every kept tensor counted), so a
+refused run would not have fit; bench/memory_estimate.py sets it beside real runs' peak memory
+(docs/MEMORY.md). It is an estimate, which is why the guard in the run process watches the real
+figure too.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ from dashbench.spec import RunSpec, SpecError
 
 GB = 1e9
 FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an estimate that errs high)
-FRAMEWORK_BYTES = 1.0 * GB  # TensorFlow's or JAX's own footprint in a run process
+# A run process's own footprint: 0.8-1.15 GB of a small model's peak under TensorFlow is neither its
+# weights nor its batch, 0.9-1.2 GB under JAX (docs/MEMORY.md).
+FRAMEWORK_BYTES = 1.25 * GB
 BACKWARD_FACTOR = 1.5  # the activations kept for the backward pass, plus their transient gradients
+# JAX on the CPU (XLA:CPU) holds more per example than TensorFlow does: 1.4× (ResNet-50) to 3.0× (the
+# Fashion-MNIST CNN) the activations' float32 bytes where TensorFlow holds 0.5-1.0× (docs/MEMORY.md).
+# On accelerators XLA's memory is not measured here; ACCELERATOR_MARGIN stands for it.
+XLA_CPU_BACKWARD_FACTOR = 3.5
 WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the available memory
 # An accelerator's run is refused only past this many times its memory. There the estimate errs high
 # (activations counted in float32 and unfused, where mixed precision halves them and XLA fuses them:
@@ -41,7 +49,14 @@ APPLICATIONS = {
     "resnet50": {"params": 25_636_712, "activations": 25_000_000, "image_size": 224},
     "inception_v3": {"params": 23_851_784, "activations": 25_000_000, "image_size": 299},
 }
+# The graph of a model of hundreds of layers, beyond FRAMEWORK_BYTES: the fixed part of ResNet-50's
+# and Inception-v3's peak is 1.5 and 1.7 GB beyond their weights (docs/MEMORY.md).
+APPLICATIONS_GRAPH_BYTES = 0.5 * GB
 BILSTM_EMBEDDING = 256  # as dashbench.engine.workloads.text (the catalog's notes say so too)
+# TensorFlow's while-loop LSTM holds about this many copies of its weights around its first step,
+# whatever the batch and sequence length (measured at widths 256-1024, lengths 50-200: 1.4 GB at
+# width 1024, where the weights are 42 MB; docs/MEMORY.md).
+LSTM_WEIGHT_COPIES = 32
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,16 @@ class Estimate:
         """The largest global batch whose estimate fits in `available` bytes (0: none)."""
         room = available - self.fixed
         return max(0, int(room // self.per_example)) if self.per_example > 0 else 0
+
+
+def _graph_bytes(spec: RunSpec) -> float:
+    """What the framework holds for this model beyond its weights and the batch (see the constants)."""
+    if spec.model in APPLICATIONS:
+        return APPLICATIONS_GRAPH_BYTES
+    if spec.model == "bilstm" and spec.backend == "tensorflow":  # JAX's scan holds no such copies
+        h, e = catalog.get(spec.model).shapes(spec).width, BILSTM_EMBEDDING
+        return LSTM_WEIGHT_COPIES * 2 * 4 * h * (e + h + 1) * FLOAT
+    return 0.0
 
 
 def _counts(spec: RunSpec) -> tuple[float, float, float]:
@@ -102,9 +127,11 @@ def estimate(spec: RunSpec) -> Estimate:
     slots = OPTIMIZER_SLOTS.get(spec.model, 2)
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
-    per_example = (activations * BACKWARD_FACTOR + 2 * inputs) * FLOAT
-    return Estimate(params=int(params), per_example=per_example, fixed=FRAMEWORK_BYTES + weights,
-                    batch_size=spec.batch_size)
+    on_cpu = spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator())
+    factor = XLA_CPU_BACKWARD_FACTOR if spec.backend == "jax" and on_cpu else BACKWARD_FACTOR
+    per_example = (activations * factor + 2 * inputs) * FLOAT
+    return Estimate(params=int(params), per_example=per_example,
+                    fixed=FRAMEWORK_BYTES + _graph_bytes(spec) + weights, batch_size=spec.batch_size)
 
 
 def host_memory() -> tuple[Optional[float], Optional[float]]:

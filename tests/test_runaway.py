@@ -55,15 +55,49 @@ def test_estimate_grows_with_batch_and_shapes():
 
 def test_shipped_presets_and_quick_shapes_are_not_refused():
     # A 24 GB host (this project's CPU machines): every preset's CPU batch fits, at worst with a warning;
-    # quick shapes are far below any host.
+    # quick shapes fit any host without a warning.
     for slug in presets.PRESETS:
         spec = presets.spec_for(slug, "cpu")
         memory.check(spec, available=24 * GB)
-        assert memory.estimate(presets.quick_spec(slug, "cpu")).total < 2 * GB
+        assert memory.estimate(presets.quick_spec(slug, "cpu")).total < 2.5 * GB
     for model in MODELS:
         quick = dict(WORKLOADS[model].quick)
         spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), device="cpu", **quick)
-        assert memory.check(spec, available=4 * GB) is None
+        assert memory.check(spec, available=5 * GB) is None
+
+
+# Peak resident memory of real runs on this project's CPU machine (bench/memory_estimate.py and
+# docs/MEMORY.md; 1 warm-up + 2 steps; TensorFlow unless said; the higher of two passes where two were
+# made): the estimate must stay above every one.
+# The first version's estimate was below 18 of these 22 (bilstm by 1.2 GB, JAX's Fashion-MNIST CNN
+# at 512 by 1.0 GB).
+MEASURED_PEAK_GB = [
+    ({"model": "resnet50", "batch_size": 8}, 2.45), ({"model": "resnet50", "batch_size": 32}, 4.53),
+    ({"model": "inception_v3", "batch_size": 8}, 2.66), ({"model": "inception_v3", "batch_size": 32}, 5.07),
+    ({"model": "bilstm", "batch_size": 8}, 2.61), ({"model": "bilstm", "batch_size": 32}, 2.82),
+    ({"model": "bilstm", "batch_size": 8, "width": 512}, 1.40),
+    ({"model": "bilstm", "batch_size": 8, "seq_len": 50}, 2.37),
+    ({"model": "fashion_mnist_cnn", "batch_size": 64}, 1.19), ({"model": "conv2d", "batch_size": 128}, 3.11),
+    ({"model": "resnet50", "batch_size": 8, "image_size": 32}, 1.77),
+    ({"model": "inception_v3", "batch_size": 4, "image_size": 75}, 1.71),
+    # JAX on the CPU: more per example than TensorFlow for the small convolutional models
+    ({"model": "conv2d", "batch_size": 16, "backend": "jax"}, 1.47),
+    ({"model": "conv2d", "batch_size": 128, "backend": "jax"}, 5.64),
+    ({"model": "fashion_mnist_cnn", "batch_size": 64, "backend": "jax"}, 1.45),
+    ({"model": "fashion_mnist_cnn", "batch_size": 512, "backend": "jax"}, 2.87),
+    ({"model": "resnet50", "batch_size": 8, "backend": "jax"}, 2.82),
+    ({"model": "resnet50", "batch_size": 32, "backend": "jax"}, 6.15),
+    ({"model": "inception_v3", "batch_size": 8, "backend": "jax"}, 3.19),
+    ({"model": "inception_v3", "batch_size": 32, "backend": "jax"}, 6.70),
+    ({"model": "bilstm", "batch_size": 8, "backend": "jax"}, 1.53),
+    ({"model": "bilstm", "batch_size": 32, "backend": "jax"}, 2.00),
+]
+
+
+@pytest.mark.parametrize("fields,peak_gb", MEASURED_PEAK_GB, ids=lambda v: str(v))
+def test_the_estimate_is_above_every_measured_peak(fields, peak_gb):
+    need = memory.estimate(RunSpec(device="cpu", **fields)).total
+    assert peak_gb * GB < need < 2.5 * peak_gb * GB
 
 
 def test_check_refuses_in_one_line_and_warns_past_half():
