@@ -2,15 +2,16 @@
 
 Each workload runs through the engine (dashbench.engine.loop.run, or the JAX loop with --backend jax)
 at its quick shapes (dashbench.catalog) for seeds 0–4 with the test suite's settings (4 measured
-steps after 2 warm-up steps: six losses), and, with --full, the cheap workloads (conv2d,
-fashion_mnist_cnn) at full shapes too (`--full-only`: those alone). A seed passes when the engine raises no `loss_not_falling`
-flag, every loss is finite, and the mean of the last three losses is below the mean of the first
-three (what tests/test_workloads.py asks). Writes a table between <!-- convergence-BACKEND-SHAPES -->
-markers in docs/CONVERGENCE.md (one section per backend and shapes).
+steps after 2 warm-up steps: six losses), and, with --full, at its full shapes too (`--full-only`:
+those alone), at batches a CPU can do (FULL_BATCH: the shapes are the model's, the batch is small).
+A seed passes when the engine raises no `loss_not_falling` flag, every loss is finite, and the mean
+of the last three losses is below the mean of the first three (what tests/test_workloads.py asks).
+Writes a table between <!-- convergence-BACKEND-SHAPES[-stepsN] --> markers in docs/CONVERGENCE.md
+(one section per backend, shapes and number of steps).
 
     python bench/convergence.py                       # quick shapes, seeds 0-4, TensorFlow
-    python bench/convergence.py --seeds 0-9 --full    # more seeds, and full shapes for the cheap ones
-    python bench/convergence.py --full-only           # full shapes of the cheap workloads only
+    python bench/convergence.py --seeds 0-9 --full    # more seeds, and full shapes too
+    python bench/convergence.py --full-only           # full shapes only (~40 min on 2 CPU cores)
     python bench/convergence.py --models resnet50 --no-write
 """
 
@@ -32,8 +33,9 @@ from dashbench.spec import MODELS, RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONVERGENCE.md"
-CHEAP = ("conv2d", "fashion_mnist_cnn")
-FULL_BATCH = {"conv2d": 16, "fashion_mnist_cnn": 64}  # full shapes, small batches: a CPU can do it
+# Full shapes at batches a 2-core CPU runs in 1-3 minutes a seed; the learning rate and warm-up do not
+# depend on the batch (dashbench.engine.workloads.make_optimizer).
+FULL_BATCH = {"conv2d": 16, "fashion_mnist_cnn": 64, "resnet50": 16, "inception_v3": 16, "bilstm": 16}
 
 
 def spec_for(model: str, seed: int, full: bool, steps: int, warmup: int, backend: str) -> RunSpec:
@@ -108,8 +110,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,3,7")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--full", action="store_true", help="also full shapes for " + ", ".join(CHEAP))
-    parser.add_argument("--full-only", action="store_true", help="only full shapes, for " + ", ".join(CHEAP))
+    parser.add_argument("--full", action="store_true", help="full shapes too (batches: FULL_BATCH)")
+    parser.add_argument("--full-only", action="store_true", help="full shapes only")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--backend", default="tensorflow", choices=("tensorflow", "jax"))
@@ -117,9 +119,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     models = [m for m in args.models.split(",") if m]
-    full = [(m, True) for m in models if m in CHEAP] if args.full or args.full_only else []
+    full = [(m, True) for m in models] if args.full or args.full_only else []
     points = ([] if args.full_only else [(m, False) for m in models]) + full
     shapes_tag = "full" if args.full_only else "quick-full" if args.full else "quick"
+    steps_tag = "" if args.steps == 4 else f"-steps{args.steps}"  # a longer check is a table of its own
     rows = []
     began = time.monotonic()
     for model, full in points:
@@ -136,9 +139,10 @@ def main(argv=None) -> int:
                   f"{out['why']:<22} [{losses}] ({out['seconds']:.1f} s)", file=sys.stderr, flush=True)
     failed = [r for r in rows if not r["ok"]]
     when = dt.date.today().isoformat()
+    command = " ".join(["bench/convergence.py", *(sys.argv[1:] if argv is None else argv)])
     text = (
         f"## Does the loss fall? ({args.backend}, {shapes_tag.replace('-', ' and ')} shapes, seeds {args.seeds})\n\n"
-        f"`bench/convergence.py{' --full' if args.full else ' --full-only' if args.full_only else ''}`: each workload through the engine on the CPU, "
+        f"`{command}`: each workload through the engine on the CPU, "
         f"{args.warmup} warm-up + {args.steps} measured steps (one loss per step), seeds {args.seeds}. A seed "
         "passes (✓) when every loss is finite, the engine raises no `loss_not_falling`, and the mean of the last "
         "three losses is below the mean of the first three (the test suite's check). Cells: first → last loss.\n"
@@ -150,7 +154,7 @@ def main(argv=None) -> int:
     )
     print(text)
     if not args.no_write:
-        write_doc(text, f"{args.backend}-{shapes_tag}")
+        write_doc(text, f"{args.backend}-{shapes_tag}{steps_tag}")
     return 0 if not failed else 1
 
 

@@ -51,7 +51,7 @@ def _setup(spec: RunSpec):
     keras.utils.set_random_seed(spec.seed)
     model = workloads.build_model(spec.model, shapes)
     batch = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
-    return tf, model, workloads.make_optimizer(spec.model), batch
+    return tf, model, workloads.make_optimizer(spec.model, shapes), batch
 
 
 def hand_loop(spec: RunSpec):
@@ -197,7 +197,7 @@ def jax_hand_loop(spec: RunSpec):
     shapes = catalog.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(spec.seed)
     model = workloads.build_model(spec.model, shapes)
-    optimizer = workloads.make_optimizer(spec.model)
+    optimizer = workloads.make_optimizer(spec.model, shapes)
     optimizer.build(model.trainable_variables)
     x, y = (jax.device_put(a) for a in workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed))
 

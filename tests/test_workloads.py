@@ -112,6 +112,19 @@ def test_every_workload_trains_with_a_falling_loss(model):
     assert result["flops_per_example"] > 0 and result["examples_per_sec"] > 0
 
 
+def test_the_bilstms_adam_step_does_not_grow_with_its_width():
+    # At 1e-3 the full-width BiLSTM's loss leapt (0.52 → 7.3 in three steps): docs/CONVERGENCE.md.
+    def rate(width):
+        spec = RunSpec(model="bilstm", batch_size=1, width=width)
+        return float(workloads.make_optimizer("bilstm", catalog.get("bilstm").shapes(spec)).learning_rate)
+
+    assert rate(64) == pytest.approx(1e-3)  # the quick shapes keep the usual rate
+    assert rate(1024) == pytest.approx(workloads.LSTM_LR_TIMES_WIDTH / 1024) and rate(1024) <= 1e-4
+    assert rate(2048) * 2048 == pytest.approx(rate(1024) * 1024)
+    fashion = catalog.get("fashion_mnist_cnn").shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1))
+    assert float(workloads.make_optimizer("fashion_mnist_cnn", fashion).learning_rate) == pytest.approx(1e-3)
+
+
 def test_real_fashion_mnist_from_a_tiny_idx_folder(tmp_path):
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 10, size=64).astype(np.uint8)

@@ -57,7 +57,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
 
     loss_scaling = spec.precision == "mixed_float16"
     model = workloads.build_model(spec.model, shapes)
-    optimizer = workloads.make_optimizer(spec.model)
+    optimizer = workloads.make_optimizer(spec.model, shapes)
     if loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)

@@ -65,7 +65,7 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
 
     with strategy.scope():
         model = workloads.build_model(spec.model, shapes)
-        optimizer = workloads.make_optimizer(spec.model)
+        optimizer = workloads.make_optimizer(spec.model, shapes)
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)  # before tracing: slots must exist in the scope
