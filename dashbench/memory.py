@@ -4,8 +4,8 @@ watched while it runs (dashbench.jobs.runner). No TensorFlow here.
 The estimate is analytic, from the shapes in dashbench.catalog: parameters, their gradients and
 the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
 framework's copy), the activations of one example times the global batch (counted in float32,
-whatever the precision, and 1.5 times for the backward pass's transient gradients: 3.5 times for
-JAX on the CPU), plus fixed allowances for the framework itself and the graph it builds for the
+whatever the precision, and 1.5 times for the backward pass's transient gradients: 2 to 3.5 times
+for JAX on the CPU), plus fixed allowances for the framework itself and the graph it builds for the
 model. It aims high (float32 activations under mixed precision, every kept tensor counted), so a
 refused run would not have fit; bench/memory_estimate.py sets it beside real runs' peak memory
 (docs/MEMORY.md). It is an estimate, which is why the guard in the run process watches the real
@@ -30,10 +30,12 @@ FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an 
 # weights nor its batch, 0.9-1.2 GB under JAX (docs/MEMORY.md).
 FRAMEWORK_BYTES = 1.25 * GB
 BACKWARD_FACTOR = 1.5  # the activations kept for the backward pass, plus their transient gradients
-# JAX on the CPU (XLA:CPU) holds more per example than TensorFlow does: 1.4× (ResNet-50) to 3.0× (the
-# Fashion-MNIST CNN) the activations' float32 bytes where TensorFlow holds 0.5-1.0× (docs/MEMORY.md).
-# On accelerators XLA's memory is not measured here; ACCELERATOR_MARGIN stands for it.
-XLA_CPU_BACKWARD_FACTOR = 3.5
+# JAX on the CPU (XLA:CPU) grows by more per example than TensorFlow does (0.5-1.0× the activations'
+# float32 bytes): 1.4-1.6× for ResNet-50, Inception-v3 and the BiLSTM, and 2.1× and 3.0× for the two
+# small models' 5×5 convolutions over few channels (docs/MEMORY.md). On accelerators XLA's memory is
+# not measured here; ACCELERATOR_MARGIN stands for it.
+XLA_CPU_BACKWARD_FACTOR = 2.0
+XLA_CPU_BACKWARD_FACTORS = {"conv2d": 3.5, "fashion_mnist_cnn": 3.5}
 WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the available memory
 # An accelerator's run is refused only past this many times its memory. There the estimate errs high
 # (activations counted in float32 and unfused, where mixed precision halves them and XLA fuses them:
@@ -128,7 +130,9 @@ def estimate(spec: RunSpec) -> Estimate:
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
     on_cpu = spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator())
-    factor = XLA_CPU_BACKWARD_FACTOR if spec.backend == "jax" and on_cpu else BACKWARD_FACTOR
+    factor = BACKWARD_FACTOR
+    if spec.backend == "jax" and on_cpu:
+        factor = XLA_CPU_BACKWARD_FACTORS.get(spec.model, XLA_CPU_BACKWARD_FACTOR)
     per_example = (activations * factor + 2 * inputs) * FLOAT
     return Estimate(params=int(params), per_example=per_example,
                     fixed=FRAMEWORK_BYTES + _graph_bytes(spec) + weights, batch_size=spec.batch_size)
