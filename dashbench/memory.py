@@ -52,7 +52,7 @@ APPLICATIONS = {
     "inception_v3": {"params": 23_851_784, "activations": 25_000_000, "image_size": 299},
 }
 # The graph of a model of hundreds of layers, beyond FRAMEWORK_BYTES: the fixed part of ResNet-50's
-# and Inception-v3's peak is 1.5 and 1.7 GB beyond their weights (docs/MEMORY.md).
+# and Inception-v3's peak is 1.3-1.7 GB beyond their weights over two passes (docs/MEMORY.md).
 APPLICATIONS_GRAPH_BYTES = 0.5 * GB
 BILSTM_EMBEDDING = 256  # as dashbench.engine.workloads.text (the catalog's notes say so too)
 # TensorFlow's while-loop LSTM holds about this many copies of its weights around its first step,
@@ -86,8 +86,13 @@ def _graph_bytes(spec: RunSpec) -> float:
         return APPLICATIONS_GRAPH_BYTES
     if spec.model == "bilstm" and spec.backend == "tensorflow":  # JAX's scan holds no such copies
         h, e = catalog.get(spec.model).shapes(spec).width, BILSTM_EMBEDDING
-        return LSTM_WEIGHT_COPIES * 2 * 4 * h * (e + h + 1) * FLOAT
+        return LSTM_WEIGHT_COPIES * _lstm_params(h, e) * FLOAT
     return 0.0
+
+
+def _lstm_params(width: int, embedding: int) -> int:
+    """The bidirectional LSTM's weights: two directions, four gates, each over input, state and bias."""
+    return 2 * 4 * width * (embedding + width + 1)
 
 
 def _counts(spec: RunSpec) -> tuple[float, float, float]:
@@ -117,7 +122,7 @@ def _counts(spec: RunSpec) -> tuple[float, float, float]:
         return app["params"], app["activations"] * max(area, 0.05), s * s * c + 1
     if spec.model == "bilstm":
         h, e, length = w, BILSTM_EMBEDDING, shapes.seq_len
-        params = shapes.vocab * e + 2 * 4 * h * (e + h + 1) + 2 * h * shapes.classes + shapes.classes
+        params = shapes.vocab * e + _lstm_params(h, e) + 2 * h * shapes.classes + shapes.classes
         # per step and direction: 4 gates, cell, tanh(cell), hidden (Keras keeps them for backprop)
         activations = length * e + 2 * length * 7 * h + 2 * h + 2 * shapes.classes
         return params, activations, length + 1
@@ -129,9 +134,8 @@ def estimate(spec: RunSpec) -> Estimate:
     slots = OPTIMIZER_SLOTS.get(spec.model, 2)
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
-    on_cpu = spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator())
     factor = BACKWARD_FACTOR
-    if spec.backend == "jax" and on_cpu:
+    if spec.backend == "jax" and _on_host_cpu(spec):
         factor = XLA_CPU_BACKWARD_FACTORS.get(spec.model, XLA_CPU_BACKWARD_FACTOR)
     per_example = (activations * factor + 2 * inputs) * FLOAT
     return Estimate(params=int(params), per_example=per_example,
@@ -162,6 +166,11 @@ def process_rss(pid: int | str = "self") -> Optional[float]:
     return None
 
 
+def _on_host_cpu(spec: RunSpec) -> bool:
+    """Whether the run computes on the host's CPU: asked for, or `auto` on a host with no accelerator."""
+    return spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator())
+
+
 def _has_accelerator() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
 
@@ -185,7 +194,7 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     free memory of the GPUs used (nvidia-smi) for a GPU run, a TPU device's share of its chip's HBM
     (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
     without the framework."""
-    if spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator()):
+    if _on_host_cpu(spec):
         available, _total = host_memory()
         return available, "the host", 1
     if spec.device in ("gpu", "auto"):
