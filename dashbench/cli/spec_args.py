@@ -40,11 +40,12 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         if (name == "model" and not model) or (name == "batch_size" and not batch_size):
             continue
         option = "--" + name.replace("_", "-")
+        text = texts[name].replace("%", "%%")  # argparse %-formats help: a bare "5%" crashed --help
         if name == "xla":
-            parser.add_argument(option, action="store_true", default=None, help=texts[name])
+            parser.add_argument(option, action="store_true", default=None, help=text)
             continue
         parser.add_argument(option, type=_int(name) if name in integers else None, default=None,
-                            required=required and name in ("model", "batch_size"), help=texts[name])
+                            required=required and name in ("model", "batch_size"), help=text)
 
 
 def given_fields(args: argparse.Namespace) -> list[str]:
