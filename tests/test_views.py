@@ -466,3 +466,46 @@ def test_every_compare_chart_is_what_plotlys_validation_makes_of_it(store):
     for fig in figures:
         validated = go.Figure(fig.to_dict())  # raises on an unknown property or a bad value
         assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig))
+
+
+def test_run_detail_names_each_flag_once():
+    """The Run page's finished panel and Results' run detail show these notes as they are: the note
+    already begins with the flag in words, so "contended: contended: …" never appears."""
+    import random
+
+    from dashbench.result import RunResult
+
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")
+    values, _ = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 500.0, ["contended", "above_peak"], random.Random(0))
+    values["host_load"] = {"other_cores": 1.6, "cores": 2}
+    detail = results.run_detail({"run_id": "r-1", "status": "done", "spec": spec.to_dict(),
+                                 "result": RunResult.from_dict(values)})
+    assert detail["flags"] == [
+        "contended: other processes kept the machine busy while it measured (other processes used 1.6 of 2 cores)",
+        "above peak: faster than the hardware's peak, so the measurement is invalid",
+    ]
+
+
+def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
+    """A --replicas 2 CPU run and a 1-replica run of one batch: two labels, in every place that names a
+    run (stored rows, a queued row, the run detail)."""
+    import random
+
+    rng = random.Random(5)
+    spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", image_size=28, width=8)
+    two = spec.replace(replicas=2)
+    with Store(tmp_path / "replicas.sqlite") as s:
+        one_id = dashboard_data._finished(s, spec, "CPU", "cpu", 1, 900.0, [], rng)
+        run_id = s.create_run(two, status="running")
+        values, samples = dashboard_data.fake_result(two, "CPU", "cpu", 1, 1200.0, [], rng)
+        s.finish_run(run_id, "done", result={**values, "replicas": 2, "per_replica_batch_size": 32})
+        queued = s.create_run(two, status="queued")
+        runs = s.runs().set_index("run_id")
+        detail = results.run_detail(s.get_run(run_id))
+    labels = dict(zip(runs.index, results.results_table(runs.reset_index())["run"]))
+    assert labels[run_id].startswith("fashion_mnist_cnn · CPU · 2 replicas · b64 · fp32 · quick 28px w8")
+    assert "replicas" not in labels[one_id] and labels[one_id].startswith("fashion_mnist_cnn · CPU · b64")
+    assert "2 replicas" in labels[queued] and detail["title"] == labels[run_id]
+    # A count the device already says (two GPUs, two replicas) is not said twice.
+    gpus = run_label({"model": "resnet50", "accelerator": "V100", "accelerator_count": 2, "replicas": 2, "batch_size": 8})
+    assert "2×V100 · b8" in gpus and "replicas" not in gpus

@@ -128,8 +128,8 @@ def workload_text(row: dict | pd.Series) -> str:
 
 
 # What run_label reads of a run.
-LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerator_count", "batch_size", "precision",
-                 "xla", "backend", *SHAPE_COLUMNS)
+LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerator_count", "replicas", "batch_size",
+                 "precision", "xla", "backend", *SHAPE_COLUMNS)
 
 
 def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None) -> list[str]:
@@ -138,16 +138,22 @@ def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool |
 
 
 def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None) -> str:
-    """Short, unique name for a run on a chart axis: what ran, where, and its id. The backend is named
-    when it is not TensorFlow (with_backend None), always (True: runs of both backends side by side)
-    or never (False)."""
+    """Short, unique name for a run on a chart axis: what ran, where (and on how many replicas when the
+    device count does not say it), and its id. The backend is named when it is not TensorFlow
+    (with_backend None), always (True: runs of both backends side by side) or never (False)."""
     # A run that never started has no accelerator yet (NaN from the store): name the device asked for.
     acc = next((str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)),
                "?")
     count = row.get("accelerator_count")
     if is_number(count) and count > 1:
         acc = f"{int(count)}×{acc}"
-    parts = ([str(row.get("model") or "?")] if with_model else []) + [acc, f"b{int_text(row.get('batch_size'))}"]
+    parts = ([str(row.get("model") or "?")] if with_model else []) + [acc]
+    replicas = row.get("replicas")
+    # Replicas the device count does not already say (a CPU split into logical devices): a 2-replica
+    # run and a 1-replica run of one batch must not read alike.
+    if is_number(replicas) and replicas > 1 and replicas != (count if is_number(count) else 1):
+        parts.append(f"{int(replicas)} replicas")
+    parts.append(f"b{int_text(row.get('batch_size'))}")
     precision = row.get("precision")
     if precision:
         parts.append(PRECISION_SHORT.get(precision, str(precision)))

@@ -111,7 +111,8 @@ def run_detail(run: dict) -> dict:
         "status": run.get("status"),
         "error": run.get("error"),
         "headline": result.figures() if result is not None else [],
-        "flags": result.flag_notes() if result is not None else [],
+        # Each note names its flag in words ("contended: other processes …"): shown as it is, no prefix.
+        "flags": [note for _flag, note in result.flag_notes()] if result is not None else [],
         "env": values.get("env") or {},
         "placement": values.get("placement") or {},
         "spec": spec,

@@ -125,8 +125,8 @@ def run_summary(detail: dict) -> None:
     st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")
     if detail["error"]:
         st.error(md_text(detail["error"]))
-    for name, text in detail["flags"]:
-        st.warning(f"{md_text(name)}: {md_text(text)}", icon=":material/warning:")
+    for note in detail["flags"]:
+        st.warning(md_text(note), icon=":material/warning:")
     if detail["headline"]:
         for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
             col.metric(md_text(label), value)
