@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashbench.cli import strict_json
-from dashbench.spec import BACKENDS
+from dashbench.spec import BACKENDS, MAX_INT32
 from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle, short_id,
                              import_bundles, unreadable_text)
 
@@ -114,7 +114,7 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     group.add_argument("--sweep", dest="sweep_id", default=None, help="sweep id")
     group.add_argument("--since", default=None, help="date or time, e.g. 2025-01-31")
     group.add_argument("--until", default=None, help="date or time (a date includes that whole day)")
-    group.add_argument("--limit", type=int, default=None)
+    group.add_argument("--limit", default=None, help=f"at most N runs (1 to {MAX_INT32})")
 
 
 def filters_from_args(args) -> dict:
@@ -127,14 +127,27 @@ def filters_from_args(args) -> dict:
         if value not in BACKENDS:
             raise ValueError(f"backend: unknown backend {value!r}; choose one of: {', '.join(BACKENDS)}")
     if getattr(args, "batch_size", None) is not None:
-        try:
-            filters["batch_size"] = [int(v) for v in args.batch_size.split(",") if v.strip()]
-        except ValueError:
-            raise ValueError(f"batch_size: must be whole numbers separated by commas, got {args.batch_size!r}")
-    for name in ("since", "until", "limit"):
+        filters["batch_size"] = [_bounded_int("batch_size", v, "whole numbers separated by commas, each")
+                                 for v in args.batch_size.split(",") if v.strip()]
+    if getattr(args, "limit", None) is not None:
+        filters["limit"] = _bounded_int("limit", args.limit, "a whole number")
+    for name in ("since", "until"):
         if getattr(args, name, None) is not None:
             filters[name] = getattr(args, name)
     return filters
+
+
+def _bounded_int(name: str, text: str, what: str) -> int:
+    """A filter's integer within run's bounds (1 to MAX_INT32): beyond them SQLite overflows, and a
+    negative --limit would mean "no limit" to SQLite."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_INT32:
+        shown = text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
+        raise ValueError(f"{name}: must be {what} from 1 to {MAX_INT32}, got {shown!r}")
+    return value
 
 
 DEVICE_KINDS = ("cpu", "gpu", "tpu", "auto")
