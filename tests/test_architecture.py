@@ -267,3 +267,84 @@ def test_nothing_outside_the_engine_imports_a_framework_at_import_time():
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"imported at import time: {loaded[:10]}"
+
+
+# -- import circles ------------------------------------------------------------------------------
+
+
+def import_circles(root: Path) -> list[list[str]]:
+    """Every circle of imports between the package's modules, at module level and inside functions
+    alike (a lazy import only hides a circle until the day someone lifts it): one list of modules,
+    first repeated last, per strongly connected group, smallest module first."""
+    graph: dict[str, set[str]] = {}
+    for _, _, name, target in arrows(root):
+        if name.startswith("dashbench") and target.startswith("dashbench") and target != name:
+            graph.setdefault(name, set()).add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components; the package is shallow
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_circle(graph, group) for group in sorted(groups)]
+
+
+def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """One circle through the group's first module, found breadth-first inside the group."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, set()) & members):
+            if nxt == start:
+                return paths[node] + [start]
+            if nxt not in paths:
+                paths[nxt] = paths[node] + [nxt]
+                queue.append(nxt)
+    return group  # not reached: a strongly connected group always closes
+
+
+def test_the_package_has_no_import_circle():
+    circles = import_circles(ROOT)
+    assert not circles, "import circles:\n" + "\n".join(" → ".join(circle) for circle in circles)
+
+
+def test_the_circle_finder_finds_circles_wherever_they_hide(tmp_path):
+    """Through a function-level import, a relative import and `from package import module`."""
+    for package in ("dashbench", "dashbench/engine"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    engine = tmp_path / "dashbench" / "engine"
+    (engine / "devices.py").write_text("def peak():\n    from dashbench.engine import probe\n")
+    (engine / "probe.py").write_text("from . import jax_devices\n")
+    (engine / "jax_devices.py").write_text("from dashbench.engine.devices import peak\n")
+    (engine / "loop.py").write_text("from dashbench.engine import devices, probe\n")  # below the circle: not in it
+    (engine / "a.py").write_text("import dashbench.engine.b\n")
+    (engine / "b.py").write_text("from dashbench.engine import a\n")
+    assert import_circles(tmp_path) == [
+        ["dashbench.engine.a", "dashbench.engine.b", "dashbench.engine.a"],
+        ["dashbench.engine.devices", "dashbench.engine.probe", "dashbench.engine.jax_devices",
+         "dashbench.engine.devices"],
+    ]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dashbench.engine import devices
+from dashbench.engine import frameworks
 from dashbench.cli import main
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8",
@@ -16,7 +16,7 @@ CONTRACT_KEYS = {"model", "device", "replicas", "global_batch_size", "precision"
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)
+    monkeypatch.setattr(frameworks, "CPU_PROBE_SIZE", 512)
 
 
 def test_run_json_prints_exactly_one_object_and_progress_on_stderr(capfd):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashbench.engine import devices
+from dashbench.engine import frameworks
 
 from dashbench.engine import loop
 from dashbench.result import RunResult
@@ -33,7 +33,7 @@ TINY_CONV = dict(model="conv2d", batch_size=8, image_size=16, width=8)
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)
+    monkeypatch.setattr(frameworks, "CPU_PROBE_SIZE", 512)
 
 
 def test_result_keys_events_and_placement():

@@ -9,14 +9,14 @@ import pytest
 
 from dashbench import catalog, datasets, stats
 
-from dashbench.engine import devices, loop, workloads
+from dashbench.engine import frameworks, loop, workloads
 from dashbench.engine.workloads.text import BILSTM_EMBEDDING
 from dashbench.spec import MODELS, RunSpec, SpecError
 
 
 @pytest.fixture(autouse=True)
 def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(devices, "CPU_PROBE_SIZE", 512)  # the peak's size is not under test here
+    monkeypatch.setattr(frameworks, "CPU_PROBE_SIZE", 512)  # the peak's size is not under test here
 
 
 def test_metadata_needs_no_tensorflow():

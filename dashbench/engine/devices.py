@@ -3,8 +3,8 @@
 A device that was asked for and is not there is a DeviceError naming what was found instead —
 never a silent fall-back to the CPU (seed 000: switching the runtime to TPU changed nothing).
 
-TensorFlow is imported inside functions, through import_tensorflow(), which quiets its logging
-first: the GPU build prints a cuInit error on a machine without a GPU, harmless but alarming.
+TensorFlow is imported inside functions, through import_tensorflow() (dashbench.engine.frameworks),
+which quiets its logging first.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import contextlib
 import json
 import os
 import re
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from dashbench import tpu
+from dashbench.engine import probe
+# import_tensorflow and native_stderr_silenced are also used as devices.X by the loop and the doctor.
+from dashbench.engine.frameworks import import_tensorflow, native_stderr_silenced
 from dashbench.spec import RunSpec, SpecError, divisibility_message
 
 # Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
@@ -44,43 +45,6 @@ class Target:
     replicas: int = 1
     multi_worker: bool = False
     env: dict = field(default_factory=dict)  # facts for the run's environment record (e.g. "tpu")
-
-
-def import_tensorflow():
-    """Import TensorFlow with its C++ and Python logging turned down to errors that matter."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    with native_stderr_silenced():
-        import tensorflow as tf
-    tf.get_logger().setLevel("ERROR")
-    import absl.logging
-
-    absl.logging.set_verbosity(absl.logging.ERROR)
-    return tf
-
-
-@contextlib.contextmanager
-def native_stderr_silenced():
-    """Send what C++ libraries write to file descriptor 2 to a scratch file for the duration.
-
-    Python exceptions are objects, not text, so real errors still reach the caller.
-    """
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        yield
-        return
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def tpu_evidence() -> Optional[str]:
@@ -293,14 +257,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-# Side of the square probe matrices; 4096 reaches the attainable rate where 1024 does not.
-CPU_PROBE_SIZE = int(os.environ.get("DASHBENCH_CPU_PROBE_SIZE", "4096"))
-CPU_PROBE_REPEATS = 3
-
-
-def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats: int = CPU_PROBE_REPEATS) -> float:
+def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats: int = probe.CPU_PROBE_REPEATS) -> float:
     """TensorFlow's attainable CPU matmul rate in TFLOP/s, or the host's calibrated peak
     (dashbench.engine.probe.cpu_peak_tflops)."""
-    from dashbench.engine import probe
-
     return probe.cpu_peak_tflops("tensorflow", dtype, size, repeats)

@@ -181,9 +181,9 @@ def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
 
 def _probe_size(kind: str) -> int:
     if kind == "cpu":
-        from dashbench.engine.devices import CPU_PROBE_SIZE
+        from dashbench.engine import frameworks
 
-        return CPU_PROBE_SIZE
+        return frameworks.CPU_PROBE_SIZE
     return ACCEL_PROBE_SIZE
 
 

@@ -15,7 +15,10 @@ import sys
 from typing import Optional
 
 from dashbench import tpu
-from dashbench.engine.devices import DeviceError, Target, canonical_gpu, native_stderr_silenced
+from dashbench.engine import probe
+from dashbench.engine.devices import DeviceError, Target, canonical_gpu
+# import_jax and native_stderr_silenced are also used as jax_devices.X by the JAX loop and the doctor.
+from dashbench.engine.frameworks import import_jax, native_stderr_silenced
 from dashbench.spec import RunSpec, SpecError, divisibility_message
 
 _HOST_DEVICES = "--xla_force_host_platform_device_count"
@@ -59,16 +62,6 @@ def distributed_settings(environ=os.environ) -> Optional[dict]:
         return settings
     hosts = [h for h in environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
     return {} if len(hosts) > 1 else None
-
-
-def import_jax():
-    """Import JAX with its C++ logging turned down (the CUDA plugin complains on a machine without a GPU)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "jax" in sys.modules:
-        return sys.modules["jax"]
-    with native_stderr_silenced():
-        import jax
-    return jax
 
 
 def create(spec: RunSpec) -> Target:
@@ -144,8 +137,6 @@ def found_summary(jax) -> str:
 def cpu_peak_tflops(dtype: str = "float32", size: int = 0, repeats: int = 3) -> float:
     """XLA:CPU's attainable matmul rate in TFLOP/s (JAX's own, so no TensorFlow is needed), or the
     host's calibrated peak (dashbench.engine.probe.cpu_peak_tflops)."""
-    from dashbench.engine import probe
-
     return probe.cpu_peak_tflops("jax", dtype, size or None, repeats)
 
 

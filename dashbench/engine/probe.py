@@ -7,16 +7,15 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from dashbench.engine import calibration
+from dashbench.engine import calibration, frameworks
+from dashbench.engine.frameworks import CPU_PROBE_REPEATS
 
 
 def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int = 3) -> float:
     """Best of `repeats` timed size² products on this host's first device of `kind`, after one
     warm-up (TFLOP/s). Fetching a scalar of the product waits for it."""
     if backend == "jax":
-        from dashbench.engine import jax_devices
-
-        jax = jax_devices.import_jax()
+        jax = frameworks.import_jax()
         import jax.numpy as jnp
 
         device = jax.local_devices(backend=kind)[0]  # this host's own: devices(kind)[0] is host 0's
@@ -27,9 +26,7 @@ def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int =
         def fetch():
             return float(matmul(a, b))
     else:
-        from dashbench.engine import devices
-
-        tf = devices.import_tensorflow()
+        tf = frameworks.import_tensorflow()
         name = {"cpu": "/cpu:0", "gpu": "/gpu:0", "tpu": "/tpu:0"}[kind]
         with tf.device(name):
             a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
@@ -51,16 +48,15 @@ def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int =
 _cpu_peaks: dict[tuple, float] = {}
 
 
-def cpu_peak_tflops(backend: str, dtype: str = "float32", size: Optional[int] = None, repeats: int = 3) -> float:
+def cpu_peak_tflops(backend: str, dtype: str = "float32", size: Optional[int] = None,
+                    repeats: int = CPU_PROBE_REPEATS) -> float:
     """The CPU peak a run's MFU uses: this host's calibrated peak (dashbench.engine.calibration) when
     given, else the backend's own probe, cached per process (the host does not change between runs,
     and the probe costs seconds)."""
     calibrated = calibration.cpu_peak(dtype)
     if calibrated is not None:  # the host's calibration (doctor, or a quiet probe): no probe under load
         return calibrated
-    from dashbench.engine import devices
-
-    key = (backend, dtype, size or devices.CPU_PROBE_SIZE, repeats)
+    key = (backend, dtype, size or frameworks.CPU_PROBE_SIZE, repeats)
     if key not in _cpu_peaks:
         _cpu_peaks[key] = matmul_tflops(backend, "cpu", dtype, key[2], repeats)
     return _cpu_peaks[key]

@@ -1,0 +1,65 @@
+"""What the device modules (devices, jax_devices) and the matmul probe share, kept below all three so
+that none of them imports another for it: the quiet framework importers, and the CPU probe's size.
+
+TensorFlow and JAX are imported inside functions, after their logging is turned down: the GPU builds
+print a cuInit error (and JAX's CUDA plugin complains) on a machine without a GPU, harmless but
+alarming. No framework is imported when this module is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+# Side of the square probe matrices; 4096 reaches the attainable rate where 1024 does not.
+CPU_PROBE_SIZE = int(os.environ.get("DASHBENCH_CPU_PROBE_SIZE", "4096"))
+CPU_PROBE_REPEATS = 3
+
+
+def import_tensorflow():
+    """Import TensorFlow with its C++ and Python logging turned down to errors that matter."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    with native_stderr_silenced():
+        import tensorflow as tf
+    tf.get_logger().setLevel("ERROR")
+    import absl.logging
+
+    absl.logging.set_verbosity(absl.logging.ERROR)
+    return tf
+
+
+def import_jax():
+    """Import JAX with its C++ logging turned down (the CUDA plugin complains on a machine without a GPU)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "jax" in sys.modules:
+        return sys.modules["jax"]
+    with native_stderr_silenced():
+        import jax
+    return jax
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """Send what C++ libraries write to file descriptor 2 to a scratch file for the duration.
+
+    Python exceptions are objects, not text, so real errors still reach the caller.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
