@@ -173,11 +173,16 @@ class RunResult:
         return f"median of {len(self.repeats)} repeats, CV {self.repeat_cv:.1%}"
 
     def load_text(self) -> str:
-        """'other processes: 1.6 of 2 cores' while it measured, or ''."""
+        """'other processes used 1.6 of 2 cores' while it measured, 'other processes: window too
+        short to measure (…)', or ''."""
         load = self.host_load if isinstance(self.host_load, dict) else {}
         parts = []
         if _number(load.get("other_cores")) and _number(load.get("cores")):
-            parts.append(f"other processes used {load['other_cores']:.2g} of {int(load['cores'])} cores")
+            # Held to the host's cores: runs stored before hostload held it read up to 3.8 of 2.
+            other = min(max(load["other_cores"], 0), load["cores"])
+            parts.append(f"other processes used {other:.2g} of {int(load['cores'])} cores")
+        elif isinstance(load.get("note"), str):
+            parts.append(f"other processes: {load['note']}")
         if _number(load.get("gpu_other_processes")) and load["gpu_other_processes"]:
             parts.append(f"{int(load['gpu_other_processes'])} other process(es) on the GPU")
         return "; ".join(parts)

@@ -2,6 +2,7 @@
 contended flag (other processes busy on the machine while a run measured)."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -68,6 +69,64 @@ def test_a_machine_without_proc_stat_gives_no_cpu_figure(monkeypatch):
     assert "other_cores" not in record and record["cores"] >= 1
 
 
+def stat_line(busy_ticks: int, idle_ticks: int) -> str:
+    """A fabricated first line of /proc/stat: user nice system idle iowait irq softirq steal guest guest_nice."""
+    return f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 0 0 0\n"
+
+
+def fabricated(*ends):
+    """A `read` for hostload.Window that hands out the given (wall s, /proc/stat line, own CPU s) in turn."""
+    readings = iter(ends)
+    return lambda: next(readings)
+
+
+def test_a_window_shorter_than_fifty_clock_ticks_gives_no_cpu_figure(monkeypatch):
+    """The issue's run: 0.004 s, in which /proc/stat moved by 2 ticks (0.02 s) while this process
+    used nothing measurable: 'other processes used 3.8 of 2 cores' (5 by this reading)."""
+    monkeypatch.setattr(hostload.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(hostload, "_clock_ticks_per_s", lambda: 100)
+    assert hostload.min_window_s() == pytest.approx(0.5)
+    short = hostload.Window(read=fabricated((10.0, stat_line(500, 900), 1.0),
+                                            (10.004, stat_line(502, 900), 1.0))).close()
+    assert "other_cores" not in short and "own_cores" not in short
+    assert short["note"].startswith("window too short to measure") and short["window_s"] == 0.004
+    spec = RunSpec(**TINY, steps=2)
+    result = planted(spec, [[0.002, 0.002]], short)
+    assert stats.FLAG_CONTENDED not in result.flags
+    assert result.replace(flags=[stats.FLAG_CONTENDED]).load_text() == f"other processes: {short['note']}"
+    # One tick less than the shortest window: still no figure; at it, a figure.
+    assert "note" in hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0),
+                                                     (0.49, stat_line(49, 49), 0.0))).close()
+    at = hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0), (0.5, stat_line(50, 50), 0.2))).close()
+    assert at == {"cores": 2, "window_s": 0.5, "own_cores": 0.4, "other_cores": 0.6}
+
+
+def test_cpu_figures_are_held_to_the_hosts_cores(monkeypatch):
+    """Tick edges can read more busy time than the cores had, or less than this process used."""
+    monkeypatch.setattr(hostload.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(hostload, "_clock_ticks_per_s", lambda: 100)
+    over = hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0), (0.5, stat_line(130, 0), 0.1))).close()
+    assert over["other_cores"] == 2.0 and over["own_cores"] == 0.2  # raw 2.4 of 2
+    under = hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0), (1.0, stat_line(90, 110), 3.0))).close()
+    assert under["other_cores"] == 0.0 and under["own_cores"] == 2.0  # raw -2.1 and 3 of 2
+    stored_before = planted(RunSpec(**TINY, steps=2), [[0.01, 0.01]], {"cores": 2, "other_cores": 3.8})
+    assert "other processes used 2 of 2 cores" in stored_before.describe()  # a run stored before the hold
+    # Not /proc/stat's shape (no "cpu" line, a word for a number): no figure, no crash.
+    for line in ("", "intr 1 2 3", "cpu a b c d e f g h", "cpu 1 2"):
+        record = hostload.Window(read=fabricated((0.0, line, 0.0), (1.0, line, 0.5))).close()
+        assert "other_cores" not in record and "note" not in record
+
+
+def test_this_machines_proc_stat_gives_a_held_figure_over_a_long_window_and_a_note_over_a_short_one():
+    window = hostload.Window()
+    time.sleep(hostload.min_window_s() + 0.1)
+    record = window.close()
+    cores = record["cores"]
+    assert cores == os.cpu_count() and 0 <= record["other_cores"] <= cores and 0 <= record["own_cores"] <= cores
+    short = hostload.Window().close()
+    assert "other_cores" not in short and short["note"].startswith(hostload.TOO_SHORT)
+
+
 def test_a_real_run_stores_three_repeats(tmp_path):
     from dashbench.store import Store
 
@@ -85,14 +144,19 @@ def test_a_real_run_stores_three_repeats(tmp_path):
     assert isinstance(found, RunResult) and len(found.repeats) == 3 and found.repeat_cv >= 0
     assert found.examples_per_sec == pytest.approx(float(np.median(found.repeats)))
     assert stored["spec"]["repeats"] == 3 and len(samples) == 1 + 3 * 2
-    assert found.host_load["cores"] >= 1 and "other_cores" in found.host_load
+    load = found.host_load
+    # Six tiny steps are far below hostload's shortest window: a note, never a CPU figure.
+    assert load["cores"] >= 1 and load["window_s"] < hostload.min_window_s()
+    assert "other_cores" not in load and load["note"].startswith(hostload.TOO_SHORT)
+    assert stats.FLAG_CONTENDED not in found.flags
 
 
 def test_a_cpu_hog_beside_a_run_flags_it_contended():
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         time.sleep(0.5)
-        result = loop.run(RunSpec(**TINY, steps=40))
+        # Enough steps for a window past hostload's shortest (0.5 s) on a machine with two hogs.
+        result = loop.run(RunSpec(**TINY, steps=1500))
     finally:
         for hog in hogs:
             hog.kill()
