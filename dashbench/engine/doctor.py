@@ -17,6 +17,7 @@ needs no framework. No store here: the command (dashbench.cli.doctor_cmd) stores
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -68,7 +69,10 @@ def verdict(report: dict) -> tuple[str, list[str]]:
     if stopwatch.get("error"):
         reasons.append((ERROR, f"stopwatch check failed: {stopwatch['error']}"))
     elif ratio is None:
-        reasons.append((WARNING, "stopwatch check gave no ratio"))
+        # A loaded machine can leave the pairs of runs nothing to compare: unchecked, not wrong.
+        why = stopwatch.get("why") or "no pair of runs gave a ratio"
+        reasons.append((WARNING, f"stopwatch: could not time the engine's steps ({why}); the step times are "
+                                 "unchecked here: run doctor again on a quieter machine"))
     elif abs(ratio - 1.0) > STOPWATCH_TOLERANCE:
         reasons.append((ERROR, f"wall-clock step time is {ratio:.3f}× the step time the engine reports "
                                f"(allowed: within {STOPWATCH_TOLERANCE:.0%})"))
@@ -83,9 +87,14 @@ def verdict(report: dict) -> tuple[str, list[str]]:
 def stopwatch_ratio(wall_short: float, wall_long: float, steps_short: int, steps_long: int,
                     engine_step_s: float) -> Optional[float]:
     """(wall(3N) − wall(N)) / 2N over the engine's step time; None when it cannot be formed."""
-    if not engine_step_s or engine_step_s <= 0 or steps_long <= steps_short:
+    if not all(_finite(v) for v in (wall_short, wall_long, engine_step_s)) or engine_step_s <= 0 \
+            or steps_long <= steps_short:
         return None
     return (wall_long - wall_short) / (steps_long - steps_short) / engine_step_s
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # -- measuring (in the child process: one backend) -----------------------------------------------
@@ -209,16 +218,33 @@ def _stopwatch(backend: str, kind: str, steps: int, tries: int):
         short, long_ = walls[steps], walls[3 * steps]
         # The engine's step time over the same 2N steps, from what each run reports: its measured
         # time is steps × batch / examples_per_sec. A loaded machine slows both clocks alike.
-        engine_step = (_measured_s(long_[1]) - _measured_s(short[1])) / (2 * steps)
+        measured = _measured_s(short[1]), _measured_s(long_[1])
+        engine_step = None if None in measured else (measured[1] - measured[0]) / (2 * steps)
         ratio = stopwatch_ratio(short[0], long_[0], steps, 3 * steps, engine_step)
         ratios.append(ratio)
         pairs.append({"wall_short_s": short[0], "wall_long_s": long_[0], "engine_step_s": engine_step,
                       "ratio": ratio})
     finite = [r for r in ratios if r is not None]
-    return {"ratio": statistics.median(finite) if finite else None, "steps": [steps, 3 * steps],
-            "tolerance": STOPWATCH_TOLERANCE, "tries": pairs}, result
+    found = {"ratio": statistics.median(finite) if finite else None, "steps": [steps, 3 * steps],
+             "tolerance": STOPWATCH_TOLERANCE, "tries": pairs}
+    if not finite:
+        found["why"] = _why_untimed(pairs, steps)
+    return found, result
 
 
-def _measured_s(result) -> float:
-    """The measured time a result reports: its steps at its throughput."""
-    return result.steps * result.global_batch_size / result.examples_per_sec
+def _measured_s(result) -> Optional[float]:
+    """The measured time a result reports: its steps at its throughput; None without a throughput."""
+    rate = result.examples_per_sec
+    if not _finite(rate) or rate <= 0:
+        return None
+    return result.steps * result.global_batch_size / rate
+
+
+def _why_untimed(pairs: list[dict], steps: int) -> str:
+    """Why no pair of runs gave a ratio, in the words of the last pair."""
+    last = pairs[-1]
+    tries = f"{len(pairs)} tr{'y' if len(pairs) == 1 else 'ies'}"
+    if last["engine_step_s"] is None:
+        return f"a run reported no throughput, in {tries}"
+    return (f"the engine's time for {3 * steps} steps was not longer than for {steps}, in {tries}: "
+            "the machine's load changed between the runs")
