@@ -10,6 +10,7 @@ import sys
 
 from dashbench import __version__
 from dashbench.cli import strict_json
+from dashbench.cli.terminal import shown
 from dashbench.spec import SpecError
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except (UsageError, SpecError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         if "--json" in argv and next((a for a in argv if not a.startswith("-")), None) in JSON_ERROR_COMMANDS:
             field = exc.field if isinstance(exc, SpecError) else usage_field(str(exc))
             print(strict_json.dumps({"status": "invalid", "field": field, "error": str(exc)}))

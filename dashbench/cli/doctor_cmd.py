@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from dashbench.cli import strict_json
+from dashbench.cli.terminal import shown_lines
 from dashbench.cli.results_cmd import add_db_argument, one_field, read_only_requested
 from dashbench.spec import BACKENDS, SpecError
 
@@ -88,7 +89,7 @@ def handle(args) -> int:
     if args.json:
         print(strict_json.dumps(summary))
     else:
-        print(render(summary))
+        print(shown_lines(render(summary)))
     return 1 if summary["verdict"] == "error" else 0
 
 

@@ -11,6 +11,7 @@ from dashbench.cli import strict_json
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
+from dashbench.cli.terminal import shown_lines
 from dashbench.result import RunResult
 from dashbench.spec import SpecError
 
@@ -76,7 +77,7 @@ def _handle(args) -> int:
     if args.json:
         run_cmd.print_json(result.to_dict())
         return 0
-    print(summary(preset, spec.device, result, db_path=args.db))
+    print(shown_lines(summary(preset, spec.device, result, db_path=args.db)))
     changed = _changed_from_article(preset, spec)
     if changed:
         print(f"not the article's setup ({changed}): compare with the published rows with care")

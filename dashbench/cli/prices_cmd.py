@@ -6,6 +6,7 @@ import argparse
 import math
 
 from dashbench.cli import strict_json
+from dashbench.cli.terminal import shown
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.costs import prices
 from dashbench.spec import SpecError
@@ -110,7 +111,7 @@ def format_table(frame) -> str:
     header = ("key", "device", "provider", "unit", "chips", "on-demand $/h", "spot $/h", "as of", "origin")
     lines = []
     for _, row in frame.iterrows():
-        lines.append((
+        lines.append(tuple(shown(cell) for cell in (
             row["key"] + ("*" if row["unconfirmed"] else ""),
             row["device"],
             row["provider"],
@@ -120,7 +121,7 @@ def format_table(frame) -> str:
             _money(row["spot_usd_per_hour"]),
             row["as_of"],
             row["origin"],
-        ))
+        )))
     widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines]
@@ -171,7 +172,7 @@ def _set(args) -> int:
         status = "replaces your earlier price"
     else:
         status = "new price"
-    print(f"{row['key']}: {what} on-demand ${row['on_demand_usd_per_hour']:g}/h{spot} — {status}")
+    print(shown(f"{row['key']}: {what} on-demand ${row['on_demand_usd_per_hour']:g}/h{spot} — {status}"))
     return 0
 
 
@@ -183,7 +184,7 @@ def _reset(args) -> int:
             if not store.delete_price_override(args.key):
                 keys = [r["key"] for r in store.price_overrides()]
                 raise SpecError("key", f"no override {args.key!r}; your overrides: {', '.join(keys) or 'none'}")
-            print(f"removed your price {args.key}; the shipped price applies again where there is one")
+            print(f"removed your price {shown(args.key)}; the shipped price applies again where there is one")
         else:
             count = store.reset_price_overrides()
             print(f"removed {count} override{'s' if count != 1 else ''}; shipped prices apply")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashbench.cli import strict_json
+from dashbench.cli.terminal import shown, shown_tree
 from dashbench.spec import BACKENDS, MAX_INT32
 from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle, short_id,
                              import_bundles, unreadable_text)
@@ -65,10 +66,10 @@ def reports_store_errors(handler):
         try:
             return handler(args)
         except StoreError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
         except ValueError as exc:  # a bad filter value, e.g. --since yesterday
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
     return wrapped
 
@@ -240,12 +241,12 @@ def cmd_list(args) -> int:
     filters = filters_from_args(args)
     store = _open(args)
     if store is None:
-        print("[]" if args.json else f"no runs yet (no database at {args.db or default_db_path()})")
+        print("[]" if args.json else f"no runs yet (no database at {shown(args.db or default_db_path())})")
         return 0
     with store:
         frame = store.runs(**resolve_device_filters(filters, store))
         if unreadable_text(frame):  # on stderr, so `list --json` stays JSON
-            print(f"warning: {unreadable_text(frame)}", file=sys.stderr)
+            print(f"warning: {shown(unreadable_text(frame))}", file=sys.stderr)
         if args.json:
             frame = with_costs(frame, store)
             print(strict_json.dumps(records(frame)))
@@ -304,7 +305,7 @@ def format_table(frame: pd.DataFrame) -> str:
         **{name: frame[name].map(lambda v: "" if pd.isna(v) else str(int(v)))
            for name in ("image_size", "seq_len", "width") if name in frame},
     })
-    return table.to_string(index=False)
+    return table.map(lambda v: shown(v) if isinstance(v, str) else v).to_string(index=False)
 
 
 @reports_store_errors
@@ -325,7 +326,11 @@ def cmd_show(args) -> int:
 
 
 def describe_run(run: dict, samples: pd.DataFrame) -> str:
+    # Every stored text escaped (terminal.py): a host, label or error forges no line, sends no escape.
+    run = shown_tree(run)
     spec, result = run["spec"], run["result"]
+    if result is not None:
+        result = type(result).from_dict(shown_tree(result.to_dict()))
     lines = [f"run {run['run_id']} ({short_id(run['run_id'])} in the dashboard): {run['status']}"
              + (f" ({run['error']})" if run["error"] else "")]
     context = [f"{k} {run[k]}" for k in ("sweep_id", "label", "host", "pid") if run.get(k)]
@@ -379,7 +384,7 @@ def cmd_export(args) -> int:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
         count = export_bundle(store, args.out, **resolve_device_filters(filters, store))
-    print(f"exported {count} run{'s' if count != 1 else ''} to {args.out}")
+    print(f"exported {count} run{'s' if count != 1 else ''} to {shown(args.out)}")
     return 0
 
 
@@ -393,7 +398,7 @@ def cmd_import(args) -> int:
     differing = counts.get("runs_differing") or []
     if differing:
         # Same run id, other content: the stored copy is kept; say so rather than skip in silence.
-        shown = "; ".join(differing[:10]) + (f"; … and {len(differing) - 10} more" if len(differing) > 10 else "")
+        listed = "; ".join(differing[:10]) + (f"; … and {len(differing) - 10} more" if len(differing) > 10 else "")
         print(f"warning: {len(differing)} of the runs already present differ from the stored copy, which was kept "
-              f"(run id: first differing field): {shown}", file=sys.stderr)
+              f"(run id: first differing field): {shown(listed)}", file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ import sys
 from dashbench.cli import strict_json
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
+from dashbench.cli.terminal import shown, shown_lines
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import RunSpec, SpecError
 
@@ -67,7 +68,7 @@ def handle(args) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(result.describe())
+        print(shown_lines(result.describe()))
     return 0
 
 
@@ -112,7 +113,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
         if check_memory:
             warning = memory.check(spec)
             if warning:
-                print(f"warning: {warning}", file=sys.stderr, flush=True)
+                print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
         if record:
             refuse_if_read_only(None, "record a run")
         with _stdout_to_stderr(json_out) as stdout_fd, _last_word(spec, json_out, stdout_fd):
@@ -140,7 +141,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
 
 def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None = None) -> int:
     """Bad input: `error: <field>: <message>` on stderr; with --json also {"status": "invalid", ...}."""
-    print(f"error: {exc}", file=sys.stderr)
+    print(f"error: {shown(exc)}", file=sys.stderr)
     if json_out:
         print_json(_error_object(spec, "invalid", str(exc), run_id, field=exc.field))
     return 2
@@ -148,7 +149,7 @@ def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None
 
 def _report_end(spec, json_out: bool, status: str, error: str, code: int, run_id: str | None) -> int:
     verb = "failed" if status == "failed" else "cancelled"
-    print(f"error: run {verb}: {error}", file=sys.stderr)
+    print(f"error: run {verb}: {shown(error)}", file=sys.stderr)
     if json_out:
         print_json(_error_object(spec, status, error, run_id))
     return code

@@ -20,6 +20,7 @@ from dashbench.cli import strict_json
 from dashbench.jobs import queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+from dashbench.cli.terminal import shown
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import SpecError, parse_batch_sizes
 from dashbench.store import TERMINAL, Store, StoreBusyError, StoreError, default_db_path, new_sweep_id
@@ -64,7 +65,7 @@ def cmd_sweep(args) -> int:
     except StoreError as exc:
         raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
     for warning in filter(None, warnings):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {shown(warning)}", file=sys.stderr)
     sweep_id = new_sweep_id()
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH
@@ -120,7 +121,7 @@ def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
                       file=sys.stderr, flush=True)
             if run["status"] in TERMINAL and run_id not in reported:
                 reported.add(run_id)
-                print(f"[{number}/{len(run_ids)}] batch {size}: {_summary(run)}", file=sys.stderr)
+                print(f"[{number}/{len(run_ids)}] batch {size}: {shown(_summary(run))}", file=sys.stderr)
         if len(reported) == len(run_ids):
             return [_point(runs[run_id], size) for run_id, size in zip(run_ids, sizes)]
         time.sleep(POLL_S)
