@@ -16,10 +16,11 @@ import os
 import secrets
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
@@ -73,6 +74,19 @@ class ReadOnlyError(StoreError):
 
 class StoreBusyError(StoreError):
     """Another process held the write lock for longer than this store waits."""
+
+
+def _say_lock_wait(path: Path) -> None:
+    try:
+        print(f"waiting for the database {path} (locked by another process) …", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # no stderr left (a closed terminal): the wait goes on regardless
+        pass
+
+
+# Called as a write starts to wait for another process's write lock, so a command behind a long lock
+# says so at once (as `waiting for the device …` does) rather than after the busy timeout, and a run
+# process's log shows it. A module attribute so a caller can redirect it.
+LOCK_WAIT_NOTICE: Callable[[Path], None] = _say_lock_wait
 
 
 class SchemaVersionError(StoreError):
@@ -318,9 +332,13 @@ class Store:
 
     def _begin_immediate(self) -> None:
         """BEGIN IMMEDIATE, tried again with backoff while another process holds the write lock
-        past the busy timeout: a run whose samples are in memory keeps them (up to write_retry_s)."""
+        past the busy timeout: a run whose samples are in memory keeps them (up to write_retry_s).
+        Tried once without waiting first, so that a wait is said as it starts (LOCK_WAIT_NOTICE)."""
         deadline = time.monotonic() + self.write_retry_s
         pause = 0.05
+        if self._begin_at_once():
+            return
+        LOCK_WAIT_NOTICE(self.path)
         while True:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -330,6 +348,19 @@ class Store:
                     raise
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 2.0)
+
+    def _begin_at_once(self) -> bool:
+        """BEGIN IMMEDIATE if no other process holds the write lock (True), without SQLite's busy wait."""
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as exc:
+            if not _is_busy_error(exc):
+                raise
+            return False
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
 
     def check_writable(self, what: str = "write to it") -> None:
         """Raise ReadOnlyError unless this store can be written: a write that is rolled back
