@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench.views import settings as settings_module
-from dashbench.views import ui
-from dashbench.views import context
-from dashbench.views.format import path_text
+from dashbench.views import needs
 
-st.set_page_config(page_title="dashbench", page_icon=":material/speed:", layout="wide")
+# An emoji, not a Material symbol: the browser fetched that icon from fonts.gstatic.com (none offline).
+st.set_page_config(page_title="dashbench", page_icon="⏱️", layout="wide")
+missing = needs.missing_message()  # before the imports below, which need what it checks
+if missing:
+    st.error(missing)
+    st.stop()
+
+from dashbench.views import settings as settings_module  # noqa: E402
+from dashbench.views import ui  # noqa: E402
+from dashbench.views import context  # noqa: E402
+from dashbench.views.format import path_text  # noqa: E402
 
 settings = settings_module.load()
 store, store_error = context.open_store(settings)

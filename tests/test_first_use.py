@@ -1,0 +1,44 @@
+"""What a newcomer meets first (issue 21): the app without its requirements, a typed /run on a
+read-only dashboard, Compare's published-row chooser on the empty store."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from dashbench.views import needs
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+# AppTest in a fresh interpreter where `import plotly` fails, as in a Python without requirements-app.txt.
+WITHOUT_PLOTLY = f"""
+import json, sys
+sys.modules["plotly"] = None
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({APP!r}, default_timeout=120)
+at.run()
+print(json.dumps({{"errors": [e.value for e in at.error], "exceptions": [e.value for e in at.exception],
+                  "titles": [t.value for t in at.title]}}))
+"""
+
+
+def test_the_app_without_plotly_says_in_one_line_what_is_missing_and_how_to_install_it(tmp_path):
+    env = {"DASHBENCH_DB": str(tmp_path / "runs.sqlite"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PLOTLY], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown["exceptions"] == [] and shown["titles"] == []  # no traceback, and no page under it
+    (line,) = shown["errors"]
+    assert "\n" not in line and "missing: plotly" in line and "`bash scripts/serve.sh`" in line, line
+
+
+def test_the_checked_modules_are_requirements_app_txt():
+    listed = {line.split("==")[0].strip().lower() for line in (ROOT / "requirements-app.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    assert set(needs.APP_MODULES) == listed - {"streamlit"}
+    assert needs.missing_message() is None  # this environment has them all
+    assert needs.missing_modules(("json", "no_such_module_dashbench")) == ["no_such_module_dashbench"]
