@@ -6,6 +6,7 @@ must change with Streamlit's internals."""
 from pathlib import Path
 
 import pytest
+from streamlit import config
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
@@ -42,8 +43,14 @@ def test_streamlit_still_decides_legacy_pages_by_the_folder_in_a_private_class_a
 
 
 def test_streamlit_still_runs_a_page_opened_directly_without_app_py(read_only_app, monkeypatch):
-    monkeypatch.setattr(pages_folder, "run_app_instead_of_legacy_page", lambda: None)
-    at = read_only_app.run()
+    monkeypatch.setattr(pages_folder, "run_app_instead_of_legacy_page", lambda **_: None)
+    # The project's config hides an exception's message from the page; this test reads it.
+    shown = config.get_option("client.showErrorDetails")
+    config.set_option("client.showErrorDetails", "full")
+    try:
+        at = read_only_app.run()
+    finally:
+        config.set_option("client.showErrorDetails", shown)
     skipped = [e.value for e in at.exception if f'no key "{ui.CONTEXT_KEY}"' in e.value]
     assert skipped and ui.CONTEXT_KEY not in at.session_state, (
         "Streamlit now runs app.py before a page opened directly: dashbench/views/pages_folder.py can go")
@@ -56,3 +63,19 @@ def test_a_page_opened_directly_renders_through_app_py_with_its_settings(read_on
     assert at.session_state[ui.CONTEXT_KEY].settings.read_only  # app.py's settings, from DASHBENCH_READ_ONLY
     assert any(c.value.startswith("**Read-only**") for c in at.sidebar.caption)  # drawn by app.py
     assert PagesManager.uses_pages_directory is False  # later requests go straight through st.navigation
+
+
+def test_a_legacy_run_whose_attribute_another_visitor_cleared_still_renders_through_app_py(read_only_app, monkeypatch):
+    """Visitors arriving together on a fresh server: each first run begins as a legacy run, and the first
+    to reach a page clears the class attribute while the others are still importing theirs."""
+    original = pages_folder.run_app_instead_of_legacy_page
+
+    def after_another_visitor(**kwargs):
+        PagesManager.uses_pages_directory = False  # what the first visitor's run did meanwhile
+        return original(**kwargs)
+
+    monkeypatch.setattr(pages_folder, "run_app_instead_of_legacy_page", after_another_visitor)
+    at = read_only_app.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.title] == ["Prices"]
+    assert at.session_state[ui.CONTEXT_KEY].settings.read_only

@@ -19,12 +19,15 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 
-def run_app_instead_of_legacy_page() -> None:
+def run_app_instead_of_legacy_page(app_has_run: bool) -> None:
     """In a legacy run, execute app.py here (it renders this same page through st.navigation), then stop.
 
+    A legacy run is one in which app.py has not run (`app_has_run`: its context is in this session), not
+    one that finds the class attribute still set: visitors whose first script runs begin together all
+    begin as legacy runs, and all but the first find the attribute already cleared by that first one.
     Done in the same script run (not with st.rerun) so that a button click that started the run is not lost.
     """
-    if not PagesManager.uses_pages_directory:
+    if app_has_run:
         return
     PagesManager.uses_pages_directory = False
     main_script = get_script_run_ctx().pages_manager.main_script_path
