@@ -86,16 +86,17 @@ def test_json_output_stays_json_and_round_trips_the_text(db, capsys):
     code, out, _ = cli(capsys, "list", "--db", str(path), "--json")
     assert code == 0 and not raw(out)
     assert {r["error"] for r in json.loads(out)} == {None, ERROR}
-    code, out, _ = cli(capsys, "prices", "--db", str(path), "--json")
-    assert code == 0 and not raw(out)
-    assert any(r["key"] == "k\x1b[5m" and r["provider"] == "us\ner\x1b[8m" for r in json.loads(out))
+    code, out, err = cli(capsys, "prices", "--db", str(path), "--json")
+    assert code == 0 and not raw(out + err) and "k\\x1b[5m" in err  # the override is refused on stderr
+    assert all(r["origin"] == "shipped" for r in json.loads(out))
 
 
-def test_prices_table_escapes_stored_overrides(db, capsys):
+def test_prices_escape_a_stored_override_they_leave_out(db, capsys):
     path, _, _ = db
     code, out, err = cli(capsys, "prices", "--db", str(path))
     assert code == 0 and not raw(out + err)
-    assert "k\\x1b[5m" in out and "us\\ner\\x1b[8m" in out
+    # A key with control characters breaks today's checks: left out, and named escaped on one line.
+    assert "k\\x1b[5m" in err and err.count("\n") == 1 and "k\\x1b[5m" not in out
 
 
 def test_error_lines_quoting_typed_text_are_escaped(db, tmp_path, capsys):

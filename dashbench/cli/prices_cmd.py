@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
@@ -91,6 +92,11 @@ def _list(args) -> int:
     finally:
         if store is not None:
             store.close()
+    skipped = frame.attrs.get("skipped_overrides")
+    if skipped:  # on stderr, so --json stays JSON
+        print(f"warning: {len(skipped)} stored price override{'s' if len(skipped) != 1 else ''} left out, "
+              f"outside today's bounds (set it again or `prices reset --key KEY`): {shown('; '.join(skipped))}",
+              file=sys.stderr)
     if args.json:
         records = [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
         print(strict_json.dumps(records, indent=2))
@@ -139,7 +145,8 @@ def _int_or_none(name: str, text):
     try:
         return int(text)
     except ValueError:
-        raise SpecError(name, f"must be an integer >= 1, got {text!r}") from None
+        shown_text = repr(text) if len(text) <= 40 else f"{text[:20]!r}… ({len(text)} characters)"
+        raise SpecError(name, f"must be an integer >= 1, got {shown_text}") from None
 
 
 @_writes
@@ -163,6 +170,8 @@ def _set(args) -> int:
         store.set_price_override(prices.store_row(row))
     finally:
         store.close()
+    if prices.spot_warning(row):
+        print(f"warning: {shown(prices.spot_warning(row))}", file=sys.stderr)
     spot = "" if row["spot_usd_per_hour"] is None else f", spot ${row['spot_usd_per_hour']:g}/h"
     chips = f" of {row['chips_per_unit']} chips" if row["chips_per_unit"] > 1 else ""
     what = f"{row['device']} per {row['unit']}{chips}"

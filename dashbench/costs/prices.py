@@ -78,18 +78,27 @@ def _shipped_catalog() -> pd.DataFrame:
 
 
 def catalog(store=None) -> pd.DataFrame:
-    """Shipped rows merged with the store's overrides (column `origin` says which is which)."""
+    """Shipped rows merged with the store's overrides (column `origin` says which is which). A stored
+    override that fails today's checks (an older version took a price of 1e308) is left out, so no
+    cost overflows in silence, and named in attrs["skipped_overrides"] ("key: field: why")."""
     shipped = shipped_catalog()
     if store is None:
         return shipped
-    overrides = [normalise_row(row) for row in store.price_overrides()]
+    overrides, skipped = [], []
+    for row in store.price_overrides():
+        try:
+            overrides.append(normalise_row(row))
+        except SpecError as exc:
+            skipped.append(f"{row.get('key')}: {exc}")
     if not overrides:
-        return shipped
-    override_frame = pd.DataFrame(overrides)
-    override_frame["origin"] = "override"
-    kept = shipped[~shipped["key"].isin(set(override_frame["key"]))]
-    merged = pd.concat([kept, override_frame], ignore_index=True)
-    return _normalise(merged)
+        merged = shipped
+    else:
+        override_frame = pd.DataFrame(overrides)
+        override_frame["origin"] = "override"
+        kept = shipped[~shipped["key"].isin(set(override_frame["key"]))]
+        merged = _normalise(pd.concat([kept, override_frame], ignore_index=True))
+    merged.attrs["skipped_overrides"] = skipped
+    return merged
 
 
 def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
@@ -142,6 +151,12 @@ def _slug(text: str) -> str:
 
 # The most chips one billed unit can hold: far above any pod slice sold, and an SQLite integer.
 MAX_CHIPS_PER_UNIT = 100_000
+# The highest price per unit-hour: far above any pod slice's (a few $10k/h), and low enough that
+# chips × price × hours stays a finite float in every cost.
+MAX_USD_PER_HOUR = 1_000_000
+# A key, device, provider, region or source: one line of at most this many characters.
+MAX_TEXT = 200
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def normalise_row(row: Mapping[str, Any]) -> dict:
@@ -149,6 +164,7 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
     device = canonical_device(row.get("device") or "")
     if not device:
         raise SpecError("device", "is required: an accelerator name such as V100, TPU v5e or CPU")
+    _text("device", device)
     unit = row.get("unit") or ""
     if unit not in UNITS:
         raise SpecError("unit", f"unknown unit {unit!r}; choose one of: {', '.join(UNITS)}")
@@ -165,8 +181,9 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
     as_of = str(row.get("as_of") or _dt.date.today().isoformat())
     if not _AS_OF.match(as_of):
         raise SpecError("as_of", f"must be a date YYYY-MM-DD (or YYYY-MM, YYYY), got {as_of!r}")
-    provider = str(row.get("provider") or "user")
-    key = str(row.get("key") or _slug(f"{provider}-{device}-{unit}" + (f"-x{chips}" if chips > 1 else "")))
+    provider = _text("provider", str(row.get("provider") or "user"))
+    default_key = _slug(f"{provider}-{device}-{unit}" + (f"-x{chips}" if chips > 1 else ""))
+    key = _text("key", str(row.get("key") or default_key))
     return {
         "key": key,
         "device": device,
@@ -175,8 +192,8 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
         "chips_per_unit": chips,
         "on_demand_usd_per_hour": on_demand,
         "spot_usd_per_hour": spot,
-        "region": "" if _missing(row.get("region")) else str(row.get("region") or ""),
-        "source": str(row.get("source") or "user override"),
+        "region": _text("region", "" if _missing(row.get("region")) else str(row.get("region") or "")),
+        "source": _text("source", str(row.get("source") or "user override")),
         "as_of": as_of,
         "unconfirmed": _as_bool(row.get("unconfirmed", False)),
         "origin": "override",
@@ -192,10 +209,33 @@ def _price(name: str, value, *, required: bool) -> Optional[float]:
         number = float(value)
     except (TypeError, ValueError):
         raise SpecError(name, f"must be a number of USD per hour, got {value!r}") from None
-    if not math.isfinite(number) or number < 0:
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}… ({len(str(value))} characters)"
-        raise SpecError(name, f"must be a finite number >= 0, got {shown}")
-    return number
+    if not math.isfinite(number) or not 0 <= number <= MAX_USD_PER_HOUR:
+        raise SpecError(name, f"must be a finite number from 0 to {MAX_USD_PER_HOUR} USD per hour, got {_short(value)}")
+    return number + 0.0  # -0 is 0: never "$-0/h"
+
+
+def _short(value) -> str:
+    """A value for an error line: a 5000-digit number or a 100,000-character key is cut, not printed."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(str(value))} characters)"
+
+
+def _text(name: str, value: str) -> str:
+    if len(value) > MAX_TEXT:
+        raise SpecError(name, f"must be at most {MAX_TEXT} characters, got {len(value)}")
+    if _CONTROL.search(value):
+        raise SpecError(name, f"must be one line without control characters (newline, tab, escape), "
+                              f"got {_short(value)}")
+    return value
+
+
+def spot_warning(row: Mapping[str, Any]) -> Optional[str]:
+    """A spot price above on-demand is allowed (a typo or a spike?) but said, as one line."""
+    spot, on_demand = row.get("spot_usd_per_hour"), row.get("on_demand_usd_per_hour")
+    if _missing(spot) or _missing(on_demand) or spot <= on_demand:
+        return None
+    return (f"spot_usd_per_hour: spot ${spot:g}/h is above on-demand ${on_demand:g}/h for {row.get('key')}; "
+            "stored as given — check the two figures")
 
 
 def override_row(
