@@ -109,3 +109,13 @@ def test_error_lines_quoting_typed_text_are_escaped(db, tmp_path, capsys):
         code, out, err = cli(capsys, *argv)
         assert code == 2 and not raw(out + err), argv
         assert len(err.strip().splitlines()) == 1 and "\\x1b[" in err, argv
+
+
+def test_the_prices_table_escapes_its_cells():
+    from dashbench.cli.prices_cmd import format_table
+    from dashbench.costs import prices
+
+    frame = prices.shipped_catalog().head(1)
+    frame.loc[frame.index[0], ["key", "source", "as_of"]] = ["k\x1b[5m", "s", "2025\n01"]
+    out = format_table(frame)
+    assert not raw(out) and "k\\x1b[5m" in out and "2025\\n01" in out and len(out.splitlines()) == 3
