@@ -16,6 +16,12 @@ from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist
 from dashbench.spec import MODELS, RunSpec, SpecError
 
 
+# Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
+# bench/convergence.py finds falling at every workload's quick shapes (docs/CONVERGENCE.md); two
+# steps leave the loss check one noisy comparison.
+QUICK_STEPS = 4
+
+
 @dataclass(frozen=True)
 class Shapes:
     """The resolved shape of one run: the full-size defaults with the spec's overrides applied."""
@@ -37,7 +43,7 @@ class Workload:
     unit: str  # "images" | "sequences"
     description: str
     defaults: dict  # full-size shapes: image_size/channels/seq_len/width/classes/vocab
-    quick: dict  # shape overrides and batch size for a ~30 s CPU run
+    quick: dict  # shape overrides and batch size for a ~30 s CPU run (quick_recipe adds the steps)
     batch_sizes: dict  # default global batch per device class
     overrides: tuple  # which of image_size, seq_len, width this workload accepts
     min_image_size: int = 1
@@ -61,13 +67,26 @@ class Workload:
             raise SpecError("image_size", f"real {self.name} data is {self.defaults['image_size']} px; drop the override")
         return Shapes(**values)
 
+    def quick_recipe(self) -> dict:
+        """The quick try, the one recipe that `models`, the presets' --quick, the Run page's Quick try,
+        the empty store's text and the README give: the quick shapes, batch size and steps."""
+        return {**self.quick, "steps": QUICK_STEPS}
+
+    def quick_shapes(self) -> dict:
+        return {k: v for k, v in self.quick.items() if k != "batch_size"}
+
+    def quick_command(self) -> str:
+        """The quick try as a command line: `python -m dashbench run --model … --device cpu --width 16 …`."""
+        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.quick_recipe().items())
+        return f"python -m dashbench run --model {self.name} --device cpu {options}"
+
     def describe(self) -> dict:
         return {
             "name": self.name,
             "unit": self.unit,
             "description": self.description,
             "defaults": dict(self.defaults),
-            "quick": dict(self.quick),
+            "quick": self.quick_recipe(),
             "batch_sizes": dict(self.batch_sizes),
             "overrides": list(self.overrides),
             "real_data": self.name == "fashion_mnist_cnn",

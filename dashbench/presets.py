@@ -1,10 +1,10 @@
 """The seed articles' experiments as one-click presets. No TensorFlow here.
 
 A preset fixes the model and, per device class, the batch size and steps the article used; the
-user picks the device. `spec_for` turns one into a RunSpec, with the quick shape overrides
-(image_size, seq_len, width, steps) that let a CPU try it in seconds. Runs made from a preset are
-labelled "preset:<slug>" so the dashboard can put them next to the preset's published rows
-(`references`, keys of dashbench.reference.rows()).
+user picks the device. `spec_for` turns one into a RunSpec; `quick_spec` does so with its model's
+quick recipe (dashbench.catalog: shapes, batch size, steps) that lets a CPU try it in seconds.
+Runs made from a preset are labelled "preset:<slug>" so the dashboard can put them next to the
+preset's published rows (`references`, keys of dashbench.reference.rows()).
 """
 
 from __future__ import annotations
@@ -36,13 +36,18 @@ class Preset:
     references: tuple = ()
     # device class -> the reference rows measured on that class, for the "next to its published row" view
     reference_by_device: dict = field(default_factory=dict)
-    # A CPU try in seconds: tiny shapes, few steps.
-    quick: dict = field(default_factory=dict)
     dataset: Optional[str] = None
     dataset_size: Optional[int] = None
 
     def settings(self, device_class: str) -> dict:
         return dict(self.per_device[_device_class(device_class)])
+
+    @property
+    def quick(self) -> dict:
+        """A CPU try in seconds: its model's quick recipe (dashbench.catalog), the one `models` prints."""
+        from dashbench import catalog
+
+        return catalog.get(self.model).quick_recipe()
 
 
 def _same_everywhere(**values) -> dict:
@@ -71,7 +76,6 @@ _PRESETS = (
             "gpu": ("colab-conv2d-k80",),
             "tpu": ("colab-conv2d-tpu-batch-parallel", "colab-conv2d-tpu-runtime-only"),
         },
-        quick={"image_size": 32, "width": 8, "steps": 2, "batch_size": 8},
     ),
     Preset(
         slug="colab-fashion-mnist",
@@ -90,7 +94,6 @@ _PRESETS = (
         },
         references=("colab-fmnist-tpu", "colab-fmnist-k80", "colab-fmnist-tpu-vs-k80"),
         reference_by_device={"gpu": ("colab-fmnist-k80",), "tpu": ("colab-fmnist-tpu",)},
-        quick={"width": 8, "steps": 2, "batch_size": 32},
         dataset="Fashion-MNIST train",
         dataset_size=60_000,
     ),
@@ -112,7 +115,6 @@ _PRESETS = (
             "riseml-apr-resnet50-tpu-bf16",
             "riseml-apr-resnet50-4xv100-fp16",
         ),
-        quick={"image_size": 32, "steps": 2, "batch_size": 8},
         dataset="ImageNet train",
         dataset_size=1_281_167,
     ),
@@ -128,7 +130,6 @@ _PRESETS = (
             "tpu": {"batch_size": 1024, "steps": 100, "warmup": 10, "steps_per_loop": 10},
         },
         references=("riseml-inceptionv3-tpu-vs-p100", "riseml-inceptionv3-tpu-vs-v100"),
-        quick={"image_size": 75, "steps": 2, "batch_size": 8},
         dataset="ImageNet train",
         dataset_size=1_281_167,
     ),
@@ -154,7 +155,6 @@ _PRESETS = (
             "riseml-bilstm-tpu-vs-v100",
         ),
         reference_by_device={"gpu": ("riseml-bilstm-p100", "riseml-bilstm-v100"), "tpu": ("riseml-bilstm-tpu",)},
-        quick={"seq_len": 8, "width": 16, "steps": 2, "batch_size": 8},
     ),
 )
 

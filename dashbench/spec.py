@@ -144,12 +144,14 @@ def divisibility_message(batch_size: int, replicas: int) -> str:
 
 def parse_batch_sizes(text: str) -> list[int]:
     """A sweep's batch sizes, '32, 64,128' → [32, 64, 128] (the CLI's --batch-sizes and the Run page's
-    sweep field). Commas, spaces or semicolons separate; a repeated size is measured once."""
+    sweep field). Commas, spaces or semicolons separate; a repeated size is measured once. An empty
+    item between two commas ('32,,64') is a typo, refused: the size meant there is not guessed."""
     rule = "must be whole numbers >= 1 separated by commas, e.g. 32,64,128"
     sizes: list[int] = []
-    for part in (text or "").replace(";", ",").replace(" ", ",").split(","):
-        if not part:
-            continue
+    items = [item.strip() for item in (text or "").replace(";", ",").split(",")]
+    if any(not item for item in items[1:-1]):
+        raise SpecError("batch_sizes", f"empty item between commas in {_short(text)}: {rule}")
+    for part in (word for item in items for word in item.split()):
         try:
             value = int(part)
         except ValueError:

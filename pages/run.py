@@ -63,8 +63,10 @@ def _apply_preset():
     if slug:
         st.session_state.update(run_form.preset_form_values(slug, st.session_state["run_device"],
                                                          quick=st.session_state["run_quick"]))
-    elif st.session_state.get("run_label", "").startswith("preset:"):
-        st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
+    else:
+        if st.session_state.get("run_label", "").startswith("preset:"):
+            st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
+        st.session_state.update(run_form.quick_toggle_values(st.session_state))
 
 
 preset_names = run_form.preset_choices()
@@ -73,34 +75,41 @@ cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(p
                   format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
                   on_change=_apply_preset)
 cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
-                 help="The preset with tiny shapes and 2 steps: seconds on a CPU, for trying it out.")
+                 help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
+                      "batch and a few steps — seconds on a CPU, for trying it out.")
 if st.session_state["run_preset"]:
     st.caption(run_form.preset_description(st.session_state["run_preset"]))
+quick_shapes = run_form.quick_without_preset(st.session_state)
+if quick_shapes:  # the shape boxes show the model the form last submitted; the launch uses its own
+    st.session_state.update(run_form.quick_shape_values(st.session_state["run_model"]))
+    st.caption(run_form.quick_caption(st.session_state["run_model"]))
 
 # Enter in a field must never launch anything: only a click on a button does.
 with st.form("run_form", enter_to_submit=False):
     cols = st.columns(5)
     cols[0].selectbox("Model", MODELS, key="run_model")
-    cols[1].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
+    # No min_value on the whole-number boxes: a value out of range is refused on launch in words
+    # ("Not launched: batch size: …"), never by a red box that quietly keeps the launch from happening.
+    cols[1].number_input("Global batch size", step=1, key="run_batch_size")
     cols[2].selectbox("Device", devices.kinds, key="run_device",
                       format_func=lambda k: devices.description.get(k, k.upper()))
     cols[3].selectbox("Backend", BACKENDS, key="run_backend",
                       help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
     cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
     cols = st.columns(5)
-    cols[0].number_input("Measured steps", min_value=1, step=1, key="run_steps")
-    cols[1].number_input("Warm-up steps", min_value=0, step=1, key="run_warmup")
-    cols[2].number_input("Steps per host loop", min_value=1, step=1, key="run_steps_per_loop")
-    cols[3].number_input("Repeats", min_value=1, step=1, key="run_repeats",
+    cols[0].number_input("Measured steps", step=1, key="run_steps")
+    cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
+    cols[2].number_input("Steps per host loop", step=1, key="run_steps_per_loop")
+    cols[3].number_input("Repeats", step=1, key="run_repeats",
                          help="Measure the steps this many times after one compile: the median is the figure, "
                               "and a spread (CV) over 5% is flagged unstable.")
     cols[4].checkbox("XLA (jit_compile)", key="run_xla")
     st.text_input("Label (optional, stored with the run)", key="run_label")
     with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
         cols = st.columns(3)
-        cols[0].number_input("Image size", min_value=0, step=1, key="run_image_size")
-        cols[1].number_input("Sequence length", min_value=0, step=1, key="run_seq_len")
-        cols[2].number_input("Width (filters / hidden units)", min_value=0, step=1, key="run_width")
+        cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)
+        cols[1].number_input("Sequence length", step=1, key="run_seq_len", disabled=quick_shapes)
+        cols[2].number_input("Width (filters / hidden units)", step=1, key="run_width", disabled=quick_shapes)
     st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
     cols = st.columns(2)
     launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
@@ -115,7 +124,7 @@ elif launch or launch_sweep:
         warnings = run_form.memory_warnings(specs)
         ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
     except SpecError as exc:
-        st.error(f"Not launched: {md_text(exc)}")
+        st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
     else:
         for warning in warnings:
             st.warning(f"Memory: {md_text(warning)}")

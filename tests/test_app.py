@@ -581,3 +581,67 @@ def test_the_sidebar_names_a_database_under_home_as_a_shell_would(tmp_path, monk
     at = start(monkeypatch, db)
     captions = [c.value for c in at.sidebar.caption]
     assert any("`~/.dashbench/runs.sqlite`" in c for c in captions), captions
+
+
+def _run_page_without_training(monkeypatch, db) -> AppTest:
+    """The Run page on this CPU, with nothing started: queued rows keep the specs the form built."""
+    from dashbench.jobs import queue
+    from dashbench.views import devices as device_views
+
+    monkeypatch.setattr(queue, "pump", lambda db_path=None: [])
+    monkeypatch.setattr(device_views, "device_info",
+                        lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    at = start(monkeypatch, db)
+    return show(at, "pages/run.py")
+
+
+def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, monkeypatch):
+    from dashbench import catalog
+
+    db = tmp_path / "quick.sqlite"
+    at = _run_page_without_training(monkeypatch, db)
+    at.checkbox(key="run_quick").check().run()
+    assert_clean(at)
+    recipe = catalog.get("fashion_mnist_cnn").quick_recipe()
+    assert at.number_input(key="run_width").value == recipe["width"] and at.number_input(key="run_width").disabled
+    assert at.number_input(key="run_batch_size").value == recipe["batch_size"]
+    assert at.number_input(key="run_steps").value == recipe["steps"]
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    # Chosen in the form after the tick: resnet50 runs at its own quick shapes, not fashion_mnist_cnn's width.
+    at.selectbox(key="run_model").set_value("resnet50")
+    at.number_input(key="run_batch_size").set_value(8)
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert at.number_input(key="run_image_size").value == catalog.get("resnet50").quick["image_size"]
+    with Store(db) as store:
+        runs = store.runs().sort_values("created_at")
+        specs = [store.get_run(run_id)["spec"] for run_id in runs["run_id"]]
+        labels = [results.short_label(runs, run_id) for run_id in runs["run_id"]]
+        for run_id in runs["run_id"]:
+            store.request_cancel(run_id)
+    assert [(s["model"], s["image_size"], s["width"], s["batch_size"], s["steps"]) for s in specs] == [
+        ("fashion_mnist_cnn", None, recipe["width"], recipe["batch_size"], recipe["steps"]),
+        ("resnet50", catalog.get("resnet50").quick["image_size"], None, 8, recipe["steps"])]
+    assert "quick 28px w16" in labels[0] and "quick 32px" in labels[1]
+
+
+def test_run_page_refuses_a_bad_batch_size_in_words(tmp_path, monkeypatch):
+    db = tmp_path / "refused.sqlite"
+    at = _run_page_without_training(monkeypatch, db)
+    def shown():  # the error lines as the page reads, markdown escapes and word breaks aside
+        return [re.sub(r"\\(.)", r"\1", e.value.replace("\u200b", "")) for e in at.error]
+
+    for batch in (0, -5):
+        at.number_input(key="run_batch_size").set_value(batch)
+        at.button(key="run_launch").click().run()
+        assert_clean(at)
+        assert shown() == [f"Not launched: batch size: must be an integer >= 1, got {batch}"]
+    # An empty item in the sweep field is a typo pointed out, not skipped.
+    at.number_input(key="run_batch_size").set_value(32)
+    at.text_input(key="run_sweep").input("32,,64")
+    at.button(key="run_launch_sweep").click().run()
+    assert_clean(at)
+    (error,) = shown()
+    assert error.startswith("Not launched: batch sizes: empty item between commas in '32,,64'")
+    assert not db.exists() or Store(db, read_only=True).count_runs() == 0

@@ -125,7 +125,7 @@ def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tm
 
 def test_cli_and_run_page_read_sweep_batch_sizes_alike(tmp_path, capsys, no_training):
     db = tmp_path / "s.sqlite"
-    for text in ("8,x", "8, 0", "-4", " , "):
+    for text in ("8,x", "8, 0", "-4", " , ", "32,,64"):
         code, _, err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", text,
                                "--db", str(db))
         with pytest.raises(SpecError) as form:

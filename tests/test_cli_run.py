@@ -87,7 +87,8 @@ def test_models_and_devices(capfd):
     assert info["tensorflow"].startswith("2.19") and info["default_device"] == "cpu"
     assert main(["models"]) == 0
     text = capfd.readouterr().out
-    assert "sequences" in text and "quick shapes (a CPU try; presets' --quick): --image-size 32 --width 16" in text
+    assert "sequences" in text and ("quick try: python -m dashbench run --model conv2d --device cpu --image-size 32 "
+                                    "--width 16 --batch-size 16 --steps 4") in text
     assert main(["devices"]) == 0 and "default device: cpu" in capfd.readouterr().out
 
 

@@ -30,3 +30,38 @@ def test_readme_keeps_the_two_setup_commands():
     assert "bash scripts/serve.sh" in README and "bash scripts/test.sh" in README
     for script in ("scripts/serve.sh", "scripts/test.sh"):
         assert (Path(__file__).resolve().parents[1] / script).exists()
+
+
+def _readme_commands() -> list[str]:
+    """The README's shell examples, continuation lines joined and comments dropped."""
+    commands, pending = [], ""
+    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+        for line in block.splitlines():
+            line = pending + line.split(" #")[0].strip()
+            pending = line[:-1] + " " if line.endswith("\\") else ""
+            if line and not pending:
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+def test_readme_quick_examples_are_the_catalogs_recipe():
+    """One quick recipe: every README run with a shape override is its model's quick try as `models`
+    prints it (dashbench.catalog), and every preset's --quick is its model's recipe."""
+    from dashbench import catalog, presets
+
+    recipe_options = ("--image-size", "--seq-len", "--width", "--batch-size", "--steps")
+    quick_runs = [c for c in _readme_commands() if c.startswith("python -m dashbench run ")
+                  and any(f"{o} " in c for o in ("--image-size", "--seq-len", "--width"))]
+    assert quick_runs, "the README shows no quick try"
+    for command in quick_runs:
+        words = command.split()
+        options = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+        workload = catalog.get(options["--model"])
+        recipe = {f"--{k.replace('_', '-')}": str(v) for k, v in workload.quick_recipe().items()}
+        assert {k: v for k, v in options.items() if k in recipe_options} == recipe, command
+    assert catalog.get("fashion_mnist_cnn").quick_command() in README
+    for preset in presets.PRESETS.values():
+        recipe = catalog.get(preset.model).quick_recipe()
+        assert preset.quick == recipe
+        spec = presets.quick_spec(preset.slug, "cpu")
+        assert {k: getattr(spec, k) for k in recipe} == recipe, preset.slug

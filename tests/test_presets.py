@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dashbench import presets
+from dashbench import catalog, presets
 
 from dashbench.costs import reference
 from dashbench.spec import RunSpec, SpecError
@@ -39,7 +39,8 @@ def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device):
     if (slug, device) in ARTICLE_BATCH:
         assert spec.batch_size == ARTICLE_BATCH[(slug, device)]
     quick = presets.quick_spec(slug, device)
-    assert quick.steps <= 2 and quick.batch_size <= 32
+    recipe = catalog.get(spec.model).quick_recipe()  # the one quick recipe, as `models` prints it
+    assert {name: getattr(quick, name) for name in recipe} == recipe and quick.label == f"preset:{slug}"
 
 
 def test_fashion_mnist_is_five_epochs_of_100_steps():

@@ -45,3 +45,12 @@ def test_sweep_batch_sizes_take_commas_spaces_or_semicolons_and_each_size_once()
         assert str(info.value) == f"batch_sizes: {rule}; {bad} is not"
     with pytest.raises(SpecError, match="^batch_sizes: give at least one batch size"):
         parse_batch_sizes(" , ")
+
+
+def test_an_empty_sweep_item_between_commas_is_a_typo_pointed_out():
+    for text in ("32,,64", "32, ,64", "32;;64"):
+        with pytest.raises(SpecError) as info:
+            parse_batch_sizes(text)
+        assert info.value.field == "batch_sizes"
+        assert str(info.value).startswith(f"batch_sizes: empty item between commas in {text!r}: must be whole numbers")
+    assert parse_batch_sizes("32, 64") == parse_batch_sizes("32 64,") == [32, 64]  # a space or a last comma is no item

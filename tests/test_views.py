@@ -509,3 +509,34 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
     # A count the device already says (two GPUs, two replicas) is not said twice.
     gpus = run_label({"model": "resnet50", "accelerator": "V100", "accelerator_count": 2, "replicas": 2, "batch_size": 8})
     assert "2×V100 · b8" in gpus and "replicas" not in gpus
+
+
+def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
+    from dashbench import catalog
+
+    state = run_form.run_form_defaults(["cpu"]) | {"run_quick": True}
+    state |= run_form.quick_toggle_values(state)  # what ticking the box puts in the form
+    recipe = catalog.get("fashion_mnist_cnn").quick_recipe()
+    (spec,), _ = run_form.specs_from_form(state)
+    assert (spec.width, spec.image_size, spec.batch_size, spec.steps) == (recipe["width"], None, recipe["batch_size"],
+                                                                         recipe["steps"])
+    assert "quick 28px w16" in run_label(spec.to_dict() | {"accelerator": "CPU"})
+    # A model chosen in the form after the tick: its own quick shapes, never the other model's.
+    (spec,), _ = run_form.specs_from_form(state | {"run_model": "resnet50", "run_batch_size": 8})
+    assert (spec.image_size, spec.width) == (catalog.get("resnet50").quick["image_size"], None)
+    # Unticked: full size, and the default batch size and steps back where the recipe had put them.
+    state = state | {"run_quick": False, "run_steps": 7}
+    state |= run_form.quick_toggle_values(state)
+    (spec,), _ = run_form.specs_from_form(state)
+    assert (spec.width, spec.batch_size, spec.steps) == (None, 32, 7)
+    assert "width 16" in run_form.quick_caption("fashion_mnist_cnn") and "4 steps" in run_form.quick_caption("fashion_mnist_cnn")
+
+
+def test_a_refused_launch_names_the_forms_box():
+    for batch in (0, -5):
+        with pytest.raises(SpecError) as info:
+            run_form.specs_from_form(run_form.run_form_defaults(["cpu"]) | {"run_batch_size": batch})
+        assert run_form.refusal_text(info.value) == f"batch size: must be an integer >= 1, got {batch}"
+    with pytest.raises(SpecError) as info:
+        run_form.specs_from_form(run_form.run_form_defaults(["cpu"]) | {"run_sweep": "32,,64"}, sweep=True)
+    assert run_form.refusal_text(info.value).startswith("batch sizes: empty item between commas")

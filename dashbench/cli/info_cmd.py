@@ -24,7 +24,7 @@ def register(subparsers) -> None:
 
 
 def handle_models(args) -> int:
-    from dashbench.catalog import describe_all
+    from dashbench.catalog import WORKLOADS, describe_all
 
     rows = describe_all()
     if args.json:
@@ -33,9 +33,9 @@ def handle_models(args) -> int:
     for row in rows:
         shape = ", ".join(f"{k} {v}" for k, v in row["defaults"].items())
         batches = ", ".join(f"{k} {v}" for k, v in row["batch_sizes"].items())
-        quick = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in row["quick"].items())
         print(f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}")
-        print(f"{'':<18} quick shapes (a CPU try; presets' --quick): {quick}")
+        # The one quick recipe: presets' --quick and the Run page's Quick try use the same.
+        print(f"{'':<18} quick try: {WORKLOADS[row['name']].quick_command()}")
         print(f"{'':<18} {row['description']}")
     return 0
 

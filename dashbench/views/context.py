@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-EMPTY_STORE_TEXT = """\
+from dashbench.catalog import WORKLOADS
+
+# The quick try it suggests is the catalog's recipe, as `models` prints it.
+_QUICK = WORKLOADS["fashion_mnist_cnn"]
+EMPTY_STORE_TEXT = f"""\
 **No runs stored yet.** dashbench measures training throughput on this machine and keeps every
 run next to the published figures.
 
-1. Open **Run** and launch a quick run, e.g. *fashion_mnist_cnn* at batch 32 on the CPU with
-   image size 28 and 10 steps (a few seconds), or pick one of the seed presets.
-2. Or measure from a shell: `python -m dashbench run --model fashion_mnist_cnn --batch-size 32 --steps 10`,
+1. Open **Run**, choose *{_QUICK.name}* on the CPU, tick **Quick try (tiny shapes)** and launch
+   ({", ".join(f"{k.replace('_', ' ')} {v}" for k, v in _QUICK.quick_recipe().items())}: a few seconds),
+   or pick one of the seed presets.
+2. Or measure from a shell: `{_QUICK.quick_command()}`,
    or a sweep: `python -m dashbench sweep --model resnet50 --batch-sizes 32,64,128`.
 3. Or bring results measured elsewhere: `python -m dashbench import results.json`
    (bundles made with `python -m dashbench export`).

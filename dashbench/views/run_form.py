@@ -23,9 +23,70 @@ def run_form_defaults(kinds: list[str]) -> dict:
     }
 
 
+SHAPE_FIELDS = ("image_size", "seq_len", "width")
+# The form's words for a spec field, so a refusal names the box to fix.
+FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
+               "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
+               "seq_len": "sequence length"}
+
+
+def quick_without_preset(state) -> bool:
+    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.catalog) apply."""
+    return bool(state.get("run_quick")) and not state.get("run_preset")
+
+
+def quick_shape_values(model: str) -> dict:
+    """The shape boxes of `model`'s quick try (0, full size, where its recipe keeps the default)."""
+    from dashbench import catalog
+
+    shapes = catalog.get(model).quick_shapes()
+    return {f"run_{name}": shapes.get(name, 0) for name in SHAPE_FIELDS}
+
+
+def quick_toggle_values(state) -> dict:
+    """What ticking (or unticking) Quick try with no preset puts in the form: the chosen model's quick
+    recipe (shapes, batch size, steps); unticked, full size again, and the default batch size and steps
+    where they still hold the recipe's (a value the user typed stays)."""
+    from dashbench import catalog
+
+    recipe = catalog.get(state.get("run_model")).quick_recipe()
+    if state.get("run_quick"):
+        return {**quick_shape_values(state.get("run_model")), "run_batch_size": recipe["batch_size"],
+                "run_steps": recipe["steps"]}
+    defaults = run_form_defaults([])
+    out = {f"run_{name}": 0 for name in SHAPE_FIELDS}
+    for name in ("batch_size", "steps"):
+        if state.get(f"run_{name}") == recipe[name]:
+            out[f"run_{name}"] = defaults[f"run_{name}"]
+    return out
+
+
+def quick_caption(model: str) -> str:
+    """What Quick try (no preset) runs, from the catalog: "fashion_mnist_cnn's quick try: width 16, …"."""
+    from dashbench import catalog
+
+    recipe = catalog.get(model).quick_recipe()
+    shapes = ", ".join(f"{FIELD_WORDS.get(k, k)} {v}" for k, v in recipe.items() if k in SHAPE_FIELDS)
+    return (f"Quick try of {model}: {shapes} (the shape boxes follow the model), batch size {recipe['batch_size']}, "
+            f"{recipe['steps']} steps — as `python -m dashbench models` prints it.")
+
+
+def refusal_text(exc: Exception) -> str:
+    """Why a launch was refused, one line (plain text) naming the form's box: "batch size: …"."""
+    field_name = getattr(exc, "field", None)
+    text = str(exc)
+    if field_name and text.startswith(f"{field_name}: "):
+        text = f"{FIELD_WORDS.get(field_name, field_name)}: {text[len(field_name) + 2:]}"
+    return text
+
+
 def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | None]:
-    """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id."""
+    """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id.
+    With Quick try and no preset, the shapes are the submitted model's quick shapes, whatever the
+    shape boxes held for the model chosen before."""
     values = {name: state.get(f"run_{name}") for name in FORM_FIELDS}
+    if quick_without_preset(state):
+        values.update({k[len("run_"):]: v for k, v in quick_shape_values(values["model"]).items()})
     values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
     values["label"] = (values.get("label") or "").strip() or None
     base = build_spec(values)
@@ -107,7 +168,7 @@ def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dic
     spec = presets.quick_spec(slug, device_class) if quick else presets.spec_for(slug, device_class)
     # The device and the backend stay as chosen: a preset is the article's workload, not its framework.
     values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name not in ("device", "backend")}
-    for shape in ("image_size", "seq_len", "width"):
+    for shape in SHAPE_FIELDS:
         values[f"run_{shape}"] = values[f"run_{shape}"] or 0
     values["run_label"] = spec.label or ""
     return values
