@@ -19,6 +19,10 @@ PEAKS_CSV = Path(__file__).parent / "data" / "peaks.csv"
 PEAKS_CSV_ENV = "DASHBENCH_PEAKS_CSV"
 # A measured CPU peak is only an estimate of the attainable rate: flag only figures this far above it.
 CPU_SOFT_MARGIN = 1.5
+# Before `doctor` has calibrated a host, its CPU runs share the first probe taken there (peak_source
+# PROVISIONAL), so that their MFUs compare; what a run's MFU then says about itself:
+PROVISIONAL = "provisional"
+PROVISIONAL_NOTE = "MFU against a first probe of this CPU, not calibrated: run `python -m dashbench doctor`"
 
 _PRECISION_COLUMNS = {
     "float32": ("fp32_tflops",),

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from dashbench import stats
+from dashbench import peaks, stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -94,7 +94,7 @@ class RunResult:
     forward_flops_per_example: Optional[float] = None
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
-    peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | None (no peak known)
+    peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | "provisional" | None (no peak)
     mfu: Optional[float] = None
     flags: list[str] = field(default_factory=list)
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
@@ -248,7 +248,10 @@ class RunResult:
 
     def _tflops_detail(self) -> str:
         parts = []
-        if _number(self.mfu) and _number(self.peak_tflops):
+        if _number(self.mfu) and _number(self.peak_tflops) and self.peak_source == peaks.PROVISIONAL:
+            parts.append(f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak "
+                         f"({peaks.PROVISIONAL}: {peaks.PROVISIONAL_NOTE})")
+        elif _number(self.mfu) and _number(self.peak_tflops):
             parts.append(f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
         elif _number(self.peak_tflops):
             parts.append(f"of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")

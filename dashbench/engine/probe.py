@@ -60,3 +60,9 @@ def cpu_peak_tflops(backend: str, dtype: str = "float32", size: Optional[int] = 
     if key not in _cpu_peaks:
         _cpu_peaks[key] = matmul_tflops(backend, "cpu", dtype, key[2], repeats)
     return _cpu_peaks[key]
+
+
+def probed(backend: str) -> dict[str, float]:
+    """The CPU peaks this process probed with `backend`, per dtype: what a run that was handed no peak
+    measured against (the runner keeps a host's first one as its provisional peak)."""
+    return {dtype: value for (name, dtype, _, _), value in _cpu_peaks.items() if name == backend}

@@ -299,7 +299,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     run_id = state["run_id"]
                     holding.name_run(run_id)
                     recorder = _Recorder(store, run_id, on_event)
-                    with _calibrated_cpu_peaks(store, spec):
+                    with _calibrated_cpu_peaks(store, spec, run_id):
                         result = loop.run(spec, on_event=recorder)
                     recorder.flush()
                     if holding.shared:
@@ -383,29 +383,42 @@ def _say(line: str) -> None:
 
 
 @contextlib.contextmanager
-def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec):
+def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None = None):
     """A CPU run measures its MFU against the best CPU peak this host's calibrations reached
     (`dashbench doctor`), handed to the engine in its environment, rather than a probe taken under
-    the run's own load. No calibration: the engine probes, as before."""
-    from dashbench.engine import calibration
+    the run's own load. No calibration yet: against the host's first probe on this backend, kept in
+    the store (the first run's own), so that early runs compare — peak_source "provisional"."""
+    from dashbench.engine import calibration, probe
 
-    peaks = store.best_cpu_peaks(this_host()) if store is not None and spec.device in ("cpu", "auto") else {}
-    previous = os.environ.get(calibration.CPU_PEAKS_ENV)
+    cpu = store is not None and spec.device in ("cpu", "auto")
+    peaks = store.best_cpu_peaks(this_host()) if cpu else {}
+    saved = {name: os.environ.get(name) for name in (calibration.CPU_PEAKS_ENV, calibration.CPU_PEAK_SOURCE_ENV)}
     # A peak given by hand (DASHBENCH_CPU_PEAKS, a probe taken on a quiet machine) counts too: the best wins.
     for dtype, value in calibration.cpu_peaks().items():
         peaks[dtype] = max(value, peaks.get(dtype, 0.0))
+    first = not peaks and cpu
+    if first:
+        peaks = store.first_cpu_peaks(this_host(), spec.backend)
+        os.environ[calibration.CPU_PEAK_SOURCE_ENV] = calibration.PROVISIONAL
     if peaks:
         os.environ[calibration.CPU_PEAKS_ENV] = json.dumps(peaks)
     try:
         yield
+        probed = {k: v for k, v in probe.probed(spec.backend).items() if k not in peaks} if first else {}
+        if probed:
+            try:
+                store.keep_first_cpu_peaks(this_host(), spec.backend, probed, run_id)
+            except (StoreError, ValueError) as exc:  # the run stands; the next one probes and keeps it
+                _say(f"warning: could not keep this CPU's first probe as its provisional peak: {exc}")
     finally:
-        if previous is None:
-            os.environ.pop(calibration.CPU_PEAKS_ENV, None)
-        else:
-            os.environ[calibration.CPU_PEAKS_ENV] = previous
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def stored_spec(db_path, run_id: str) -> RunSpec | None:
+def stored_spec(def stored_spec(db_path, run_id: str) -> RunSpec | None:
     """The spec stored in run `run_id`'s row, validated here, or None when there is no such row.
     The one way a run process learns what to measure: the job queue passes only the run id."""
     with Store(db_path) as store:

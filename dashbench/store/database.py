@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import secrets
 import socket
@@ -762,6 +763,29 @@ class Store:
                 if isinstance(value, (int, float)) and value > 0 and value > best.get(dtype, 0.0):
                     best[dtype] = float(value)
         return best
+
+    # -- the first CPU probe (the provisional peak before `doctor`) ------------------------------
+
+    def first_cpu_peaks(self, host: str, backend: str) -> dict[str, float]:
+        """The first CPU matmul rate (TFLOP/s) probed on `host` with `backend`, per dtype: the
+        provisional peak its CPU runs share until a calibration exists. {} when none is stored."""
+        rows = self._read("SELECT dtype, tflops FROM first_cpu_probes WHERE host = ? AND backend = ?",
+                          (host, backend))
+        return {dtype: float(tflops) for dtype, tflops in rows}
+
+    def keep_first_cpu_peaks(self, host: str, backend: str, peaks: dict, run_id: str | None = None) -> dict[str, float]:
+        """Store `peaks` ({dtype: TFLOP/s}) as the first probe of `host` on `backend` for each dtype
+        that has none yet: a first probe stays, so every later run measures against the same peak.
+        Returns the first probe as stored."""
+        for dtype, value in peaks.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"peaks: {dtype} must be a positive TFLOP/s figure, got {value!r}")
+        with self._write("store the first CPU probe") as conn:
+            for dtype, value in peaks.items():
+                conn.execute("INSERT OR IGNORE INTO first_cpu_probes (host, backend, dtype, tflops, created_at, "
+                             "run_id) VALUES (?, ?, ?, ?, ?, ?)", (host, backend, str(dtype), float(value), now(), run_id))
+        return self.first_cpu_peaks(host, backend)
 
 
 def _calibration_dict(row: tuple) -> dict:

@@ -293,8 +293,24 @@ def _v7(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE runs SET host_cpus = ? WHERE run_id = ?", (cpus, run_id))
 
 
+def _v8(conn: sqlite3.Connection) -> None:
+    # The first CPU probe of a host on a backend, per dtype: the provisional peak that host's CPU runs
+    # share until `doctor` calibrates it (one probe per run made early MFUs incomparable).
+    conn.execute(
+        """CREATE TABLE first_cpu_probes (
+            host       TEXT NOT NULL,
+            backend    TEXT NOT NULL,
+            dtype      TEXT NOT NULL,
+            tflops     REAL NOT NULL,
+            created_at REAL NOT NULL,
+            run_id     TEXT,
+            PRIMARY KEY (host, backend, dtype)
+        )"""
+    )
+
+
 # MIGRATIONS[n - 1] takes a database from version n - 1 to version n.
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PRICE_COLUMNS = (
