@@ -21,13 +21,14 @@ def register(subparsers) -> None:
         "preset",
         help="run a seed experiment (Colab conv2d, RiseML ResNet-50, ...)",
         description=(
-            "Run a preset with the article's model, batch size and steps on --device; shape overrides make it "
-            "quick on a CPU, e.g. preset riseml-resnet50 --device cpu --image-size 32 --steps 2."
+            "Run a preset with the article's model, batch size and steps on --device; --quick runs its model's "
+            "quick try instead (as `models` prints it: tiny shapes, a small batch, a few steps; seconds on a CPU), "
+            "e.g. preset riseml-resnet50 --device cpu --quick."
         ),
     )
     parser.add_argument("name", nargs="?", help="preset slug or name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the presets")
-    parser.add_argument("--quick", action="store_true", help="the preset's tiny shapes for a CPU try (seconds)")
+    parser.add_argument("--quick", action="store_true", help="its model's quick try (shapes, batch size, steps), as `models` prints it")
     # The spec options `run` takes; each one given overrides the preset's value.
     add_spec_arguments(parser, model=False, required=False, help={
         "device": f"device class: {', '.join(presets.DEVICE_CLASSES)}",
