@@ -34,6 +34,10 @@ LIMITS = {
     "seed": 2**32 - 1,
     "repeats": 1000,
 }
+# A run records one sample per host loop (warm-up and measured, every repeat): bounded so that a run's
+# rows, its bundle and the pages that chart it stay small. More steps fit in as many loops with a
+# larger steps_per_loop.
+MAX_SAMPLES = 100_000
 
 
 class SpecError(ValueError):
@@ -115,6 +119,7 @@ class RunSpec:
                 _positive_int(name, value)
         _int_at_least("seed", self.seed, 0)
         _positive_int("repeats", self.repeats)
+        _check_loops(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -132,6 +137,28 @@ class RunSpec:
 
     def replace(self, **changes) -> "RunSpec":
         return dataclasses.replace(self, **changes)
+
+
+def host_loops(spec) -> tuple[int, int]:
+    """(warm-up loops, measured loops per repeat): the engine's host calls after the compile, one sample each."""
+    return -(-spec.warmup // spec.steps_per_loop), spec.steps // spec.steps_per_loop
+
+
+def _check_loops(spec: "RunSpec") -> None:
+    warm, measured = host_loops(spec)
+    loops = warm + measured * spec.repeats
+    if loops <= MAX_SAMPLES:
+        return
+    fits = [k for k in _divisors(spec.steps) if -(-spec.warmup // k) + spec.steps // k * spec.repeats <= MAX_SAMPLES]
+    raise SpecError("steps", f"{spec.steps} steps{f' x {spec.repeats} repeats' if spec.repeats > 1 else ''} "
+                             f"(+ {spec.warmup} warm-up) at steps_per_loop {spec.steps_per_loop} are {loops} host "
+                             f"loops, one sample each; a run records at most {MAX_SAMPLES}: "
+                             + (f"use steps_per_loop {fits[0]}" if fits else "use fewer steps, warm-up or repeats"))
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
 
 
 def divisibility_message(batch_size: int, replicas: int) -> str:

@@ -73,7 +73,7 @@ else:
         if detail["unreadable"]:
             st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
         ui.run_summary(detail)
-        samples = prepare_samples(db.samples(run_id))
+        samples = prepare_samples(db.sample_buckets(run_id))
         left, right = st.columns(2)
         left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
         right.plotly_chart(charts.step_time_series(samples), key="detail_steps")

@@ -4,12 +4,12 @@ and the RunResult built from its samples (statistics, MFU, flags, environment re
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Callable, Optional
 
 from dashbench import peaks, stats
 from dashbench.engine import envinfo, hostload
 from dashbench.result import RunResult
+from dashbench.spec import host_loops
 
 
 def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext,
@@ -23,8 +23,7 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
         compile_s, _ = host_loop()
     emit({"event": "compiled", "compile_s": compile_s})
     samples: list[dict] = []
-    warmup_loops = math.ceil(spec.warmup / spec.steps_per_loop)
-    measured_loops = spec.steps // spec.steps_per_loop
+    warmup_loops, measured_loops = host_loops(spec)  # at most MAX_SAMPLES in all, with the repeats
     repeats = getattr(spec, "repeats", 1)
     window = None
     for index in range(warmup_loops + measured_loops * repeats):

@@ -159,7 +159,7 @@ def progress(run_id: str, db_path=None) -> dict:
         row = store.get_run(run_id)
         if row is None:
             raise StoreError(f"run_id: no run {run_id} in {store.path}")
-        samples = store.samples(run_id)
+        samples = store.sample_buckets(run_id)  # sums as samples(): the steps done and the live figure stay exact
         spec = row["spec"]
         total = spec["steps"] * int(spec.get("repeats") or 1) + spec["warmup"]
         done_steps = int(samples["steps"].sum()) if len(samples) else 0

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 import pandas as pd
 
 from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-exported)
-from dashbench.store import browse, queries, schema, states, watch
+from dashbench.store import browse, queries, schema, states, validate, watch
 from dashbench.store.sidecars import read_only_mode
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec
@@ -620,6 +620,11 @@ class Store:
         """A run's samples (queries.SAMPLE_COLUMNS), or several runs' with a run_id column."""
         return queries.samples(self._read, run_id)
 
+    def sample_buckets(self, run_id: str | list[str], buckets: int = queries.CHART_BUCKETS,
+                       measured_only: bool = False) -> pd.DataFrame:
+        """samples() for a chart: at most `buckets` rows per run and phase, summed in SQL (queries.sample_buckets)."""
+        return queries.sample_buckets(self._read, run_id, buckets, measured_only)
+
     def distinct(self, column: str) -> list:
         """Distinct values of one filter column, for the dashboard's select boxes."""
         return queries.distinct(self._read, column)
@@ -937,6 +942,8 @@ def _move(conn, run_id: str, status: str, values: dict | None = None, only_from:
     from the status the run has now (and that status is in `only_from`, if given). Returns whether
     it was made."""
     values = {"status": status, **(values or {})}
+    if "error" in values:  # every end written goes through here: the runner's, the guard's, the reaper's
+        values["error"] = validate.clipped_error(values["error"])
     assignments = ", ".join(f"{name} = ?" for name in values)
     olds = [old for old in states.sources(status) if only_from is None or old in only_from]
     cursor = conn.execute(

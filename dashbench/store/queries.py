@@ -224,6 +224,44 @@ def samples(read: Read, run_id: str | list[str]) -> pd.DataFrame:
     return frame
 
 
+# Points a chart draws per run and phase (warm-up, measured): a run with fewer loops is drawn loop by loop.
+CHART_BUCKETS = 500
+
+
+def sample_buckets(read: Read, run_id: str | list[str], buckets: int = CHART_BUCKETS,
+                   measured_only: bool = False) -> pd.DataFrame:
+    """samples() shaped for a chart, summed in SQL into at most `buckets` rows per run and phase (warm-up,
+    measured), so that no stored run (1.5 million loops) makes a page read or draw all of its rows. A phase's
+    first and last loop are rows of their own (a slow first loop stays visible); the loops between share the
+    rest by index, one loop per row while they fit. A row: its first loop's index, the sums of its loops'
+    steps and seconds (duration_s / steps is their mean step time, and sums over rows are the run's), the
+    mean of their losses, and `loops`, how many it sums."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 3:
+        raise ValueError(f"buckets: a whole number of at least 3, not {buckets!r}")
+    ids = [run_id] if isinstance(run_id, str) else list(dict.fromkeys(run_id))
+    rows = []
+    for one in ids:
+        for warmup in (0,) if measured_only else (1, 0):
+            # The phase's ends through the (run_id, idx) key: no scan of the run's rows.
+            ends = [read(f"SELECT idx FROM samples WHERE run_id = ? AND warmup = ? ORDER BY idx {way} LIMIT 1",
+                         (one, warmup)) for way in ("ASC", "DESC")]
+            if not ends[0]:
+                continue
+            lo, hi = ends[0][0][0], ends[1][0][0]
+            # Integer arithmetic: exact, so inner loops that fit keep a bucket each.
+            rows += [(one, *row, bool(warmup)) for row in read(
+                "SELECT min(idx), sum(steps), sum(duration_s), avg(loss), count(*) FROM samples"
+                " WHERE run_id = ? AND warmup = ? AND idx BETWEEN ? AND ?"
+                " GROUP BY CASE WHEN idx = ? THEN -1 WHEN idx = ? THEN ? ELSE (idx - ? - 1) * ? / ? END"
+                " ORDER BY 1", (one, warmup, lo, hi, lo, hi, buckets, lo, buckets - 2, max(1, hi - lo - 1)))]
+    frame = pd.DataFrame.from_records(rows, columns=["run_id", "index", "steps", "duration_s", "loss", "loops",
+                                                     "warmup"])
+    frame = frame[["run_id", *SAMPLE_COLUMNS, "loops"]]
+    frame["loss"] = frame["loss"].astype("float64")
+    frame["warmup"] = frame["warmup"].astype(bool)
+    return frame.drop(columns="run_id") if isinstance(run_id, str) else frame
+
+
 def distinct(read: Read, column: str) -> list:
     """Distinct values of one filter column, for the dashboard's select boxes."""
     allowed = set(_FILTER_COLUMNS)

@@ -12,11 +12,14 @@ import re
 from typing import Any
 
 from dashbench.result import RunResult
-from dashbench.spec import BACKENDS, RunSpec, SpecError
+from dashbench.spec import BACKENDS, MAX_SAMPLES, RunSpec, SpecError
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
 PID_LIMIT = 2**32
+# A run's error is a message, not a log: the store keeps at most this much of it (clipped_error), and an
+# import refuses more.
+MAX_ERROR_CHARS = 10_000
 EARLIEST = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")
 TEXT_LIMIT = 1000  # host, label, sweep id: a line, not a document
@@ -78,6 +81,8 @@ def check_samples(samples: Any, columns: tuple) -> list[list]:
         return []
     if not isinstance(samples, list):
         raise InvalidField(f"samples: must be a list, got {_short(samples)}")
+    if len(samples) > MAX_SAMPLES:
+        raise InvalidField(f"samples: {len(samples)} samples; a run holds at most {MAX_SAMPLES} (one per host loop)")
     seen: set[int] = set()
     out = []
     for i, sample in enumerate(samples):
@@ -134,7 +139,7 @@ def check_run_fields(run: dict) -> None:
     whole("pid", run.get("pid"), high=PID_LIMIT, null=True)
     for name in ("host", "label", "sweep_id"):
         text(name, run.get(name))
-    text("error", run.get("error"), limit=None)
+    text("error", run.get("error"), limit=MAX_ERROR_CHARS)
 
 
 def check_result(result: Any) -> None:
@@ -149,6 +154,19 @@ def check_result(result: Any) -> None:
             raise InvalidField(f"result.backend: unknown backend {_short(backend)}; choose one of: "
                                f"{', '.join(BACKENDS)} (or leave it out: tensorflow)")
         text("result.backend_version", result.get("backend_version"), limit=100)
+        losses = result.get("losses")
+        if isinstance(losses, list) and len(losses) > MAX_SAMPLES:
+            raise InvalidField(f"result.losses: {len(losses)} losses; a run holds at most {MAX_SAMPLES} "
+                               f"(one per host loop)")
+
+
+def clipped_error(error: str | None) -> str | None:
+    """A run's error as the store keeps it: past MAX_ERROR_CHARS, its start and a marker of the cut, within
+    MAX_ERROR_CHARS in all (so that an export of it imports again)."""
+    if error is None or len(error) <= MAX_ERROR_CHARS:
+        return error
+    marker = f" … [error cut: {len(error)} characters, only the first part kept]"
+    return error[:MAX_ERROR_CHARS - len(marker)] + marker
 
 
 def _short(value: Any) -> str:

@@ -119,7 +119,8 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
 
 
 def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
-    """Box per run of the per-step time of every measured sample (warm-up excluded)."""
+    """Box per run of the per-step time of its measured samples (warm-up excluded; a bucket's mean for a run
+    of more loops than a chart draws, samples.step_samples)."""
     title = "Step time per run (ms, lower is better)"
     if samples.empty:
         return _empty(title, "No step-time samples recorded for these runs")
@@ -225,7 +226,8 @@ def loss_curve(samples: pd.DataFrame) -> go.Figure:
 
 
 def step_time_series(samples: pd.DataFrame) -> go.Figure:
-    """Per-step time of each loop in order: drift, outliers and a slow first loop show here."""
+    """Per-step time of each loop (bucket of loops, for a long run) in order: drift, outliers and a slow first
+    loop show here."""
     title = "Step time per loop (ms)"
     if samples.empty:
         return _empty(title, "No samples recorded")

@@ -26,12 +26,13 @@ STEP_COLUMNS = ["label", "run_id", "index", "steps", "duration_s", "loss", "warm
 
 
 def step_samples(store, frame: pd.DataFrame) -> pd.DataFrame:
-    """Per-step times of every measured sample of the measured rows (one query for all of them),
-    labelled for the chart, runs in the frame's order. Row by row: prepare_samples' column operations
-    cost ~10 ms here, on every change of Compare's choice."""
+    """Per-step times of the measured samples of the measured rows, labelled for the chart, runs in the
+    frame's order: each loop's, or for a run of more loops than a chart draws, each bucket's mean
+    (Store.sample_buckets, summed in SQL). Row by row: prepare_samples' column operations cost ~10 ms
+    here, on every change of Compare's choice."""
     measured = frame[frame["kind"] == "measured"] if "kind" in frame else frame.iloc[0:0]
     ids = list(dict.fromkeys(measured["run_id"]))
-    stored = store.samples(ids) if ids else None
+    stored = store.sample_buckets(ids, measured_only=True) if ids else None
     if stored is None or len(stored) == 0 or "run_id" not in stored:
         return pd.DataFrame(columns=STEP_COLUMNS)
     order = {run_id: i for i, run_id in enumerate(ids)}
