@@ -146,6 +146,11 @@ NAMED = [
     ("label list", _set(("label",), ["x"])),
     ("label dict", _set(("label",), {"x": 1})),
     ("error dict", _set(("error",), {"x": 1})),
+    # issue 20, item 10: what one run may carry (the store cuts a longer error it writes itself)
+    ("error past 10000 characters", _set(("error",), "x" * 10_001)),
+    ("samples past 100000", _set(("samples",), [[i, 1, 0.01, None, False] for i in range(100_001)])),
+    ("result.losses past 100000", _set(("result", "losses"), [1.0] * 100_001)),
+    ("spec of 1.5 million host loops", _set(("spec", "steps"), 1_500_000)),
     ("sweep_id list", _set(("sweep_id",), ["s"])),
     ("duplicate sample index", _dup_sample_index),
     ("sample index 2**63", _set(("samples", 0, 0), 2**63)),
