@@ -3,14 +3,20 @@
 Builds a valid bundle (exported from a scratch store of real runs), then bundles that break it in
 every way issue 10 names (items 1, 2 and 8: wrong types in a result, pid as text, dates out of
 range, Infinity/NaN, huge numbers, lists and dicts where text belongs, a duplicate sample index,
-colliding run ids, damaged files) plus `--fuzz N` random variants of the valid bundle (fields
-deleted or swapped for values of other types; fixed `--seed`). Each is imported (`dashbench
-import`, in process) into a target store that already holds runs. After each one:
+colliding run ids, damaged files) and issue 20 names (item 9: a result that contradicts its spec,
+a done run with no result, an interval that excludes its figure, an unknown key in a result, one
+run id twice in a file; item 5: JSON nested 100 and 100,000 deep, a FIFO with no writer, a twin of
+/dev/zero (as root), a folder, a sparse file past the size bound, a file-size limit hit mid-import)
+plus `--fuzz N` random variants of the valid bundle (fields deleted or swapped for values of other
+types; fixed `--seed`). Each is imported (`dashbench import`, in process; the special files and the
+file-size limit in a child process, so a hang is a finding, not a stuck corpus) into a target store
+that already holds runs. After each one:
 
 - refused: the error is one line naming the file, and the store's content (every row, every sample,
   hashed) is exactly as before;
 - accepted: only a colliding run (same id, other content) may be — kept as stored, the store
-  unchanged, and the difference named on stderr;
+  unchanged, and the difference named on stderr — or a run whose figures imply a flag it lacks
+  (MFU 10^6 and no above_peak): stored with the flag;
 - either way the store is readable: `list --json` parses, and the Results and Compare views
   (dashbench.views) load every row, with get_run and samples for each run.
 
@@ -30,7 +36,11 @@ import hashlib
 import io
 import json
 import math
+import os
 import random
+import resource
+import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -106,12 +116,29 @@ def _dup_run_in_bundle(data):
     data["runs"].append(copy.deepcopy(data["runs"][0]))
 
 
+def _new_id_twice_differing(data):
+    data["runs"] = [copy.deepcopy(data["runs"][0]), copy.deepcopy(data["runs"][0])]
+    for run in data["runs"]:
+        run["run_id"] = "new-run-twice"
+    data["runs"][1]["label"] = "the second copy"
+
+
+def _no_result(data):
+    data["runs"][0]["result"] = None
+
+
+def _nested(depth: int):
+    """The valid bundle with a list nested `depth` deep inside a result's env."""
+    return ("nested", depth)
+
+
 def _collide_differing(target_ids):
     def change(data):
         run = data["runs"][0]
         run["run_id"] = target_ids[0]  # already in the target, with other content
         run["label"] = "someone else's"
         run["result"]["examples_per_sec"] = 1.0
+        run["result"]["examples_per_sec_ci95"] = [0.9, 1.1]  # its interval with it: no contradiction
     return change
 
 
@@ -171,6 +198,20 @@ NAMED = [
     ("run_id list", _set(("run_id",), ["x"])),
     ("status unknown", _set(("status",), "great")),
     ("unknown run field", _set(("turbo",), True)),
+    # issue 20 item 9: a run that contradicts itself, one run id twice in a file
+    ("result.model differs from the spec", _set(("result", "model"), "resnet50")),
+    ("result.global_batch_size differs from the spec", _set(("result", "global_batch_size"), 999)),
+    ("result.spec.batch_size differs from the spec", _set(("result", "spec", "batch_size"), 999)),
+    ("done with no result", _no_result),
+    ("ci95 below its figure", _set(("result", "examples_per_sec_ci95"), [1.0, 2.0])),
+    ("ci95 above its figure", _set(("result", "examples_per_sec_ci95"), [1e9, None])),
+    ("ci95 upside down", _set(("result", "examples_per_sec_ci95"), [2e9, 1e9])),
+    ("unknown key in a result", _set(("result", "turbo"), True)),
+    ("a stored run twice in one bundle", _dup_run_in_bundle),
+    ("a new run id twice in one bundle, other content", _new_id_twice_differing),
+    # issue 20 item 5: nesting past the bound (100,000 deep: past Python's recursion limit)
+    ("JSON nested 100 deep", _nested(100)),
+    ("JSON nested 100,000 deep", _nested(100_000)),
     # damaged files
     ("not JSON", _raw("{\"format\": \"dashbench-bundle\", \"runs\": [")),
     ("JSON Infinity literal", None),  # filled in below from the valid bundle's text
@@ -284,6 +325,11 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
             text = text.replace('"examples_per_sec": 80.0', '"examples_per_sec": Infinity', 1)
             cases.append(("named", name, text.encode()))
             continue
+        if isinstance(change, tuple) and change[0] == "nested":
+            text = json.dumps(valid)
+            text = text.replace('"env": {', '"env": {"deep": ' + "[" * change[1] + "]" * change[1] + ", ", 1)
+            cases.append(("named", name, text.encode()))
+            continue
         if isinstance(change, tuple):
             cases.append(("named", name, change[1].encode() if isinstance(change[1], str) else change[1]))
             continue
@@ -295,14 +341,10 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
     data["runs"] = data["runs"][:1]
     cases.append(("collision", "a run id already stored, other content", json.dumps(data).encode()))
     data = copy.deepcopy(valid)
-    _dup_run_in_bundle(data)
-    cases.append(("collision", "a stored run twice in one bundle, unchanged", json.dumps(data).encode()))
-    data = copy.deepcopy(valid)
-    data["runs"] = [copy.deepcopy(valid["runs"][0]), copy.deepcopy(valid["runs"][0])]
-    for run in data["runs"]:
-        run["run_id"] = "new-run-twice"
-    data["runs"][1]["result"]["examples_per_sec"] = 1.0
-    cases.append(("twice", "a new run id twice in one bundle, other content", json.dumps(data).encode()))
+    data["runs"] = [copy.deepcopy(valid["runs"][0])]
+    data["runs"][0].update(run_id="implied-above-peak")
+    data["runs"][0]["result"].update(mfu=1e6, flags=[])
+    cases.append(("implied", "MFU 10^6 and no above_peak flag", json.dumps(data).encode()))
     rng = random.Random(seed)
     for number in range(fuzz):
         data = copy.deepcopy(valid)
@@ -310,7 +352,8 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
         cases.append(("fuzz", f"fuzz #{number}: {what}", json.dumps(data).encode()))
 
     counts = {"cases": len(cases), "named": 0, "fuzz": 0, "refused": 0, "accepted": 0, "collisions_named": 0,
-              "changed_after_refusal": 0, "unreadable": 0, "not_one_line": 0, "accepted_named_case": 0}
+              "changed_after_refusal": 0, "unreadable": 0, "not_one_line": 0, "accepted_named_case": 0,
+              "flags_implied": 0, "special": 0, "special_refused": 0}
     failures = []
     for number, (kind, name, payload) in enumerate(cases):
         counts["fuzz" if kind == "fuzz" else "named"] += 1
@@ -330,36 +373,99 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
                     counts["collisions_named"] += 1
                 elif differs:
                     failures.append(f"{name}: accepted silently: {err.strip()[:200]}")
-            elif kind == "twice":  # the first copy lands, the second is named as differing
-                if any("differ" in line and "new-run-twice" in line for line in lines):
-                    counts["collisions_named"] += 1
+            elif kind == "implied":  # stored, with the flag its figures imply
+                with Store(target, read_only=True) as store:
+                    flags = store.get_run("implied-above-peak")["result"].flags
+                if "above_peak" in flags:
+                    counts["flags_implied"] += 1
                 else:
-                    failures.append(f"{name}: the differing second copy was dropped silently: {err.strip()[:200]}")
+                    failures.append(f"{name}: stored without above_peak (flags {flags})")
             elif kind == "named":
                 counts["accepted_named_case"] += 1
                 failures.append(f"{name}: accepted")
             # A fuzzed variant may be harmless (a deleted optional field): it must still read back.
         else:
             counts["refused"] += 1
-            if after != before:
-                counts["changed_after_refusal"] += 1
-                failures.append(f"{name}: refused, but the store changed")
             if len(lines) != 1 or not lines[0].startswith("error: ") or "Traceback" in err:
                 counts["not_one_line"] += 1
                 failures.append(f"{name}: not one error line: {err.strip()[:300]}")
-        problem = readable(target)
-        if problem:
-            counts["unreadable"] += 1
-            failures.append(f"{name}: store unreadable after it: {problem}")
-        if code == 0 and kind in ("fuzz", "twice") and after != before:
+        _check_store(name, target, code != 0 and after != before, counts, failures)
+        if code == 0 and kind in ("fuzz", "implied") and after != before:
             # Start the next case from the store as it was, so one accepted variant cannot hide the next.
             with Store(target) as store:
                 known = {r["run_id"] for r in valid["runs"]} | set(target_ids)
                 store.delete_runs([r for r in store.runs()["run_id"] if r not in known])
+    _special_cases(folder, target, valid, counts, failures)
     for line in failures:
         say(f"FAIL {line}")
     counts["failures"] = len(failures)
     return counts
+
+
+# -- item 5: what import must not read, and a write that fails ----------------------------------------
+
+
+def _special_cases(folder: Path, target: Path, valid: dict, counts: dict, failures: list) -> None:
+    """Files that are no bundle to read (each in a child process with a timeout: a FIFO with no
+    writer used to block for ever), and a valid bundle imported under a file-size limit."""
+    special = folder / "special"
+    special.mkdir(exist_ok=True)
+    cases = []
+    fifo = special / "fifo.json"
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    cases.append(("a FIFO with no writer", fifo, "FIFO", None))
+    if os.geteuid() == 0:  # a twin of /dev/zero, made here: the corpus never points at a system path
+        zero = special / "zero"
+        zero.unlink(missing_ok=True)
+        os.mknod(zero, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+        cases.append(("a character device (a /dev/zero twin)", zero, "a device", None))
+    cases.append(("a folder", special, "a folder", None))
+    sparse = special / "huge.json"
+    with open(sparse, "wb") as fh:  # sparse: no disk used, and never read
+        fh.truncate(bundle.MAX_BUNDLE_BYTES + 1)
+    cases.append(("a sparse file past the size bound", sparse, "larger than", None))
+    big = copy.deepcopy(valid)
+    big["runs"] = [copy.deepcopy(valid["runs"][0])]
+    big["runs"][0].update(run_id="too-big-to-write")
+    big["runs"][0]["samples"] = [[i, 1, 0.01, 2.0, i == 0] for i in range(50_000)]
+    heavy = special / "heavy.json"
+    heavy.write_text(json.dumps(big))
+    limit = target.stat().st_size + 64 * 1024
+
+    def file_size_limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    cases.append(("a file-size limit hit mid-import", heavy, "nothing was imported", file_size_limit))
+    for name, path, words, preexec in cases:
+        counts["special"] += 1
+        before = content_hash(target)
+        try:
+            done = subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(target), str(path)],
+                                  capture_output=True, text=True, timeout=120, preexec_fn=preexec)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{name}: import still running after 120 s")
+            continue
+        lines = [line for line in done.stderr.strip().splitlines() if line]
+        if done.returncode == 0:
+            failures.append(f"{name}: accepted")
+        elif len(lines) != 1 or not lines[0].startswith("error: ") or words not in lines[0]:
+            counts["not_one_line"] += 1
+            failures.append(f"{name}: not one error line saying {words!r}: {done.stderr.strip()[-300:]}")
+        else:
+            counts["special_refused"] += 1
+        _check_store(name, target, content_hash(target) != before, counts, failures)
+
+
+def _check_store(name: str, target: Path, changed: bool, counts: dict, failures: list) -> None:
+    """After a refusal: the store as it was, and readable by every view."""
+    if changed:
+        counts["changed_after_refusal"] += 1
+        failures.append(f"{name}: refused, but the store changed")
+    problem = readable(target)
+    if problem:
+        counts["unreadable"] += 1
+        failures.append(f"{name}: store unreadable after it: {problem}")
 
 
 def main(argv=None) -> int:

@@ -6,6 +6,7 @@ No TensorFlow here: the dashboard validates specs without importing it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
@@ -38,6 +39,15 @@ LIMITS = {
 # rows, its bundle and the pages that chart it stay small. More steps fit in as many loops with a
 # larger steps_per_loop.
 MAX_SAMPLES = 100_000
+
+
+# Run ids and sweep ids travel in bundles, URLs, file names and shell commands: one short word of
+# plain characters. Every way a run comes in (run, sweep, preset, the job queue, import) checks
+# them here, so what one accepts the others accept too.
+ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")
+ID_TEXT = "1-128 letters, digits or ._:+- (starting with a letter or digit)"
+TEXT_LIMIT = 1000  # a label, a TPU name, a data path: one line, not a document
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class SpecError(ValueError):
@@ -120,6 +130,8 @@ class RunSpec:
         _int_at_least("seed", self.seed, 0)
         _positive_int("repeats", self.repeats)
         _check_loops(self)
+        for name in ("label", "data_path", "tpu"):
+            check_text(name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,6 +149,27 @@ class RunSpec:
 
     def replace(self, **changes) -> "RunSpec":
         return dataclasses.replace(self, **changes)
+
+
+def check_id(field_name: str, value: Any, null: bool = False) -> None:
+    """A run id or a sweep id, as every way in takes it (SpecError naming the field otherwise)."""
+    if value is None and null:
+        return
+    if not isinstance(value, str) or not ID_RULE.fullmatch(value):
+        raise SpecError(field_name, f"must be {ID_TEXT}, got {_short(value)}")
+
+
+def check_text(field_name: str, value: Any, limit: int = TEXT_LIMIT) -> None:
+    """None, or one line of at most `limit` characters (a label, a TPU name, a data path)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise SpecError(field_name, f"must be text, got {_short(value)}")
+    if len(value) > limit:
+        raise SpecError(field_name, f"must be at most {limit} characters, got {len(value)}")
+    if _CONTROL.search(value):
+        raise SpecError(field_name, f"must be one line without control characters (newline, tab, escape), "
+                                    f"got {_short(value)}")
 
 
 def host_loops(spec) -> tuple[int, int]:

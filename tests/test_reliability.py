@@ -302,6 +302,8 @@ def test_an_import_names_the_runs_whose_stored_copy_differs(tmp_path, capsys):
     for run in data["runs"]:
         if run["run_id"] == changed:
             run["result"]["examples_per_sec"] *= 2
+            # Its interval too: one that excluded the figure would be refused as a contradiction.
+            run["result"]["examples_per_sec_ci95"] = [v and v * 2 for v in run["result"]["examples_per_sec_ci95"]]
     bundle.write_text(json.dumps(data))
     before = file_hash(db)
     code, out, err = run_cli(capsys, "import", bundle, "--db", db)

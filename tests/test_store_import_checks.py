@@ -4,7 +4,10 @@ file is refused in one line naming the file, the run and the field, and nothing 
 import copy
 import json
 import math
+import os
 import random
+import resource
+import stat
 import subprocess
 import sys
 
@@ -227,3 +230,204 @@ def test_a_read_only_store_refuses_an_import_in_one_line(tmp_path, exported):
     with Store(db, read_only=True) as store:
         with pytest.raises(ReadOnlyError):
             bundle.import_bundles(store, [write(tmp_path, data)])
+
+
+# -- issue 20 item 9: a run whose parts contradict each other --------------------------------------
+
+def _first_done(data) -> dict:
+    return next(run for run in data["runs"] if run["status"] == "done")
+
+
+CONTRADICTIONS = [
+    ("result model differs from the spec", lambda run: run["result"].update(model="resnet50"), "result.model"),
+    ("result batch differs from the spec", lambda run: run["result"].update(global_batch_size=999),
+     "result.global_batch_size"),
+    ("result's own spec differs", lambda run: run["result"]["spec"].update(batch_size=999), "result.spec.batch_size"),
+    ("done with no result", lambda run: run.update(result=None), "result"),
+    ("interval below its figure", lambda run: run["result"].update(examples_per_sec_ci95=[1.0, 2.0]),
+     "result.examples_per_sec_ci95"),
+    ("interval above its figure", lambda run: run["result"].update(examples_per_sec_ci95=[1e9, None]),
+     "result.examples_per_sec_ci95"),
+    ("interval upside down", lambda run: run["result"].update(examples_per_sec_ci95=[2e9, 1e9]),
+     "result.examples_per_sec_ci95"),
+    ("unknown key inside a result", lambda run: run["result"].update(turbo=True), "result.turbo"),
+]
+
+
+@pytest.mark.parametrize("name, change, field", CONTRADICTIONS, ids=[c[0] for c in CONTRADICTIONS])
+def test_a_run_that_contradicts_itself_is_refused_naming_file_run_and_field(tmp_path, exported, name, change,
+                                                                             field):
+    data, db = exported
+    run = _first_done(data)
+    change(run)
+    before = snapshot(db)
+    with Store(db) as store:
+        with pytest.raises(BundleError) as caught:
+            bundle.import_bundles(store, [write(tmp_path, data)])
+    message = str(caught.value)
+    assert "\n" not in message and str(tmp_path / "bad.json") in message
+    assert f"({run['run_id']}): {field}:" in message, message
+    assert snapshot(db) == before
+
+
+def test_two_copies_of_one_run_in_one_file_are_refused_as_such(tmp_path, exported):
+    data, db = exported
+    data["runs"].append(copy.deepcopy(data["runs"][1]))
+    before = snapshot(db)
+    with Store(db) as store:
+        with pytest.raises(BundleError, match=r"run #5 \(\S+\): run_id: appears twice in this file \(run #2") as caught:
+            bundle.import_bundles(store, [write(tmp_path, data)])
+    assert "already present" not in str(caught.value) and data["runs"][1]["run_id"] in str(caught.value)
+    assert snapshot(db) == before
+
+
+def test_a_result_of_repeats_keeps_its_interval_around_the_pooled_mean(tmp_path, exported):
+    # With repeats the figure is their median, which may lie outside the pooled interval: accepted.
+    data, db = exported
+    result = _first_done(data)["result"]
+    figure = result["examples_per_sec"]
+    result.update(repeats=[figure, figure, figure * 1.01], repeat_cv=0.005,
+                  examples_per_sec_ci95=[figure * 1.02, figure * 1.03])
+    with Store(db) as store:
+        assert bundle.import_bundles(store, [write(tmp_path, data)])["runs_added"] == 4
+
+
+IMPLIED = [
+    ("mfu far above 1", {"mfu": 1e6}, "above_peak"),
+    ("achieved above a datasheet peak", {"achieved_tflops": 2.0, "peak_tflops": 1.0, "peak_source": "datasheet",
+                                         "mfu": None}, "above_peak"),
+    ("a NaN loss (stored as null)", {"losses": [2.3, None, 2.1]}, "non_finite_loss"),
+    ("a loss that rose", {"losses": [1.0, 1.0, 2.0, 3.0]}, "loss_not_falling"),
+    ("ops on another device", {"placement": {"variables": ["/device:GPU:0"], "ops": []}}, "placement_mismatch"),
+    ("repeats 20% apart", {"repeats": [100.0, 80.0, 120.0], "repeat_cv": 0.01}, "unstable"),
+]
+
+
+@pytest.mark.parametrize("name, figures, flag", IMPLIED, ids=[c[0] for c in IMPLIED])
+def test_a_flag_the_figures_imply_is_raised_on_import_whatever_the_bundle_says(tmp_path, exported, name, figures,
+                                                                               flag):
+    data, db = exported
+    run = _first_done(data)
+    run["result"].update(figures, flags=[])
+    with Store(db) as store:
+        bundle.import_bundles(store, [write(tmp_path, data)])
+        assert flag in store.get_run(run["run_id"])["result"].flags
+        # The runs whose figures imply nothing keep their flags as exported.
+        for other in data["runs"]:
+            if other is not run and other["result"]:
+                assert store.get_run(other["run_id"])["result"].flags == other["result"]["flags"]
+
+
+def test_a_measured_cpu_peak_keeps_its_soft_margin(tmp_path, exported):
+    # A measured CPU peak is soft (peaks.CPU_SOFT_MARGIN), as the engine flags it: 1.2x is no flag.
+    data, db = exported
+    run = _first_done(data)
+    run["result"].update(achieved_tflops=1.2, peak_tflops=1.0, peak_source="measured", mfu=1.2, flags=[])
+    with Store(db) as store:
+        bundle.import_bundles(store, [write(tmp_path, data)])
+        assert store.get_run(run["run_id"])["result"].flags == []
+
+
+# -- issue 20 item 5: what import reads, and a write that fails --------------------------------------
+
+def _import_cli(db, path, timeout=120, preexec_fn=None):
+    return subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=preexec_fn)
+
+
+def _one_error_line(done) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def test_a_fifo_with_no_writer_is_refused_at_once_not_waited_on(tmp_path, exported):
+    data, db = exported
+    fifo = tmp_path / "bundle.json"
+    os.mkfifo(fifo)
+    before = snapshot(db)
+    line = _one_error_line(_import_cli(db, fifo))  # before: blocked in open() until the timeout
+    assert str(fifo) in line and "FIFO" in line and "regular files only" in line
+    assert snapshot(db) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_like_dev_zero_is_refused_without_reading_it(tmp_path, exported):
+    data, db = exported
+    zero = tmp_path / "zero"  # a twin of /dev/zero (char device 1:5) under tmp_path
+    os.mknod(zero, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+
+    def memory_cap():  # before: read until MemoryError; held to 2 GiB so a regression fails, not the host
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    line = _one_error_line(_import_cli(db, zero, preexec_fn=memory_cap))
+    assert str(zero) in line and "a device" in line and "regular files only" in line
+
+
+def test_a_folder_is_named_as_one(tmp_path, exported):
+    data, db = exported
+    with Store(db) as store:
+        with pytest.raises(BundleError, match="a folder: import reads regular files only"):
+            bundle.import_bundles(store, [tmp_path])
+
+
+def test_a_file_past_the_size_bound_is_refused_before_it_is_read(tmp_path, exported, monkeypatch):
+    data, db = exported
+    good = write(tmp_path, data, "good.json")
+    monkeypatch.setattr(bundle, "MAX_BUNDLE_BYTES", good.stat().st_size - 1)
+    opened, real_open = [], os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    with Store(db) as store:
+        with pytest.raises(BundleError, match=f"larger than {good.stat().st_size - 1} bytes, the most one bundle"):
+            bundle.import_bundles(store, [good])
+    assert good not in opened and str(good) not in opened  # refused from its size, never opened
+    monkeypatch.undo()
+    assert "256 MiB" in bundle._too_large() and bundle.MAX_BUNDLE_BYTES == 256 * 2**20
+
+
+def test_a_file_that_grows_past_the_bound_while_read_is_refused(tmp_path, exported, monkeypatch):
+    # The stat said small, the read finds more (a file still being written): the read is bounded too.
+    data, db = exported
+    good = write(tmp_path, data, "good.json")
+    monkeypatch.setattr(bundle, "MAX_BUNDLE_BYTES", 100)
+    monkeypatch.setattr(bundle, "_check_kind", lambda info, fail: None)  # as if the stat had said 10 bytes
+    with Store(db) as store:
+        with pytest.raises(BundleError, match="larger than 100 bytes"):
+            bundle.import_bundles(store, [good])
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_deeply_nested_json_is_one_line_not_a_recursion_error(tmp_path, exported, depth):
+    data, db = exported
+    text = json.dumps(data).replace('"env": {', '"env": {"deep": ' + "[" * depth + "]" * depth + ", ", 1)
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    before = snapshot(db)
+    with Store(db) as store:
+        with pytest.raises(BundleError, match=f"deep.json: nested more than {bundle.MAX_NESTING} levels deep"):
+            bundle.import_bundles(store, [path])
+    assert snapshot(db) == before
+    line = _one_error_line(_import_cli(db, path))
+    assert "nested more than" in line and "RecursionError" not in line
+
+
+def test_a_write_error_mid_import_is_one_line_and_the_store_keeps_its_runs(tmp_path, exported):
+    """A file-size limit (as a full disk) hit while the import writes: SQLite's error is one line,
+    the transaction is rolled back, and the store holds exactly its old runs."""
+    data, db = exported
+    big = copy.deepcopy(data)
+    for run in big["runs"]:
+        run["samples"] = [[i, 1, 0.01, 2.0, i == 0] for i in range(20_000)]
+    path = write(tmp_path, big, "big.json")
+    before = snapshot(db)
+    limit = db.stat().st_size + 64 * 1024  # room to open the store, not to write 80,000 samples
+
+    def file_size_limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    line = _one_error_line(_import_cli(db, path, preexec_fn=file_size_limit))
+    assert f"cannot import runs into {db}" in line and "nothing was imported" in line
+    assert snapshot(db) == before
+    with Store(db) as store:  # and the store still takes writes: no transaction was left open
+        assert bundle.import_bundles(store, [write(tmp_path, data, "good.json")])["runs_added"] == 4

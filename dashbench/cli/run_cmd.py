@@ -20,7 +20,7 @@ from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
 from dashbench.result import RunResult, phase_text
-from dashbench.spec import RunSpec, SpecError
+from dashbench.spec import RunSpec, SpecError, check_id
 
 
 def register(subparsers) -> None:
@@ -55,6 +55,7 @@ def add_device_wait_arguments(parser) -> None:
 
 def handle(args) -> int:
     try:
+        check_id("run_id", args.run_id, null=True)  # the rule import applies: what run stores, import takes
         spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)

@@ -14,6 +14,8 @@ import datetime as _dt
 import json
 import os
 import platform
+import sqlite3
+import stat
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -29,6 +31,12 @@ FORMAT = "dashbench-bundle"
 # A bundled run: the fields of a stored run, and its samples.
 RUN_FIELDS = (*database.RUN_FIELDS, "samples")
 REQUIRED_RUN_FIELDS = ("run_id", "status", "spec", "created_at")
+# A bundle is read whole into memory and checked before anything is written, so its size is
+# bounded: 256 MiB holds millions of samples, far past what one store's Compare page can show.
+MAX_BUNDLE_BYTES = 256 * 2**20
+# A bundle nests about 8 deep (runs, a run, its result, the result's env); anything near Python's
+# own recursion limit is not one, and must be refused before it can raise RecursionError anywhere.
+MAX_NESTING = 64
 
 
 def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
@@ -65,7 +73,77 @@ def import_bundles(store: Store, paths: Iterable[str | os.PathLike]) -> dict:
     """Merge bundles into `store`. Every file is read and checked before anything is written."""
     paths = [Path(p) for p in paths]
     runs = [run for path in paths for run in read_bundle(path)]
-    return {"files": len(paths), **store.import_rows(runs)}
+    try:
+        counts = store.import_rows(runs)
+    except sqlite3.Error as exc:
+        # A full disk or a file-size limit (SQLITE_FULL, SQLITE_IOERR) mid-transaction: rolled back.
+        raise StoreError(f"cannot import runs into {store.path}: {_one_line(exc)} (a full disk or a "
+                         f"file-size limit?); nothing was imported") from None
+    return {"files": len(paths), **counts}
+
+
+def _read_text(path: Path, fail) -> str:
+    """The file's text: a regular file of at most MAX_BUNDLE_BYTES, else BundleError. A FIFO with
+    no writer would block the open for ever, /dev/zero would fill memory: neither is opened."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise fail(f"cannot read the file ({exc.strerror or exc})") from None
+    _check_kind(info, fail)
+    try:
+        # O_NONBLOCK: a FIFO put in its place since the stat still opens at once (then refused).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise fail(f"cannot read the file ({exc.strerror or exc})") from None
+    with open(fd, "rb") as fh:
+        _check_kind(os.fstat(fd), fail)
+        try:
+            data = fh.read(MAX_BUNDLE_BYTES + 1)
+        except OSError as exc:
+            raise fail(f"cannot read the file ({exc.strerror or exc})") from None
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise fail(_too_large())
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise fail("not a text file, so not a dashbench bundle") from None
+
+
+def _check_kind(info: os.stat_result, fail) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise fail(f"{kind}: import reads regular files only")
+    if info.st_size > MAX_BUNDLE_BYTES:
+        raise fail(_too_large())
+
+
+def _too_large() -> str:
+    bound = f"{MAX_BUNDLE_BYTES // 2**20} MiB" if MAX_BUNDLE_BYTES % 2**20 == 0 else f"{MAX_BUNDLE_BYTES} bytes"
+    return f"larger than {bound}, the most one bundle may hold; export fewer runs per file"
+
+
+def _too_deep(data) -> bool:
+    """Nested past MAX_NESTING? Walked without recursion; samples are skipped (each is checked
+    to be a flat list of numbers)."""
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_NESTING:
+            return True
+        if isinstance(value, dict):
+            inner = (v for k, v in value.items() if not (k == "samples" and depth == 3))
+        elif isinstance(value, list):
+            inner = iter(value)
+        else:
+            continue
+        pending.extend((v, depth + 1) for v in inner if isinstance(v, (dict, list)))
+    return False
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def read_bundle(path: Path) -> list[dict]:
@@ -73,16 +151,15 @@ def read_bundle(path: Path) -> list[dict]:
     def fail(message: str) -> BundleError:
         return BundleError(f"{path}: {message}; nothing was imported")
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"cannot read the file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise fail("not a text file, so not a dashbench bundle") from None
+    text = _read_text(path, fail)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise fail(f"not valid JSON (truncated or damaged?): {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is") from None
+    if _too_deep(data):
+        raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise fail(f"not a dashbench bundle (no \"format\": \"{FORMAT}\" field)")
     version = data.get("schema_version")
@@ -97,7 +174,14 @@ def read_bundle(path: Path) -> list[dict]:
     runs = data.get("runs")
     if not isinstance(runs, list):
         raise fail("runs: missing, or not a list")
-    return [_check_run(run, number, fail) for number, run in enumerate(runs, start=1)]
+    checked = [_check_run(run, number, fail) for number, run in enumerate(runs, start=1)]
+    first: dict[str, int] = {}
+    for number, run in enumerate(checked, start=1):
+        seen = first.setdefault(run["run_id"], number)
+        if seen != number:
+            raise fail(f"run #{number} ({run['run_id']}): run_id: appears twice in this file (run #{seen} "
+                       f"has it too)")
+    return checked
 
 
 def _check_run(run, number: int, fail) -> dict:
@@ -121,6 +205,7 @@ def _check_run(run, number: int, fail) -> dict:
         validate.check_run_fields(run)
         spec = validate.check_spec(run["spec"])
         validate.check_result(run.get("result"))
+        validate.check_agreement(status, spec, run.get("result"))
         times = validate.check_times(run)
         samples = validate.check_samples(run.get("samples"), SAMPLE_COLUMNS)
     except validate.InvalidField as exc:
@@ -130,8 +215,11 @@ def _check_run(run, number: int, fail) -> dict:
         # It will never finish here, and a queued row would be started by this machine's job runner.
         status = "interrupted"
         error = error or f"exported while {run['status']} on {run.get('host') or 'another host'}"
+    result = run.get("result")
+    if result is not None and validate.implied_flags(result) != (result.get("flags") or []):
+        result = {**result, "flags": validate.implied_flags(result)}
     return {
-        "run_id": run["run_id"], "status": status, "spec": spec, "result": run.get("result"), "error": error,
+        "run_id": run["run_id"], "status": status, "spec": spec, "result": result, "error": error,
         **times, "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
         "label": run.get("label", spec.get("label")), "samples": samples,
     }

@@ -29,7 +29,7 @@ from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-ex
 from dashbench.store import browse, queries, schema, states, validate, watch
 from dashbench.store.sidecars import read_only_mode
 from dashbench.store.states import TERMINAL
-from dashbench.spec import RunSpec
+from dashbench.spec import RunSpec, check_id
 
 # How long one write waits for another process's write lock (SQLite's busy timeout), and how long
 # a store made with write_retry_s goes on trying after that, with backoff. Settable for tests and
@@ -320,7 +320,15 @@ class Store:
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error:
+                    # A COMMIT that failed (a full disk, a file-size limit) may leave the transaction
+                    # open, holding the write lock and its rows: end it, so nothing of it lands.
+                    if self._conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            self._conn.execute("ROLLBACK")
+                    raise
             except sqlite3.OperationalError as exc:
                 # A file that cannot be written (permissions, a read-only mount) is said in one
                 # line naming the file, wherever the write was; never an SQLite traceback.
@@ -387,6 +395,9 @@ class Store:
         if not states.allowed(None, status):
             raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
         spec_d = _spec_dict(spec)
+        # Every way a run comes in checks ids as import does, so an exported run always imports.
+        check_id("run_id", run_id, null=True)
+        check_id("sweep_id", sweep_id, null=True)
         run_id = run_id or new_run_id()
         created = now()
         if status == "running":

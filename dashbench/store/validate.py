@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 from typing import Any
 
-from dashbench.result import RunResult
-from dashbench.spec import BACKENDS, MAX_SAMPLES, RunSpec, SpecError
+from dashbench import peaks, stats
+from dashbench.result import RunResult, _json_fields
+from dashbench.spec import BACKENDS, ID_RULE, MAX_SAMPLES, TEXT_LIMIT, RunSpec, SpecError, check_id, check_text
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
@@ -21,9 +21,8 @@ PID_LIMIT = 2**32
 # import refuses more.
 MAX_ERROR_CHARS = 10_000
 EARLIEST = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")
-TEXT_LIMIT = 1000  # host, label, sweep id: a line, not a document
-_SPEC_TEXT = ("label", "data_path", "tpu")
+RUN_ID = ID_RULE  # the rule `run` and the job queue apply too (dashbench.spec.check_id)
+_RESULT_KEYS = frozenset(f.name for f in _json_fields())
 
 
 class InvalidField(ValueError):
@@ -70,8 +69,6 @@ def check_spec(spec: Any) -> dict:
     for name, value in out.items():
         if isinstance(value, int) and not isinstance(value, bool):
             whole(f"spec: {name}", value)
-    for name in _SPEC_TEXT:
-        text(f"spec: {name}", out[name])
     return out
 
 
@@ -132,13 +129,15 @@ def check_times(run: dict, names=("created_at", "started_at", "finished_at")) ->
 
 def check_run_fields(run: dict) -> None:
     """run_id, pid, host, label, sweep_id and error: their types and sizes."""
-    run_id = run.get("run_id")
-    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        raise InvalidField(f"run_id: must be 1-128 letters, digits or ._:+- (starting with a letter or digit), "
-                           f"got {_short(run_id)}")
+    try:
+        # The same rules as `run`, `sweep` and the job queue: what they store, import takes back.
+        check_id("run_id", run.get("run_id"))
+        check_id("sweep_id", run.get("sweep_id"), null=True)
+        check_text("label", run.get("label"))
+    except SpecError as exc:
+        raise InvalidField(str(exc)) from None
     whole("pid", run.get("pid"), high=PID_LIMIT, null=True)
-    for name in ("host", "label", "sweep_id"):
-        text(name, run.get(name))
+    text("host", run.get("host"))
     text("error", run.get("error"), limit=MAX_ERROR_CHARS)
 
 
@@ -148,6 +147,12 @@ def check_result(result: Any) -> None:
             RunResult.check(result)
         except ValueError as exc:
             raise InvalidField(f"result.{exc}") from None
+        # RunResult.from_dict keeps a newer writer's keys; a bundle is only read up to this schema,
+        # so a key no dashbench of this schema writes is a damaged or hand-made result.
+        unknown = sorted(set(result) - _RESULT_KEYS)
+        if unknown:
+            key = unknown[0] if unknown[0].isidentifier() and len(unknown[0]) <= 60 else _short(unknown[0])
+            raise InvalidField(f"result.{key}: unknown field (not one dashbench writes)")
         backend = result.get("backend")
         if backend is not None and backend not in BACKENDS:
             # A filter column: a name no dashbench writes would be a filter value nothing can choose.
@@ -158,6 +163,75 @@ def check_result(result: Any) -> None:
         if isinstance(losses, list) and len(losses) > MAX_SAMPLES:
             raise InvalidField(f"result.losses: {len(losses)} losses; a run holds at most {MAX_SAMPLES} "
                                f"(one per host loop)")
+
+
+# What the engine copies from the spec into a result (engine/measured.py), and its default there.
+_FROM_SPEC = (("model", "model", None), ("global_batch_size", "batch_size", None),
+              ("backend", "backend", "tensorflow"), ("precision", "precision", None), ("data", "data", None))
+
+
+def check_agreement(status: str, spec: dict, result: dict | None) -> None:
+    """A run whose parts contradict each other (checked one by one above) is refused: a done run
+    has a result, the result measured the run's spec, and its 95% interval holds its figure."""
+    if result is None:
+        if status == "done":
+            raise InvalidField("result: a done run has a result; this one has none")
+        return
+    for key, spec_key, default in _FROM_SPEC:
+        value = result.get(key) if result.get(key) is not None else default
+        if value is not None and value != spec[spec_key]:
+            raise InvalidField(f"result.{key}: {_short(value)} differs from the run's spec "
+                               f"({spec_key} {_short(spec[spec_key])})")
+    inner = result.get("spec") or {}
+    for key in ("model", "batch_size"):
+        if key in inner and inner[key] != spec[key]:
+            raise InvalidField(f"result.spec.{key}: {_short(inner[key])} differs from the run's spec "
+                               f"({key} {_short(spec[key])})")
+    low, high = (list(result.get("examples_per_sec_ci95") or []) + [None, None])[:2]
+    figure = result.get("examples_per_sec")
+    if _finite(low) and _finite(high) and low > high:
+        raise InvalidField(f"result.examples_per_sec_ci95: its low end {low:g} is above its high end {high:g}")
+    repeats = result.get("repeats")
+    # With repeats the figure is their median, not the pooled mean the interval is around.
+    if _finite(figure) and not (isinstance(repeats, list) and len(repeats) > 1):
+        slack = 1e-9 * figure  # rounding of the stored floats
+        if (_finite(low) and figure < low - slack) or (_finite(high) and figure > high + slack):
+            raise InvalidField(f"result.examples_per_sec_ci95: [{low:g}, {high if high is None else f'{high:g}'}] "
+                               f"excludes the run's own throughput {figure:g}")
+
+
+def implied_flags(result: dict) -> list[str]:
+    """The result's flags, with every flag its own figures imply added, by the engine's rules
+    (engine/measured.py): a bundle cannot drop a warning its numbers call for. A flag the bundle
+    carries is kept: the measuring machine knew what a bundle does not (--share-device, the load)."""
+    carried = list(result.get("flags") or [])
+    flags = set(carried)
+    peak, achieved, mfu = result.get("peak_tflops"), result.get("achieved_tflops"), result.get("mfu")
+    margin = peaks.CPU_SOFT_MARGIN if result.get("peak_source") == "measured" else 1.0
+    if (_finite(achieved) and _finite(peak) and stats.above_peak(achieved, peak, margin)) or \
+            (_finite(mfu) and mfu > margin):
+        flags.add(stats.FLAG_ABOVE_PEAK)
+    losses = result.get("losses") or []
+    if stats.non_finite(losses):
+        flags.add(stats.FLAG_NON_FINITE_LOSS)
+    if stats.loss_not_falling(losses):
+        flags.add(stats.FLAG_LOSS_NOT_FALLING)
+    placement = result.get("placement") or {}
+    placed = list(placement.get("variables") or []) + list(placement.get("ops") or [])
+    if placed and result.get("device") in ("cpu", "gpu", "tpu") and \
+            stats.placement_mismatch(result["device"], placed):
+        flags.add(stats.FLAG_PLACEMENT_MISMATCH)
+    repeats = result.get("repeats")
+    cv = result.get("repeat_cv")
+    if isinstance(repeats, list) and len(repeats) > 1 and all(_finite(r) for r in repeats):
+        cv = stats.repeat_spread(repeats)[1]
+    if _finite(cv) and cv > stats.UNSTABLE_CV:
+        flags.add(stats.FLAG_UNSTABLE)
+    return carried + [flag for flag in stats.FLAGS if flag in flags and flag not in carried]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def clipped_error(error: str | None) -> str | None:
