@@ -17,7 +17,7 @@ import time
 from dashbench import catalog, memory
 
 from dashbench.cli import strict_json
-from dashbench.jobs import queue
+from dashbench.jobs import device_check, queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
 from dashbench.cli.terminal import shown
@@ -64,6 +64,9 @@ def cmd_sweep(args) -> int:
             store.check_writable("record the sweep")
     except StoreError as exc:
         raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
+    problem = device_check.missing(specs[0])  # the points share the device: asked once, before any row
+    if problem:
+        raise SpecError("device", problem)
     for warning in filter(None, warnings):
         print(f"warning: {shown(warning)}", file=sys.stderr)
     sweep_id = new_sweep_id()

@@ -418,7 +418,7 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
                 os.environ[name] = value
 
 
-def stored_spec(def stored_spec(db_path, run_id: str) -> RunSpec | None:
+def stored_spec(db_path, run_id: str) -> RunSpec | None:
     """The spec stored in run `run_id`'s row, validated here, or None when there is no such row.
     The one way a run process learns what to measure: the job queue passes only the run id."""
     with Store(db_path) as store:
@@ -443,8 +443,10 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
     if store is not None:
         from dashbench import catalog
+        from dashbench.engine import presence
 
         catalog.check_spec(spec)
+        presence.require(spec)  # a GPU or TPU that is not here: this process starts the framework anyway
     return spec, False
 
 
