@@ -24,7 +24,8 @@ from dashbench.views.format import path_text  # noqa: E402
 settings = settings_module.load()
 store, store_error = context.open_store(settings)
 # Pages read the handle from here; it lives for this script run only (SQLite handles are per thread).
-st.session_state[ui.CONTEXT_KEY] = context.AppContext(settings=settings, store=store, store_error=store_error)
+app_context = context.AppContext(settings=settings, store=store, store_error=store_error)
+st.session_state[ui.CONTEXT_KEY] = app_context
 
 if not settings.read_only and store is not None:
     context.pump_jobs(settings)  # start queued runs whose device is free; idempotent
@@ -54,6 +55,7 @@ with st.sidebar:
 try:
     page.run()
 finally:
+    app_context.ended = True
     if store is not None:
         store.close()
 ui.freeze_heap_once(page.url_path)

@@ -79,3 +79,24 @@ def test_a_legacy_run_whose_attribute_another_visitor_cleared_still_renders_thro
     assert not at.exception, [e.value for e in at.exception]
     assert [t.value for t in at.title] == ["Prices"]
     assert at.session_state[ui.CONTEXT_KEY].settings.read_only
+
+
+def test_a_visit_at_the_root_runs_the_sessions_next_page_through_app_py_too(tmp_path, monkeypatch):
+    """The root's first run is a legacy run whose main page is app.py itself: the context it leaves in the
+    session is over with its run (its store closed), and the next page must not run on it without app.py."""
+    db = tmp_path / "runs.sqlite"
+    Store(db).close()
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+    saved = PagesManager.uses_pages_directory
+    PagesManager.uses_pages_directory = True  # a fresh server
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT_S).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.session_state[ui.CONTEXT_KEY].ended
+        at.switch_page("pages/prices.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [t.value for t in at.title] == ["Prices"]
+        assert any(c.value.startswith("**Read-only**") for c in at.sidebar.caption)  # drawn by app.py
+    finally:
+        PagesManager.uses_pages_directory = saved

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, TIMEOUT_S, assert_clean
+from test_app import APP, TIMEOUT_S, assert_clean, select_rows, show
 from test_store_import_checks import exported, snapshot, write  # noqa: F401 (a fixture)
 
 import dashboard_data
@@ -76,6 +76,17 @@ def test_compare_of_a_long_run_charts_bucketed_samples_and_renders(big_store, mo
     assert_clean(at)
     assert [t.value for t in at.title] == ["Compare"] and at.multiselect(key="cmp_runs").value == [big]
     assert len(at.get("plotly_chart")) >= 4
+
+
+def test_results_detail_of_a_long_run_renders_its_charts(big_store, monkeypatch):
+    db, big, _ = big_store
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    select_rows(show(at, "pages/results.py"), [big])
+    charts = [c.proto.spec for c in at.get("plotly_chart")]
+    assert len(charts) >= 2 and all(len(spec) < 500_000 for spec in charts)  # not 200,000 points each
 
 
 def test_a_spec_of_more_host_loops_than_a_run_records_is_refused_naming_a_steps_per_loop_that_fits():

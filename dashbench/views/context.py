@@ -38,6 +38,9 @@ class AppContext:
     settings: Any
     store: Any
     store_error: str | None = None
+    # Set when app.py's script run is over: a later run that did not go through app.py (a legacy page
+    # run, pages_folder) finds this context in the session and must not take it for its own.
+    ended: bool = False
 
 
 def open_store(settings) -> tuple[Any, str | None]:

@@ -22,14 +22,16 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 def run_app_instead_of_legacy_page(app_has_run: bool) -> None:
     """In a legacy run, execute app.py here (it renders this same page through st.navigation), then stop.
 
-    A legacy run is one in which app.py has not run (`app_has_run`: its context is in this session), not
-    one that finds the class attribute still set: visitors whose first script runs begin together all
-    begin as legacy runs, and all but the first find the attribute already cleared by that first one.
+    A legacy run is one in which app.py has not run (`app_has_run`: this script run's context is in the
+    session), not one that finds the class attribute still set: visitors whose first script runs begin
+    together all begin as legacy runs, and all but the first find the attribute already cleared by that
+    first one. Once app.py has run (here, or as a legacy run's main page at the root address), the
+    attribute is cleared, so that no later run skips app.py.
     Done in the same script run (not with st.rerun) so that a button click that started the run is not lost.
     """
+    PagesManager.uses_pages_directory = False
     if app_has_run:
         return
-    PagesManager.uses_pages_directory = False
     main_script = get_script_run_ctx().pages_manager.main_script_path
     with open(main_script, encoding="utf-8") as f:
         code = compile(f.read(), main_script, "exec")

@@ -15,7 +15,8 @@ CONTEXT_KEY = "dashbench"
 
 def page_context():
     """The AppContext that app.py built for this script run (app.py runs first, see pages_folder)."""
-    pages_folder.run_app_instead_of_legacy_page(app_has_run=CONTEXT_KEY in st.session_state)
+    ctx = st.session_state.get(CONTEXT_KEY)
+    pages_folder.run_app_instead_of_legacy_page(app_has_run=ctx is not None and not ctx.ended)
     return st.session_state[CONTEXT_KEY]
 
 
