@@ -318,11 +318,13 @@ def test_a_flag_the_figures_imply_is_raised_on_import_whatever_the_bundle_says(t
                 assert store.get_run(other["run_id"])["result"].flags == other["result"]["flags"]
 
 
-def test_a_measured_cpu_peak_keeps_its_soft_margin(tmp_path, exported):
-    # A measured CPU peak is soft (peaks.CPU_SOFT_MARGIN), as the engine flags it: 1.2x is no flag.
+@pytest.mark.parametrize("source", ["measured", "provisional"])
+def test_a_measured_cpu_peak_keeps_its_soft_margin(tmp_path, exported, source):
+    # A probed CPU peak (the run's own, or the host's first kept as provisional) is soft
+    # (peaks.CPU_SOFT_MARGIN), as the engine flags it: 1.2x is no flag.
     data, db = exported
     run = _first_done(data)
-    run["result"].update(achieved_tflops=1.2, peak_tflops=1.0, peak_source="measured", mfu=1.2, flags=[])
+    run["result"].update(achieved_tflops=1.2, peak_tflops=1.0, peak_source=source, mfu=1.2, flags=[])
     with Store(db) as store:
         bundle.import_bundles(store, [write(tmp_path, data)])
         assert store.get_run(run["run_id"])["result"].flags == []

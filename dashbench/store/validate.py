@@ -207,7 +207,7 @@ def implied_flags(result: dict) -> list[str]:
     carried = list(result.get("flags") or [])
     flags = set(carried)
     peak, achieved, mfu = result.get("peak_tflops"), result.get("achieved_tflops"), result.get("mfu")
-    margin = peaks.CPU_SOFT_MARGIN if result.get("peak_source") == "measured" else 1.0
+    margin = peaks.CPU_SOFT_MARGIN if result.get("peak_source") in ("measured", peaks.PROVISIONAL) else 1.0
     if (_finite(achieved) and _finite(peak) and stats.above_peak(achieved, peak, margin)) or \
             (_finite(mfu) and mfu > margin):
         flags.add(stats.FLAG_ABOVE_PEAK)
