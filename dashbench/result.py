@@ -239,7 +239,7 @@ class RunResult:
         """Several lines for a terminal: the headline, each figure, each flag explained, the run id."""
         lines = [self.headline()]
         lines += [f"  {label}: {value}" + (f" — {detail}" if detail else "") for label, value, detail in self._details()]
-        notes = [f"{name} — {text}" for name, text in self.flag_notes()] or ["none"]
+        notes = [_flag_line(name, text) for name, text in self.flag_notes()] or ["none"]
         lines.append("  flags: " + notes[0])
         lines += [" " * len("  flags: ") + note for note in notes[1:]]
         if self.run_id:
@@ -406,3 +406,9 @@ def _si(value: float) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g} {prefix}"
     return f"{value:.3g} "
+
+
+def _flag_line(name: str, text: str) -> str:
+    """A flag's note, naming the flag's id (what `list --json` carries) only where its words do not
+    already start the note: "contended: other processes…", never "contended — contended: …"."""
+    return text if text.startswith(name.replace("_", " ")) else f"{text} ({name})"
