@@ -38,6 +38,7 @@ compare = st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart
 
 def _home():
     # The root opens Compare at its own address, so /compare typed or bookmarked works as well.
+    ui.note_read_only_run(settings.read_only)
     st.switch_page(compare, query_params=st.query_params.to_dict())
 
 

@@ -87,9 +87,11 @@ with st.expander("Choose runs", expanded=not requested):
     chosen_models = chosen_runs["model"].unique().tolist()
     ref_default = None if "cmp_ref_rows" in st.session_state else compare.reference_for_models(
         published, chosen_models, chosen_runs["label"].tolist())
-    ref_keys = st.multiselect("Published rows (default: those for the chosen runs' models)", list(ref_names),
-                              default=ref_default, format_func=ref_names.get, key="cmp_ref_rows",
-                              disabled=not show_reference)
+    # Pills, not a multiselect: every row stays in view (a multiselect's box cut the 13 chosen by default on
+    # the empty store off after three lines), and a click adds or drops one.
+    ref_keys = st.pills("Published rows (default: those for the chosen runs' models)", list(ref_names),
+                        selection_mode="multi", default=ref_default, format_func=ref_names.get, key="cmp_ref_rows",
+                        disabled=not show_reference, width="stretch") or []
 if unreadable_note(offered_runs):
     st.warning(unreadable_note(offered_runs))
 

@@ -10,6 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from dashbench.views import needs
 
+from test_app import start  # AppTest of app.py on a store in tmp_path
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
@@ -42,3 +44,37 @@ def test_the_checked_modules_are_requirements_app_txt():
     assert set(needs.APP_MODULES) == listed - {"streamlit"}
     assert needs.missing_message() is None  # this environment has them all
     assert needs.missing_modules(("json", "no_such_module_dashbench")) == ["no_such_module_dashbench"]
+
+
+def test_compare_on_the_empty_store_shows_every_published_row_it_chose(tmp_path, monkeypatch):
+    from dashbench.costs import reference
+
+    at = start(monkeypatch, tmp_path / "empty.sqlite")  # Compare is the default page
+    # Pills: every row in view, chosen or not (a multiselect's box cut the chosen ones off after three lines).
+    rows = at.button_group(key="cmp_ref_rows")
+    published = reference.rows()
+    assert len(rows.options) == len(published)
+    with_figure = published[published["examples_per_sec"].notna()]["key"].tolist()
+    assert sorted(rows.value) == sorted(with_figure) and len(with_figure) > 6
+    rows.unselect(with_figure[0]).run()  # one click drops a row from the charts
+    assert with_figure[0] not in at.button_group(key="cmp_ref_rows").value
+
+
+def test_a_typed_run_address_on_a_read_only_dashboard_says_why_it_shows_compare(tmp_path, monkeypatch):
+    from dashbench.store import Store
+    from dashbench.views import ui
+
+    assert ui.requested_page("http://127.0.0.1:8501/run") == "run"
+    assert ui.requested_page("http://host:8501/base/run/") == "run"
+    assert ui.requested_page("http://127.0.0.1:8501") == "" and ui.requested_page(None) == ""
+    db = tmp_path / "runs.sqlite"
+    Store(db).close()
+    at = start(monkeypatch, db, read_only=True)
+    assert not at.info
+    # What the default page records when Streamlit sends it an address it has no page for (/run).
+    at.session_state[ui.READ_ONLY_RUN_KEY] = True
+    at.run()
+    (note,) = [i.value for i in at.info if "read-only" in i.value]
+    assert "no Run page" in note and "--read-only" in note
+    at.run()
+    assert not [i for i in at.info if "read-only" in i.value]  # said once, not on every rerun

@@ -19,7 +19,9 @@ FLAGGED_COLOR = "#d62728"
 SPOT_COLOR = "#ff7f0e"
 # Warm-up loops grey and hollow, measured ones in the measured colour (red means "flagged" here).
 _PHASES = ((True, "warm-up", "circle-open", REFERENCE_COLOR), (False, "measured", "circle", MEASURED_COLOR))
-COST_TOP_MARGIN = 100  # px: the cost chart's title line (~40 px with its pad) and legend line (~30 px) above the plot
+# px above the plot: the title's line (~40 px with its pad), then a line for each legend entry (a half-width
+# chart's plot is too narrow for Plotly to set them side by side).
+TITLE_PX, LEGEND_LINE_PX = 50, 20
 
 # No template of our own: Streamlit's (its theme, light or dark) costs a figure nothing to build, where
 # plotly_white's validation cost ~25 ms a chart.
@@ -76,6 +78,27 @@ def _patterns(df: pd.DataFrame) -> list[str]:
     return ["/" if r else "" for r in _is_reference(df)]
 
 
+# Short: the entries share one line above a half-width chart.
+_COLOR_KEY = (("measured", MEASURED_COLOR), ("flagged", FLAGGED_COLOR), ("published", REFERENCE_COLOR))
+
+
+def _color_key(colors: list[str]) -> list[dict]:
+    """Legend entries for the bar colours in use: one bar trace colours every bar itself (a trace per colour
+    would need its own place on each row), so the legend's entries are markers that draw nothing."""
+    return [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                 marker=dict(color=color, symbol="square", size=12)) for name, color in _COLOR_KEY if color in colors]
+
+
+def _legend_on_top(title, entries: int) -> dict:
+    """Layout for a legend on its own line between the title and the plot: beside the title it ran over it
+    on a half-width chart (a 1400 px window), below it collides with the axis title and notes. The title
+    is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin leaves
+    a line for each."""
+    return dict(title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)), showlegend=True,
+                legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+                margin=dict(t=TITLE_PX + LEGEND_LINE_PX * entries + 10))
+
+
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure made in one go from plain trace and layout dicts, unvalidated: Plotly's checks of each
     property cost ~5 ms a chart, paid on every change of Compare's choice. The dicts are written in
@@ -94,6 +117,7 @@ def _hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Fi
                 xaxis=dict(title=_title(axis_title)), yaxis=dict(autorange="reversed", automargin=True))
     for key, value in layout.items():
         base[key] = dict(base[key], **value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    base["height"] += base["margin"]["t"] - 50  # a legend's line above the plot takes no room from the bars
     return _figure(traces, base)
 
 
@@ -104,18 +128,22 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
     if rows.empty:
         return _empty(title, "No runs with a throughput figure")
     values = rows["examples_per_sec"].tolist()
+    colors = _bar_colors(rows)
     bars = dict(
         type="bar",
         y=_wrapped(rows["label"]),
         x=values,
         orientation="h",
-        marker=dict(color=_bar_colors(rows), pattern=dict(shape=_patterns(rows))),
+        marker=dict(color=colors, pattern=dict(shape=_patterns(rows))),
         text=[_fmt(v) + (f"  {m}" if m else "") for v, m in zip(values, _flag_marks(rows))],
         textposition="outside",
         cliponaxis=False,
+        showlegend=False,
         hovertemplate="%{y}<br>%{x:,.1f} /s<extra></extra>",
     )
-    return _hbar([bars], title, len(rows), f"{unit}/s")
+    key = _color_key(colors)
+    layout = _legend_on_top(title, len(key))
+    return _hbar([bars, *key], layout.pop("title"), len(rows), f"{unit}/s", **layout)
 
 
 def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
@@ -128,9 +156,32 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
     boxes = dict(type="box", x=(samples["step_time_s"] * 1000.0).tolist(), y=_wrapped(samples["label"]),
                  orientation="h", boxpoints="all", jitter=0.3, pointpos=0, marker=dict(color=MEASURED_COLOR),
                  hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>")
-    # Ticks at 1, 10, 100 ms only: minor log ticks read as noise.
+    ticks, span = _log_ticks(boxes["x"])
     return _hbar([boxes], title, samples["label"].nunique(), "ms per step", showlegend=False,
-                 xaxis=dict(type="log", dtick=1))
+                 xaxis=dict(type="log", tickvals=ticks, ticktext=[_fmt(t) for t in ticks], range=span))
+
+
+def _log_ticks(values) -> tuple[list[float], list[float]]:
+    """(tick values, log10 range) for a log axis: at 1, 10, 100 … where the values span decades (minor
+    ticks read as noise), at 1, 2, 5 … within fewer, and never fewer than two: Plotly's decade ticks
+    left one tick, or none, under runs that all took 3 to 8 ms."""
+    positive = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not positive:
+        return [], None
+    lo, hi = min(positive), max(positive)
+    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+             for m in (1, 2, 5)]
+    decades = [t for t in steps if lo <= t <= hi and round(t / 10 ** math.floor(math.log10(t) + 1e-9)) == 1]
+    ticks = decades if len(decades) >= 2 else [t for t in steps if lo <= t <= hi]
+    while len(ticks) < 2:  # widen to the nearest 1-2-5 step outside the values, the side with more room first
+        below = [t for t in steps if t < min(ticks, default=lo)]
+        above = [t for t in steps if t > max(ticks, default=hi)]
+        if below and (not above or lo / below[-1] < above[0] / hi):
+            ticks.insert(0, below[-1])
+        else:
+            ticks.append(above[0])
+    # A little room past the outer ticks and the outermost points, so neither sits on the frame.
+    return ticks, [math.log10(min(lo, ticks[0])) - 0.08, math.log10(max(hi, ticks[-1])) + 0.08]
 
 
 def cost_per_million(df: pd.DataFrame) -> go.Figure:
@@ -160,14 +211,10 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
         notes.append(dict(text=f"no price: {len(unpriced)} run(s) not shown", showarrow=False, x=0, y=-0.02,
                           xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-40,
                           font=dict(color=FLAGGED_COLOR)))
-    # Legend on its own line between the title and the plot: beside the title it ran over it on a
-    # half-width chart (a 1400 px window), below it collides with the axis title and the note. The title
-    # is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin
-    # leaves a line for each.
-    return _hbar(traces, dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)), 2 * len(priced),
-                 "USD / 1M examples", barmode="group", **({"annotations": notes} if notes else {}),
-                 legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
-                 margin=dict(t=COST_TOP_MARGIN, b=60))
+    layout = _legend_on_top(title, len(traces))
+    layout["margin"]["b"] = 60  # the no-price note under the axis title
+    return _hbar(traces, layout.pop("title"), 2 * len(priced), "USD / 1M examples", barmode="group",
+                 **({"annotations": notes} if notes else {}), **layout)
 
 
 def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
@@ -177,15 +224,22 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
     rows = df[df["speedup"].notna()] if "speedup" in df else df.iloc[0:0]
     if rows.empty:
         return _empty(title, "Pick a baseline with a throughput figure")
-    values = rows["speedup"].tolist()
+    values, labels, colors = rows["speedup"].tolist(), _wrapped(rows["label"]), _bar_colors(rows)
     bars = dict(
-        type="bar", y=_wrapped(rows["label"]), x=values, orientation="h",
-        marker=dict(color=_bar_colors(rows), pattern=dict(shape=_patterns(rows))), text=[f"{v:.2f}×" for v in values],
-        textposition="outside", cliponaxis=False, hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
+        type="bar", y=labels, x=values, orientation="h", showlegend=False,
+        marker=dict(color=colors, pattern=dict(shape=_patterns(rows))),
+        hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
     )
     one = dict(type="line", x0=1.0, x1=1.0, xref="x", y0=0, y1=1, yref="y domain",
                line=dict(dash="dot", color="#555"))
-    return _hbar([bars], title, len(rows), "× baseline", shapes=[one])
+    # The figures in a column right of the plot: printed at a bar's end, one a little under 1× sat on
+    # the baseline's dotted line.
+    figures = [dict(text=f"{v:.2f}×", x=1.0, xref="paper", xanchor="left", xshift=8, y=label, yref="y",
+                    showarrow=False) for v, label in zip(values, labels)]
+    key = _color_key(colors)
+    layout = _legend_on_top(title, len(key))
+    return _hbar([bars, *key], layout.pop("title"), len(rows), "× baseline", shapes=[one], annotations=figures,
+                 **layout)
 
 
 def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:

@@ -16,29 +16,39 @@ class Column:
     format: str | None = None  # a Streamlit number/datetime format: printf-style or a preset name
     help: str | None = None
     pinned: bool = False
+    width: int | None = None  # px; None: width_of's default for the kind, at least the label's width
+
+
+# A table draws every column at a width set here (never sized to its content): at a 1400 px window the
+# figures a row is read for come first and fit beside the run's name, and no figure is cut short.
+# Estimated from the grid's 14 px font: ~7.5 px a character and ~20 px of padding and sort mark.
+CHAR_PX, PAD_PX = 7.5, 20
+KIND_WIDTH = {"text": 120, "number": 90, "datetime": 140, "checkbox": 60}
+# What a row must show without scrolling sideways, in each dashboard table's first columns.
+MUST_SEE = ("examples_per_sec", "mfu", "usd_per_million_examples", "flags")
 
 
 MS = "%.2f ms"
 USD = "$%.3f"
 
 COLUMNS: dict[str, Column] = {
-    "run": Column("run", pinned=True, help="model · device · batch · precision (label #id)"),
-    "label": Column("run / published row", pinned=True),
-    "name": Column("published row", pinned=True),
+    "run": Column("run", pinned=True, help="model · device · batch · precision (label #id)", width=330),
+    "label": Column("run / published row", pinned=True, width=330),
+    "name": Column("published row", pinned=True, width=330),
     "kind": Column("kind", help="measured here, or a published figure"),
     "examples_per_sec": Column("examples/s", "number", "%.1f", "throughput, warm-up and compile excluded"),
     "speedup": Column("speed-up ×", "number", "%.2f×", "examples/s against the chosen baseline"),
-    "step_time_median_ms": Column("step median", "number", MS),
-    "step_time_p10_ms": Column("step p10", "number", MS),
-    "step_time_p90_ms": Column("step p90", "number", MS),
-    "mfu": Column("MFU", "number", "percent", "achieved FLOP/s over the device's peak"),
+    "step_time_median_ms": Column("step median", "number", MS, width=110),  # a CPU's "12877.61 ms"
+    "step_time_p10_ms": Column("step p10", "number", MS, width=110),
+    "step_time_p90_ms": Column("step p90", "number", MS, width=110),
+    "mfu": Column("MFU", "number", "percent", "achieved FLOP/s over the device's peak", width=80),
     "achieved_tflops": Column("TFLOP/s", "number", "%.3g"),
-    "usd_per_million_examples": Column("$ / 1M examples", "number", USD, "on-demand price"),
+    "usd_per_million_examples": Column("$ / 1M", "number", USD, "on-demand USD per million examples", width=90),
     "usd_per_million_examples_spot": Column("$ / 1M (spot)", "number", USD),
     "examples_per_usd": Column("examples / $", "number", "%.0f"),
     "examples_per_usd_spot": Column("examples / $ (spot)", "number", "%.0f"),
-    "flags": Column("flags", help="above peak, did not converge, not on the chosen device, NaN loss"),
-    "status": Column("status"),
+    "flags": Column("flags", help="above peak, did not converge, not on the chosen device, NaN loss", width=190),
+    "status": Column("status", width=90),
     "model": Column("model"),
     "backend": Column("backend", help="Keras backend that ran it: tensorflow or jax"),
     "backend_version": Column("backend version", help="that framework's version (TensorFlow or JAX)"),
@@ -49,15 +59,15 @@ COLUMNS: dict[str, Column] = {
     "xla": Column("XLA", "checkbox"),
     "samples": Column("samples", "number", "%d", "measured host loops"),
     "compile_s": Column("compile", "number", "%.2f s", "compile and first step, not in the throughput"),
-    "created_at": Column("created", "datetime", "YYYY-MM-DD HH:mm"),
+    "created_at": Column("created", "datetime", "YYYY-MM-DD HH:mm", width=150),
     "run_label": Column("label"),
     "sweep_id": Column("sweep"),
     "host": Column("host"),
-    "error": Column("error"),
-    "run_id": Column("run id"),
+    "error": Column("error", width=300),
+    "run_id": Column("run id", width=260),
     "price_key": Column("price row"),
     "price_note": Column("price note"),
-    "source": Column("source"),
+    "source": Column("source", width=300),
     # Prices page
     "origin": Column("origin", help="shipped with dashbench, or your override"),
     "device": Column("device"),
@@ -69,10 +79,10 @@ COLUMNS: dict[str, Column] = {
     "region": Column("region"),
     "unconfirmed": Column("unconfirmed", "checkbox"),
     "as_of": Column("as of"),
-    "note": Column("note"),
+    "note": Column("note", width=300),
     "key": Column("key"),
     # Published rows
-    "figure_text": Column("published figure"),
+    "figure_text": Column("published figure", width=260),
     "workload": Column("workload"),
     "ratio_claimed": Column("ratio claimed", "number", "%.2f×"),
     "ratio_computed": Column("ratio from raw figures", "number", "%.2f×"),
@@ -80,7 +90,20 @@ COLUMNS: dict[str, Column] = {
     "baseline": Column("baseline"),
     # Epochs table
     "time": Column("time"),
-    "usd_on_demand": Column("cost on-demand", "number", "$%.2f"),
-    "usd_spot": Column("cost spot", "number", "$%.2f"),
+    "usd_on_demand": Column("cost on-demand", "number", "$%.2f", width=130),
+    "usd_spot": Column("cost spot", "number", "$%.2f", width=110),
     "price": Column("price row"),
 }
+
+
+def text_px(text: str) -> int:
+    """About how wide `text` is drawn in a table cell, padding included."""
+    return round(CHAR_PX * len(text) + PAD_PX)
+
+
+def width_of(name: str) -> int | None:
+    """The px width a table gives column `name` (None for a column without a spec here)."""
+    spec = COLUMNS.get(name)
+    if spec is None:
+        return None
+    return spec.width or max(KIND_WIDTH[spec.kind], text_px(spec.label))

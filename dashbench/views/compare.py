@@ -316,12 +316,13 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep].assign(series=[name for name, k in zip(series, keep) if k])
 
 
-# The figures first, what ran next, bookkeeping last; also the CSV's columns, in this order.
+# The figures first (columns.MUST_SEE: seen at a 1400 px window), what ran next, bookkeeping last; also the
+# CSV's columns, in this order.
 COMPARE_COLUMNS = [
-    "label", "kind", "examples_per_sec", "speedup", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms",
-    "mfu", "usd_per_million_examples", "usd_per_million_examples_spot", "examples_per_usd", "examples_per_usd_spot",
-    "flag_text", "model", "image_size", "seq_len", "width", "backend", "backend_version", "accelerator",
-    "accelerator_count", "batch_size", "precision", "xla", "samples",
+    "label", "examples_per_sec", "speedup", "mfu", "usd_per_million_examples", "flag_text", "kind",
+    "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "usd_per_million_examples_spot",
+    "examples_per_usd", "examples_per_usd_spot", "model", "image_size", "seq_len", "width", "backend",
+    "backend_version", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
     "compile_s", "achieved_tflops", "price_key", "price_note", "source", "created_at", "run_id",
 ]
 

@@ -10,10 +10,10 @@ from dashbench.result import short_id
 from dashbench.store import ACTIVE, StoreError
 from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 
-# The figures a user came for first, then what ran, then bookkeeping.
+# The figures a user came for first (seen at a 1400 px window: columns.MUST_SEE), then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
-    "run", "status", "examples_per_sec", "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "mfu",
-    "usd_per_million_examples", "flags", "model", "backend", "backend_version", "accelerator", "accelerator_count",
+    "run", "status", "examples_per_sec", "mfu", "usd_per_million_examples", "flags", "step_time_median_ms",
+    "step_time_p10_ms", "step_time_p90_ms", "model", "backend", "backend_version", "accelerator", "accelerator_count",
     "batch_size",
     "precision", "xla", "samples", "compile_s", "created_at", "run_label", "sweep_id", "host", "error", "run_id",
 ]

@@ -79,14 +79,14 @@ def _memo(name, key, _fn, _args):
 
 def column_config(table) -> dict:
     """st.column_config for a dashbench table: readable labels and number formats (views.columns)."""
-    from dashbench.views.columns import COLUMNS
+    from dashbench.views.columns import COLUMNS, width_of
 
     config = {}
     for name in table.columns:
         spec = COLUMNS.get(name)
         if spec is None:
             continue
-        common = dict(label=spec.label, help=spec.help, pinned=spec.pinned or None)
+        common = dict(label=spec.label, help=spec.help, pinned=spec.pinned or None, width=width_of(name))
         if spec.kind == "number":
             config[name] = st.column_config.NumberColumn(format=spec.format, **common)
         elif spec.kind == "datetime":
@@ -107,11 +107,34 @@ def table(frame, **kwargs):
     return st.dataframe(blank_text(frame), column_config=column_config(frame), hide_index=True, **kwargs)
 
 
+READ_ONLY_RUN_KEY = "read_only_run_asked"
+READ_ONLY_RUN_TEXT = ("This dashboard is read-only (started with `--read-only`), so it has no Run page: the "
+                      "address /run opens Compare. Runs are launched where this database is written: a dashboard "
+                      "without `--read-only`, or `python -m dashbench run`.")
+
+
+def requested_page(url: str | None) -> str:
+    """The page part of the browser's address as Streamlit reports it (st.context.url drops the path of a
+    page the app has, so what is left after the app's address names a page it does not have)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url or "").path.rstrip("/").rpartition("/")[2]
+
+
+def note_read_only_run(read_only: bool) -> None:
+    """Called by the default page, which Streamlit runs for an address it has no page for: a read-only
+    dashboard asked for /run says why it shows Compare instead (open_page shows it once)."""
+    if read_only and requested_page(st.context.url) == "run":
+        st.session_state[READ_ONLY_RUN_KEY] = True
+
+
 def open_page(title: str, flash_key: str | None = None):
     """Every page's opening: its context, its title, the store error instead of the page, and the
     one-shot message that the previous script run left under `flash_key` (e.g. "3 runs deleted")."""
     ctx = page_context()
     st.title(title)
+    if st.session_state.pop(READ_ONLY_RUN_KEY, False):
+        st.info(READ_ONLY_RUN_TEXT)
     if ctx.store is None:
         st.error(md_text(ctx.store_error))
         st.stop()
