@@ -78,3 +78,37 @@ def test_a_typed_run_address_on_a_read_only_dashboard_says_why_it_shows_compare(
     assert "no Run page" in note and "--read-only" in note
     at.run()
     assert not [i for i in at.info if "read-only" in i.value]  # said once, not on every rerun
+
+
+def test_the_readmes_tpu_price_line_replaces_the_row_it_says_and_runs_are_priced_as_it_says(tmp_path):
+    import re
+    import shlex
+
+    from dashbench.costs import prices
+    from dashbench.store import Store
+
+    readme = (ROOT / "README.md").read_text()
+    (line,) = re.findall(r'^python -m dashbench prices set --device "TPU v2" .*$', readme, re.M)
+    assert "replaces `gcp-tpu-v2-8`" in readme and "beside the four shipped TPU v2 rows" in readme
+    shipped = prices.catalog()
+    assert (shipped["device"] == "TPU v2").sum() == 4
+
+    def price_set(argv, db):
+        done = subprocess.run([sys.executable, "-m", "dashbench", *argv, "--db", str(db)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        with Store(db, read_only=True) as store:
+            return done.stdout, prices.catalog(store)
+
+    argv = shlex.split(line)[3:]
+    out, catalog = price_set(argv, tmp_path / "as-written.sqlite")
+    assert "gcp-tpu-v2-8" in out and "overrides the shipped price" in out
+    assert (catalog["device"] == "TPU v2").sum() == 4  # replaced, not added
+    assert prices.match_price("TPU v2", 4, catalog)["key"] == "gcp-tpu-v2-8"
+    assert prices.match_price("TPU v2", 4, catalog)["on_demand_usd_per_hour"] == float(argv[-1])
+
+    without = [a for i, a in enumerate(argv) if "--provider" not in (a, argv[i - 1])]
+    out, catalog = price_set(without, tmp_path / "no-provider.sqlite")
+    assert "new price" in out and (catalog["device"] == "TPU v2").sum() == 5  # beside the four shipped
+    row = prices.match_price("TPU v2", 4, catalog)  # yours before any shipped row
+    assert row["origin"] == "override" and row["provider"] == "user"
