@@ -56,10 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
 JSON_ERROR_COMMANDS = ("run", "preset")
 
 
+def _refuse_db_url(text: str | None) -> None:
+    # Until a URL means a server, DASHBENCH_DB as a URL is refused like --db as one (results_cmd.db_path_arg).
+    from dashbench.store import url_refusal
+
+    if url_refusal(text):
+        raise SpecError("DASHBENCH_DB", url_refusal(text))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "db", "") is None:  # a command that reads a database, --db left out
+            _refuse_db_url(os.environ.get("DASHBENCH_DB"))
         return int(args.func(args) or 0)
     except (UsageError, SpecError) as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)

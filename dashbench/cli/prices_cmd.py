@@ -71,18 +71,16 @@ def _writes(handler):
 
 
 def _open_store(db, read_only: bool):
-    from dashbench.store import Store, StoreError, default_db_path
+    from dashbench.cli.results_cmd import one_field
+    from dashbench.store import Store, StoreError, database_file_exists, default_db_path
 
     path = db or default_db_path()
     try:
-        if read_only:
-            from pathlib import Path
-
-            if not Path(path).expanduser().exists():
-                return None
+        if read_only and not database_file_exists(path):
+            return None
         return Store(path, read_only=read_only)
     except StoreError as exc:
-        raise SpecError("db", str(exc)) from None
+        raise SpecError("db", one_field(str(exc))) from None
 
 
 def _list(args) -> int:

@@ -14,8 +14,8 @@ import pandas as pd
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.spec import BACKENDS, MAX_INT32
-from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, default_db_path, export_bundle, short_id,
-                             import_bundles, unreadable_text)
+from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, database_file_exists, default_db_path,
+                             export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
 
 
 READ_ONLY_ENV = "DASHBENCH_READ_ONLY"
@@ -29,6 +29,8 @@ def db_path_arg(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(
             f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})")
+    if url_refusal(text):
+        raise argparse.ArgumentTypeError(url_refusal(text))
     return text
 
 
@@ -96,7 +98,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
-    p.add_argument("--out", required=True, help="bundle file to write (JSON)")
+    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; never over an SQLite "
+                                                 "file; a FIFO or device is written through)")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("import", help="merge bundle files into the database")
@@ -203,7 +206,8 @@ def _open(args, must_exist: bool = True, write: str | None = None) -> Store | No
     path = Path(args.db) if args.db else default_db_path()
     if write is not None:
         refuse_if_read_only(args, write)
-    if must_exist and not path.exists():
+    exists = database_file_exists(path)  # a folder, or one that cannot be read: one line, not a traceback
+    if must_exist and not exists:
         return None
     if write is None and read_only_requested(args):
         return Store(path, read_only=True)
@@ -212,7 +216,7 @@ def _open(args, must_exist: bool = True, write: str | None = None) -> Store | No
     except SchemaVersionError:
         raise
     except StoreError:
-        if write is None and must_exist and path.exists():  # a file we may read but not write
+        if write is None and must_exist and exists:  # a file we may read but not write
             return Store(path, read_only=True)
         raise
     try:
@@ -384,7 +388,9 @@ def cmd_export(args) -> int:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
         count = export_bundle(store, args.out, **resolve_device_filters(filters, store))
-    print(f"exported {count} run{'s' if count != 1 else ''} to {shown(args.out)}")
+    # With --out - the bundle is stdout's only content; the count goes to stderr.
+    print(f"exported {count} run{'s' if count != 1 else ''} to {'stdout' if args.out == '-' else shown(args.out)}",
+          file=sys.stderr if args.out == "-" else sys.stdout)
     return 0
 
 

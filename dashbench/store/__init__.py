@@ -13,6 +13,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     Store,
     StoreBusyError,
     StoreError,
+    database_file_exists,
     default_db_path,
     iso,
     new_run_id,
@@ -21,6 +22,8 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     pid_alive,
     short_id,
     this_host,
+    url_refusal,
+    url_scheme,
 )
 from dashbench.store.queries import unreadable_text  # noqa: F401
 from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL  # noqa: F401

@@ -9,7 +9,6 @@ Uses only the Store's public API: the database module knows nothing of bundles.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
@@ -22,7 +21,7 @@ from typing import Iterable
 
 from dashbench import __version__
 
-from dashbench.store import database, schema, validate
+from dashbench.store import database, export_target, schema, validate
 from dashbench.store.queries import SAMPLE_COLUMNS
 from dashbench.store.states import STATUSES
 from dashbench.store.database import BundleError, StoreError, Store, this_host
@@ -40,7 +39,7 @@ MAX_NESTING = 64
 
 
 def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
-    """Write the runs matching `filters` (as Store.runs) to `path`. Returns how many."""
+    """Write the runs matching `filters` (as Store.runs) to `path` ("-": stdout). Returns how many."""
     runs = [{name: run[name] for name in RUN_FIELDS} for run in store.export_rows(**filters)]
     bundle = {
         "format": FORMAT,
@@ -55,17 +54,8 @@ def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
         "time_format": "ISO 8601, UTC",
         "runs": runs,
     }
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    # Written aside and renamed, so a crash never leaves a half bundle under the real name.
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(bundle, fh, default=str)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise StoreError(f"out: cannot write {path}: {exc.strerror or exc}") from None
+    # Never over the database or another SQLite file; through a FIFO or a device; "-" is stdout.
+    export_target.write_bundle(path, lambda fh: json.dump(bundle, fh, default=str), store.path)
     return len(runs)
 
 

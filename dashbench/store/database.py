@@ -14,9 +14,11 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -27,7 +29,7 @@ import pandas as pd
 
 from dashbench.result import RunResult, short_id  # noqa: F401  (short_id: re-exported)
 from dashbench.store import browse, queries, schema, states, validate, watch
-from dashbench.store.sidecars import read_only_mode
+from dashbench.store.sidecars import tidy
 from dashbench.store.states import TERMINAL
 from dashbench.spec import RunSpec, check_id
 
@@ -98,6 +100,43 @@ class BundleError(StoreError):
     """An export bundle that cannot be imported; the message says which file and what is wrong."""
 
 
+# A scheme and "//": a server's address (postgresql+psycopg://user@host/db), not a file. Taken as a
+# path it made folders named like the URL in the working folder.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def url_scheme(text) -> str | None:
+    """"postgresql+psycopg://" for a database URL, None for a path. Only the scheme is ever shown:
+    a URL may carry a password."""
+    match = _URL.search(text) if isinstance(text, str) else None
+    return match.group(0) if match else None
+
+
+def url_refusal(text) -> str | None:
+    """The words that refuse a database URL, or None for anything else."""
+    if url_scheme(text) is None:
+        return None
+    return (f"a database URL ({url_scheme(text)}…) is not accepted; only SQLite file paths are, "
+            f"for now (e.g. results.sqlite)")
+
+
+def database_file_exists(path: str | os.PathLike) -> bool:
+    """Whether a database file is at `path` (False: none yet). A folder, or a folder that cannot be
+    looked into, is a StoreError naming it: never a traceback, never "read-only"."""
+    path = Path(path).expanduser()
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise StoreError(f"db: cannot open database {path}: its folder cannot be read "
+                         f"({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"db: {path} is a folder, not a database file; give a file path "
+                         f"(e.g. {path / 'dashbench.sqlite'})")
+    return True
+
+
 def default_db_path() -> Path:
     env = os.environ.get("DASHBENCH_DB")
     if env:
@@ -162,6 +201,9 @@ class Store:
         """`write_retry_s`: past the busy timeout, how long a write goes on trying to get the
         write lock (with backoff) before it fails; a run process sets it long, since its samples
         are in memory, while a page or a command fails fast and says the file is locked."""
+        field, text = ("db", path) if path is not None else ("DASHBENCH_DB", os.environ.get("DASHBENCH_DB"))
+        if url_refusal(text):
+            raise StoreError(f"{field}: {url_refusal(text)}")
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s()
@@ -172,10 +214,13 @@ class Store:
     # -- opening ---------------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        exists = database_file_exists(self.path)
         if self.read_only:
-            if not self.path.exists():
+            if not exists:
                 raise StoreError(f"no database at {self.path} (read-only mode cannot create one)")
-            uri = self.path.resolve().as_uri() + "?mode=" + read_only_mode(self.path)
+            # The file opened O_RDONLY: nothing in this process can write it. Its -wal/-shm files,
+            # which such a reader cannot remove, are tidied on close (sidecars.tidy).
+            uri = self.path.resolve().as_uri() + "?mode=ro"
         else:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -232,7 +277,7 @@ class Store:
         try:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.busy_timeout_s,
                                    check_same_thread=False)
-            if self.read_only:  # before any statement: a read-only store may be opened "rw" (read_only_mode)
+            if self.read_only:  # before any statement; also said in words by ReadOnlyError
                 conn.execute("PRAGMA query_only = ON")
             return conn
         except sqlite3.Error as exc:
@@ -291,6 +336,8 @@ class Store:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                if self.read_only:
+                    tidy(self.path)
 
     def __enter__(self) -> "Store":
         return self

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from dashbench.store.sidecars import read_only_mode
+from dashbench.store.sidecars import tidy
 
 _KEEP = 8  # watchers kept open (a dashboard has one database; tests open many)
 _lock = threading.Lock()
@@ -37,38 +37,39 @@ def change_token(path) -> tuple:
         entry = _watchers.get(path)
         if entry is None or entry[0] != inode:
             if entry is not None:
-                _close(entry)
+                _close(entry, path)
             entry = (inode, next(_serials), _open(path))
             _watchers[path] = entry
         _watchers.move_to_end(path)
         while len(_watchers) > _KEEP:
-            _close(_watchers.popitem(last=False)[1])
+            oldest, old_entry = _watchers.popitem(last=False)
+            _close(old_entry, oldest)
         inode, serial, conn = entry
         if conn is None:  # cannot watch (no -shm possible, e.g. a read-only folder): nobody writes there
             return (str(path), inode, serial, (stat.st_size, stat.st_mtime_ns))
         try:
             version = conn.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.Error:
-            _close(_watchers.pop(path))
+            _close(_watchers.pop(path), path)
             return (str(path), inode, serial, (stat.st_size, stat.st_mtime_ns, "unwatched"))
         return (str(path), inode, serial, version)
 
 
 def _open(path: Path) -> sqlite3.Connection | None:
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode={read_only_mode(path)}", uri=True, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA query_only = ON")  # it only watches; as a Store's read-only handle, it leaves no files
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA query_only = ON")  # it only watches: opened as a read-only Store is, tidied on close
         conn.execute("PRAGMA data_version").fetchone()
         return conn
     except sqlite3.Error:
         return None
 
 
-def _close(entry) -> None:
+def _close(entry, path: Path) -> None:
     conn = entry[2]
     if conn is not None:
         conn.close()
+        tidy(path)
 
 
 def forget(path=None) -> None:
@@ -78,7 +79,7 @@ def forget(path=None) -> None:
         for key in keys:
             entry = _watchers.pop(key, None)
             if entry is not None:
-                _close(entry)
+                _close(entry, key)
 
 
 def _pid_guard() -> None:
@@ -88,5 +89,5 @@ def _pid_guard() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pid_guard)
-# Closed on the way out, so a read-only dashboard leaves no -wal/-shm files behind (database.read_only_mode).
+# Closed on the way out, so a dashboard leaves no -wal/-shm files behind (sidecars.tidy).
 atexit.register(forget)

@@ -47,6 +47,11 @@ def open_store(settings) -> tuple[Any, str | None]:
     """(store, None) or (None, message): a missing read-only database is a message, not a traceback."""
     from pathlib import Path
 
+    from dashbench.store import url_refusal
+
+    if url_refusal(settings.db_path):
+        return None, (f"Cannot open the database: {url_refusal(settings.db_path)}. Set DASHBENCH_DB (or pass "
+                      "`-- --db PATH`) to a database file.")
     if settings.read_only and not Path(settings.db_path).exists():
         return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
                       "dashbench database, or copy one there.")
