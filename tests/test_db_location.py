@@ -142,3 +142,21 @@ def test_a_read_only_reader_leaves_a_writers_wal_alone(tmp_path):
         assert len(writer.runs()) == 2
     with Store(db, read_only=True) as reader:
         assert sorted(reader.runs()["label"]) == ["base", "later"]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_the_dashboard_names_a_folder_or_an_unreadable_folder_in_its_message(read_only, tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    paths = [folder]
+    try:
+        os.stat(UNREADABLE)
+    except PermissionError:
+        paths.append(UNREADABLE)
+    except OSError:
+        pass
+    for path in paths:
+        store, message = context.open_store(settings.load(["--db", str(path)] + (["--read-only"] * read_only), {}))
+        assert store is None
+        assert "is a folder, not a database file" in message or "its folder cannot be read" in message, message
+    assert list(folder.iterdir()) == []

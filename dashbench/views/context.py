@@ -45,16 +45,17 @@ class AppContext:
 
 def open_store(settings) -> tuple[Any, str | None]:
     """(store, None) or (None, message): a missing read-only database is a message, not a traceback."""
-    from pathlib import Path
-
-    from dashbench.store import url_refusal
+    from dashbench.store import StoreError, database_file_exists, url_refusal
 
     if url_refusal(settings.db_path):
         return None, (f"Cannot open the database: {url_refusal(settings.db_path)}. Set DASHBENCH_DB (or pass "
                       "`-- --db PATH`) to a database file.")
-    if settings.read_only and not Path(settings.db_path).exists():
-        return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
-                      "dashbench database, or copy one there.")
+    try:
+        if settings.read_only and not database_file_exists(settings.db_path):
+            return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
+                          "dashbench database, or copy one there.")
+    except StoreError as exc:  # a folder, or a folder that cannot be read
+        return None, f"Cannot open the database `{settings.db_path}`: {exc}"
     try:
         return own_store(settings), None
     except Exception as exc:  # a broken or foreign file: say which and why instead of crashing every page
