@@ -115,7 +115,7 @@ def test_show_text_and_json(db, capsys):
         run_id = store.runs(batch_size=32)["run_id"].iloc[0]
         failed = store.runs(status="failed")["run_id"].iloc[0]
     code, out, _ = run_cli(capsys, "show", run_id[:-3], "--db", str(db))  # a unique prefix will do
-    assert code == 0 and run_id in out and "1,600.0 images/s" in out and "above_peak" in out and "3 samples stored" in out
+    assert code == 0 and run_id in out and "1,600.0 images/s" in out and "above peak: faster than the hardware" in out and "3 samples stored" in out
     code, out, _ = run_cli(capsys, "show", failed, "--db", str(db))
     assert "failed (ResourceExhaustedError: OOM when allocating tensor)" in out
     code, out, _ = run_cli(capsys, "show", run_id, "--db", str(db), "--json")
