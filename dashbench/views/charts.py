@@ -78,7 +78,7 @@ def _patterns(df: pd.DataFrame) -> list[str]:
     return ["/" if r else "" for r in _is_reference(df)]
 
 
-# Short: the entries share one line above a half-width chart.
+# Short names: above a half-width chart the legend takes a line for each.
 _COLOR_KEY = (("measured", MEASURED_COLOR), ("flagged", FLAGGED_COLOR), ("published", REFERENCE_COLOR))
 
 
@@ -90,10 +90,10 @@ def _color_key(colors: list[str]) -> list[dict]:
 
 
 def _legend_on_top(title, entries: int) -> dict:
-    """Layout for a legend on its own line between the title and the plot: beside the title it ran over it
+    """Layout for a legend of `entries` between the title and the plot: beside the title it ran over it
     on a half-width chart (a 1400 px window), below it collides with the axis title and notes. The title
     is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin leaves
-    a line for each."""
+    a line for the title and one for each entry."""
     return dict(title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)), showlegend=True,
                 legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
                 margin=dict(t=TITLE_PX + LEGEND_LINE_PX * entries + 10))
@@ -169,11 +169,11 @@ def _log_ticks(values) -> tuple[list[float], list[float]]:
     if not positive:
         return [], None
     lo, hi = min(positive), max(positive)
-    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
-             for m in (1, 2, 5)]
-    decades = [t for t in steps if lo <= t <= hi and round(t / 10 ** math.floor(math.log10(t) + 1e-9)) == 1]
+    powers = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+    steps = [m * 10.0 ** e for e in powers for m in (1, 2, 5)]
+    decades = [10.0 ** e for e in powers if lo <= 10.0 ** e <= hi]
     ticks = decades if len(decades) >= 2 else [t for t in steps if lo <= t <= hi]
-    while len(ticks) < 2:  # widen to the nearest 1-2-5 step outside the values, the side with more room first
+    while len(ticks) < 2:  # add the 1-2-5 step nearest to the values outside them, below or above
         below = [t for t in steps if t < min(ticks, default=lo)]
         above = [t for t in steps if t > max(ticks, default=hi)]
         if below and (not above or lo / below[-1] < above[0] / hi):
