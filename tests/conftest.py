@@ -1,4 +1,5 @@
 import pytest
+from pg_server import pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,169 @@
+"""A real PostgreSQL server for the tests: `pg_server` (one per pytest process, so each xdist worker
+has its own; initdb with fsync off costs ~1 s, less than coordinating one shared server's last user)
+and `pg_url`, a fresh database per test. Debian's `postgresql` package provides the binaries; CI
+installs it, and there a missing server fails instead of skipping."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SUPERUSER = "postgres"
+
+
+def bindir() -> Path | None:
+    """The folder holding initdb and postgres: pg_config's answer, else Debian's newest version."""
+    candidates = []
+    if shutil.which("pg_config"):
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        candidates.append(out.stdout.strip())
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True)
+    return next((Path(c) for c in candidates if c and (Path(c) / "initdb").exists()), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_user() -> dict:
+    # PostgreSQL refuses to run as root: as root, run it as the `postgres` account Debian creates.
+    if os.geteuid() != 0:
+        return {}
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.fail("running as root and there is no `postgres` account to run PostgreSQL as")
+    return {"user": "postgres", "group": pwd.getpwnam("postgres").pw_gid}
+
+
+@dataclass
+class PgServer:
+    folder: Path
+    port: int
+    process: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def url(self, dbname: str = "postgres", user: str = SUPERUSER, driver: str = "postgresql+psycopg") -> str:
+        return f"{driver}://{user}@127.0.0.1:{self.port}/{dbname}"
+
+    def connect(self, dbname: str = "postgres", user: str = SUPERUSER):
+        import psycopg
+
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=user, dbname=dbname, autocommit=True)
+
+    def stop(self) -> None:
+        """Fast shutdown of our own postmaster by its pid, SIGKILL if it lingers; then remove its folder."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_server() -> PgServer:
+    found = bindir()
+    if found is None:
+        message = "PostgreSQL server not installed (Debian: apt-get install postgresql)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    user = _as_user()
+    # Not under pytest's basetemp: that folder is 0700 root's, and the server runs as `postgres`.
+    folder = Path(tempfile.mkdtemp(prefix="dashbench-pg-"))
+    if user:
+        os.chown(folder, pwd.getpwnam("postgres").pw_uid, user["group"])
+    data = folder / "data"
+    subprocess.run([found / "initdb", "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C",
+                    "--no-sync", "--no-instructions"], check=True, capture_output=True, **user)
+    for attempt in range(3):  # another process may take the free port between the probe and the bind
+        port = _free_port()
+        log = open(folder / f"server-{attempt}.log", "wb")
+        process = subprocess.Popen(
+            [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
+             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             "-c", "max_connections=200"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **user)
+        log.close()
+        server = PgServer(folder, port, process)
+        if _wait_ready(server):
+            return server
+        server.process.kill()
+        server.process.wait()
+    text = (folder / "server-2.log").read_text(errors="replace")[-2000:]
+    shutil.rmtree(folder, ignore_errors=True)
+    pytest.fail(f"PostgreSQL did not start: {text}")
+
+
+def _wait_ready(server: PgServer, seconds: float = 60) -> bool:
+    import psycopg
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            return False
+        try:
+            server.connect().close()
+            return True
+        except psycopg.OperationalError:
+            time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    server = start_server()
+    yield server
+    server.stop()
+
+
+_numbers = itertools.count()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the test server, as a SQLAlchemy URL; dropped after the test."""
+    name = f"test_{os.getpid()}_{next(_numbers)}"
+    with pg_server.connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_server.url(name)
+    with pg_server.connect() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def create_reader(url: str, role: str | None = None) -> str:
+    """A login role that can only SELECT in `url`'s database, now and in tables created later by
+    the owner; returns the same URL with that role as its user."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    role = role or f"reader_{parsed.database}"
+    with psycopg.connect(host=parsed.host, port=parsed.port, user=parsed.username, dbname=parsed.database,
+                         autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{parsed.database}" TO "{role}"')
+        conn.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+        conn.execute(f'ALTER DEFAULT PRIVILEGES FOR ROLE "{parsed.username}" IN SCHEMA public '
+                     f'GRANT SELECT ON TABLES TO "{role}"')
+    return parsed.set(username=role).render_as_string(hide_password=False)
