@@ -154,16 +154,131 @@ def host_memory() -> tuple[Optional[float], Optional[float]]:
     return float(available), float(total)
 
 
-def process_rss(pid: int | str = "self") -> Optional[float]:
-    """Resident memory of a process in bytes (VmRSS), or None where /proc does not say."""
+# A limit this large (cgroup v1's "no limit" is 2**63 rounded down to a page) bounds nothing.
+NO_LIMIT = 2**60
+BUDGET_ENV = "DASHBENCH_MEMORY_BUDGET_GB"  # a smaller budget by hand (a shared host, a test's cap)
+
+
+def host_budget() -> tuple[Optional[float], str]:
+    """(bytes a run on this host may use, which bound that is): the least of the host's free memory
+    (MemAvailable), the room under the cgroup's memory.max (v2; v1 memory.limit_in_bytes), the room
+    under the process's RLIMIT_AS and RLIMIT_DATA, and DASHBENCH_MEMORY_BUDGET_GB; (None, "") when
+    none is known."""
+    available, _total = host_memory()
+    bounds = [(available, "its free memory, MemAvailable"), cgroup_room(), *rlimit_rooms()]
+    budget = env_float(BUDGET_ENV, 0.0)
+    if budget > 0:
+        bounds.append((budget * GB, f"{BUDGET_ENV}={budget:g}"))
+    known = [(value, name) for value, name in bounds if value is not None]
+    return min(known, key=lambda bound: bound[0]) if known else (None, "")
+
+
+def host_capacity() -> Optional[float]:
+    """The most a run on this host could hold: MemTotal, or a smaller cgroup limit or rlimit."""
+    _available, total = host_memory()
+    limits = [total, _cgroup_file(*CGROUP_LIMIT_FILES)]
+    limits += [limit for _name, limit, _used in _rlimits()]
+    known = [value for value in limits if value is not None and value < NO_LIMIT]
+    return min(known) if known else None
+
+
+CGROUP_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
+CGROUP_USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
+CGROUP_EVENT_FILES = ("memory.events", "memory.oom_control")  # both carry "oom_kill N"
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _cgroup_dirs() -> list[str]:
+    """This process's memory cgroup folders, own first (v2's unified one, then v1's memory one)."""
+    try:
+        with open("/proc/self/cgroup") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        _id, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            found += [os.path.join(CGROUP_ROOT, path.lstrip("/")), CGROUP_ROOT]
+        elif "memory" in controllers.split(","):
+            found += [os.path.join(CGROUP_ROOT, "memory", path.lstrip("/")), os.path.join(CGROUP_ROOT, "memory")]
+    return found
+
+
+def _cgroup_file(*names: str) -> Optional[float]:
+    """The first of `names` that this process's cgroup has, as a number ("max": None)."""
+    for folder in _cgroup_dirs():
+        for name in names:
+            try:
+                with open(os.path.join(folder, name)) as handle:
+                    text = handle.read().strip()
+            except OSError:
+                continue
+            if text == "max":
+                return None
+            try:
+                return float(text)
+            except ValueError:
+                return None
+    return None
+
+
+def cgroup_room() -> tuple[Optional[float], str]:
+    """(room under the cgroup's memory limit, its name), or (None, …) with no limit set."""
+    limit = _cgroup_file(*CGROUP_LIMIT_FILES)
+    if limit is None or limit >= NO_LIMIT:
+        return None, ""
+    used = _cgroup_file(*CGROUP_USAGE_FILES) or 0.0
+    return max(0.0, limit - used), f"the cgroup's memory limit, {gb(limit)} with {gb(used)} in use"
+
+
+def oom_kills() -> Optional[int]:
+    """The cgroup's count of processes the kernel's OOM killer ended (oom_kill), or None."""
+    for folder in _cgroup_dirs():
+        for name in CGROUP_EVENT_FILES:
+            try:
+                with open(os.path.join(folder, name)) as handle:
+                    for line in handle:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+            except (OSError, ValueError):
+                continue
+    return None
+
+
+def _rlimits() -> list[tuple[str, float, Optional[float]]]:
+    """(name, soft limit, bytes of it this process already uses) of RLIMIT_AS and RLIMIT_DATA where set."""
+    import resource
+
+    out = []
+    for name, status_key in (("RLIMIT_AS", "VmSize:"), ("RLIMIT_DATA", "VmData:")):
+        soft, _hard = resource.getrlimit(getattr(resource, name))
+        if soft != resource.RLIM_INFINITY and soft < NO_LIMIT:
+            out.append((name, float(soft), _status_bytes(status_key)))
+    return out
+
+
+def rlimit_rooms() -> list[tuple[float, str]]:
+    return [(max(0.0, limit - (used or 0.0)),
+             f"the process's {name}, {gb(limit)}" + (f" with {gb(used)} of it in use" if used else ""))
+            for name, limit, used in _rlimits()]
+
+
+def _status_bytes(key: str, pid: int | str = "self") -> Optional[float]:
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return float(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def process_rss(pid: int | str = "self") -> Optional[float]:
+    """Resident memory of a process in bytes (VmRSS), or None where /proc does not say."""
+    return _status_bytes("VmRSS:", pid)
 
 
 def _on_host_cpu(spec: RunSpec) -> bool:
@@ -195,7 +310,7 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
     without the framework."""
     if _on_host_cpu(spec):
-        available, _total = host_memory()
+        available, _bound = host_budget()
         return available, "the host", 1
     if spec.device in ("gpu", "auto"):
         free = gpu_free_memory()
@@ -232,14 +347,18 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
     and the largest batch that fits. Returns a one-line warning when the estimate passes
     WARN_FRACTION of it, else None. An accelerator run's batch, made on the host, is checked against
     the host's memory too."""
-    where, devices = "the host", 1
+    where, devices, bound = "the host", 1, ""
     if available is None:
         available, where, devices = device_memory(spec)
         if where != "the host":
             _check_host_side(spec)
+        else:
+            bound = host_budget()[1]
     if available is None:
         return None
     accelerator = where != "the host"
+    if bound:  # which of the host's bounds is the least, and so the one that counts
+        where += f" (bound: {bound})"
     # Data parallel over devices: each holds the weights and its share of the batch.
     need = estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None) if devices > 1 else spec)
     room = available * (ACCELERATOR_MARGIN if accelerator else 1.0)
@@ -265,7 +384,7 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
 def _check_host_side(spec: RunSpec) -> None:
     """An accelerator run's synthetic batch is made in the host's memory (twice: numpy and the
     framework's copy) before it is put on the devices: refused when that cannot fit the host."""
-    available, _total = host_memory()
+    available, _bound = host_budget()
     if available is None:
         return
     _params, _activations, inputs = _counts(spec)
