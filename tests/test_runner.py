@@ -138,7 +138,7 @@ def test_samples_are_committed_while_the_run_goes(tmp_path, engine, monkeypatch)
 def test_real_run_killed_with_sigkill_is_interrupted_and_keeps_samples(tmp_path):
     db = tmp_path / "r.sqlite"
     # Long enough to be killed mid-way; each loop of this tiny model takes milliseconds.
-    argv = [sys.executable, "-m", "dashbench", "run", *TINY, "--batch-size", "4", "--steps", "200000",
+    argv = [sys.executable, "-m", "dashbench", "run", *TINY, "--batch-size", "4", "--steps", "90000",
             "--warmup", "1", "--db", str(db)]
     log = open(tmp_path / "run.log", "wb")  # a file, not a pipe: progress lines must never block the run
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
