@@ -175,4 +175,4 @@ def test_real_run_killed_with_sigkill_is_interrupted_and_keeps_samples(tmp_path)
         run = store.get_run(run_id)
         assert run["status"] == "interrupted" and f"pid {proc.pid}" in run["error"]
         assert len(store.samples(run_id)) >= measured
-        assert RunSpec.from_dict(run["spec"]).steps == 200000
+        assert RunSpec.from_dict(run["spec"]).steps == 90000
