@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "prices_cmd",
     "preset_cmd",
     "doctor_cmd",
+    "store_cmd",
 ]
 
 

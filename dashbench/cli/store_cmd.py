@@ -1,0 +1,260 @@
+"""`store copy --from A --to B`: one store's runs (with samples), price overrides, calibrations and
+first CPU probes into another — a local SQLite file into the team's PostgreSQL store, or the team
+store into a file to take home. Only the Store's public methods; a second copy adds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dashbench.cli.terminal import shown
+from dashbench.spec import SpecError
+
+# Runs travel in batches, each one import transaction: memory stays bounded on a 100k-run store,
+# and a copy cut short keeps what it wrote and is finished by running it again.
+BATCH = 200
+# A first CPU probe is listed by (host, backend); these are the backends a probe is stored for.
+PROBE_BACKENDS = ("tensorflow", "jax")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "store", help="work on a whole store: copy one into another",
+        description="Work on a whole results store (a SQLite file or a postgresql+psycopg:// URL).")
+    actions = parser.add_subparsers(dest="store_action", required=True)
+    copy = actions.add_parser(
+        "copy", help="copy runs, prices, calibrations and first CPU probes into another store",
+        description=("Copy every ended run (with its samples), the price overrides, the calibrations and the "
+                     "first CPU probes of --from into --to (created if it is a new file). A run, price or "
+                     "calibration already in --to is kept as it is there, so a second copy adds nothing. "
+                     "Runs still queued or running are left out: copy again once they end."))
+    copy.add_argument("--from", dest="source", required=True, metavar="STORE",
+                      help="the store to read: a SQLite file, or postgresql+psycopg://user@host:5432/dbname")
+    copy.add_argument("--to", dest="target", required=True, metavar="STORE",
+                      help="the store to write into (the same forms)")
+    copy.set_defaults(func=_copy)
+
+
+def masked(text: str) -> str:
+    """A store as it may be shown: a URL's password as ***, a URL that does not parse as its scheme only."""
+    from dashbench.store import url_scheme
+
+    scheme = url_scheme(text)
+    if scheme is None:
+        return str(text)
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(text).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown by its scheme, never in full
+        return f"{scheme}…"
+
+
+def _password(text: str) -> str | None:
+    from dashbench.store import url_scheme
+
+    if url_scheme(text) is None:
+        return None
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(text).password or None
+    except Exception:  # noqa: BLE001
+        # Not a URL SQLAlchemy reads: whatever sits between "user:" and "@" may be a password.
+        rest = text.split("://", 1)[-1].split("@", 1)
+        return rest[0].split(":", 1)[1] if len(rest) == 2 and ":" in rest[0] else None
+
+
+def _scrub(message: str, stores: tuple[str, ...]) -> str:
+    """An error's text without any password of the stores named: a driver may quote the URL."""
+    for text in stores:
+        secret = _password(text)
+        if secret:
+            message = message.replace(text, masked(text)).replace(secret, "***")
+    return message
+
+
+def _open(text: str, field: str, read_only: bool):
+    from dashbench.cli.results_cmd import one_field
+    from dashbench.store import Store, StoreError
+
+    if not text.strip():
+        raise SpecError(field, "give a SQLite file path or a postgresql+psycopg:// URL (an empty one is refused)")
+    try:
+        return Store(text, read_only=read_only)
+    except StoreError as exc:
+        raise SpecError(field, one_field(str(exc))) from None
+
+
+def _same_store(source: str, target: str) -> bool:
+    from dashbench.store import url_scheme
+
+    if url_scheme(source) or url_scheme(target):
+        return _server_and_database(source) == _server_and_database(target)
+    a, b = Path(source).expanduser(), Path(target).expanduser()
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _server_and_database(text: str) -> str:
+    """A URL without its user and password: two roles on one database are one store."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(text).set(username=None, password=None).render_as_string()
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: the Store refuses it when opened
+        return masked(text)
+
+
+def _database_errors() -> tuple:
+    """What a database can raise mid-copy (a lost connection, a full disk): one line, not a traceback."""
+    import sqlite3
+
+    try:
+        from psycopg import Error as DriverError  # raised unwrapped by a pool's raw connection
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # pragma: no cover - pinned in requirements-app.txt
+        return sqlite3.Error, OSError
+    return sqlite3.Error, OSError, SQLAlchemyError, DriverError
+
+
+def _copy(args) -> int:
+    from dashbench.cli.results_cmd import refuse_if_read_only
+    from dashbench.store import StoreError
+
+    stores = (args.source, args.target)
+    try:
+        refuse_if_read_only(args, "copy into --to")
+        if _same_store(args.source, args.target):
+            raise SpecError("to", f"{masked(args.target)} is the store given as --from; copy into another one")
+        with _open(args.source, "from", read_only=True) as source, _open(args.target, "to", read_only=False) as target:
+            report = copy_store(source, target)
+    except (SpecError, StoreError, ValueError) as exc:
+        text = str(exc) if isinstance(exc, SpecError) else f"to: {exc}"
+        raise SpecError(text.split(": ", 1)[0], _scrub(text.split(": ", 1)[1], stores)) from None
+    except _database_errors() as exc:
+        raise SpecError("to", _scrub(f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
+                                     f"what was copied is kept, run the copy again to finish", stores)) from None
+    print(shown(f"copied {masked(args.source)} into {masked(args.target)}"))
+    for line in report_lines(report):
+        print(shown(line))
+    return 0
+
+
+def copy_store(source, target) -> dict:
+    """Copy what `source` holds into `target`; returns what was added, kept and left out."""
+    report = {"runs_added": 0, "runs_kept": 0, "samples_added": 0, "runs_differing": [], "runs_active": 0,
+              "runs_unreadable": []}
+    ids = list(reversed(source.run_ids()))  # oldest first, as a bundle carries them
+    for start in range(0, len(ids), BATCH):
+        runs = []
+        for run in source.export_rows(run_ids=ids[start:start + BATCH]):
+            checked = _importable(run, report)
+            if checked is not None:
+                runs.append(checked)
+        counts = target.import_rows(runs)
+        report["runs_added"] += counts["runs_added"]
+        report["runs_kept"] += counts["runs_skipped"]
+        report["samples_added"] += counts["samples_added"]
+        report["runs_differing"] += counts["runs_differing"]
+    report.update(_copy_prices(source, target))
+    report.update(_copy_calibrations(source, target))
+    report["probes_added"] = _copy_first_probes(source, target)
+    return report
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _importable(run: dict, report: dict) -> dict | None:
+    """A stored run in import_rows' form, checked as a bundled run is; None (and counted) when it is
+    still going or cannot be read."""
+    from dashbench.store import ACTIVE, bundle
+
+    if run["status"] in ACTIVE:
+        report["runs_active"] += 1
+        return None
+    if run.get("unreadable"):
+        report["runs_unreadable"].append(f"{run['run_id']}: {run['unreadable']}")
+        return None
+    try:
+        # The bundle's checks: a copied run is exactly what `import` would have taken.
+        return bundle._check_run({name: run.get(name) for name in bundle.RUN_FIELDS}, 0, _Unreadable)
+    except _Unreadable as exc:
+        report["runs_unreadable"].append(str(exc).replace("run #0 ", "", 1))
+        return None
+
+
+def _copy_prices(source, target) -> dict:
+    """Each override whose key the target lacks; a key the target has keeps the target's price."""
+    from dashbench.store import schema
+
+    theirs = {row["key"]: row for row in target.price_overrides()}
+    added, differing = 0, []
+    compared = [c for c in schema.PRICE_COLUMNS if c != "origin"]
+    for row in source.price_overrides():
+        if row["key"] in theirs:
+            if any(row.get(c) != theirs[row["key"]].get(c) for c in compared):
+                differing.append(row["key"])
+            continue
+        target.set_price_override({c: row.get(c) for c in schema.PRICE_COLUMNS})
+        added += 1
+    return {"prices_added": added, "prices_differing": differing}
+
+
+def _calibration_key(row: dict) -> tuple:
+    return round(float(row["created_at"]), 3), row["host"], row["device"], row["backend"], row["verdict"]
+
+
+def _copy_calibrations(source, target) -> dict:
+    """Each calibration the target lacks (the same time, host, device, backend and verdict), oldest first."""
+    have = {_calibration_key(row) for row in target.calibrations()}
+    added, unreadable = 0, []
+    for row in reversed(source.calibrations()):
+        try:
+            key = _calibration_key(row)
+            if key in have:
+                continue
+            target.add_calibration(row)
+        except (TypeError, ValueError) as exc:
+            unreadable.append(f"calibration {row.get('id')}: {exc}")
+            continue
+        have.add(key)
+        added += 1
+    return {"calibrations_added": added, "calibrations_unreadable": unreadable}
+
+
+def _copy_first_probes(source, target) -> int:
+    """The first CPU probe of each host and backend; a dtype the target has a first probe for keeps it."""
+    hosts = set(source.distinct("host")) | {row["host"] for row in source.calibrations()}
+    added = 0
+    for host in sorted(h for h in hosts if h):
+        for backend in PROBE_BACKENDS:
+            peaks = source.first_cpu_peaks(host, backend)
+            new = {dtype: value for dtype, value in peaks.items() if dtype not in target.first_cpu_peaks(host, backend)}
+            if new:
+                target.keep_first_cpu_peaks(host, backend, new)
+                added += len(new)
+    return added
+
+
+def report_lines(report: dict) -> list[str]:
+    lines = [
+        f"runs: {report['runs_added']} added ({report['samples_added']} samples), "
+        f"{report['runs_kept']} already there and kept",
+        f"price overrides: {report['prices_added']} added; calibrations: {report['calibrations_added']} added; "
+        f"first CPU probes: {report['probes_added']} added",
+    ]
+    if report["runs_active"]:
+        lines.append(f"runs still queued or running, left out: {report['runs_active']} (copy again once they end)")
+    for difference in report["runs_differing"]:
+        run_id, field = difference.split(": ", 1)
+        lines.append(f"run {run_id}: the target's copy differs in {field}; kept the target's")
+    for key in report["prices_differing"]:
+        lines.append(f"kept the target's price override {key} (the source's differs)")
+    for what in report["runs_unreadable"] + report["calibrations_unreadable"]:
+        lines.append(f"left out, unreadable: {what}")
+    return lines
+
