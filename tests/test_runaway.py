@@ -287,12 +287,12 @@ def pid_gone(db, pid: int, timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize("batch,who", [(21, "the run itself"), (22, "the guard, the main thread being stuck")])
-def test_a_run_past_the_memory_limit_ends_failed_out_of_host_memory(stand_in, monkeypatch, batch, who):
+def test_a_run_past_the_memory_limit_ends_oom_out_of_host_memory(stand_in, monkeypatch, batch, who):
     monkeypatch.setenv("DASHBENCH_MEMORY_LIMIT_GB", "0.2")
     monkeypatch.setenv("DASHBENCH_MEMORY_GRACE_S", "1")
     run_id = submit(stand_in, batch)
-    row = wait_for(stand_in, run_id, {"failed", "done", "cancelled", "interrupted"})
-    assert row["status"] == "failed", (who, row)
+    row = wait_for(stand_in, run_id, {"failed", "oom", "done", "cancelled", "interrupted"})
+    assert row["status"] == "oom", (who, row)
     assert re.match(r"out of host memory \(0\.\d GB of 0\.2 GB allowed by DASHBENCH_MEMORY_LIMIT_GB\)$",
                     row["error"]), row["error"]
     assert pid_gone(stand_in, row["pid"])
@@ -365,7 +365,7 @@ CLI_STAND_IN = textwrap.dedent('''
 
 @pytest.mark.parametrize("batch,code,status,error", [
     (30, 143, "cancelled", "cancelled by SIGTERM (the run did not stop within 1 s; its process was ended)"),
-    (31, 1, "failed", "out of host memory ("),
+    (31, 3, "oom", "out of host memory ("),
 ])
 def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_path, batch, code, status, error):
     import subprocess

@@ -1,11 +1,11 @@
 """`python -m dashbench run`: one measured run, recorded in the store unless --no-store.
 
 Progress goes to stderr; with --json, stdout carries exactly one JSON object (the result, or on an
-error one with status "invalid" (+ field), "failed" or "cancelled", error, model, device and the
+error one with status "invalid" (+ field), "failed", "oom" or "cancelled", error, model, device and the
 run_id when stored), so anything else that writes to stdout while the run goes (a library's print)
 is sent to stderr.
 Exit codes: 0 done, 2 bad input (field named), an unusable db or (--no-wait) a device another run
-holds, 1 a run that failed, 128+N
+holds, 1 a run that failed, 3 a run out of memory (status oom), 128+N
 cancelled by signal N. `preset` runs through the same `execute`, so both report errors alike.
 """
 
@@ -60,10 +60,11 @@ def handle(args) -> int:
     except SpecError as exc:
         return report_invalid(exc, args.json)
     progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend)
-    # A stored (queued) run's memory was checked when it was queued.
+    # A stored (queued) run's memory is checked again here, in the process that runs it (its own
+    # RLIMIT_AS, the memory free now): past it, the row ends `oom` (a refusal when it is not stored).
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                           run_id=args.run_id, on_event=progress, device_wait=args.device_wait,
-                           check_memory=not from_row)
+                           run_id=args.run_id, on_event=progress,
+                           device_wait=args.device_wait, stored_row=from_row)
     if code:
         return code
     if args.json:
@@ -98,21 +99,30 @@ def _spec(args) -> tuple[RunSpec, bool]:
 
 
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
-            on_event=None, device_wait: str = "wait", check_memory: bool = True) -> tuple[int, RunResult | None]:
+            on_event=None, device_wait: str = "wait", check_memory: bool = True,
+            stored_row: bool = False) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.memory)
     before anything else, and warn on stderr past half of it.
-    Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 128+N cancelled."""
+    `stored_row`: `run_id` is a stored (queued) row, which a memory refusal ends as `oom`.
+    Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
+    128+N cancelled."""
     from dashbench.cli.results_cmd import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, runner
     from dashbench.store import StoreError
 
     from dashbench import memory
+    from dashbench.jobs import oom
 
     try:
         if check_memory:
-            warning = memory.check(spec)
+            try:
+                warning = memory.check(spec)
+            except SpecError as exc:
+                if not stored_row:
+                    raise
+                return _refused_row(spec, json_out, db_path, run_id, f"out of memory before it started: {exc}"), None
             if warning:
                 print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
         if record:
@@ -134,8 +144,8 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
         stored_id = getattr(exc, "run_id", None)
         if isinstance(exc, runner.RunCancelled):  # a signal; already recorded as cancelled
             return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
-        if isinstance(exc, runner.OutOfHostMemory):  # "out of host memory (N GB of M)"
-            return _report_end(spec, json_out, "failed", str(exc), 1, stored_id), None
+        if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
+            return _report_end(spec, json_out, oom.STATUS, runner._error_text(exc), oom.EXIT_CODE, stored_id), None
         error = f"{type(exc).__name__}: {_one_line(runner.error_message(exc))}"
         return _report_end(spec, json_out, "failed", error, 1, stored_id), None
 
@@ -148,9 +158,20 @@ def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None
     return 2
 
 
+def _refused_row(spec, json_out: bool, db_path, run_id: str, error: str) -> int:
+    """A stored run that its own process finds cannot fit: its row ends `oom`, never runs."""
+    from dashbench.jobs import oom
+    from dashbench.store import Store
+
+    with Store(db_path) as store:
+        store.finish_run(run_id, oom.STATUS, error=error)
+    return _report_end(spec, json_out, oom.STATUS, error, oom.EXIT_CODE, run_id)
+
+
 def _report_end(spec, json_out: bool, status: str, error: str, code: int, run_id: str | None) -> int:
-    verb = "failed" if status == "failed" else "cancelled"
-    print(f"error: run {verb}: {shown(error)}", file=sys.stderr)
+    from dashbench.jobs import runner
+
+    print(f"error: run {runner.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
     if json_out:
         print_json(_error_object(spec, status, error, run_id))
     return code

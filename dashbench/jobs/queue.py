@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from dashbench import memory
+from dashbench.jobs import oom
 from dashbench.spec import RunSpec
 from dashbench.store import ACTIVE, Store, StoreError, pid_alive, this_host
 
@@ -80,11 +82,13 @@ def pump(db_path=None) -> list[str]:
                     busy.add(key)  # first come, first served: later runs for this device wait too
                     continue
                 log_path = _log_path(store.path, run_id)
+                kills = memory.oom_kills()  # the kernel's OOM kills so far, to judge a SIGKILL by
                 try:
                     proc = _launch(run_id, db, log_path)
                 except OSError as exc:
                     claim.failed_to_start(run_id, f"could not start the run process: {exc}")
                     continue
+                proc.oom_kills_at_start = kills
                 with _children_lock:
                     _children[(db, run_id)] = proc
                 # Marked running with the child's pid before the claim ends: no other pump can
@@ -211,23 +215,25 @@ def _reap(store: Store) -> None:
     here, from its exit code (the process is ours, so we know better than reconcile's guess)."""
     db = str(store.path.resolve())
     with _children_lock:  # the dashboard's sessions are threads of one process
-        ended = [(key, proc.returncode) for key, proc in list(_children.items())
-                 if key[0] == db and proc.poll() is not None]
-        for key, _code in ended:
+        ended = [(key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
+                 for key, proc in list(_children.items()) if key[0] == db and proc.poll() is not None]
+        for key, _code, _kills in ended:
             del _children[key]
-    for (_db, run_id), code in ended:
+    for (_db, run_id), code, kills in ended:
         row = store.get_run(run_id)
         if row is None or row["status"] not in ACTIVE or store.read_only:
             continue
-        store.finish_unreported(run_id, *_verdict(code, row))
+        store.finish_unreported(run_id, *_verdict(code, row, kills))
 
 
-def _verdict(code: int, row: dict) -> tuple[str, str]:
+def _verdict(code: int, row: dict, oom_kills_at_start: int | None = None) -> tuple[str, str]:
     tail = _log_tail(row.get("log_path"))
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
         if row["cancel_requested"]:
             return "cancelled", f"cancelled ({name})"
+        if oom.killed_by_kernel(-code, oom_kills_at_start, memory.oom_kills()):
+            return oom.STATUS, f"out of memory: the kernel's OOM killer ended the run process ({name}){tail}"
         if -code in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             return "interrupted", f"run process killed by {name}"
         return "failed", f"run process crashed ({name}){tail}"

@@ -31,7 +31,7 @@ import time
 from typing import Callable
 
 from dashbench import memory
-from dashbench.jobs import device_lock
+from dashbench.jobs import device_lock, oom
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
@@ -55,6 +55,8 @@ OOM_SIGNAL = signal.SIGUSR1
 # Called as hook(status, error, run_id) just before the guard ends the process itself, so a command
 # can still say how the run ended (`run --json` prints its one JSON object). Registered per run.
 HARD_EXIT_HOOKS: list[Callable[[str, str, "str | None"], None]] = []
+# How an `error: run …:` line names each end.
+END_WORDS = {"failed": "failed", oom.STATUS: "out of memory", "cancelled": "cancelled"}
 
 
 class RunCancelled(Exception):
@@ -70,7 +72,7 @@ class RunCancelled(Exception):
 
 
 class OutOfHostMemory(Exception):
-    """The guard stopped the run before the host ran out of memory; it is recorded as `failed`
+    """The guard stopped the run before the host ran out of memory; it is recorded as `oom`
     with this message: `out of host memory (N GB of M)`."""
 
 
@@ -197,7 +199,7 @@ class _Guard(threading.Thread):
             if self.stopped.is_set():
                 return
             if self.oom is not None and now >= self.oom[0]:
-                self.end_hard("failed", self.oom[1], 1)
+                self.end_hard(oom.STATUS, self.oom[1], oom.EXIT_CODE)
                 return
             if self.cancel is not None and now >= self.cancel[0]:
                 signum = self.cancel[1]
@@ -313,7 +315,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             except BaseException as exc:
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
-                    status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
+                    status = "cancelled" if isinstance(exc, KeyboardInterrupt) else \
+                        oom.STATUS if oom.is_oom(exc) else "failed"
                     _finish(store, run_id, status, None, _error_text(exc), recorder, state)
                     _tag(exc, run_id)
                 raise
@@ -346,8 +349,7 @@ def _guarded(store: Store | None, wake_fd: int | None):
                         own.finish_run(state["run_id"], status, error=error)
                 except Exception as exc:  # the end is still the end; say why it is not recorded
                     _say(f"error: could not record the run's end: {exc}")
-            verb = "failed" if status == "failed" else "cancelled"
-            _say(f"error: run {verb}: {error}")
+            _say(f"error: run {END_WORDS.get(status, status)}: {error}")
             for hook in list(HARD_EXIT_HOOKS):
                 try:
                     hook(status, error, state["run_id"] if state["begun"] else None)
@@ -491,8 +493,8 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
 
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, OutOfHostMemory):
-        return str(exc)  # "out of host memory (N GB of M)": the status says it failed
+    if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
+        return oom.error_text(exc, error_message(exc))
     text = error_message(exc)
     name = type(exc).__name__
     return f"{name}: {text}" if text else name

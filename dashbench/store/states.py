@@ -6,9 +6,9 @@ No TensorFlow here, and no SQL: the store asks `allowed` (or `sources`, for a gu
 from __future__ import annotations
 
 # The values the runs.status column may hold.
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
+TERMINAL = ("done", "failed", "oom", "cancelled", "interrupted")  # oom: ran out of memory
 # A final status that a later report may still correct: an "interrupted" run was only presumed dead.
-FINAL = ("done", "failed", "cancelled")
+FINAL = ("done", "failed", "oom", "cancelled")
 # Not yet ended: waiting for its device, or going.
 ACTIVE = ("queued", "running")
 STATUSES = ACTIVE + TERMINAL
@@ -16,14 +16,15 @@ STATUSES = ACTIVE + TERMINAL
 # old status -> the statuses it may become. None: a run that has no row yet.
 MOVES: dict[str | None, tuple[str, ...]] = {
     None: ("queued", "running"),  # queued by the job queue, or running when started by hand
-    "queued": ("running", "failed", "cancelled", "interrupted"),
+    "queued": ("running", "failed", "oom", "cancelled", "interrupted"),
     # running -> running: the job queue marks a run running with the child's pid before the child
     # starts; the child then takes its own row over.
-    "running": ("running", "done", "failed", "cancelled", "interrupted"),
+    "running": ("running", "done", "failed", "oom", "cancelled", "interrupted"),
     # A run presumed dead may still report its end (or be presumed dead again).
-    "interrupted": ("done", "failed", "cancelled", "interrupted"),
+    "interrupted": ("done", "failed", "oom", "cancelled", "interrupted"),
     "done": (),
     "failed": (),
+    "oom": (),
     "cancelled": (),
 }
 # A run copied in from another store's bundle arrives ended: it never runs here.
