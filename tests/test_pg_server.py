@@ -6,7 +6,7 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from pg_server import create_reader, start_server
+from pg_server import create_reader, start_or_skip
 
 
 def test_each_test_gets_a_fresh_database_it_can_create_tables_in(pg_url):
@@ -45,7 +45,7 @@ def test_the_reader_role_can_select_and_cannot_write(pg_url):
 
 
 def test_a_stopped_server_leaves_no_process_and_no_folder():
-    server = start_server()
+    server = start_or_skip()
     pid, folder = server.pid, server.folder
     with server.connect() as conn:
         assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != pid  # a backend, not the postmaster
