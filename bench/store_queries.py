@@ -2,11 +2,14 @@
 
 Fills a fresh SQLite file with N runs (realistic spread of models, devices, precisions, batch
 sizes, statuses, sweeps; each with a full result JSON and its per-loop samples), then times the
-queries the views make, and the insert path a run takes. Writes the table into
-docs/PERFORMANCE.md between the `<!-- store -->` markers.
+queries the views make, and the insert path a run takes. With --postgres, the same filler, queries
+and write path on PostgreSQL too (a throwaway server started as the tests start theirs, or an empty
+database given by --pg-url), side by side. Writes the table into docs/PERFORMANCE.md between the
+`<!-- store -->` markers.
 
     .venv/bin/python bench/store_queries.py                # 100k runs, writes docs/PERFORMANCE.md
     .venv/bin/python bench/store_queries.py --runs 5000 --no-docs
+    .venv/bin/python bench/store_queries.py --postgres     # and a PostgreSQL column (Debian's postgresql)
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
 from dashbench.spec import RunSpec
-from dashbench.store import Store
+from dashbench.store import Store, StoreError
 
 MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
 ACCELERATORS = [("cpu", "CPU", 1), ("gpu", "V100", 1), ("gpu", "A100", 8), ("gpu", "T4", 1),
@@ -74,7 +78,7 @@ def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> dict:
     }
 
 
-def fill(path: Path, runs: int, samples: int, seed: int = 0) -> tuple[float, int]:
+def fill(path: Path | str, runs: int, samples: int, seed: int = 0) -> tuple[float, int]:
     """Seconds to store `runs` fake runs in one transaction, and how many samples they have."""
     rng = random.Random(seed)
     t0 = time.time() - runs * 30.0
@@ -93,7 +97,7 @@ def timed(fn, repeat: int = 7) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def measure(path: Path, runs: int, samples: int) -> list[tuple[str, str, str]]:
+def measure(path: Path | str, runs: int, samples: int) -> list[tuple[str, str, str]]:
     rows = []
     with Store(path, read_only=True) as store:
         middle = f"bench-{runs // 2:07d}"
@@ -119,7 +123,7 @@ def measure(path: Path, runs: int, samples: int) -> list[tuple[str, str, str]]:
     return rows
 
 
-def measure_inserts(path: Path, runs: int = 300, samples: int = 20) -> list[tuple[str, str, str]]:
+def measure_inserts(path: Path | str, runs: int = 300, samples: int = 20) -> list[tuple[str, str, str]]:
     """The write path of a real run: create, samples committed one by one, finish."""
     spec = RunSpec(model="conv2d", batch_size=32, steps=samples)
     result = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 1.0, "flags": []}
@@ -158,11 +162,86 @@ def plans(path: Path) -> list[str]:
     return out
 
 
+PLANNED = ("SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
+           "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
+           "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx")
+
+
+def _pg_connect(url: str):
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
+                           autocommit=True)
+
+
+def pg_plans(url: str) -> list[str]:
+    out = []
+    with _pg_connect(url) as conn:
+        conn.execute("ANALYZE")
+        for sql in PLANNED:
+            lines = [r[0].strip().lstrip("-> ") for r in conn.execute("EXPLAIN (COSTS OFF) " + sql)]
+            out.append(f"`{sql}` → {'; '.join(lines)}")
+    return out
+
+
+def pg_size_mb(url: str) -> float:
+    with _pg_connect(url) as conn:
+        return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
+
+
+@contextmanager
+def postgres_databases(given: str | None):
+    """(a URL for the filled store, a URL for the write path): two empty databases on a throwaway
+    server (tests/pg_server.py), or on the server of --pg-url, whose database must be empty."""
+    if given:
+        with _pg_connect(given) as conn:
+            conn.execute('DROP DATABASE IF EXISTS "dashbench_bench_inserts"')
+            conn.execute('CREATE DATABASE "dashbench_bench_inserts"')
+        from sqlalchemy.engine import make_url
+
+        try:
+            yield given, make_url(given).set(database="dashbench_bench_inserts").render_as_string(hide_password=False)
+        finally:
+            with _pg_connect(given) as conn:
+                conn.execute('DROP DATABASE IF EXISTS "dashbench_bench_inserts" WITH (FORCE)')
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pg_server import start_server
+
+    server = start_server()
+    try:
+        with server.connect() as conn:
+            conn.execute("CREATE DATABASE bench")
+            conn.execute("CREATE DATABASE bench_inserts")
+        yield server.url("bench"), server.url("bench_inserts")
+    finally:
+        server.stop()
+
+
+def side_by_side(sqlite_rows: list, pg_rows: list, what: str) -> list[str]:
+    lines = [f"| {what} | SQLite | PostgreSQL | PostgreSQL ÷ SQLite | rows |", "|---|---:|---:|---:|---:|"]
+    for (name, lite, rows), (_, pg, _) in zip(sqlite_rows, pg_rows):
+        ratio = f"{_number(pg) / _number(lite):.1f}×" if _number(lite) else "—"  # under the shown precision
+        lines.append(f"| {name} | {lite} | {pg} | {ratio} | {rows} |")
+    return lines
+
+
+def _number(text: str) -> float:
+    return float(text.split()[0].replace(",", ""))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=20, help="measured samples per run")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    parser.add_argument("--postgres", action="store_true",
+                        help="measure PostgreSQL too, on a throwaway server (Debian's postgresql installed)")
+    parser.add_argument("--write-runs", type=int, default=300, help="runs timed on the write path")
+    parser.add_argument("--pg-url", default=None,
+                        help="measure PostgreSQL on this empty database instead (postgresql+psycopg://user@host/db)")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,8 +250,26 @@ def main() -> int:
         checkpoint(path)
         size_mb = path.stat().st_size / 2**20
         query_rows = measure(path, args.runs, args.samples)
-        insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite")
+        insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite", runs=args.write_runs)
         plan_lines = plans(path)
+    if args.postgres or args.pg_url:
+        try:
+            with postgres_databases(args.pg_url) as (url, inserts_url):
+                pg_fill_s, _ = fill(url, args.runs, args.samples)
+                pg_mb = pg_size_mb(url)
+                pg_query_rows = measure(url, args.runs, args.samples)
+                pg_insert_rows = measure_inserts(inserts_url, runs=args.write_runs)
+                pg_plan_lines = pg_plans(url)
+        except (StoreError, RuntimeError) as exc:  # no server here (pg_server.Unavailable), or a refused URL
+            print(f"error: postgres: {exc}", file=sys.stderr)
+            return 2
+        text = postgres_text(args, load, n_samples, (fill_s, size_mb, query_rows, insert_rows, plan_lines),
+                             (pg_fill_s, pg_mb, pg_query_rows, pg_insert_rows, pg_plan_lines))
+        print(text)
+        if not args.no_docs:
+            write_block(DOCS, "store", text)
+            print(f"\nwritten to {DOCS}", file=sys.stderr)
+        return 0
     cpu = platform.processor() or platform.machine()
     lines = [
         "## Store (SQLite) at scale",
@@ -206,6 +303,39 @@ def main() -> int:
         write_block(DOCS, "store", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)
     return 0
+
+
+def postgres_text(args, load: float, n_samples: int, lite: tuple, pg: tuple) -> str:
+    """The docs block with both databases side by side: the same store, queries and write path."""
+    import psycopg
+
+    (fill_s, size_mb, query_rows, insert_rows, plan_lines), (pg_fill_s, pg_mb, pg_rows, pg_inserts, pg_plans_) = lite, pg
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "## Store (SQLite and PostgreSQL) at scale",
+        "",
+        f"`bench/store_queries.py --postgres`: {args.runs:,} runs ({n_samples:,} samples), the same filler into "
+        f"a SQLite file ({size_mb:,.0f} MiB, filled in {fill_s:.1f} s) and a PostgreSQL database "
+        f"({pg_mb:,.0f} MiB, filled in {pg_fill_s:.1f} s; a local server started by the script, fsync off as "
+        f"the tests run it, over TCP on 127.0.0.1), each filled in one transaction. Machine: {os.cpu_count()} "
+        f"CPU cores ({cpu}), Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, psycopg "
+        f"{psycopg.__version__}; median of 7 tries (3 for the full table), read-only handles, warm caches, "
+        f"measured {time.strftime('%Y-%m-%d')} (load average {load:.1f} at the start: the machine was shared, so "
+        f"read these as upper bounds).",
+        "",
+        *side_by_side(query_rows, pg_rows, "query"),
+        "",
+        *side_by_side(insert_rows, pg_inserts, "write path"),
+        "",
+        "Query plans, SQLite:",
+        "",
+        *[f"- {line}" for line in plan_lines],
+        "",
+        "Query plans, PostgreSQL (after ANALYZE):",
+        "",
+        *[f"- {line}" for line in pg_plans_],
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

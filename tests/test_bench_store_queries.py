@@ -1,0 +1,41 @@
+"""bench/store_queries.py's PostgreSQL column end to end on a tiny store: the same queries and write
+path on both databases, side by side, and the database it was given left as it found it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashbench.store import Store, StoreError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
+    try:
+        Store(pg_url).close()
+    except StoreError as exc:
+        if "is not accepted" in str(exc):
+            pytest.skip("the Store does not open PostgreSQL URLs yet")
+        raise
+    docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "store_queries.py"), "--runs", "60", "--samples", "2",
+         "--write-runs", "3", "--pg-url", pg_url, "--no-docs"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| query | SQLite | PostgreSQL | PostgreSQL ÷ SQLite | rows |" in done.stdout
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ")]
+    by_name = {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+    assert by_name["ALL 60 runs as a DataFrame"][3] == "60"
+    assert by_name["one sweep (5 runs)"][1].endswith(" ms") and by_name["one sweep (5 runs)"][3] == "5"
+    assert "run lifecycle, 20 samples committed one at a time" in by_name
+    plans = done.stdout[done.stdout.index("Query plans, PostgreSQL"):]
+    assert " on samples" in plans and "SEARCH" not in plans  # PostgreSQL's own EXPLAIN, not SQLite's
+    assert (ROOT / "docs" / "PERFORMANCE.md").read_bytes() == docs  # --no-docs
+    with Store(pg_url, read_only=True) as store:  # the filled store is in the given database
+        assert store.count_runs() == 60
+    with pg_server.connect() as conn:  # the write path's scratch database is gone
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database")]
+    assert "dashbench_bench_inserts" not in names
