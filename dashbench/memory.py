@@ -290,12 +290,18 @@ def _has_accelerator() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
 
 
-def gpu_free_memory() -> Optional[list[float]]:
+def gpu_total_memory() -> Optional[float]:
+    """The memory of the first NVIDIA GPU in bytes (nvidia-smi's memory.total), or None."""
+    total = gpu_free_memory("memory.total")
+    return total[0] if total else None
+
+
+def gpu_free_memory(field: str = "memory.free") -> Optional[list[float]]:
     """Free memory of each NVIDIA GPU in bytes (nvidia-smi, in CUDA's order), or None where there is none."""
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
                               capture_output=True, text=True, timeout=10)
         free = [float(line) * 2**20 for line in done.stdout.split() if line.strip()]
     except (OSError, subprocess.TimeoutExpired, ValueError):

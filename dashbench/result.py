@@ -102,6 +102,11 @@ class RunResult:
     shapes: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
+    # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
+    # peak_bytes and window_peak_bytes (summed over devices), capacity_bytes (one device's memory or the
+    # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
+    # estimate_bytes, estimate_ratio (peak / estimate).
+    memory: Optional[dict[str, Any]] = None
     spec: dict[str, Any] = field(default_factory=dict)
     run_id: Optional[str] = None  # set once the run is stored; absent from the JSON while None
     # Keys this version does not know (a newer writer's): kept, and written back as they came.
@@ -218,6 +223,9 @@ class RunResult:
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
             out.append(("compile + first step", f"{self.compile_s:.2f} s", "not in the throughput"))
+        if self.memory_text():
+            value, detail = self.memory_text()
+            out.append(("peak memory", value, detail))
         if _number(self.achieved_tflops):
             # The unit sits in the label: a metric value longer than ~6 characters is cut off ("5.57 TFL…").
             out.append(("achieved TFLOP/s", f"{self.achieved_tflops:.3g}", self._tflops_detail()))
@@ -229,6 +237,24 @@ class RunResult:
             detail = f"{self.device}: {names}" if self.device and names else self.device or names
             out.append(("ran on", value, detail))
         return out
+
+    def memory_text(self) -> Optional[tuple[str, str]]:
+        """('1.23 GB', 'process peak (VmHWM); measured window 1.20 GB; 0.85× the estimate 1.45 GB;
+        of 25.3 GB'), or None where no peak was measured."""
+        mem = self.memory if isinstance(self.memory, dict) else {}
+        if not _number(mem.get("peak_bytes")):
+            return None
+        devices = mem.get("devices") if isinstance(mem.get("devices"), list) else []
+        what = "process peak (resident)" if mem.get("kind") == "host" else \
+            f"device peak, {len(devices)} device(s) summed" if len(devices) > 1 else "device peak"
+        parts = [what]
+        if _number(mem.get("window_peak_bytes")):
+            parts.append(f"measured window {_bytes(mem['window_peak_bytes'])}")
+        if _number(mem.get("estimate_bytes")) and _number(mem.get("estimate_ratio")):
+            parts.append(f"{mem['estimate_ratio']:.2f}× the estimate {_bytes(mem['estimate_bytes'])}")
+        if _number(mem.get("capacity_bytes")):
+            parts.append(f"of {_bytes(mem['capacity_bytes'])}" + (" each" if len(devices) > 1 else ""))
+        return _bytes(mem["peak_bytes"]), "; ".join(parts)
 
     def flag_notes(self) -> list[tuple[str, str]]:
         """(flag, what it means) for each flag the run raised."""
@@ -262,7 +288,7 @@ class RunResult:
         return "; ".join(parts)
 
 
-_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load")
+_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory")
 
 
 def _json_fields():
@@ -378,8 +404,41 @@ _RULES = {
     "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
-    "env": _object, "spec": _object, "run_id": _text_or_null,
+    "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
 }
+
+
+MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
+MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")
+DEVICE_MEMORY_KEYS = ("name", "peak_bytes", "window_peak_bytes", "capacity_bytes")
+
+
+def _memory(name, value, finite):
+    if value is None:
+        return
+    _object(name, value, finite)
+    for key in value:
+        if key not in MEMORY_KEYS:
+            _fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
+                  f"one of the keys {', '.join(MEMORY_KEYS)}", key)
+    for key in MEMORY_BYTES:
+        _count_or_null(f"{name}.{key}", value.get(key), finite)
+    _amount_or_null(f"{name}.estimate_ratio", value.get("estimate_ratio"), finite)
+    if value.get("kind") not in (None, "host", "device"):
+        _fail(f"{name}.kind", "host, device or null", value.get("kind"))
+    _text_or_null(f"{name}.source", value.get("source"), finite)
+    devices = value.get("devices", [])
+    if not isinstance(devices, list):
+        _fail(f"{name}.devices", "a list", devices)
+    for index, device in enumerate(devices):
+        where = f"{name}.devices[{index}]"
+        _object(where, device, finite)
+        for key in device:
+            if key not in DEVICE_MEMORY_KEYS:
+                _fail(where, f"an object of {', '.join(DEVICE_MEMORY_KEYS)}", key)
+        _text_or_null(f"{where}.name", device.get("name"), finite)
+        for key in DEVICE_MEMORY_KEYS[1:]:
+            _count_or_null(f"{where}.{key}", device.get(key), finite)
 
 
 def _copied(value):
@@ -393,6 +452,10 @@ def _copied(value):
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bytes(value: float) -> str:
+    return f"{value / 1e9:,.2f} GB" if value >= 1e8 else f"{value / 1e6:,.1f} MB"
 
 
 def _ms(seconds: float) -> str:

@@ -31,6 +31,7 @@ import time
 from typing import Callable
 
 from dashbench import memory
+from dashbench.engine import peak_memory
 from dashbench.jobs import device_lock, oom
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
@@ -300,10 +301,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     begin()
                     run_id = state["run_id"]
                     holding.name_run(run_id)
-                    recorder = _Recorder(store, run_id, on_event)
+                    tracker = peak_memory.Tracker()
+                    tracker.backend = spec.backend
+                    recorder = _Recorder(store, run_id, tracker.watching(on_event))
                     with _calibrated_cpu_peaks(store, spec, run_id):
                         result = loop.run(spec, on_event=recorder)
                     recorder.flush()
+                    result = result.replace(memory=_memory_record(tracker, spec))
                     if holding.shared:
                         result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
             except RunCancelled as exc:
@@ -418,6 +422,12 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None:
+    """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.memory)."""
+    devices = len(tracker.meters or []) or 1
+    return tracker.summary(peak_memory.run_estimate(spec, devices), memory.host_capacity())
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:

@@ -187,6 +187,7 @@ def check_agreement(status: str, spec: dict, result: dict | None) -> None:
         if key in inner and inner[key] != spec[key]:
             raise InvalidField(f"result.spec.{key}: {_short(inner[key])} differs from the run's spec "
                                f"({key} {_short(spec[key])})")
+    _check_memory_agrees(result.get("memory"))
     low, high = (list(result.get("examples_per_sec_ci95") or []) + [None, None])[:2]
     figure = result.get("examples_per_sec")
     if _finite(low) and _finite(high) and low > high:
@@ -198,6 +199,20 @@ def check_agreement(status: str, spec: dict, result: dict | None) -> None:
         if (_finite(low) and figure < low - slack) or (_finite(high) and figure > high + slack):
             raise InvalidField(f"result.examples_per_sec_ci95: [{low:g}, {high if high is None else f'{high:g}'}] "
                                f"excludes the run's own throughput {figure:g}")
+
+
+def _check_memory_agrees(mem: Any) -> None:
+    """The memory record's ratio is its peak over its estimate, and no window holds more than the run."""
+    if not isinstance(mem, dict):
+        return
+    peak, estimate, ratio = mem.get("peak_bytes"), mem.get("estimate_bytes"), mem.get("estimate_ratio")
+    if _finite(peak) and _finite(estimate) and estimate > 0 and _finite(ratio) and \
+            abs(ratio - peak / estimate) > 1e-6 * max(1.0, ratio):
+        raise InvalidField(f"result.memory.estimate_ratio: {ratio:g} is not peak_bytes / estimate_bytes "
+                           f"({peak / estimate:g})")
+    window = mem.get("window_peak_bytes")
+    if _finite(peak) and _finite(window) and window > peak:
+        raise InvalidField(f"result.memory.window_peak_bytes: {window} is above the run's peak_bytes {peak}")
 
 
 def implied_flags(result: dict) -> list[str]:
