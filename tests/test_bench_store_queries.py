@@ -5,20 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from pg_server import skip_unless_the_store_takes_urls
 
-from dashbench.store import Store, StoreError
+from dashbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
-    try:
-        Store(pg_url).close()
-    except StoreError as exc:
-        if "is not accepted" in str(exc):
-            pytest.skip("the Store does not open PostgreSQL URLs yet")
-        raise
+    skip_unless_the_store_takes_urls(pg_url)
     docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "store_queries.py"), "--runs", "60", "--samples", "2",

@@ -4,10 +4,11 @@ probes) into another, idempotently, SQLite to SQLite and to and from a real Post
 import json
 
 import pytest
+from pg_server import skip_unless_the_store_takes_urls
 from test_store import SPEC, result_for, samples_for
 
 from dashbench.cli import main
-from dashbench.store import Store, StoreError, bundle
+from dashbench.store import Store, bundle
 
 PRICE = {"key": "user:V100", "device": "V100", "unit": "gpu", "on_demand_usd_per_hour": 2.5, "provider": "GCP"}
 CALIBRATION = {"host": "box-a", "device": "cpu", "backend": "tensorflow", "verdict": "ok",
@@ -133,17 +134,8 @@ def test_a_password_in_a_url_is_never_printed(tmp_path, capsys, url):
 # -- PostgreSQL: once the Store opens a URL ----------------------------------------------------------
 
 
-def _store_takes_urls(url: str) -> None:
-    try:
-        Store(url).close()
-    except StoreError as exc:
-        if "is not accepted" in str(exc):
-            pytest.skip("the Store does not open PostgreSQL URLs yet")
-        raise
-
-
 def test_sqlite_into_postgresql_and_back_home(tmp_path, capsys, pg_url):
-    _store_takes_urls(pg_url)
+    skip_unless_the_store_takes_urls(pg_url)
     with Store(tmp_path / "a.sqlite") as source:
         fill(source)
         expected = contents(source)
