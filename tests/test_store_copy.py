@@ -8,7 +8,7 @@ from pg_server import skip_unless_the_store_takes_urls
 from test_store import SPEC, result_for, samples_for
 
 from dashbench.cli import main
-from dashbench.store import Store, bundle
+from dashbench.store import Store, StoreError, bundle
 
 PRICE = {"key": "user:V100", "device": "V100", "unit": "gpu", "on_demand_usd_per_hour": 2.5, "provider": "GCP"}
 CALIBRATION = {"host": "box-a", "device": "cpu", "backend": "tensorflow", "verdict": "ok",
@@ -152,3 +152,50 @@ def test_sqlite_into_postgresql_and_back_home(tmp_path, capsys, pg_url):
     assert copy(pg_url, tmp_path / "home.sqlite", capsys)[0] == 0
     with Store(tmp_path / "home.sqlite") as home:
         assert contents(home) == expected
+
+
+def test_runs_travel_in_batches_and_a_copy_cut_short_is_finished_by_the_next(tmp_path, capsys, monkeypatch):
+    import sqlite3
+
+    from dashbench.cli import store_cmd
+
+    with Store(tmp_path / "a.sqlite") as source:
+        ended = fill(source)["ended"]
+        expected = contents(source)
+    monkeypatch.setattr(store_cmd, "BATCH", 2)
+    calls = []
+    real = Store.import_rows
+
+    def full_disk_on_the_second_batch(self, runs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, runs)
+
+    monkeypatch.setattr(Store, "import_rows", full_disk_on_the_second_batch)
+    code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: to: the copy stopped: database or disk is full; what was copied is kept")
+    with Store(tmp_path / "b.sqlite") as target:
+        assert sorted(target.run_ids()) == sorted(ended[:2])  # the first batch, whole
+    monkeypatch.setattr(Store, "import_rows", real)
+    code, out, _ = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
+    assert code == 0 and "runs: 1 added (0 samples), 2 already there and kept" in out
+    with Store(tmp_path / "b.sqlite") as target:
+        assert contents(target) == expected
+
+
+def test_a_password_quoted_by_an_error_is_masked(tmp_path, capsys, monkeypatch):
+    import dashbench.store
+
+    url = "postgresql+psycopg://writer:s3cret@db-host/dashbench"
+
+    def refuses(text, read_only=False):
+        raise StoreError(f"db: cannot open {text}: password s3cret rejected")
+
+    with Store(tmp_path / "a.sqlite") as store:
+        fill(store)
+    monkeypatch.setattr(dashbench.store, "Store", refuses)
+    code, out, err = copy(tmp_path / "a.sqlite", url, capsys)
+    assert code == 2 and "s3cret" not in out + err
+    assert "from: cannot open " in err and "***" in err
