@@ -84,6 +84,17 @@ class PgServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _die_with_parent():
+    """A preexec_fn: a test process killed outright (a CI timeout, a crashed xdist worker) runs no
+    teardown, so the kernel then sends the postmaster SIGQUIT, PostgreSQL's immediate shutdown. It runs
+    after the switch to `postgres` (a change of user clears the setting), where root's Python can no
+    longer import anything: libc is loaded here, before the fork."""
+    import ctypes
+
+    prctl, PR_SET_PDEATHSIG, SIGQUIT = ctypes.CDLL(None, use_errno=True).prctl, 1, int(signal.SIGQUIT)
+    return lambda: prctl(PR_SET_PDEATHSIG, SIGQUIT)
+
+
 def start_server() -> PgServer:
     """A fresh server on a free port (also for bench/ scripts); Unavailable when none can start here."""
     found = bindir()
@@ -104,7 +115,7 @@ def start_server() -> PgServer:
             [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
              "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
              "-c", "max_connections=200"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **user)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(), **user)
         log.close()
         server = PgServer(folder, port, process)
         if _wait_ready(server):

@@ -64,3 +64,34 @@ def _parent(pid: str) -> int | None:
         return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_a_server_goes_when_its_test_process_is_killed_outright(tmp_path):
+    # SIGKILL runs no fixture teardown: the server must not outlive the process that started it.
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    start_or_skip().stop()  # skips here where no server can start
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from pg_server import start_server\n"
+              "server = start_server(); print(server.pid, server.folder, flush=True); time.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(Path(__file__).parent)],
+                             stdout=subprocess.PIPE, text=True)
+    pid, folder = child.stdout.readline().split()
+    pid = int(pid)
+    os.kill(pid, 0)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    for _ in range(600):  # a bounded wait for the event, not a timing
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)  # nobody was left to remove it
