@@ -413,3 +413,24 @@ def env_float(name: str, default: float) -> float:
         return float(text)
     except ValueError:
         return default
+
+
+# -- a run's measured peak as table columns (list, Compare and its CSV) ------------------------------
+
+# Bytes as measured (engine/peak_memory.py, RunResult.memory), and the peak over the pre-run estimate.
+MEMORY_COLUMNS = {"peak_memory_bytes": "peak_bytes", "window_peak_memory_bytes": "window_peak_bytes",
+                  "memory_capacity_bytes": "capacity_bytes", "memory_estimate_bytes": "estimate_bytes",
+                  "memory_estimate_ratio": "estimate_ratio"}
+
+
+def memory_columns(results) -> dict[str, list]:
+    """MEMORY_COLUMNS for each of `results` (RunResults or None), None where not measured."""
+    out: dict[str, list] = {name: [] for name in MEMORY_COLUMNS}
+    for result in results:
+        record = getattr(result, "memory", None)
+        record = record if isinstance(record, dict) else {}
+        for name, key in MEMORY_COLUMNS.items():
+            value = record.get(key)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+            out[name].append(value if ok else None)
+    return out

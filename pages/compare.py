@@ -104,6 +104,7 @@ if frame.empty:
     st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
     st.stop()
 
+frame = ui.memo(choice + ("memory",), compare_view.with_memory, frame, db)  # each run's measured peak
 baselines = compare.baseline_choices(frame)
 baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
                         help="Speed-up is examples/s over this row's, only between rows of the same workload and "
@@ -137,6 +138,8 @@ for i, section in enumerate(ui.memo(choice + (baseline,), compare_view.sections,
     if section.steps is not None:
         left.plotly_chart(section.steps, key=f"chart_steps_{i}")
     right.plotly_chart(section.cost, key=f"chart_cost_{i}")
+    if section.memory is not None:
+        left.plotly_chart(section.memory, key=f"chart_memory_{i}")
 
 st.subheader("The numbers")
 table = ui.memo(choice + (baseline,), compare.compare_table, frame)

@@ -251,6 +251,7 @@ def cmd_list(args) -> int:
         frame = store.runs(**resolve_device_filters(filters, store))
         if unreadable_text(frame):  # on stderr, so `list --json` stays JSON
             print(f"warning: {shown(unreadable_text(frame))}", file=sys.stderr)
+        frame = with_memory(frame, store)
         if args.json:
             frame = with_costs(frame, store)
             print(strict_json.dumps(records(frame)))
@@ -260,6 +261,19 @@ def cmd_list(args) -> int:
         return 0
     print(format_table(frame))
     return 0
+
+
+def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
+    """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS), read from its result."""
+    from dashbench import memory
+
+    def result_of(run_id, status):
+        run = store.get_run(run_id) if status == "done" else None
+        return run["result"] if run else None
+
+    results = [result_of(run_id, status) for run_id, status in zip(frame["run_id"], frame["status"])]
+    return frame.assign(**{name: pd.array(values, dtype="Float64").astype(float) if len(values) else []
+                           for name, values in memory.memory_columns(results).items()})
 
 
 COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus")
@@ -303,6 +317,8 @@ def format_table(frame: pd.DataFrame) -> str:
         "xla": frame["xla"].map(lambda v: "xla" if v else ""),
         "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
         "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
+        **({"peak mem": frame["peak_memory_bytes"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.2f} GB")}
+           if "peak_memory_bytes" in frame else {}),
         "flags": frame["flags"].map(lambda f: ",".join(f)),
         "sweep": frame["sweep_id"].fillna(""),
         # The spec's shape overrides; blank: the workload's full-size default (`models` lists them).

@@ -217,6 +217,31 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
                  **({"annotations": notes} if notes else {}), **layout)
 
 
+def peak_memory(df: pd.DataFrame) -> go.Figure:
+    """Each run's measured peak memory (GB), its pre-run estimate as a mark, and each device memory
+    size among the runs (a GPU's, a TPU's, the host's) as a dashed line."""
+    title = "Peak memory (GB; the line: the device's memory)"
+    rows = df[df["peak_memory_bytes"].notna()] if "peak_memory_bytes" in df else df.iloc[0:0]
+    if rows.empty:
+        return _empty(title, "No run with a measured peak")
+    labels = _wrapped(rows["label"])
+    peaks = [v / 1e9 for v in rows["peak_memory_bytes"]]
+    traces = [dict(type="bar", y=labels, x=peaks, orientation="h", name="peak", marker=dict(color=MEASURED_COLOR),
+                   text=[f"{v:,.2f} GB" for v in peaks], textposition="outside", cliponaxis=False,
+                   hovertemplate="%{y}<br>peak %{x:,.2f} GB<extra></extra>")]
+    if "memory_estimate_bytes" in rows and rows["memory_estimate_bytes"].notna().any():
+        traces.append(dict(type="scatter", mode="markers", y=labels, x=_nulls(rows["memory_estimate_bytes"] / 1e9),
+                           name="estimate", marker=dict(symbol="diamond", size=10, color=SPOT_COLOR),
+                           hovertemplate="%{y}<br>estimate %{x:,.2f} GB<extra></extra>"))
+    capacities = sorted({float(v) for v in rows.get("memory_capacity_bytes", pd.Series(dtype=float)).dropna()})
+    lines = [dict(type="line", xref="x", yref="paper", x0=c / 1e9, x1=c / 1e9, y0=0, y1=1,
+                  line=dict(color=FLAGGED_COLOR, dash="dash")) for c in capacities]
+    notes = [dict(text=f"memory {c / 1e9:,.1f} GB", x=c / 1e9, y=1, xref="x", yref="paper", showarrow=False,
+                  xanchor="right", yanchor="bottom", font=dict(color=FLAGGED_COLOR)) for c in capacities]
+    layout = _legend_on_top(title, len(traces))
+    return _hbar(traces, layout.pop("title"), len(rows), "GB", shapes=lines, annotations=notes, **layout)
+
+
 def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
     """Speed-up of each row against the baseline (1.0 = same speed), computed from raw figures."""
     short = baseline_label if len(baseline_label) <= 48 else baseline_label[:47] + "…"

@@ -323,7 +323,8 @@ COMPARE_COLUMNS = [
     "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "usd_per_million_examples_spot",
     "examples_per_usd", "examples_per_usd_spot", "model", "image_size", "seq_len", "width", "backend",
     "backend_version", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
-    "compile_s", "achieved_tflops", "price_key", "price_note", "source", "created_at", "run_id",
+    "compile_s", "achieved_tflops", "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes",
+    "memory_estimate_bytes", "memory_estimate_ratio", "price_key", "price_note", "source", "created_at", "run_id",
 ]
 
 

@@ -35,9 +35,27 @@ def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFra
     return frame.assign(speedup=speedups), bases
 
 
+def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
+    """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) from its stored result;
+    `store` answers get_run(). Published rows have none."""
+    from dashbench import memory
+
+    def result_of(row):
+        if row.get("kind") != "measured" or not isinstance(row.get("run_id"), str):
+            return None
+        run = store.get_run(row["run_id"])
+        return run["result"] if run else None
+
+    results = [result_of(row) for row in records(frame[[c for c in ("kind", "run_id") if c in frame]])]
+    columns = memory.memory_columns(results)
+    return frame.assign(**{name: pd.to_numeric(pd.Series(values, index=frame.index, dtype=object), errors="coerce")
+                           for name, values in columns.items()})
+
+
 CHART_COLUMNS = ("id", "run_id", "kind", "label", "group", "examples_per_sec", "speedup", "flag_text",
                  "usd_per_million_examples", "usd_per_million_examples_spot", "batch_size", "sweep_id", "backend",
-                 "model", "accelerator", "precision", "xla", "image_size", "seq_len", "width")
+                 "model", "accelerator", "precision", "xla", "image_size", "seq_len", "width",
+                 "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes", "memory_estimate_bytes")
 
 
 @dataclass
@@ -50,6 +68,7 @@ class Section:
     speedup: object
     steps: object
     cost: object
+    memory: object = None  # peak memory per run, the device's memory as a line (None: none measured)
 
 
 def sections(frame: pd.DataFrame, bases: dict, labels: dict, store) -> list[Section]:
@@ -70,5 +89,7 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store) -> list[Sect
             speedup=charts.speedup(rows, labels.get(base, "—") if base else "—"),
             steps=charts.step_time_distribution(step_samples(store, measured)) if not measured.empty else None,
             cost=charts.cost_per_million(rows),
+            memory=charts.peak_memory(measured) if "peak_memory_bytes" in measured
+            and measured["peak_memory_bytes"].notna().any() else None,
         ))
     return out
