@@ -199,3 +199,12 @@ def test_a_password_quoted_by_an_error_is_masked(tmp_path, capsys, monkeypatch):
     code, out, err = copy(tmp_path / "a.sqlite", url, capsys)
     assert code == 2 and "s3cret" not in out + err
     assert "from: cannot open " in err and "***" in err
+
+
+def test_read_only_mode_copies_nothing(tmp_path, capsys, monkeypatch):
+    with Store(tmp_path / "a.sqlite") as store:
+        fill(store)
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+    code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
+    assert code == 2 and out == "" and err.startswith("error: to: cannot copy into --to: read-only mode"), err
+    assert not (tmp_path / "b.sqlite").exists()

@@ -120,7 +120,7 @@ def _database_errors() -> tuple:
 
 
 def _copy(args) -> int:
-    from dashbench.cli.results_cmd import refuse_if_read_only
+    from dashbench.cli.results_cmd import one_field, refuse_if_read_only
     from dashbench.store import StoreError
 
     stores = (args.source, args.target)
@@ -130,9 +130,10 @@ def _copy(args) -> int:
             raise SpecError("to", f"{masked(args.target)} is the store given as --from; copy into another one")
         with _open(args.source, "from", read_only=True) as source, _open(args.target, "to", read_only=False) as target:
             report = copy_store(source, target)
-    except (SpecError, StoreError, ValueError) as exc:
-        text = str(exc) if isinstance(exc, SpecError) else f"to: {exc}"
-        raise SpecError(text.split(": ", 1)[0], _scrub(text.split(": ", 1)[1], stores)) from None
+    except SpecError as exc:
+        raise SpecError(exc.field, _scrub(str(exc).split(": ", 1)[1], stores)) from None
+    except (StoreError, ValueError) as exc:  # the target refused a write (read-only, locked, full)
+        raise SpecError("to", _scrub(one_field(str(exc)), stores)) from None
     except _database_errors() as exc:
         raise SpecError("to", _scrub(f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
                                      f"what was copied is kept, run the copy again to finish", stores)) from None
@@ -192,16 +193,20 @@ def _copy_prices(source, target) -> dict:
     from dashbench.store import schema
 
     theirs = {row["key"]: row for row in target.price_overrides()}
-    added, differing = 0, []
+    added, differing, unreadable = 0, [], []
     compared = [c for c in schema.PRICE_COLUMNS if c != "origin"]
     for row in source.price_overrides():
         if row["key"] in theirs:
             if any(row.get(c) != theirs[row["key"]].get(c) for c in compared):
                 differing.append(row["key"])
             continue
-        target.set_price_override({c: row.get(c) for c in schema.PRICE_COLUMNS})
+        try:
+            target.set_price_override({c: row.get(c) for c in schema.PRICE_COLUMNS})
+        except ValueError as exc:  # a row the store would not take today (a required column empty)
+            unreadable.append(f"price override {row['key']}: {exc}")
+            continue
         added += 1
-    return {"prices_added": added, "prices_differing": differing}
+    return {"prices_added": added, "prices_differing": differing, "prices_unreadable": unreadable}
 
 
 def _calibration_key(row: dict) -> tuple:
@@ -254,7 +259,7 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"run {run_id}: the target's copy differs in {field}; kept the target's")
     for key in report["prices_differing"]:
         lines.append(f"kept the target's price override {key} (the source's differs)")
-    for what in report["runs_unreadable"] + report["calibrations_unreadable"]:
+    for what in report["runs_unreadable"] + report["prices_unreadable"] + report["calibrations_unreadable"]:
         lines.append(f"left out, unreadable: {what}")
     return lines
 
