@@ -105,25 +105,36 @@ def start_server() -> PgServer:
     folder = Path(tempfile.mkdtemp(prefix="dashbench-pg-"))
     if user:
         os.chown(folder, pwd.getpwnam("postgres").pw_uid, user["group"])
+    try:
+        return _start_in(folder, found, user)
+    except BaseException:  # a failed initdb or start, an interrupt: no folder (or server) left behind
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _start_in(folder: Path, found: Path, user: dict) -> PgServer:
     data = folder / "data"
     subprocess.run([found / "initdb", "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C",
                     "--no-sync", "--no-instructions"], check=True, capture_output=True, **user)
     for attempt in range(3):  # another process may take the free port between the probe and the bind
         port = _free_port()
-        log = open(folder / f"server-{attempt}.log", "wb")
-        process = subprocess.Popen(
-            [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
-             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", "max_connections=200"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(), **user)
-        log.close()
+        with open(folder / f"server-{attempt}.log", "wb") as log:
+            process = subprocess.Popen(
+                [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
+                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                 "-c", "max_connections=200"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(), **user)
         server = PgServer(folder, port, process)
-        if _wait_ready(server):
-            return server
-        server.process.kill()
-        server.process.wait()
+        try:
+            if _wait_ready(server):
+                return server
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        process.kill()
+        process.wait()
     text = (folder / "server-2.log").read_text(errors="replace")[-2000:]
-    shutil.rmtree(folder, ignore_errors=True)
     raise RuntimeError(f"PostgreSQL did not start: {text}")
 
 

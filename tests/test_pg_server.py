@@ -95,3 +95,27 @@ def test_a_server_goes_when_its_test_process_is_killed_outright(tmp_path):
     import shutil
 
     shutil.rmtree(folder, ignore_errors=True)  # nobody was left to remove it
+
+
+def test_a_server_that_cannot_start_leaves_no_folder(monkeypatch):
+    import subprocess
+    import tempfile
+
+    import pg_server
+
+    start_or_skip().stop()  # skips here where no server can start
+    found, made, real_mkdtemp = pg_server.bindir(), [], tempfile.mkdtemp
+
+    def mkdtemp(**kwargs):
+        made.append(real_mkdtemp(**kwargs))
+        return made[-1]
+
+    def initdb_fails(*args, **kwargs):
+        raise subprocess.CalledProcessError(1, "initdb")
+
+    monkeypatch.setattr(pg_server, "bindir", lambda: found)
+    monkeypatch.setattr(pg_server.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(pg_server.subprocess, "run", initdb_fails)
+    with pytest.raises(subprocess.CalledProcessError):
+        pg_server.start_server()
+    assert len(made) == 1 and not os.path.exists(made[0])
