@@ -1,7 +1,8 @@
 """`sweep`: one run per batch size, in sequence, grouped under one sweep id.
 
-Each point is its own `run` process, queued through dashbench.jobs: an out-of-memory error or a
-crash ends that point (`failed`) and the sweep goes on; the device lock keeps the points, and any
+Each point is its own `run` process, queued through dashbench.jobs: an out-of-memory error (`oom`) or
+a crash (`failed`) ends that point and the sweep goes on; `--find-max-batch` searches for the largest
+batch that fits instead (cli/find_max_batch.py); the device lock keeps the points, and any
 run the dashboard started on the same device, from overlapping.
 Exit codes: 0 every point done, 1 some point not, 2 bad input, 128+N stopped by signal N (130 for
 Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), as `run`.
@@ -16,10 +17,10 @@ import time
 
 from dashbench import catalog, memory
 
-from dashbench.cli import strict_json
+from dashbench.cli import find_max_batch, strict_json
 from dashbench.jobs import device_check, queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
-from dashbench.cli.spec_args import add_spec_arguments, spec_from_args
+from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import SpecError, parse_batch_sizes
@@ -31,7 +32,8 @@ POLL_S = 0.5
 def register(subparsers) -> None:
     p = subparsers.add_parser("sweep", help="one run per batch size, in sequence, grouped by a sweep id")
     add_spec_arguments(p, batch_size=False)
-    p.add_argument("--batch-sizes", required=True, help="global batch sizes, e.g. 32,64,128 (each measured once)")
+    p.add_argument("--batch-sizes", help="global batch sizes, e.g. 32,64,128 (each measured once)")
+    find_max_batch.register_arguments(p)
     add_db_argument(p)
     p.add_argument("--json", action="store_true", help="print the points as JSON at the end")
     p.set_defaults(func=cmd_sweep)
@@ -51,12 +53,20 @@ def _stop(signum, _frame):
 
 @reports_store_errors
 def cmd_sweep(args) -> int:
-    sizes = parse_batch_sizes(args.batch_sizes)
-    specs = [spec_from_args(args, batch_size=size) for size in sizes]
-    warnings = []
+    if args.find_max_batch:
+        if args.batch_sizes is not None:
+            raise SpecError("batch_sizes", "--find-max-batch chooses the batch sizes itself: leave out --batch-sizes")
+        specs, warnings = [find_max_batch.base_spec(args, spec_from_args, given_fields(args))], []
+    elif args.batch_sizes is None:
+        raise SpecError("batch_sizes", "give --batch-sizes (e.g. 32,64,128), or --find-max-batch")
+    else:
+        sizes = parse_batch_sizes(args.batch_sizes)
+        specs = [spec_from_args(args, batch_size=size) for size in sizes]
+        warnings = []
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
         catalog.check_spec(spec)
-        warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
+        if not args.find_max_batch:  # there each try's own process checks: a try that cannot fit is `oom`
+            warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
     db = args.db or str(default_db_path())
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
         refuse_if_read_only(args, "record the sweep")
@@ -70,6 +80,9 @@ def cmd_sweep(args) -> int:
     for warning in filter(None, warnings):
         print(f"warning: {shown(warning)}", file=sys.stderr)
     sweep_id = new_sweep_id()
+    if args.find_max_batch:
+        print(f"sweep {sweep_id}: the largest batch of {specs[0].model} that fits on {specs[0].device}", file=sys.stderr)
+        return find_max_batch.find(args, specs[0], db, sweep_id, _wait)
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH
     # session), it cancels them; killed outright (SIGKILL), the queue cancels its queued points once
@@ -142,4 +155,5 @@ def _point(run: dict, size: int) -> dict:
         "run_id": run["run_id"], "batch_size": size, "status": run["status"], "error": run["error"],
         "examples_per_sec": result.examples_per_sec, "step_time_median_s": result.step_time_median_s,
         "mfu": result.mfu, "flags": list(result.flags),
+        **{name: memory.memory_columns([result])[name][0] for name in ("peak_memory_bytes", "memory_capacity_bytes")},
     }

@@ -48,17 +48,20 @@ def _conflicts(key: str, busy: set[str]) -> bool:
     return key in busy or (key == "auto" and bool(busy)) or "auto" in busy
 
 
-def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owner_pid: int | None = None) -> str:
+def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owner_pid: int | None = None,
+           check_memory: bool = True) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
     what the device has: dashbench.memory) raises SpecError first.
     `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
-    run is cancelled, never started (Store.reconcile)."""
+    run is cancelled, never started (Store.reconcile). `check_memory` False: the run's own process
+    checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded."""
     from dashbench import catalog, memory
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)
-    memory.check(spec)  # a run that cannot fit in the device's memory is refused, never queued
+    if check_memory:
+        memory.check(spec)  # a run that cannot fit in the device's memory is refused, never queued
     with _store(db_path) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host(), pid=owner_pid)
     pump(db_path)
