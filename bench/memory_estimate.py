@@ -10,12 +10,20 @@ markers in docs/MEMORY.md.
 
     python bench/memory_estimate.py                  # every workload, ~15 min on 2 CPU cores
     python bench/memory_estimate.py --models resnet50 --no-write
+    python bench/memory_estimate.py --device gpu     # on a GPU box: the devices' measured peak (issue 25)
+    python bench/memory_estimate.py --from-store DB  # every stored run's measured peak beside its estimate
+
+With --device gpu or tpu each point runs through the runner (not recorded) and its result's `memory`
+record (dashbench/engine/peak_memory.py: the devices' peak bytes) is set beside the estimate of one
+device's share, as memory.check counts it. --from-store reads that record from every done run of a
+store that has one (run since issue 25): the measured-peak column grows with every user's runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import subprocess
@@ -35,13 +43,19 @@ BATCHES = {"conv2d": (16, 128), "fashion_mnist_cnn": (64, 512), "resnet50": (8, 
            "bilstm": (8, 32)}
 
 
-def spec_for(model: str, batch: int, backend: str) -> RunSpec:
-    return RunSpec(model=model, batch_size=batch, steps=2, warmup=1, seed=0, device="cpu", backend=backend)
+def spec_for(model: str, batch: int, backend: str, device: str = "cpu") -> RunSpec:
+    return RunSpec(model=model, batch_size=batch, steps=2, warmup=1, seed=0, device=device, backend=backend)
 
 
-def child(model: str, batch: int, backend: str) -> None:
-    """The measured process: one run through the engine, nothing else."""
-    spec = spec_for(model, batch, backend)
+def child(model: str, batch: int, backend: str, device: str = "cpu") -> None:
+    """The measured process: one run through the engine, nothing else (on an accelerator through the
+    runner, not recorded, printing its result's memory record)."""
+    spec = spec_for(model, batch, backend, device)
+    if device != "cpu":
+        from dashbench.jobs import runner
+
+        print(json.dumps(runner.execute(spec, record=False).memory))
+        return
     if backend == "jax":
         from dashbench.engine import jax_loop as engine
     else:
@@ -60,6 +74,59 @@ def peak_rss(model: str, batch: int, backend: str) -> tuple[float, float, int]:
     return usage.ru_maxrss * 1024.0, time.monotonic() - began, proc.returncode
 
 
+def device_peak(model: str, batch: int, backend: str, device: str) -> tuple[float, float, int, dict]:
+    """(the devices' summed peak bytes, seconds, exit status, memory record) of one run in its own process."""
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, __file__, "--child", model, str(batch), backend, "--device", device],
+                          env=env, capture_output=True, text=True)
+    record = {}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            record = json.loads(line)
+            break
+    return float(record.get("peak_bytes") or 0.0), time.monotonic() - began, done.returncode, record
+
+
+def stored_rows(db: str) -> list[str]:
+    """A table row per done run of `db` with a measured peak: its estimate, peak, window peak, capacity."""
+    from dashbench.store import Store
+
+    rows = []
+    with Store(db, read_only=True) as store:
+        frame = store.runs(status="done")
+        for run_id in frame["run_id"]:
+            run = store.get_run(run_id)
+            result = run["result"]
+            mem = result.memory if result is not None and isinstance(result.memory, dict) else None
+            if not mem or not mem.get("peak_bytes"):
+                continue
+            spec = run["spec"]
+            where = f"{result.accelerator or result.device} ×{result.accelerator_count or 1}"
+            ratio = mem.get("estimate_ratio")
+            window = mem.get("window_peak_bytes")
+            capacity = mem.get("capacity_bytes")
+            rows.append(f"| {spec['model']} | {result.backend_name()} | {where} | {spec['batch_size']} "
+                        f"| {gb(mem['estimate_bytes']) if mem.get('estimate_bytes') else ''} | {gb(mem['peak_bytes'])} "
+                        f"| {gb(window) if window else ''} | {gb(capacity) if capacity else ''} "
+                        f"| {f'{1 / ratio:.2f}' if ratio else ''} |")
+    return rows
+
+
+def from_store(db: str, write: bool) -> int:
+    rows = stored_rows(db)
+    lines = ["| workload | backend | ran on | batch | estimate (GB) | measured peak (GB) | window peak (GB) "
+             "| device memory (GB) | estimate ÷ peak |", "|---|---|---|---|---|---|---|---|---|", *rows]
+    text = ("## The memory estimate against stored runs' measured peak\n\n"
+            "`bench/memory_estimate.py --from-store`: every done run with a `memory` record (issue 25): the "
+            "process's peak resident memory on a CPU, the devices' peak bytes summed on a GPU or TPU.\n\n"
+            + "\n".join(lines) + f"\n\n{len(rows)} runs.")
+    print(text)
+    if write:
+        write_block(DOC, "memory-stored", text, title="# Memory")
+    return 0
+
+
 def gb(value: float) -> str:
     return f"{value / 1e9:.2f}"
 
@@ -69,19 +136,33 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--backend", default="tensorflow", choices=("tensorflow", "jax"))
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu", "tpu"),
+                        help="gpu/tpu: the devices' measured peak (the run's memory record) beside the estimate")
+    parser.add_argument("--from-store", metavar="DB", help="the measured peak of every stored run that has one")
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "BATCH", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], int(args.child[1]), args.child[2])
+        child(args.child[0], int(args.child[1]), args.child[2], args.device)
         return 0
+    if args.from_store:
+        return from_store(args.from_store, not args.no_write)
     lines = ["| workload | batch | estimate (GB) | peak RSS (GB) | estimate ÷ peak "
              "| per example: estimate / measured (MB) |", "|---|---|---|---|---|---|"]
     below, began = [], time.monotonic()
     for model in [m for m in args.models.split(",") if m]:
         points = []
         for batch in BATCHES[model]:
-            need = memory.estimate(spec_for(model, batch, args.backend))
-            peak, seconds, code = peak_rss(model, batch, args.backend)
+            spec = spec_for(model, batch, args.backend, args.device)
+            if args.device == "cpu":
+                need = memory.estimate(spec)
+                peak, seconds, code = peak_rss(model, batch, args.backend)
+            else:  # the record's estimate counts every device together, as its summed peak does
+                peak, seconds, code, record = device_peak(model, batch, args.backend, args.device)
+                need = memory.estimate(spec)
+                devices = max(1, len(record.get("devices") or []))
+                if devices > 1:
+                    share = memory.estimate(spec.replace(batch_size=-(-batch // devices)))
+                    need = memory.Estimate(share.params, share.per_example, share.fixed * devices, batch)
             points.append((batch, need, peak))
             print(f"{model:<18} batch {batch:<4} estimate {gb(need.total)} GB, peak {gb(peak)} GB "
                   f"({seconds:.0f} s, exit {code})", file=sys.stderr, flush=True)
@@ -96,7 +177,7 @@ def main(argv=None) -> int:
             lines.append(f"| {model} | {batch} | {gb(need.total)} | {gb(peak)} | {need.total / peak:.2f} | {slope} |")
     load = os.getloadavg()[0]
     text = (
-        f"## The memory estimate against a run's peak ({args.backend}, full shapes, CPU)\n\n"
+        f"## The memory estimate against a run's peak ({args.backend}, full shapes, {args.device.upper()})\n\n"
         "`bench/memory_estimate.py`: each point one process, 1 warm-up + 2 measured steps; peak RSS is the "
         "process's ru_maxrss (the framework, the model, the batch and every step). Per example: the estimate's "
         "per-example term beside the growth of the peak between the two batches, divided by their difference.\n"
@@ -108,7 +189,8 @@ def main(argv=None) -> int:
     )
     print(text)
     if not args.no_write:
-        write_block(DOC, f"memory-{args.backend}", text, title="# Memory")
+        marker = f"memory-{args.backend}" + ("" if args.device == "cpu" else f"-{args.device}")
+        write_block(DOC, marker, text, title="# Memory")
     return 0 if not below else 1
 
 

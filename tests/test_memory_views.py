@@ -111,3 +111,15 @@ def test_the_memory_chart_is_what_plotlys_validation_makes_of_it(tmp_path):
     for fig in (charts.peak_memory(frame), charts.peak_memory(frame.iloc[0:0])):
         validated = go.Figure(fig.to_dict())  # raises on an unknown property or a bad value
         assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig))
+
+
+def test_bench_memory_estimate_reads_the_measured_peak_of_stored_runs(tmp_path, capsys):
+    import bench_scripts
+
+    db, _ids, _old = filled(tmp_path)
+    script = bench_scripts.load("memory_estimate")
+    assert script.main(["--from-store", str(db), "--no-write"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| fashion_mnist_cnn")]
+    assert len(rows) == 2  # the run stored before peaks were measured has none
+    assert "| 128 | 12.00 | 9.00 | 8.90 | 16.00 | 1.33 |" in out and "| 64 | 12.00 | 5.00 |" in out
