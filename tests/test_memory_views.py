@@ -123,3 +123,38 @@ def test_bench_memory_estimate_reads_the_measured_peak_of_stored_runs(tmp_path, 
     rows = [line for line in out.splitlines() if line.startswith("| fashion_mnist_cnn")]
     assert len(rows) == 2  # the run stored before peaks were measured has none
     assert "| 128 | 12.00 | 9.00 | 8.90 | 16.00 | 1.33 |" in out and "| 64 | 12.00 | 5.00 |" in out
+
+
+def test_a_sweeps_oom_wall_is_marked_on_throughput_vs_batch(tmp_path):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    db = tmp_path / "sweep.sqlite"
+    rng = random.Random(5)
+    with Store(db) as store:
+        for batch, status in ((8, "done"), (16, "done"), (32, "oom")):
+            spec = RunSpec(model="conv2d", batch_size=batch, device="cpu", steps=4, warmup=1)
+            run_id = store.create_run(spec, status="queued", sweep_id="sweep-x1", host="h")
+            store.start_run(run_id, 1, "h")
+            if status == "done":
+                result, _ = dashboard_data.fake_result(
+                    spec.replace(model="fashion_mnist_cnn"), "CPU", "cpu", 1, 400.0 * batch, [], rng)
+                result.update(model="conv2d", spec=spec.to_dict())
+                store.finish_run(run_id, "done", result=result)
+            else:
+                store.finish_run(run_id, "oom", error="out of memory before it started: batch_size: …")
+        frame = compare.compare_frame(store.runs(status="done"))
+        frame, bases = compare_view.with_speedups(frame, None)
+        (section,) = compare_view.sections(frame, bases, compare.baseline_choices(frame), store)
+    chart = json.loads(pio.to_json(section.sweep))
+    (wall,) = chart["layout"]["shapes"]
+    assert wall["x0"] == 32 and chart["layout"]["annotations"][0]["text"] == "OOM at 32"
+    assert 32 in chart["layout"]["xaxis"]["tickvals"]
+    assert json.loads(pio.to_json(go.Figure(section.sweep.to_dict()))) == chart  # what validation makes of it
+
+
+def test_the_live_panel_says_an_oom_run_ran_out_of_memory():
+    from dashbench.views import live
+
+    view = live.live_view({"status": "oom", "error": "out of memory (MemoryError)"})
+    assert view.finished and view.text == "oom: out of memory" and view.error == "out of memory (MemoryError)"

@@ -267,8 +267,9 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
                  **layout)
 
 
-def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
-    """One line per series (a sweep, or model · device · precision) of throughput against batch size."""
+def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figure:
+    """One line per series (a sweep, or model · device · precision) of throughput against batch size;
+    `walls` (sweep id -> the smallest batch that ran out of memory) drawn as dashed lines, "OOM"."""
     title = "Throughput vs batch size"
     rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
     if rows.empty or "series" not in rows:
@@ -283,10 +284,17 @@ def throughput_vs_batch(df: pd.DataFrame) -> go.Figure:
                            mode="lines+markers", name=str(name),
                            hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>"))
     # Log scale (sweeps double the batch), ticked at the batch sizes measured, not at 3, 4, 5, …
-    sizes = sorted({int(b) for b in rows["batch_size"].dropna()})
+    shown = set(rows["sweep_id"].dropna()) if "sweep_id" in rows else set()
+    wall_at = sorted({int(b) for sweep, b in (walls or {}).items() if sweep in shown})
+    sizes = sorted({int(b) for b in rows["batch_size"].dropna()} | set(wall_at))
+    lines_ = [dict(type="line", xref="x", yref="paper", x0=b, x1=b, y0=0, y1=1,
+                   line=dict(color=FLAGGED_COLOR, dash="dash")) for b in wall_at]
+    notes = [dict(text=f"OOM at {b}", x=math.log10(b), y=1, xref="x", yref="paper", showarrow=False,
+                  xanchor="right", yanchor="bottom", font=dict(color=FLAGGED_COLOR)) for b in wall_at]
     return _figure(traces, dict(
         _LAYOUT, title=_title(title), yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
-        xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])))
+        xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+        **({"shapes": lines_, "annotations": notes} if wall_at else {})))
 
 
 def loss_curve(samples: pd.DataFrame) -> go.Figure:

@@ -52,6 +52,15 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
                            for name, values in columns.items()})
 
 
+def oom_walls(store, sweeps: pd.DataFrame) -> dict:
+    """{sweep id: the smallest batch of it that ran out of memory} for the sweeps among `sweeps`."""
+    ids = sorted({s for s in sweeps.get("sweep_id", pd.Series(dtype=object)).dropna() if isinstance(s, str)})
+    if not ids:
+        return {}
+    ooms = store.runs(sweep_id=ids, status="oom")
+    return {sweep: int(group["batch_size"].min()) for sweep, group in ooms.groupby("sweep_id")}
+
+
 CHART_COLUMNS = ("id", "run_id", "kind", "label", "group", "examples_per_sec", "speedup", "flag_text",
                  "usd_per_million_examples", "usd_per_million_examples_spot", "batch_size", "sweep_id", "backend",
                  "model", "accelerator", "precision", "xla", "image_size", "seq_len", "width",
@@ -84,7 +93,7 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store) -> list[Sect
         measured = rows[rows["kind"] == "measured"]
         out.append(Section(
             name=name,
-            sweep=charts.throughput_vs_batch(sweeps) if not sweeps.empty else None,
+            sweep=charts.throughput_vs_batch(sweeps, oom_walls(store, sweeps)) if not sweeps.empty else None,
             throughput=charts.throughput(rows),
             speedup=charts.speedup(rows, labels.get(base, "—") if base else "—"),
             steps=charts.step_time_distribution(step_samples(store, measured)) if not measured.empty else None,

@@ -56,7 +56,7 @@ def live_view(progress: dict | None) -> LiveView:
         if is_number(live):
             text += f", {live:,.1f} examples/s so far"
     else:
-        text = md_text(status)
+        text = md_text(status) + (": out of memory" if status == "oom" else "")
     return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in TERMINAL,
                     error=progress.get("error"))
 
