@@ -1,4 +1,5 @@
-"""The results store on real SQLite files: lifecycle, queries, migration, read-only mode, reconcile."""
+"""The results store on real SQLite files (and, where a test takes `db_at`, on a real PostgreSQL server too):
+lifecycle, queries, migration, read-only mode, reconcile."""
 
 import contextlib
 import hashlib
@@ -15,6 +16,7 @@ import pytest
 from dashbench.store import bundle, schema
 from dashbench.spec import RunSpec
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, warmup=1, label="base")
 
@@ -52,10 +54,10 @@ def test_default_path_follows_environment(monkeypatch, tmp_path):
     assert default_db_path().name == "dashbench.sqlite"
 
 
-def test_lifecycle_done_failed_cancelled(tmp_path):
-    with Store(tmp_path / "r.sqlite") as store:
+def test_lifecycle_done_failed_cancelled(db_at):
+    with Store(db_at) as store:
         assert store.schema_version == schema.SCHEMA_VERSION
-        assert store._read("PRAGMA journal_mode")[0][0] == "wal"
+        assert on_server(db_at) or store._read("PRAGMA journal_mode")[0][0] == "wal"
         done = store.create_run(SPEC)
         row = store.get_run(done)
         assert row["status"] == "running" and row["pid"] == os.getpid() and row["started_at"]
@@ -95,8 +97,8 @@ def test_lifecycle_done_failed_cancelled(tmp_path):
             store.finish_run(done, "finished")
 
 
-def test_filters(tmp_path):
-    with Store(tmp_path / "r.sqlite") as store:
+def test_filters(db_at):
+    with Store(db_at) as store:
         ids = {}
         for batch in (16, 32, 64):
             for precision in ("float32", "mixed_bfloat16"):
@@ -239,8 +241,8 @@ def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):
         assert store.runs(run_ids=[new])["backend_version"].iloc[0] == "2.19.1"
 
 
-def test_new_runs_store_backend_from_spec_then_result(tmp_path):
-    with Store(tmp_path / "r.sqlite") as store:
+def test_new_runs_store_backend_from_spec_then_result(db_at):
+    with Store(db_at) as store:
         queued = store.create_run(SPEC.replace(backend="jax"), status="queued")
         assert store.runs(run_ids=[queued])["backend"].iloc[0] == "jax"
         running = store.create_run(SPEC.replace(backend="jax"))
@@ -333,10 +335,10 @@ def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
     assert file_hash(path) == before
 
 
-def test_reconcile_marks_dead_processes_interrupted(tmp_path):
+def test_reconcile_marks_dead_processes_interrupted(db_at):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    with Store(tmp_path / "r.sqlite") as store:
+    with Store(db_at) as store:
         alive = store.create_run(SPEC)  # this test's own pid: alive
         gone = store.create_run(SPEC, pid=dead.pid)
         store.add_samples(gone, samples_for(2))
@@ -351,8 +353,8 @@ def test_reconcile_marks_dead_processes_interrupted(tmp_path):
         assert store.reconcile() == 0
 
 
-def test_delete_runs_removes_samples(tmp_path):
-    with Store(tmp_path / "r.sqlite") as store:
+def test_delete_runs_removes_samples(db_at):
+    with Store(db_at) as store:
         keep, drop = store.create_run(SPEC), store.create_run(SPEC)
         store.add_samples(keep, samples_for(2))
         store.add_samples(drop, samples_for(3))
@@ -361,8 +363,8 @@ def test_delete_runs_removes_samples(tmp_path):
         assert store._read("SELECT count(*) FROM samples")[0][0] == 2
 
 
-def test_price_overrides(tmp_path):
-    with Store(tmp_path / "r.sqlite") as store:
+def test_price_overrides(db_at):
+    with Store(db_at) as store:
         row = {"key": "gcp-tpu-v4", "device": "TPU v4", "provider": "GCP", "unit": "chip-hour", "chips_per_unit": 1,
                "on_demand_usd_per_hour": 3.0, "spot_usd_per_hour": 0.9, "region": "us-central2",
                "source": "my invoice", "as_of": "2025-06-01", "unconfirmed": False}
@@ -404,8 +406,8 @@ def _reader(path, n, errors):
         errors.put(f"reader: {exc!r}")
 
 
-def test_writers_and_readers_at_once_never_see_locked(tmp_path):
-    path = tmp_path / "busy.sqlite"
+def test_writers_and_readers_at_once_never_see_locked(db_at):
+    path = db_at
     Store(path).close()
     ctx = multiprocessing.get_context("fork")
     errors = ctx.Queue()

@@ -8,6 +8,7 @@ import pytest
 
 from dashbench.spec import RunSpec
 from dashbench.store import Store
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def _run(store, model="conv2d", batch=8, label=None, eps=None):
@@ -43,8 +44,8 @@ def test_the_change_token_moves_with_every_commit_and_with_a_replaced_file(tmp_p
     assert Store(db, read_only=True).change_token() != before
 
 
-def test_newest_per_setup_keeps_a_sweep_and_counts_a_repeated_setup_once(tmp_path):
-    with Store(tmp_path / "runs.sqlite") as store:
+def test_newest_per_setup_keeps_a_sweep_and_counts_a_repeated_setup_once(db_at):
+    with Store(db_at) as store:
         repeated = [_run(store, batch=32, eps=100.0 + i) for i in range(5)]
         sweep = [_run(store, batch=b, eps=50.0) for b in (16, 64, 128)]
         other = _run(store, model="bilstm", batch=32, eps=10.0)
@@ -56,8 +57,8 @@ def test_newest_per_setup_keeps_a_sweep_and_counts_a_repeated_setup_once(tmp_pat
         assert store.known_ids([other, "nope", repeated[0]]) == [other, repeated[0]]
 
 
-def test_sorting_and_paging_happen_in_sql(tmp_path):
-    with Store(tmp_path / "runs.sqlite") as store:
+def test_sorting_and_paging_happen_in_sql(db_at):
+    with Store(db_at) as store:
         speeds = [30.0, 10.0, None, 20.0, 40.0]
         ids = [_run(store, eps=eps, label=f"run {i}") for i, eps in enumerate(speeds)]
         fastest = store.runs(order_by="examples_per_sec")["run_id"].tolist()
@@ -71,8 +72,8 @@ def test_sorting_and_paging_happen_in_sql(tmp_path):
             store.runs(order_by="examples_per_sec; DROP TABLE runs")
 
 
-def test_run_ids_are_the_ids_runs_gives_for_the_same_filters(tmp_path):
-    with Store(tmp_path / "runs.sqlite") as store:
+def test_run_ids_are_the_ids_runs_gives_for_the_same_filters(db_at):
+    with Store(db_at) as store:
         for i in range(6):
             _run(store, model="conv2d" if i % 2 else "bilstm", eps=float(i + 1), label=f"run {i}")
         for filters in ({}, {"limit": 2}, {"model": "bilstm"}, {"search": "run 3"}, {"status": "done", "limit": 50},

@@ -9,6 +9,7 @@ from test_store import SPEC, result_for, samples_for
 from dashbench.result import RunResult
 from dashbench.store import bundle, schema
 from dashbench.store import BundleError, Store
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def fill(store: Store) -> list[str]:
@@ -25,7 +26,7 @@ def fill(store: Store) -> list[str]:
     return ids + [failed]
 
 
-def test_round_trip_into_an_empty_store(tmp_path):
+def test_round_trip_into_an_empty_store(tmp_path, db_at):
     with Store(tmp_path / "a.sqlite") as source:
         ids = fill(source)
         assert bundle.export_bundle(source, tmp_path / "bundle.json") == 4
@@ -37,7 +38,7 @@ def test_round_trip_into_an_empty_store(tmp_path):
     assert data["format"] == "dashbench-bundle" and data["schema_version"] == schema.SCHEMA_VERSION
     assert data["environment"]["host"] and data["sample_columns"] == ["index", "steps", "duration_s", "loss", "warmup"]
 
-    with Store(tmp_path / "b.sqlite") as target:
+    with Store(db_at) as target:
         counts = bundle.import_bundles(target, [tmp_path / "bundle.json"])
         assert counts == {"files": 1, "runs_added": 4, "runs_skipped": 0, "samples_added": 2 + 4 + 8 + 1,
                           "runs_differing": []}
@@ -47,8 +48,8 @@ def test_round_trip_into_an_empty_store(tmp_path):
             assert target.get_run(run_id) == expected_rows[run_id]
 
 
-def test_a_bundled_run_is_the_stored_run_and_its_samples(tmp_path):
-    with Store(tmp_path / "a.sqlite") as source:
+def test_a_bundled_run_is_the_stored_run_and_its_samples(tmp_path, db_at):
+    with Store(db_at) as source:
         ids = fill(source)
         bundle.export_bundle(source, tmp_path / "bundle.json")
         stored = {run_id: source.get_run(run_id) for run_id in ids}
@@ -64,12 +65,12 @@ def test_a_bundled_run_is_the_stored_run_and_its_samples(tmp_path):
                                              "samples": samples[run["run_id"]]}
 
 
-def test_same_run_imported_twice_is_kept_once(tmp_path):
+def test_same_run_imported_twice_is_kept_once(tmp_path, db_at):
     with Store(tmp_path / "a.sqlite") as source:
         fill(source)
         bundle.export_bundle(source, tmp_path / "all.json")
         bundle.export_bundle(source, tmp_path / "some.json", batch_size=[8, 16])
-    with Store(tmp_path / "b.sqlite") as target:
+    with Store(db_at) as target:
         first = bundle.import_bundles(target, [tmp_path / "some.json", tmp_path / "all.json"])
         assert (first["runs_added"], first["runs_skipped"]) == (4, 2)
         again = bundle.import_bundles(target, [tmp_path / "all.json"])
@@ -79,18 +80,18 @@ def test_same_run_imported_twice_is_kept_once(tmp_path):
         assert target._read("SELECT count(*) FROM samples")[0][0] == 15
 
 
-def test_unfinished_runs_arrive_as_interrupted(tmp_path):
+def test_unfinished_runs_arrive_as_interrupted(tmp_path, db_at):
     with Store(tmp_path / "a.sqlite") as source:
         source.create_run(SPEC, status="queued")
         bundle.export_bundle(source, tmp_path / "q.json")
-    with Store(tmp_path / "b.sqlite") as target:
+    with Store(db_at) as target:
         bundle.import_bundles(target, [tmp_path / "q.json"])
         run = target.runs().iloc[0]
         # A queued row here would be started by this machine's job runner: it must not be.
         assert run["status"] == "interrupted" and "exported while queued" in run["error"]
 
 
-def test_backend_travels_and_an_old_bundle_without_it_means_tensorflow(tmp_path):
+def test_backend_travels_and_an_old_bundle_without_it_means_tensorflow(tmp_path, db_at):
     jax = SPEC.replace(backend="jax")
     with Store(tmp_path / "a.sqlite") as source:
         run_id = source.create_run(jax)
@@ -107,7 +108,7 @@ def test_backend_travels_and_an_old_bundle_without_it_means_tensorflow(tmp_path)
         del old["runs"][0]["result"][key]
     old["runs"][0]["result"]["env"] = {"tensorflow": "2.17.0"}
     (tmp_path / "old.json").write_text(json.dumps(old))
-    with Store(tmp_path / "b.sqlite") as target:
+    with Store(db_at) as target:
         bundle.import_bundles(target, [tmp_path / "new.json", tmp_path / "old.json"])
         by_id = target.runs().set_index("run_id")
         assert by_id.loc[run_id, ["backend", "backend_version"]].tolist() == ["jax", "0.10.2"]
@@ -166,11 +167,11 @@ def _damage(data: dict, how: str):
     ("bad sample", r"run #1 .*samples\[0\]: expected a list of 5 values"),
     ("bad time", "run #4 .*created_at: not an ISO 8601 time"),
 ])
-def test_bad_bundles_are_refused_and_nothing_is_written(tmp_path, how, message):
+def test_bad_bundles_are_refused_and_nothing_is_written(tmp_path, how, message, db_at):
     data = _bundle(tmp_path)
     bad = tmp_path / "bad.json"
     bad.write_text(_damage(data, how))
-    with Store(tmp_path / "target.sqlite") as target:
+    with Store(db_at) as target:
         keep = target.create_run(SPEC)
         before = target.runs()
         # The good file is listed first: one transaction means none of it lands either.

@@ -9,14 +9,15 @@ import pytest
 from test_store import SPEC
 
 from dashbench.store import Store, StoreError, this_host
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def spec_on(device: str | None) -> dict:
     return {**SPEC.to_dict(), "device": device}
 
 
-def test_a_claim_sees_this_hosts_runs_and_records_starts(tmp_path):
-    with Store(tmp_path / "q.sqlite") as store:
+def test_a_claim_sees_this_hosts_runs_and_records_starts(db_at):
+    with Store(db_at) as store:
         going = store.create_run(spec_on("gpu"))  # running here, as this process
         first = store.create_run(spec_on("cpu"), status="queued", host=None)
         second = store.create_run(spec_on("cpu"), status="queued", host=this_host())
@@ -41,8 +42,8 @@ def test_a_claim_sees_this_hosts_runs_and_records_starts(tmp_path):
             claim.queued()
 
 
-def test_a_claim_that_raises_writes_nothing(tmp_path):
-    with Store(tmp_path / "q.sqlite") as store:
+def test_a_claim_that_raises_writes_nothing(db_at):
+    with Store(db_at) as store:
         queued = store.create_run(SPEC, status="queued")
         with pytest.raises(RuntimeError):
             with store.claim_queue() as claim:
@@ -51,10 +52,10 @@ def test_a_claim_that_raises_writes_nothing(tmp_path):
         assert store.get_run(queued)["status"] == "queued"
 
 
-def test_claims_and_reconcile_spare_the_callers_children(tmp_path):
+def test_claims_and_reconcile_spare_the_callers_children(db_at):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    with Store(tmp_path / "q.sqlite") as store:
+    with Store(db_at) as store:
         ours = store.create_run(SPEC, pid=dead.pid)
         asked = store.create_run(SPEC, pid=os.getpid())
         store.request_cancel(asked)
@@ -69,8 +70,8 @@ def test_claims_and_reconcile_spare_the_callers_children(tmp_path):
         assert store.get_run(ours)["status"] == "interrupted"
 
 
-def test_queue_position_counts_the_runs_ahead_on_the_same_device(tmp_path):
-    with Store(tmp_path / "q.sqlite") as store:
+def test_queue_position_counts_the_runs_ahead_on_the_same_device(db_at):
+    with Store(db_at) as store:
         running = store.create_run(spec_on("cpu"))
         first = store.create_run(spec_on("cpu"), status="queued")
         elsewhere = store.create_run(spec_on("gpu"), status="queued")

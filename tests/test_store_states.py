@@ -8,6 +8,7 @@ from test_store import SPEC, result_for, samples_for
 
 from dashbench.store import Store, StoreError, database, states
 from dashbench.store.states import STATUSES
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 # Every move the lifecycle allows, written out: the table must say exactly this.
 LEGAL = {
@@ -61,8 +62,8 @@ def _done_run(store: Store) -> str:
     return run_id
 
 
-def test_a_done_run_never_runs_again(tmp_path):
-    with Store(tmp_path / "s.sqlite") as store:
+def test_a_done_run_never_runs_again(db_at):
+    with Store(db_at) as store:
         run_id = _done_run(store)
         with pytest.raises(StoreError, match="is done; only a queued run can start"):
             store.start_run(run_id, pid=1)
@@ -77,10 +78,10 @@ def test_a_done_run_never_runs_again(tmp_path):
         assert run["pid"] != 1
 
 
-def test_an_interrupted_run_may_still_report_its_end(tmp_path):
+def test_an_interrupted_run_may_still_report_its_end(db_at):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    with Store(tmp_path / "s.sqlite") as store:
+    with Store(db_at) as store:
         run_id = store.create_run(SPEC, pid=dead.pid)
         assert store.reconcile() == 1 and store.get_run(run_id)["status"] == "interrupted"
         # Its launcher's verdict does not overwrite another process's...
@@ -91,8 +92,8 @@ def test_an_interrupted_run_may_still_report_its_end(tmp_path):
         assert store.get_run(run_id)["status"] == "done"
 
 
-def test_finish_unreported_ends_a_live_run_once(tmp_path):
-    with Store(tmp_path / "s.sqlite") as store:
+def test_finish_unreported_ends_a_live_run_once(db_at):
+    with Store(db_at) as store:
         run_id = store.create_run(SPEC)
         store.set_phase(run_id, "measure")
         assert store.finish_unreported(run_id, "failed", "run process exited with code 3")
@@ -105,8 +106,8 @@ def test_finish_unreported_ends_a_live_run_once(tmp_path):
             store.finish_unreported(run_id, "running", "no")
 
 
-def test_new_and_imported_runs_start_where_the_table_says(tmp_path):
-    with Store(tmp_path / "s.sqlite") as store:
+def test_new_and_imported_runs_start_where_the_table_says(db_at):
+    with Store(db_at) as store:
         with pytest.raises(ValueError, match="a new run is 'running' or 'queued'"):
             store.create_run(SPEC, status="done")
         run = {"run_id": "x", "status": "running", "spec": SPEC.to_dict(), "created_at": 1.0, "samples": []}

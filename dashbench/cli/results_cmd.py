@@ -7,14 +7,14 @@ import functools
 import json
 import os
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.spec import BACKENDS, MAX_INT32
-from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, database_file_exists, default_db_path,
+from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
+                             default_db_path, is_server_url, location,
                              export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
 
 
@@ -24,14 +24,15 @@ _FALSE = {"", "0", "false", "no", "off"}
 
 
 def db_path_arg(text: str) -> str:
-    """--db's type: a path; an empty one is an error for every command (never "the default" for
-    one command and "the current folder" for another). Leave --db out for the default."""
+    """--db's type: a path, or a postgresql+psycopg:// URL (a ServerURL: every message shows it masked);
+    an empty one is an error for every command (never "the default" for one command and "the current
+    folder" for another). Leave --db out for the default."""
     if not text.strip():
         raise argparse.ArgumentTypeError(
             f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})")
     if url_refusal(text):
         raise argparse.ArgumentTypeError(url_refusal(text))
-    return text
+    return ServerURL(text) if is_server_url(text) else text
 
 
 def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = False) -> None:
@@ -203,7 +204,7 @@ def _open(args, must_exist: bool = True, write: str | None = None) -> Store | No
     mode=ro and writes nothing; otherwise runs whose process died are reconciled first, and a file
     this user cannot write is shown as it is. Writing (`write`: what, for the error line): refused
     in read-only mode, and a read-only file is one line naming it."""
-    path = Path(args.db) if args.db else default_db_path()
+    path = location(args.db) if args.db else default_db_path()
     if write is not None:
         refuse_if_read_only(args, write)
     exists = database_file_exists(path)  # a folder, or one that cannot be read: one line, not a traceback

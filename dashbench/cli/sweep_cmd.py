@@ -67,7 +67,7 @@ def cmd_sweep(args) -> int:
         catalog.check_spec(spec)
         if not args.find_max_batch:  # there each try's own process checks: a try that cannot fit is `oom`
             warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
-    db = args.db or str(default_db_path())
+    db = args.db or default_db_path()
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
         refuse_if_read_only(args, "record the sweep")
         with Store(db) as store:

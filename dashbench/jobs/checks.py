@@ -7,13 +7,14 @@ No TensorFlow here.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from dashbench.store import default_db_path
+from dashbench.store import default_db_path, location
 
 # The check command before `--db DB --json`; a module attribute so tests can put a stand-in behind it.
 DOCTOR_COMMAND = [sys.executable, "-m", "dashbench", "doctor"]
@@ -22,7 +23,15 @@ _lock = threading.Lock()
 
 
 def _key(db_path) -> str:
-    return str(Path(db_path or default_db_path()).expanduser().resolve())
+    """The database's full path, or a server's URL (a ServerURL: shown masked, its .url opens it)."""
+    where = location(db_path) if db_path else default_db_path()
+    return where if getattr(where, "url", None) else str(where.resolve())
+
+
+def _log_folder(db: str) -> Path:
+    if getattr(db, "url", None):  # a server: this host's data folder
+        return Path.home() / ".local" / "share" / "dashbench" / "logs"
+    return Path(db).parent / "logs"
 
 
 def launch(db_path=None) -> int:
@@ -32,11 +41,14 @@ def launch(db_path=None) -> int:
         current = _checks.get(db)
         if current is not None and current[0].poll() is None:
             return current[0].pid
-        log_path = Path(db).parent / "logs" / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        log_path = _log_folder(db) / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A server's URL travels in the environment: a command line is visible to every user (ps).
+        env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
+                      else (None, ["--db", db]))
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([*DOCTOR_COMMAND, "--db", db, "--json"], stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen([*DOCTOR_COMMAND, *where, "--json"], stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=env)
         _checks[db] = (proc, time.time(), log_path)
         return proc.pid
 

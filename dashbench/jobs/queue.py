@@ -73,18 +73,19 @@ def pump(db_path=None) -> list[str]:
     on every dashboard rerun. Returns the ids of the runs it started."""
     with _store(db_path) as store:
         _reap(store)
-        db = str(store.path.resolve())
+        db = store.location
         started = []
         # Our own children are judged by _reap from their exit codes, which say more.
         with store.claim_queue(skip_pids=_our_pids()) as claim:
             _escalate_cancels(claim.cancels_asked())
+            claim.beat(_alive_children(db))  # runs on this host that other hosts must not presume dead
             busy = {device_key(spec) for spec in claim.running_specs()}
             for run_id, spec in claim.queued():
                 key = device_key(spec)
                 if _conflicts(key, busy):
                     busy.add(key)  # first come, first served: later runs for this device wait too
                     continue
-                log_path = _log_path(store.path, run_id)
+                log_path = store.log_folder / f"{run_id}.log"
                 kills = memory.oom_kills()  # the kernel's OOM kills so far, to judge a SIGKILL by
                 try:
                     proc = _launch(run_id, db, log_path)
@@ -197,11 +198,19 @@ def active(db_path=None) -> list[dict]:
 
 def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
     # Only the row's address: the run process reads its spec from the row, the one source of truth.
-    argv = [*RUN_COMMAND, "--run-id", run_id, "--db", db, "--json"]
+    # A server's URL travels in the environment: a command line is visible to every user (ps).
+    env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
+                  else (None, ["--db", db]))
+    argv = [*RUN_COMMAND, "--run-id", run_id, *where, "--json"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, env=env)
+
+
+def _alive_children(db: str) -> list[str]:
+    with _children_lock:
+        return [run_id for (key, run_id), proc in _children.items() if key == db and proc.poll() is None]
 
 
 def _our_pids() -> frozenset:
@@ -209,14 +218,10 @@ def _our_pids() -> frozenset:
         return frozenset(proc.pid for proc in _children.values())
 
 
-def _log_path(db_path: Path, run_id: str) -> Path:
-    return db_path.resolve().parent / "logs" / f"{run_id}.log"
-
-
 def _reap(store: Store) -> None:
     """Collect our children that ended; a child that died before recording its end is recorded
     here, from its exit code (the process is ours, so we know better than reconcile's guess)."""
-    db = str(store.path.resolve())
+    db = store.location
     with _children_lock:  # the dashboard's sessions are threads of one process
         ended = [(key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
                  for key, proc in list(_children.items()) if key[0] == db and proc.poll() is not None]

@@ -1,5 +1,6 @@
-"""The results store: one SQLite database (database.py, the Store class — the only owner of the SQL),
-its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
+"""The results store: an SQLite file or a PostgreSQL server (database.py, the Store class — the only owner
+of the SQL — split by part: runs.py, samples.py, queue.py, prices.py; what differs between the two
+databases in dialect.py, the server's connections in postgres.py), its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
 filters and DataFrames (queries.py, which also judges which stored rows can be read), the pages' bounded
 questions (browse.py), the change token their cache is keyed on (watch.py), reading without leaving
 -wal/-shm files (sidecars.py), and export bundles (bundle.py, on the Store's public API).
@@ -10,12 +11,16 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     QueueClaim,
     ReadOnlyError,
     SchemaVersionError,
+    ServerURL,
     Store,
     StoreBusyError,
     StoreError,
     database_file_exists,
     default_db_path,
+    is_server_url,
     iso,
+    location,
+    masked,
     new_run_id,
     new_sweep_id,
     now,

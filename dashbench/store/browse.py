@@ -32,7 +32,7 @@ def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) ->
     """(ids, scanned): the newest run of each setup (SETUP_COLUMNS) among the newest `scan` runs that
     pass `filters`, at most `limit` of them, newest first; a sweep's batch sizes are distinct setups,
     so a sweep stays whole while a setup measured twenty times counts once."""
-    where, params, _limit = queries.where_clause(filters)
+    where, params, _limit = queries.where_clause(filters, queries.dialect_of(read))
     columns = ", ".join(SETUP_COLUMNS)
     rows = read(f"SELECT run_id, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}", params)
     seen, ids = set(), []
@@ -49,7 +49,7 @@ def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) ->
 def run_ids(read: Read, **filters) -> list[str]:
     """The ids of the runs that pass `filters` (as Store.runs, `limit` included), newest first: a
     picker needs the ids of the newest 50, not their 45 columns made a frame."""
-    where, params, limit = queries.where_clause(filters)
+    where, params, limit = queries.where_clause(filters, queries.dialect_of(read))
     sql = f"SELECT run_id FROM runs{where}{queries.order_clause()}"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"

@@ -13,9 +13,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from dashbench.store.dialect import SQLITE
 from dashbench.store.states import STATUSES
 
 Read = Callable[..., list]
+
+
+def dialect_of(read: Read):
+    """The dialect of the store behind `read` (a Store's bound reader), SQLite's for a bare function."""
+    return getattr(getattr(read, "__self__", None), "dialect", SQLITE)
 
 RUN_COLUMNS = (
     "run_id", "created_at", "started_at", "finished_at", "status", "model", "device", "backend", "backend_version",
@@ -86,11 +92,12 @@ def runs(read: Read, order_by: str = "created_at", descending: bool = True, offs
          **filters) -> pd.DataFrame:
     """One row per run, flat columns (see RUN_COLUMNS), newest first unless `order_by` (a
     SORT_COLUMNS name) says otherwise; filters as Store.runs; `offset` skips rows (paging with limit)."""
-    where, params, limit = where_clause(filters)
+    dialect = dialect_of(read)
+    where, params, limit = where_clause(filters, dialect)
     select = ", ".join(f"{_SQL_NAMES.get(c, c)}" for c in RUN_COLUMNS)
     sql = f"SELECT {select} FROM runs{where}{order_clause(order_by, descending)}"
     if limit is not None or offset:
-        sql += f" LIMIT {-1 if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
+        sql += f" LIMIT {dialect.no_limit if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
     rows, unreadable = readable_rows(read(sql, params))
     # Column by column with known types: 100k runs would spend seconds in pandas' type inference.
     columns = list(zip(*rows)) if rows else [()] * len(RUN_COLUMNS)
@@ -203,7 +210,7 @@ def row_problem(row: tuple) -> str | None:
 
 
 def count_runs(read: Read, **filters) -> int:
-    where, params, _limit = where_clause(filters)
+    where, params, _limit = where_clause(filters, dialect_of(read))
     return read(f"SELECT count(*) FROM runs{where}", params)[0][0]
 
 
@@ -270,7 +277,7 @@ def distinct(read: Read, column: str) -> list:
     return [r[0] for r in read(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1")]
 
 
-def where_clause(filters: dict) -> tuple[str, list, int | None]:
+def where_clause(filters: dict, dialect=SQLITE) -> tuple[str, list, int | None]:
     """Store.runs' filters as (" WHERE ..." or "", parameters, limit); an unknown filter is a ValueError."""
     filters = dict(filters)
     limit = filters.pop("limit", None)
@@ -281,7 +288,7 @@ def where_clause(filters: dict) -> tuple[str, list, int | None]:
             continue
         values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
         if not values:
-            clauses.append("0")
+            clauses.append("1 = 0")
             continue
         if name == "status":
             bad = [v for v in values if v not in STATUSES]
@@ -293,12 +300,12 @@ def where_clause(filters: dict) -> tuple[str, list, int | None]:
     if search:
         # Case-insensitive substring of any text a user might type: LIKE's wildcards in it are literal.
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in _SEARCH_COLUMNS) + ")")
+        clauses.append("(" + " OR ".join(f"{c} {dialect.like} ? ESCAPE '\\'" for c in _SEARCH_COLUMNS) + ")")
         params.extend([pattern] * len(_SEARCH_COLUMNS))
     run_ids = filters.pop("run_ids", None)
     if run_ids is not None:
         run_ids = list(run_ids)
-        clauses.append(f"run_id IN ({','.join('?' * len(run_ids))})" if run_ids else "0")
+        clauses.append(f"run_id IN ({','.join('?' * len(run_ids))})" if run_ids else "1 = 0")
         params.extend(run_ids)
     since = filters.pop("since", None)
     if since is not None:

@@ -173,9 +173,12 @@ def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool
 
 
 def path_text(path) -> str:
-    """A file's path as the sidebar shows it: under the home folder as ~/…, as a shell would take it."""
+    """A file's path as the sidebar shows it: under the home folder as ~/…, as a shell would take it. A
+    server's URL as it is (settings hold it masked: a Path would fold its "//")."""
     from pathlib import Path
 
+    if isinstance(path, str) and "://" in path:
+        return path
     path = Path(path)
     try:
         return "~/" + str(path.relative_to(Path.home()))

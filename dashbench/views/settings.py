@@ -38,10 +38,12 @@ def load(argv: list[str] | None = None, environ: dict | None = None) -> Settings
     environ = os.environ if environ is None else environ
     read_only = read_only_from_env(environ.get(READ_ONLY_ENV)) or "--read-only" in argv
     db_path = _option(argv, "--db") or environ.get(DB_ENV) or _default_db_path()
-    from dashbench.store import url_scheme
+    from dashbench.store import ServerURL, is_server_url, url_scheme
 
-    if url_scheme(db_path):  # kept a URL (a Path would fold its "//"), less anything after the scheme
-        return Settings(read_only=read_only, db_path=url_scheme(db_path) + "…")  # Store and open_store refuse it
+    if is_server_url(db_path):  # a server: shown masked everywhere, its .url opens it (never a Path's "/")
+        return Settings(read_only=read_only, db_path=ServerURL(db_path))
+    if url_scheme(db_path):  # another scheme, kept less anything after it: Store and open_store refuse it
+        return Settings(read_only=read_only, db_path=url_scheme(db_path) + "…")
     return Settings(read_only=read_only, db_path=str(Path(db_path).expanduser()))
 
 

@@ -1,0 +1,149 @@
+"""What differs between the two databases a store may live in, in one place: SQLite (a file path, the
+embedded default) and PostgreSQL (a `postgresql+psycopg://` URL, a team's server).
+
+The Store writes its SQL once, with `?` parameters; this module holds the few fragments that differ
+(an upsert, a JSON field, a case-blind LIKE, an ends-with test, a queue's row lock). How a change is seen
+(SQLite's `PRAGMA data_version`, watch.py; a counter row bumped in the same transaction as every change
+on PostgreSQL), how a write waits and how the server is connected to are postgres.py's. A URL's password
+is never shown: `masked` is the only way a URL is written anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+# A scheme and "//": a server's address, not a file. Taken as a path it made folders named like the URL.
+_URL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
+# The schemes a store accepts: psycopg 3 is the one driver (plain postgresql:// means it too).
+SCHEMES = ("postgresql+psycopg", "postgresql", "postgres")
+_SCHEMES_SAID = "postgresql+psycopg://user@host:5432/db or a file path (SQLite)"
+
+
+def url_scheme(text) -> str | None:
+    """"postgresql+psycopg://" for a database URL, None for a path."""
+    match = _URL.match(text) if isinstance(text, str) else None
+    return match.group(1) + "://" if match else None
+
+
+def is_server_url(text) -> bool:
+    """Whether `text` names a PostgreSQL store (an accepted URL)."""
+    scheme = url_scheme(text)
+    return scheme is not None and scheme[:-3].lower() in SCHEMES
+
+
+def url_refusal(text) -> str | None:
+    """The words that refuse a database URL of another scheme, or None (a path, or an accepted URL)."""
+    scheme = url_scheme(text)
+    if scheme is None or is_server_url(text):
+        return None
+    return f"a database URL {scheme}… is not accepted; give {_SCHEMES_SAID}"
+
+
+def masked(text) -> str:
+    """A database URL with its password as ***: the only form a URL is shown, logged or stored in."""
+    text = str(text)
+    if url_scheme(text) is None:
+        return text
+    return re.sub(r"^(\s*[^:/]+://[^:@/]*):[^@/]*@", r"\1:***@", text)
+
+
+class ServerURL(str):
+    """A PostgreSQL URL whose text is the masked form (what any message, log or page shows of it) and
+    whose `url` opens the database: --db, DASHBENCH_DB and the dashboard's settings hold one, so no
+    f-string anywhere can print the password. str() of it is the masked text only."""
+
+    def __new__(cls, url):
+        full = str(getattr(url, "url", url)).strip()
+        self = super().__new__(cls, masked(full))
+        self.url = full
+        return self
+
+
+def scrub(message: str, url: str | None) -> str:
+    """`message` with the URL's password (if any) replaced: a driver's error may quote what it was given."""
+    if not url:
+        return message
+    password = _password(url)
+    text = message.replace(url, masked(url))
+    return text.replace(password, "***") if password else text
+
+
+def _password(url: str) -> str | None:
+    match = re.match(r"^\s*[^:/]+://[^:@/]*:([^@/]*)@", url)
+    return match.group(1) if match and match.group(1) else None
+
+
+class SQLite:
+    """SQLite's words for what the two databases say differently."""
+
+    name = "sqlite"
+    integrity_error = sqlite3.IntegrityError
+    no_limit = "-1"
+    like = "LIKE"  # case-blind for ASCII already
+
+    @staticmethod
+    def upsert(table: str, columns, keys) -> str:
+        names = ", ".join(columns)
+        return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+
+    @staticmethod
+    def insert_ignore(table: str, columns) -> str:
+        return f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+    @staticmethod
+    def json_text(column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    @staticmethod
+    def ends_with(column: str) -> str:
+        """A test that `column` ends with the second parameter, whose length is the first."""
+        return f"substr({column}, -?) = ?"
+
+    # Rows the job queue claims: SQLite's BEGIN IMMEDIATE already keeps every other writer out.
+    claim_rows = ""
+
+
+class Postgres(SQLite):
+    name = "postgresql"
+    no_limit = "ALL"
+    like = "ILIKE"
+
+    @property
+    def integrity_error(self):
+        import psycopg
+
+        return psycopg.errors.IntegrityError
+
+    @staticmethod
+    def upsert(table: str, columns, keys) -> str:
+        names = ", ".join(columns)
+        update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        return (f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}")
+
+    @staticmethod
+    def insert_ignore(table: str, columns) -> str:
+        return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+                " ON CONFLICT DO NOTHING")
+
+    @staticmethod
+    def json_text(column: str, key: str) -> str:
+        return f"({column}::json ->> '{key}')"
+
+    @staticmethod
+    def ends_with(column: str) -> str:
+        return f"right({column}, ?) = ?"
+
+    # A host's pump skips runs another host's pump has claimed in its open transaction, never waits on them.
+    claim_rows = " FOR UPDATE OF runs SKIP LOCKED"
+
+
+SQLITE = SQLite()
+POSTGRES = Postgres()
+
+
+class SQLiteConnection(sqlite3.Connection):
+    """sqlite3's connection that knows its dialect, so code handed a connection writes the right SQL."""
+
+    dialect = SQLITE

@@ -1,0 +1,266 @@
+"""A run's life in the store: created, started, its phase and heartbeat, ended, cancelled, deleted; read
+back whole (get_run) or by a typed id. The Store mixes this part in; the functions below the class write
+on a connection inside a write transaction the Store holds (the queue and the bundles use them too)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, Iterator
+
+from dashbench.result import RunResult
+from dashbench.spec import RunSpec, check_id
+from dashbench.store import schema, states, validate
+from dashbench.store.errors import StoreError
+from dashbench.store.ids import iso, new_run_id, now, this_host
+from dashbench.store.states import TERMINAL
+
+
+def _spec_dict(spec: RunSpec | dict) -> dict:
+    if isinstance(spec, RunSpec):
+        return spec.to_dict()
+    return RunSpec.from_dict(dict(spec)).to_dict()
+
+
+
+class RunsPart:
+    """The Store's run lifecycle (mixed into Store, which provides _write, _read and path)."""
+
+    def create_run(self, spec: RunSpec | dict, status: str = "running", sweep_id: str | None = None,
+                   pid: int | None = None, host: str | None = None, run_id: str | None = None) -> str:
+        if not states.allowed(None, status):
+            raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
+        spec_d = _spec_dict(spec)
+        # Every way a run comes in checks ids as import does, so an exported run always imports.
+        check_id("run_id", run_id, null=True)
+        check_id("sweep_id", sweep_id, null=True)
+        run_id = run_id or new_run_id()
+        created = now()
+        if status == "running":
+            pid = os.getpid() if pid is None else pid
+            host = host or this_host()
+        elif pid is not None:
+            # A queued run's pid is its owner (a `sweep` process): the run is cancelled with it,
+            # by reconcile once the owner is gone, never started after it.
+            host = host or this_host()
+        run = {"run_id": run_id, "status": status, "spec": spec_d, "created_at": created,
+               "started_at": created if status == "running" else None, "pid": pid, "host": host,
+               "sweep_id": sweep_id}
+        with self._write("create a run") as conn:
+            try:
+                _insert_run(conn, run)
+            except conn.dialect.integrity_error:
+                raise StoreError(f"run {run_id} already exists") from None
+        return run_id
+
+    def start_run(self, run_id: str, pid: int, host: str | None = None, log_path: str | None = None) -> None:
+        """queued → running. Also accepts a row a job launcher already marked running for this process."""
+        with self._write("start a run") as conn:
+            row = conn.execute("SELECT status, started_at, log_path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no run {run_id} in {self.path}")
+            old, started_at, old_log_path = row
+            if not states.allowed(old, "running"):
+                raise StoreError(f"run {run_id} is {old}; only a queued run can start")
+            _move(conn, run_id, "running", {
+                "pid": pid, "host": host or this_host(), "started_at": now() if started_at is None else started_at,
+                "log_path": old_log_path if log_path is None else log_path, "heartbeat_at": now(),
+            })
+
+
+    def set_phase(self, run_id: str, phase: str | None) -> None:
+        with self._write("set a run's phase") as conn:
+            conn.execute("UPDATE runs SET phase = ?, heartbeat_at = ? WHERE run_id = ?", (phase, now(), run_id))
+
+    def heartbeat(self, run_id: str) -> None:
+        """Say that this running run is alive: a run on another host whose heartbeat lapsed
+        (queue.HEARTBEAT_LAPSE_S) is presumed dead by the next pump or reconcile anywhere."""
+        with self._write("record a run's heartbeat") as conn:
+            conn.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", (now(), run_id))
+
+    def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None) -> bool:
+        """Record the end. Returns False when the run had already ended (done/failed/cancelled)."""
+        if status not in TERMINAL:
+            raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
+        with self._write("finish a run") as conn:
+            row = conn.execute(
+                "SELECT status, spec_json FROM runs JOIN run_blobs USING (run_id) WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"no run {run_id} in {self.path}")
+            if not states.allowed(row[0], status):
+                return False
+            values = {"finished_at": now(), "error": error, "phase": None}
+            if result is not None:
+                conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", (json.dumps(result), run_id))
+                values.update(schema.flat_values(json.loads(row[1]), result))
+            _move(conn, run_id, status, values)
+        return True
+
+    def finish_unreported(self, run_id: str, status: str, error: str) -> bool:
+        """Record the end of a run that died before recording its own, as the process that launched
+        it judged from the exit code. Returns False (and changes nothing) once the run has an end."""
+        if status not in TERMINAL:
+            raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
+        with self._write("record a run's end") as conn:
+            # Not over "interrupted" either: another process already judged this death.
+            return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
+                         only_from=states.ACTIVE)
+
+    def request_cancel(self, run_id: str) -> str:
+        """Mark a run to be cancelled. A queued run ends `cancelled` now; for a running one the
+        caller signals the process, and the mark turns a silent death into `cancelled` too.
+        Returns the run's status after the call."""
+        with self._write("cancel a run") as conn:
+            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no run {run_id} in {self.path}")
+            if row[0] == "queued":
+                _move(conn, run_id, "cancelled", {"finished_at": now(), "cancel_requested": int(now())})
+                return "cancelled"
+            if row[0] == "running":
+                # The time of asking (not just a flag), so a run that ignores SIGTERM can be killed later.
+                conn.execute("UPDATE runs SET cancel_requested = ? WHERE run_id = ?", (int(now()), run_id))
+            return row[0]
+
+    def cancel_asked(self, run_id: str) -> bool:
+        """Whether a cancel was asked for this run (request_cancel): what a run process's guard
+        polls, so a run whose engine ignores SIGTERM still ends `cancelled` in time."""
+        rows = self._read("SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,))
+        return bool(rows and rows[0][0])
+
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        ids = list(run_ids)
+        if not ids:
+            return 0
+        with self._write("delete runs") as conn:
+            deleted = 0
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                conn.execute(f"DELETE FROM samples WHERE run_id IN ({marks})", chunk)
+                conn.execute(f"DELETE FROM run_blobs WHERE run_id IN ({marks})", chunk)
+                deleted += conn.execute(f"DELETE FROM runs WHERE run_id IN ({marks})", chunk).rowcount
+            return deleted
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> dict | None:
+        """One run as a dict: RUN_FIELDS (times as ISO text) and LIVE_FIELDS; its "result" is a
+        RunResult (None until the run is done). A stored run that cannot be read whole also has
+        "unreadable": "field: why" (and the unreadable part empty)."""
+        rows = self._read(f"{_RUN_SELECT} WHERE run_id = ?", (run_id,))
+        if not rows:
+            return None
+        run = _run_dict(rows[0])
+        # A result that is not what the engine writes (a hand edit, an older version) is left out
+        # and named, so a page that shows this run still loads.
+        try:
+            if run["result"] is not None:
+                RunResult.check(run["result"], finite=False)
+            run["result"] = RunResult.from_dict(run["result"]) if run["result"] else None
+        except (TypeError, ValueError) as exc:
+            run["result"] = None
+            run["unreadable"] = f"result.{exc}"
+        return run
+
+    def resolve_run_id(self, given: str) -> str:
+        """A full run id from what a user types: the id, a unique prefix of it (after `list`), or the
+        short form the dashboard shows ('#0e8b0a' or '0e8b0a': a unique ending)."""
+        text = str(given).strip()
+        if text.startswith("#"):
+            rows = self._read(f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2",
+                              (len(text) - 1, text[1:]))
+        else:
+            rows = self._read("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? LIMIT 2",
+                              (text, text + "\U0010ffff"))
+            if not rows and text:
+                rows = self._read(f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2",
+                                  (len(text), text))
+        if len(rows) == 1:
+            return rows[0][0]
+        if not rows:
+            raise StoreError(f"run_id: no run {given!r} in {self.path}")
+        raise StoreError(f"run_id: {given!r} matches several runs; give more characters")
+
+
+
+# -- a run as a dict (get_run, export_rows, import_rows) ------------------------------------------
+
+# The fields of a run as stored and exported, and their SQL columns (runs JOIN run_blobs).
+RUN_FIELDS = ("run_id", "status", "spec", "result", "error", "created_at", "started_at", "finished_at",
+              "pid", "host", "sweep_id", "label")
+# What only a run going here has: its phase, whether a cancel was asked, its process's log.
+LIVE_FIELDS = ("phase", "cancel_requested", "log_path")
+_JSON_COLUMNS = {"spec": "spec_json", "result": "result_json"}
+_RUN_SELECT = (f"SELECT {', '.join(_JSON_COLUMNS.get(f, f) for f in RUN_FIELDS + LIVE_FIELDS)}"
+               " FROM runs JOIN run_blobs USING (run_id)")
+
+
+def _run_dict(row: tuple) -> dict:
+    """A row of _RUN_SELECT as a run dict: JSON parsed, times as ISO text."""
+    run = dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+    for name, empty in (("spec", {}), ("result", None)):
+        try:
+            run[name] = json.loads(run[name]) if run[name] else empty
+        except (TypeError, ValueError):
+            # Named, not raised: one damaged row must not stop the others from being read.
+            run[name] = empty
+            run["unreadable"] = f"{name}: not JSON"
+    for name in ("created_at", "started_at", "finished_at"):
+        try:
+            run[name] = iso(run[name])
+        except (TypeError, ValueError, OverflowError, OSError):
+            run["unreadable"] = f"{name}: not a time ({run[name]!r})"
+            run[name] = None
+    run["cancel_requested"] = bool(run["cancel_requested"])
+    return run
+
+
+# -- SQL on a connection inside a write transaction the Store holds --------------------------------
+
+
+def _insert_run(conn, run: dict) -> None:
+    """One run (RUN_FIELDS with epoch times; absent ones empty): its row in runs, its JSON in run_blobs."""
+    spec, result = run["spec"], run.get("result")
+    values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
+    values["label"] = run.get("label", spec.get("label"))
+    values.update(schema.flat_values(spec, result))
+    _insert(conn, "runs", values)
+    conn.execute("INSERT INTO run_blobs (run_id, spec_json, result_json) VALUES (?, ?, ?)",
+                 (run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
+
+
+
+
+def _move(conn, run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None) -> bool:
+    """The one write of a run's status (with other columns), made only if states.MOVES allows it
+    from the status the run has now (and that status is in `only_from`, if given). Returns whether
+    it was made."""
+    values = {"status": status, **(values or {})}
+    if "error" in values:  # every end written goes through here: the runner's, the guard's, the reaper's
+        values["error"] = validate.clipped_error(values["error"])
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    olds = [old for old in states.sources(status) if only_from is None or old in only_from]
+    cursor = conn.execute(
+        f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
+        [*values.values(), run_id, *olds],
+    )
+    return cursor.rowcount > 0
+
+
+
+
+def _insert(conn, table: str, values: dict, replace_on: tuple[str, ...] = ()) -> None:
+    """One row; `replace_on`: the key whose stored row this one replaces (an upsert), if any."""
+    if replace_on:
+        sql = conn.dialect.upsert(table, tuple(values), replace_on)
+    else:
+        sql = f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
+    conn.execute(sql, list(values.values()))
+
+
+def _chunks(items: list, size: int = 500) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
