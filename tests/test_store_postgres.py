@@ -331,3 +331,25 @@ def test_a_connection_the_server_dropped_costs_a_reconnect_not_an_error(pg_url):
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid != pg_backend_pid()"
                          " AND datname = current_database()")
         assert reader.get_run(run_id)["status"] == "done" and reader.count_runs() == 1
+
+
+def test_store_upgrade_brings_an_old_file_to_the_head_and_refuses_a_newer_store(db_at, tmp_path, capsys):
+    import sqlite3
+
+    from dashbench.cli import main
+
+    if not on_server(db_at):  # an SQLite file of schema v8 (before heartbeats)
+        Store(db_at).close()
+        with sqlite3.connect(db_at) as conn:
+            conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_at")
+            conn.execute("PRAGMA user_version = 8")
+    assert main(["store", "upgrade", "--db", str(db_at)]) == 0
+    out = capsys.readouterr().out
+    assert f"schema v{schema.SCHEMA_VERSION}" in out
+    with Store(db_at, read_only=True) as store:
+        assert store.schema_version == schema.SCHEMA_VERSION
+    with Store(db_at) as store, store._write("test") as conn:
+        conn.execute("UPDATE dashbench_schema SET version = 99" if on_server(db_at) else "PRAGMA user_version = 99")
+    assert main(["store", "upgrade", "--db", str(db_at)]) == 2
+    err = capsys.readouterr().err
+    assert "schema v99, newer than this dashbench" in err and len(err.strip().splitlines()) == 1

@@ -32,6 +32,28 @@ def register(subparsers) -> None:
     copy.add_argument("--to", dest="target", required=True, metavar="STORE",
                       help="the store to write into (the same forms)")
     copy.set_defaults(func=_copy)
+    upgrade = actions.add_parser(
+        "upgrade", help="bring a store to this dashbench's schema (or make an empty database a store)",
+        description=("Upgrade the store named by --db (default: $DASHBENCH_DB) to this dashbench's schema in "
+                     "one transaction, as opening it for writing does; two processes never both upgrade it "
+                     "(SQLite's write lock, PostgreSQL's advisory lock). A store newer than this dashbench is "
+                     "refused and left as it is. For a store that read-only readers must find upgraded."))
+    from dashbench.cli.results_cmd import add_db_argument
+
+    add_db_argument(upgrade)
+    upgrade.set_defaults(func=_upgrade)
+
+
+def _upgrade(args) -> int:
+    from dashbench.store import Store, StoreError, default_db_path, location
+
+    where = location(args.db) if args.db else default_db_path()
+    try:
+        with Store(where) as store:
+            print(f"{store.path}: schema v{store.schema_version}, this dashbench's")
+    except StoreError as exc:
+        raise SpecError("db", str(exc)) from None
+    return 0
 
 
 def masked(text: str) -> str:
