@@ -125,9 +125,12 @@ def is_read_only_error(exc) -> bool:
 
 
 def is_busy_error(exc) -> bool:
+    """Another writer in the way: its lock held past lock_timeout, or a deadlock or serialization
+    failure the server broke by ending this transaction (nothing of it stored)."""
     import psycopg
 
-    return isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled))
+    return isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled,
+                            psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
 
 
 def one_line(exc: BaseException, url: str | None) -> str:
