@@ -72,7 +72,7 @@ with st.expander("Choose runs", expanded=not requested):
     picked = st.session_state.get("cmp_runs") or []
     offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
     offered_runs = db.runs(run_ids=offered)
-    labels = ui.memo((ctx.store.change_token(), tuple(offered)), compare.labels_by_id, offered_runs)
+    labels = ui.shared(ctx, tuple(offered), compare.labels_by_id, offered_runs)
     offered = [r for r in offered if r in labels]
     default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
     if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
@@ -81,12 +81,13 @@ with st.expander("Choose runs", expanded=not requested):
                             key="cmp_runs", on_change=_runs_changed)
     st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None))
     show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
-    published = reference.rows()
+    published = ui.memo((), reference.rows)  # the shipped rows: one frame per process, only read here
     ref_names = dict(zip(published["key"], published["name"]))
-    chosen_runs = offered_runs[offered_runs["run_id"].isin(chosen)]
+    chosen_runs = ui.shared(ctx, ("chosen", tuple(offered), tuple(chosen)), compare.runs_of, offered_runs, chosen)
     chosen_models = chosen_runs["model"].unique().tolist()
-    ref_default = None if "cmp_ref_rows" in st.session_state else compare.reference_for_models(
-        published, chosen_models, chosen_runs["label"].tolist())
+    ref_default = None if "cmp_ref_rows" in st.session_state else ui.shared(
+        ctx, ("ref_default", tuple(chosen)), compare.reference_for_models, published, chosen_models,
+        chosen_runs["label"].tolist())
     # Pills, not a multiselect: every row stays in view (a multiselect's box cut the 13 chosen by default on
     # the empty store off after three lines), and a click adds or drops one.
     ref_keys = st.pills("Published rows (default: those for the chosen runs' models)", list(ref_names),
@@ -95,32 +96,33 @@ with st.expander("Choose runs", expanded=not requested):
 if unreadable_note(offered_runs):
     st.warning(unreadable_note(offered_runs))
 
-catalog = prices.catalog(db)
-# Everything below is built once per store version and choice: a rerun that changed nothing draws it.
-choice = (ctx.store.change_token(), tuple(chosen), tuple(ref_keys) if show_reference else None)
+catalog = ui.shared(ctx, (), prices.catalog, db)
+# Everything below is built once per store version and choice, for every session: a rerun that changed
+# nothing, or a new visitor who chose what another did, only draws it.
+choice = (ui.token(ctx), tuple(chosen), tuple(ref_keys) if show_reference else None)
 frame = ui.memo(choice, compare.compare_frame, chosen_runs, catalog,
-                published[published["key"].isin(ref_keys)] if show_reference else None)
+                ui.memo(tuple(ref_keys), compare.runs_of, published, ref_keys, "key") if show_reference else None)
 if frame.empty:
     st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
     st.stop()
 
 frame = ui.memo(choice + ("memory",), compare_view.with_memory, frame, db)  # each run's measured peak
-baselines = compare.baseline_choices(frame)
+baselines = ui.memo(choice, compare.baseline_choices, frame)
 baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
                         help="Speed-up is examples/s over this row's, only between rows of the same workload and "
                              "shape; every other workload is compared with its own first run.")
 frame, group_bases = ui.memo(choice + (baseline,), compare_view.with_speedups, frame, baseline)
 groups = list(group_bases)
 
-flag_lines = compare.flag_lines(frame)
+flag_lines = ui.memo(choice + (baseline,), compare.flag_lines, frame)
 if flag_lines:
     st.warning("**Flagged: judge these figures with care**\n\n" + "\n".join(flag_lines), icon=":material/warning:")
-unpriced = frame[(frame["kind"] == "measured") & frame["usd_per_million_examples"].isna()]
-if not unpriced.empty:
+unpriced = ui.memo(choice + (baseline,), compare.unpriced_labels, frame)
+if unpriced:
     # Read-only has no price form: prices are set where the results are written.
     where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
              else "Set one on the Prices page.")
-    st.caption("No price for: " + ", ".join(md_text(label) for label in unpriced["label"]) + ". " + where)
+    st.caption("No price for: " + ", ".join(md_text(label) for label in unpriced) + ". " + where)
     if not ctx.settings.read_only:
         st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
 

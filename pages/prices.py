@@ -11,10 +11,10 @@ from dashbench.spec import SpecError
 ctx = ui.open_page("Prices", flash_key="price_flash")
 read_only = ctx.settings.read_only
 
-catalog = prices.catalog(ctx.store)
+catalog = ui.shared(ctx, (), prices.catalog, ctx.store)  # one per store version, for every session
 st.caption("Costs are derived when viewed, so a changed price re-prices every stored run. "
            "Shipped rows come from public sources (see `source`, `as_of`); overrides live in your database.")
-ui.table(price_views.catalog_table(catalog))
+ui.table(ui.shared(ctx, (), price_views.catalog_table, catalog))
 
 if not read_only:
     st.subheader("Set a price")
@@ -62,4 +62,4 @@ if not read_only:
 st.subheader("Published reference results")
 st.caption("Figures from the seed articles and their sources. They appear on Compare as hatched grey "
            "bars, never mixed with measured runs, and can be used as a speed-up baseline.")
-ui.table(price_views.reference_table(reference.rows()))
+ui.table(ui.memo((), price_views.reference_table, reference.rows()))  # the shipped rows: one per process

@@ -50,7 +50,9 @@ if unreadable_note(shown):
     st.warning(unreadable_note(shown))
 cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0]))
 
-table = results.results_table(shown, prices.catalog(db))
+# Built once per store version, query and page for every session: a new visitor only draws it.
+catalog = ui.shared(ctx, (), prices.catalog, db)
+table = ui.shared(ctx, (ui.key_of(query), sort, page), results.results_table, shown, catalog)
 # Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
 event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
                  on_select="rerun", selection_mode="multi-row")

@@ -37,6 +37,17 @@ def labels_by_id(runs: pd.DataFrame) -> dict[str, str]:
     return dict(zip(runs["run_id"], run_labels(runs)))
 
 
+def runs_of(runs: pd.DataFrame, run_ids: Iterable[str], column: str = "run_id") -> pd.DataFrame:
+    """The rows of `runs` whose `column` is one of these (the chosen runs; the chosen published rows
+    by `key`), in the frame's order."""
+    return runs[runs[column].isin(list(run_ids))]
+
+
+def unpriced_labels(frame: pd.DataFrame) -> list[str]:
+    """The labels of the measured rows that no price row matched."""
+    return frame.loc[(frame["kind"] == "measured") & frame["usd_per_million_examples"].isna(), "label"].tolist()
+
+
 def models_of(runs: pd.DataFrame, run_ids: Iterable[str]) -> list[str]:
     """The distinct models of these runs, in the order given."""
     picked = runs.set_index("run_id").reindex(list(run_ids))["model"].dropna()

@@ -41,6 +41,8 @@ class AppContext:
     # Set when app.py's script run is over: a later run that did not go through app.py (a legacy page
     # run, pages_folder) finds this context in the session and must not take it for its own.
     ended: bool = False
+    # The store's change token, read once per script run (ui.token): the shared caches' key.
+    token: Any = None
 
 
 def open_store(settings) -> tuple[Any, str | None]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import threading
+import weakref
 
 import streamlit as st
 
@@ -36,13 +38,24 @@ def freeze_heap_once(page: str) -> None:
     gc.freeze()
 
 
+def token(ctx) -> tuple:
+    """The store's change token (Store.change_token), read once per script run and kept on its context:
+    what every shared cache below is keyed by, so one script run sees one version of the database and
+    the next run sees whatever was committed since (a new run, an import, a delete)."""
+    if ctx.token is None:
+        ctx.token = ctx.store.change_token()
+    return ctx.token
+
+
 def read(ctx, what, *args, **kwargs):
     """`ctx.store.<what>(*args, **kwargs)` (or `what(ctx.store, ...)` for a function), answered from
     Streamlit's cache while the database is unchanged: the key holds the store's change token, so a
     rerun that changed nothing reads nothing, and a new run, an import or a delete shows at once."""
     name = what if isinstance(what, str) else f"{what.__module__}.{what.__qualname__}"
-    return _cached_read(str(ctx.settings.db_path), ctx.store.change_token(), name, args, kwargs,
-                        _what=what, _store=ctx.store)
+    # The call as one text (see memo): Streamlit's hasher walked every run id of a list one by one.
+    call = repr((name, args, sorted(kwargs.items())))
+    return _cached_read(str(ctx.settings.db_path), token(ctx), call, _what=what, _store=ctx.store, _args=args,
+                        _kwargs=kwargs)
 
 
 class CachedStore:
@@ -59,17 +72,32 @@ class CachedStore:
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _cached_read(db_path, token, name, args, kwargs, _what, _store):
+def _cached_read(db_path, token, call, _what, _store, _args, _kwargs):
     if isinstance(_what, str):
-        return getattr(_store, _what)(*args, **kwargs)
-    return _what(_store, *args, **kwargs)
+        return getattr(_store, _what)(*_args, **_kwargs)
+    return _what(_store, *_args, **_kwargs)
 
 
 def memo(key, fn, *args):
     """fn(*args), computed once per distinct `key` (a hashable that names everything the result depends
     on, the store's change token included) and kept as it is, not copied: for charts and frames that
-    cost more to build than to draw. Callers must not change what it returns."""
-    return _memo(f"{fn.__module__}.{fn.__qualname__}", key, _fn=fn, _args=args)
+    cost more to build than to draw. Kept across sessions: a new visitor whose choice is another's
+    draws what that visitor's run built. Callers must not change what it returns.
+    `key` holds plain values only (text, numbers, None, tuples of them): the cache is keyed by its
+    repr, one string that Streamlit hashes at once (its hasher costs a new session's run a few
+    milliseconds per key walked element by element)."""
+    return _memo(f"{fn.__module__}.{fn.__qualname__}", repr(key), _fn=fn, _args=args)
+
+
+def shared(ctx, key, fn, *args):
+    """memo() keyed by this script run's store version (token) and `key`: what every session on the
+    same database and the same choice builds alike (a table, a figure, the price catalog)."""
+    return memo((token(ctx), key), fn, *args)
+
+
+def key_of(mapping: dict) -> tuple:
+    """A hashable key for a page's query (filter name -> value or list of values)."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in mapping.items()))
 
 
 @st.cache_resource(max_entries=256, show_spinner=False)
@@ -101,10 +129,35 @@ def column_config(table) -> dict:
 def table(frame, **kwargs):
     """st.dataframe with dashbench's column labels and formats, without the index; a missing value
     is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too."""
+    kwargs.setdefault("placeholder", "")
+    return st.dataframe(_shown(frame), column_config=column_config(frame), hide_index=True, **kwargs)
+
+
+_shown_lock = threading.Lock()
+_shown_frames: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, its blank_text or None: itself)
+
+
+def _shown(frame):
+    """blank_text(frame), computed once while `frame` lives: a table from memo() is the same object in
+    every session, so a new visitor's run does not scan it again. Forgotten when the frame is."""
     from dashbench.views.format import blank_text
 
-    kwargs.setdefault("placeholder", "")
-    return st.dataframe(blank_text(frame), column_config=column_config(frame), hide_index=True, **kwargs)
+    with _shown_lock:
+        known = _shown_frames.get(id(frame))
+        if known is not None and known[0]() is frame:
+            return frame if known[1] is None else known[1]
+    shown = blank_text(frame)
+    key = id(frame)
+
+    def forget(ref, key=key):
+        with _shown_lock:
+            if _shown_frames.get(key, (None,))[0] is ref:
+                del _shown_frames[key]
+
+    with _shown_lock:
+        # None when blank_text changed nothing: holding the frame itself would keep it alive for ever.
+        _shown_frames[key] = (weakref.ref(frame, forget), None if shown is frame else shown)
+    return shown
 
 
 READ_ONLY_RUN_KEY = "read_only_run_asked"

@@ -1,0 +1,110 @@
+"""What the pages build is shared by every session on the same database version (issue 27): a new visitor
+draws what an earlier one built, and a change in the store is seen by every session on its next rerun.
+Two AppTest sessions in one process stand for two visitors of one server."""
+
+import functools
+import gc
+import random
+from collections import Counter
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import dashboard_data
+from dashbench.costs import prices
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+from dashbench.views import compare, compare_view, results, ui
+from dashbench.views import prices as price_views
+
+from test_app import APP, TIMEOUT_S, assert_clean
+
+BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
+            (compare, "compare_table"), (results, "results_table"), (prices, "catalog"),
+            (price_views, "catalog_table")]
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """How often each page builder ran, across every session of this process."""
+    counts = Counter()
+    for module, name in BUILDERS:
+        original = getattr(module, name, None)
+        if original is None:  # a builder another version of the page does not have
+            continue
+
+        @functools.wraps(original)
+        def counted(*args, _original=original, _name=name, **kwargs):
+            counts[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return counts
+
+
+def visitor(page: str) -> AppTest:
+    """A new session (a new visitor) of the read-only dashboard, its first run on `page`."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.switch_page(page).run()
+    assert_clean(at)
+    return at
+
+
+def results_ids(at: AppTest) -> list[str]:
+    (table,) = [d for d in at.dataframe if (d.key or "").startswith("res_table_")]
+    return table.value["run_id"].tolist()
+
+
+def add_run(db) -> str:
+    with Store(db) as store:
+        spec = RunSpec(model="resnet50", batch_size=64, device="gpu", steps=6, label="arrived later")
+        return dashboard_data._finished(store, spec, "V100", "gpu", 1, 400.0, [], random.Random(7))
+
+
+def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_run(tmp_path, monkeypatch, builds):
+    db = tmp_path / "runs.sqlite"
+    dashboard_data.fill(db, n_runs=30)
+    monkeypatch.setenv("DASHBENCH_DB", str(db))
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "1")
+
+    first = visitor("pages/compare.py")
+    built = dict(builds)
+    assert built["sections"] == 1 and built["compare_frame"] == 1 and built["catalog"] == 1
+    second = visitor("pages/compare.py")
+    assert dict(builds) == built  # the second visitor's first run built nothing: it drew the first one's
+    assert [c.value for c in second.caption] == [c.value for c in first.caption]  # and the same page
+
+    for at in (first, second):
+        at.switch_page("pages/results.py").run()
+        assert_clean(at)
+    assert builds["results_table"] == 1
+    assert builds["catalog"] == 1  # the price catalog too: one per store version, not per page or session
+    before = results_ids(first)
+    assert results_ids(second) == before
+
+    new_id = add_run(db)
+    for at in (first, second):
+        at.run()
+        assert_clean(at)
+        assert results_ids(at)[0] == new_id  # newest first: each session sees the new run on its next rerun
+    assert builds["results_table"] == 2  # rebuilt once for the new version, by whichever came first
+    assert builds["catalog"] == 2
+
+    for at in (first, second):
+        at.switch_page("pages/compare.py").run()
+        assert_clean(at)
+        offered = at.multiselect(key="cmp_runs").options
+        assert any("arrived later" in option for option in offered)  # Compare offers it too
+    assert builds["sections"] == 2
+
+
+def test_a_shown_table_is_prepared_once_while_it_lives():
+    frame = pd.DataFrame({"label": ["a", "None"], "n": [1, 2]})
+    shown = ui._shown(frame)
+    assert shown is not frame and pd.isna(shown["label"][1])  # "None" as a missing cell, as blank_text does
+    assert ui._shown(frame) is shown  # the same object again: not scanned a second time
+    key = id(frame)
+    del frame
+    gc.collect()
+    assert key not in ui._shown_frames  # forgotten with its frame: nothing kept for ever
