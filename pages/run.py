@@ -4,7 +4,7 @@ import streamlit as st
 
 from dashbench.views import charts, ui
 
-from dashbench.jobs import checks, queue
+from dashbench.jobs import checks, max_batch, queue
 from dashbench.views import devices as device_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
@@ -111,9 +111,13 @@ with st.form("run_form", enter_to_submit=False):
         cols[1].number_input("Sequence length", step=1, key="run_seq_len", disabled=quick_shapes)
         cols[2].number_input("Width (filters / hidden units)", step=1, key="run_width", disabled=quick_shapes)
     st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
-    cols = st.columns(2)
+    cols = st.columns(3)
     launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
     launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
+    find_max = cols[2].form_submit_button(
+        "Find the largest batch", key="run_find_max",
+        help="Doubling from the batch size above until a try runs out of memory, then binary search: each try "
+             "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).")
 
 unclear = run_form.launch_conflict(st.session_state, launch)
 if unclear:
@@ -130,6 +134,35 @@ elif launch or launch_sweep:
             st.warning(f"Memory: {md_text(warning)}")
         st.session_state.setdefault("my_runs", []).extend(ids)
         st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
+
+if find_max and not unclear:
+    try:
+        base, _sweep = run_form.specs_from_form(st.session_state)
+        max_batch.launch(base[0], db_path)
+    except SpecError as exc:
+        st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
+
+
+def search_panel():
+    """The largest-batch search started here: going (its tries are the active runs below), or its answer."""
+    search = max_batch.state(db_path)
+    if search is None:
+        return
+    if search["running"]:
+        st.info(f"Finding the largest batch of {md_text(search['model'])} that fits: each try is a run below.")
+    elif search["summary"]:
+        st.success("  \n".join(md_text(line) for line in max_batch.summary_lines(search["summary"])))
+    else:
+        st.error(f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
+                 f"{md_text(checks.log_tail(search['log_path']))}")
+    if st.session_state.get("search_was_running") and not search["running"]:
+        st.session_state["search_was_running"] = False
+        st.rerun(scope="app")  # the answer landed: redraw once with it and its runs
+    st.session_state["search_was_running"] = search["running"]
+
+
+search_state = max_batch.state(db_path)
+st.fragment(search_panel, run_every=2.0 if search_state and search_state["running"] else None)()
 
 active = ctx.store.runs(status=["queued", "running"])
 

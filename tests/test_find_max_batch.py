@@ -10,6 +10,7 @@ import pytest
 
 from dashbench import memory
 from dashbench.cli import find_max_batch
+from dashbench.jobs import max_batch
 from dashbench.cli import main
 from dashbench.spec import RunSpec
 from dashbench.store import Store
@@ -56,11 +57,11 @@ def test_the_best_value_batch_is_named_beside_the_largest():
               16: {"batch_size": 16, "status": "done", "examples_per_sec": 180.0},
               32: {"batch_size": 32, "status": "done", "examples_per_sec": 150.0},
               64: {"batch_size": 64, "status": "oom", "examples_per_sec": None}}
-    summary = find_max_batch.summarise(points, 32, 64, 1000)
+    summary = max_batch.summarise(points, 32, 64, 1000)
     assert summary["max_batch_size"] == 32 and summary["oom_batch_size"] == 64
     assert summary["best_value_batch_size"] == 16 and summary["max_batch_throughput_share"] == pytest.approx(150 / 180)
     assert [p["batch_size"] for p in summary["points"]] == [8, 16, 32, 64]
-    lines = find_max_batch.summary_lines({"sweep_id": "s", **summary})
+    lines = max_batch.summary_lines({"sweep_id": "s", **summary})
     assert "largest batch that fits: 32 (batch 64 ran out of memory)" in lines
     assert "best throughput per dollar: batch 16; the largest batch gives 83% of its throughput" in lines
 
@@ -95,3 +96,45 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
         wall = store.get_run(points[out["oom_batch_size"]]["run_id"])
     assert wall["status"] == "oom" and memory.BUDGET_ENV in wall["error"]
     assert wall["error"].startswith("out of memory before it started: batch_size:")
+
+
+STAND_IN = """
+import json, sys
+open(sys.argv[1], "w").write(json.dumps(sys.argv[2:]))
+print("sweep sweep-s1: the largest batch of conv2d that fits on cpu", file=sys.stderr)
+print(json.dumps({"sweep_id": "sweep-s1", "max_batch_size": 20, "oom_batch_size": 21, "bound": 65536,
+                  "bound_reached": False, "best_value_batch_size": 16, "max_batch_throughput_share": 0.9,
+                  "points": []}, indent=2))
+"""
+
+
+def test_the_run_page_button_starts_the_search_and_shows_its_answer(tmp_path, monkeypatch):
+    import time
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    script, argv_file = tmp_path / "stand_in.py", tmp_path / "argv.json"
+    script.write_text(STAND_IN)
+    monkeypatch.setattr(max_batch, "SWEEP_COMMAND", [sys.executable, str(script), str(argv_file)])
+    monkeypatch.setenv("DASHBENCH_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    at.selectbox(key="run_model").set_value("conv2d")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.number_input(key="run_batch_size").set_value(4)
+    at.button(key="run_find_max").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    deadline = time.monotonic() + 60
+    while max_batch.state(str(tmp_path / "runs.sqlite"))["running"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    argv = json.loads(argv_file.read_text())
+    assert argv[:4] == ["--model", "conv2d", "--start-batch", "4"] and "--json" in argv
+    assert argv[argv.index("--device") + 1] == "cpu"
+    shown = "\n".join(s.value for s in at.success).replace("\\", "").replace("\u200b", "")  # md_text's escapes
+    assert "largest batch that fits: 20 (batch 21 ran out of memory)" in shown
+    assert "best throughput per dollar: batch 16" in shown

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from dashbench import catalog
 from dashbench.cli import strict_json
 from dashbench.jobs import oom, queue
+from dashbench.jobs.max_batch import summarise, summary_lines
 from dashbench.spec import LIMITS, RunSpec, SpecError
 
 QUICK_STEPS, QUICK_WARMUP = 4, 1
@@ -126,37 +127,3 @@ def find(args, spec: RunSpec, db, sweep_id: str, wait: Callable) -> int:
         for line in summary_lines(summary):
             print(line)
     return 1 if stopped else 0
-
-
-def summarise(points: dict[int, dict], largest: Optional[int], wall: Optional[int], top: int) -> dict:
-    """The search's answer: the largest batch that fits, the OOM wall, the batch with the best
-    throughput per dollar (examples/s over the price per hour: on one device, the best examples/s)."""
-    done = [p for p in points.values() if p["status"] == "done" and isinstance(p.get("examples_per_sec"), (int, float))]
-    best = max(done, key=lambda p: p["examples_per_sec"], default=None)
-    at_largest = points.get(largest) if largest is not None else None
-    share = None
-    if best and at_largest and isinstance(at_largest.get("examples_per_sec"), (int, float)) and best["examples_per_sec"]:
-        share = at_largest["examples_per_sec"] / best["examples_per_sec"]
-    return {
-        "max_batch_size": largest, "oom_batch_size": wall, "bound": top, "bound_reached": wall is None and largest == top,
-        "best_value_batch_size": best["batch_size"] if best else None,
-        "max_batch_throughput_share": share,
-        "points": [points[b] for b in sorted(points)],
-    }
-
-
-def summary_lines(summary: dict) -> list[str]:
-    largest, wall = summary["max_batch_size"], summary["oom_batch_size"]
-    lines = [f"sweep {summary['sweep_id']}: {len(summary['points'])} tries"]
-    if largest is None:
-        lines.append(f"no batch fits: batch {wall} ran out of memory" if wall else "no try finished")
-    elif summary["bound_reached"]:
-        lines.append(f"largest batch that fits: {largest} (the --max-batch bound; larger was not tried)")
-    else:
-        lines.append(f"largest batch that fits: {largest}" + (f" (batch {wall} ran out of memory)" if wall else ""))
-    best = summary["best_value_batch_size"]
-    if best is not None:
-        share = summary["max_batch_throughput_share"]
-        lines.append(f"best throughput per dollar: batch {best}" + (
-            f"; the largest batch gives {share:.0%} of its throughput" if share is not None and best != largest else ""))
-    return lines
