@@ -206,6 +206,11 @@ def open_schema(conn: PgConnection, url: str, shown: str, read_only: bool) -> No
         raise SchemaVersionError(f"database {shown} has schema v{current}, newer than this dashbench "
                                  f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; it was not changed")
     if current == schema.SCHEMA_VERSION:
+        if not read_only and not conn.execute("SELECT has_table_privilege('runs', 'INSERT')").fetchone()[0]:
+            # A results server's SELECT-only role: said at once, not by the first page that tries to write.
+            role = conn.execute("SELECT current_user").fetchone()[0]
+            raise ReadOnlyError(f"database {shown} is read-only for role {role} (it may only SELECT): open it "
+                                f"read-only (--read-only, or DASHBENCH_READ_ONLY=1 for the dashboard)")
         return
     if read_only:
         raise StoreError(f"database {shown} is empty or not a dashbench database (read-only mode cannot "
