@@ -97,3 +97,17 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
     with Store(db) as store:
         row = store.get_run(out["run_id"])
     assert row["status"] == "oom" and row["error"] == out["error"]
+
+
+def test_the_results_status_filter_and_list_offer_oom(tmp_path, capsys):
+    from dashbench.cli import main
+    from dashbench.spec import RunSpec
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        run_id = store.create_run(RunSpec(model="conv2d", batch_size=8), status="running", pid=1, host="h")
+        store.finish_run(run_id, "oom", error="out of memory (MemoryError)")
+        assert "oom" in store.facets()["status"]  # the Results page's status filter lists it
+    assert main(["list", "--db", str(db), "--status", "oom", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["status"] == "oom" and row["error"] == "out of memory (MemoryError)"
