@@ -5,7 +5,7 @@ How it measures (the same rules as the TensorFlow loop, engine/loop.py):
   replicated, each batch is split along its first axis, XLA inserts the gradient all-reduce;
 - one jitted function runs `steps_per_loop` steps (written out on a CPU, a `fori_loop` elsewhere) of a step built from
   `model.stateless_call` and the optimizer's `stateless_apply`; the state is donated, so the
-  device holds one copy of it;
+  device holds one copy of it; on a CPU, several steps are scheduled for memory (`loop_compiler_options`);
 - synthetic data is the same numpy global batch as on TensorFlow, put on the devices once;
   real data comes from the host, `steps_per_loop` batches per host call;
 - the first host call (tracing + XLA compilation + one loop) is `compile_s`, apart from the samples;
@@ -64,39 +64,10 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
     flops = workloads.flops_per_example(model)
     parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
-    def compute_loss(trainable, non_trainable, optimizer_state, x, y):
-        predictions, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-        loss = keras.ops.mean(workloads.per_example_loss(spec.model, y, predictions))
-        scaled = loss
-        if loss_scaling:  # the scale is optimizer state: read it from this step's copy
-            with keras.StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_state))):
-                scaled = optimizer.scale_loss(loss)
-        return scaled, (loss, non_trainable)
-
-    gradients = jax.value_and_grad(compute_loss, has_aux=True)
-
-    def step(state, x, y):
-        trainable, non_trainable, optimizer_state = state
-        (_, (loss, non_trainable)), grads = gradients(trainable, non_trainable, optimizer_state, x, y)
-        trainable, optimizer_state = optimizer.stateless_apply(optimizer_state, grads, trainable)
-        return loss, (trainable, non_trainable, optimizer_state)
-
+    step = step_of(model, optimizer, spec.model, loss_scaling)
     real = spec.data == "real"
     k = spec.steps_per_loop
-
-    def train_loop(state, x, y):
-        batch = (lambda i: (x[i], y[i])) if real else (lambda i: (x, y))  # real: k batches stacked
-        if k == 1 or target.kind == "cpu":
-            # Steps written out one after another: inside a fori_loop body XLA:CPU leaves the gradient
-            # convolutions in layouts its fast (Eigen) kernels do not take — 1.5× the CPU time per step
-            # (bench/engine_overhead.py). Compile time grows with steps_per_loop instead.
-            loss = None
-            for i in range(k):
-                loss, state = step(state, *batch(i))
-            return loss, state
-        # On accelerators the loop stays one compiled body, whatever steps_per_loop is.
-        return jax.lax.fori_loop(0, k, lambda i, carry: step(carry[1], *batch(i)),
-                                 (jax.numpy.zeros((), "float32"), state))
+    train_loop = train_loop_of(step, k, written_out=target.kind == "cpu", stacked=real)
 
     mesh = distribution.device_mesh.backend_mesh
     batch_axis = distribution.batch_dim_name
@@ -112,7 +83,8 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
     state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, state)
     counter = _iterations_index(optimizer)
     # The loss replicated: every host of a multi-host run can read it.
-    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(replicated, state_shardings))
+    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(replicated, state_shardings),
+                       compiler_options=loop_compiler_options(target.kind, k))
 
     sharded = lambda leading: NamedSharding(mesh, PartitionSpec(*leading, batch_axis))
     process, processes = jax.process_index(), jax.process_count()
@@ -171,6 +143,72 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         },
         host_load=host_load,
     )
+
+
+def step_of(model, optimizer, model_name: str, loss_scaling: bool):
+    """One training step, `step(state, x, y) → (loss, state)` with state (trainable, non-trainable,
+    optimizer variables' values): `model.stateless_call` and the optimizer's `stateless_apply`."""
+    import jax
+    import keras
+
+    def compute_loss(trainable, non_trainable, optimizer_state, x, y):
+        predictions, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        loss = keras.ops.mean(workloads.per_example_loss(model_name, y, predictions))
+        scaled = loss
+        if loss_scaling:  # the scale is optimizer state: read it from this step's copy
+            with keras.StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_state))):
+                scaled = optimizer.scale_loss(loss)
+        return scaled, (loss, non_trainable)
+
+    gradients = jax.value_and_grad(compute_loss, has_aux=True)
+
+    def step(state, x, y):
+        trainable, non_trainable, optimizer_state = state
+        (_, (loss, non_trainable)), grads = gradients(trainable, non_trainable, optimizer_state, x, y)
+        trainable, optimizer_state = optimizer.stateless_apply(optimizer_state, grads, trainable)
+        return loss, (trainable, non_trainable, optimizer_state)
+
+    return step
+
+
+def train_loop_of(step, k: int, written_out: bool, stacked: bool):
+    """The jitted function's body: `k` calls of `step(state, x, y) → (loss, state)`, returning the
+    last loss and the state. `stacked`: x and y hold k batches along a new first axis (real data),
+    step i takes batch i; otherwise every step takes the same x and y."""
+    import jax
+
+    batch = (lambda x, y, i: (x[i], y[i])) if stacked else (lambda x, y, i: (x, y))
+
+    def train_loop(state, x, y):
+        if k == 1 or written_out:
+            # Steps written out one after another: inside a fori_loop body XLA:CPU leaves the gradient
+            # convolutions in layouts its fast (Eigen) kernels do not take — 1.5× the CPU time per step
+            # (docs/PERFORMANCE.md). Compile time grows with steps_per_loop instead.
+            loss = None
+            for i in range(k):
+                loss, state = step(state, *batch(x, y, i))
+            return loss, state
+        # On accelerators the loop stays one compiled body, whatever steps_per_loop is.
+        return jax.lax.fori_loop(0, k, lambda i, carry: step(carry[1], *batch(x, y, i)),
+                                 (jax.numpy.zeros((), "float32"), state))
+
+    return train_loop
+
+
+def loop_compiler_options(kind: str, k: int) -> dict:
+    """XLA options for the jitted loop of `k` steps on a device of `kind`.
+
+    XLA:CPU's default (concurrency-optimised) schedule starts every operand-free instruction, such as
+    the iotas of each max-pool gradient, at the top of the program, so in k written-out steps each
+    step's stay allocated from the first step on: the scratch memory grows ~3.7 MiB a step at the
+    bench's shapes (38.7 MiB at k = 10, one step 5.6). Above glibc's 32 MiB mmap threshold every
+    call maps it fresh and page-faults it in (~1,000 faults and 2–3 ms of system time a step):
+    the 6–8% the engine lost to the hand step at steps_per_loop 10. The memory-optimised schedule
+    keeps k steps in one step's memory (4.3 MiB at k = 10, or 50). One step keeps XLA's defaults,
+    so steps_per_loop 1 compiles what a hand-written jitted step compiles to."""
+    if kind == "cpu" and k > 1:
+        return {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
+    return {}
 
 
 def _iterations_index(optimizer) -> Optional[int]:
