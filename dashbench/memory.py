@@ -157,15 +157,20 @@ def host_memory() -> tuple[Optional[float], Optional[float]]:
 # A limit this large (cgroup v1's "no limit" is 2**63 rounded down to a page) bounds nothing.
 NO_LIMIT = 2**60
 BUDGET_ENV = "DASHBENCH_MEMORY_BUDGET_GB"  # a smaller budget by hand (a shared host, a test's cap)
+# RLIMIT_AS bounds address space, not resident memory: a framework maps this much beyond what the
+# estimate counts (a run's VmPeak less its estimate, conv2d on this CPU at batch 8 and 1000: TensorFlow
+# 1.1-1.2 GB, JAX 1.6-1.9 GB). Past the limit TensorFlow segfaults rather than raise (fashion_mnist-like
+# conv2d at 4000 under --as=3.5e9), so the room under RLIMIT_AS is counted without it.
+ADDRESS_SPACE_EXTRA = {"tensorflow": 1.5 * GB, "jax": 2.25 * GB}
 
 
-def host_budget() -> tuple[Optional[float], str]:
+def host_budget(backend: Optional[str] = None) -> tuple[Optional[float], str]:
     """(bytes a run on this host may use, which bound that is): the least of the host's free memory
     (MemAvailable), the room under the cgroup's memory.max (v2; v1 memory.limit_in_bytes), the room
-    under the process's RLIMIT_AS and RLIMIT_DATA, and DASHBENCH_MEMORY_BUDGET_GB; (None, "") when
-    none is known."""
+    under the process's RLIMIT_AS (less ADDRESS_SPACE_EXTRA for `backend`, the largest when None) and
+    RLIMIT_DATA, and DASHBENCH_MEMORY_BUDGET_GB; (None, "") when none is known."""
     available, _total = host_memory()
-    bounds = [(available, "its free memory, MemAvailable"), cgroup_room(), *rlimit_rooms()]
+    bounds = [(available, "its free memory, MemAvailable"), cgroup_room(), *rlimit_rooms(backend)]
     budget = env_float(BUDGET_ENV, 0.0)
     if budget > 0:
         bounds.append((budget * GB, f"{BUDGET_ENV}={budget:g}"))
@@ -259,10 +264,15 @@ def _rlimits() -> list[tuple[str, float, Optional[float]]]:
     return out
 
 
-def rlimit_rooms() -> list[tuple[float, str]]:
-    return [(max(0.0, limit - (used or 0.0)),
-             f"the process's {name}, {gb(limit)}" + (f" with {gb(used)} of it in use" if used else ""))
-            for name, limit, used in _rlimits()]
+def rlimit_rooms(backend: Optional[str] = None) -> list[tuple[float, str]]:
+    out = []
+    for name, limit, used in _rlimits():
+        extra = ADDRESS_SPACE_EXTRA.get(backend, max(ADDRESS_SPACE_EXTRA.values())) if name == "RLIMIT_AS" else 0.0
+        text = f"the process's {name}, {gb(limit)}" + (f" with {gb(used)} of it in use" if used else "")
+        if extra:
+            text += f", less {gb(extra)} of address space the framework maps beyond its data"
+        out.append((max(0.0, limit - (used or 0.0) - extra), text))
+    return out
 
 
 def _status_bytes(key: str, pid: int | str = "self") -> Optional[float]:
@@ -316,7 +326,7 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
     without the framework."""
     if _on_host_cpu(spec):
-        available, _bound = host_budget()
+        available, _bound = host_budget(spec.backend)
         return available, "the host", 1
     if spec.device in ("gpu", "auto"):
         free = gpu_free_memory()
@@ -359,7 +369,7 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
         if where != "the host":
             _check_host_side(spec)
         else:
-            bound = host_budget()[1]
+            bound = host_budget(spec.backend)[1]
     if available is None:
         return None
     accelerator = where != "the host"
@@ -390,7 +400,7 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
 def _check_host_side(spec: RunSpec) -> None:
     """An accelerator run's synthetic batch is made in the host's memory (twice: numpy and the
     framework's copy) before it is put on the devices: refused when that cannot fit the host."""
-    available, _bound = host_budget()
+    available, _bound = host_budget(spec.backend)
     if available is None:
         return
     _params, _activations, inputs = _counts(spec)

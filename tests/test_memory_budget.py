@@ -53,8 +53,10 @@ def test_the_oom_kill_counter_is_read_from_v2_and_v1_files(cgroup):
 
 def test_an_rlimit_or_the_env_budget_is_the_least_bound(cgroup, monkeypatch):
     monkeypatch.setattr(memory, "_rlimits", lambda: [("RLIMIT_AS", 8 * GB, 1 * GB), ("RLIMIT_DATA", 20 * GB, None)])
-    room, bound = memory.host_budget()
-    assert room == 7 * GB and "RLIMIT_AS" in bound
+    room, bound = memory.host_budget("tensorflow")
+    assert room == 7 * GB - memory.ADDRESS_SPACE_EXTRA["tensorflow"] and "RLIMIT_AS" in bound
+    assert "address space" in bound
+    assert memory.host_budget("jax")[0] == 7 * GB - memory.ADDRESS_SPACE_EXTRA["jax"]
     monkeypatch.setenv(memory.BUDGET_ENV, "2.5")
     assert memory.host_budget() == (2.5 * GB, f"{memory.BUDGET_ENV}=2.5")
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=4096, device="cpu")
@@ -63,10 +65,14 @@ def test_an_rlimit_or_the_env_budget_is_the_least_bound(cgroup, monkeypatch):
     assert refused.value.field == "batch_size" and memory.BUDGET_ENV in str(refused.value)
 
 
-def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path):
-    """Issue 25: fashion_mnist_cnn at 4096 under `prlimit --as=4000000000` passed the check (it read
-    the host's free memory only) and ran 38 s before TensorFlow's OOM; now the check refuses it."""
-    cap = 4_000_000_000
+@pytest.mark.parametrize("cap,model", [
+    # Issue 25: passed the check (it read the host's free memory only), ran 38 s, then TensorFlow's OOM.
+    (4_000_000_000, ["--model", "fashion_mnist_cnn", "--batch-size", "4096"]),
+    # Its estimate (2.7 GB) fit the 3.2 GB of address space left, and TensorFlow segfaulted compiling it:
+    # the address space a framework maps beyond its data counts under RLIMIT_AS.
+    (3_500_000_000, ["--model", "conv2d", "--image-size", "64", "--width", "32", "--batch-size", "4000"]),
+])
+def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path, cap, model):
 
     def capped():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -74,11 +80,11 @@ def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path):
     db = tmp_path / "runs.db"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     env.pop(memory.BUDGET_ENV, None)
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", "fashion_mnist_cnn",
-                           "--batch-size", "4096", "--device", "cpu", "--db", str(db), "--json"],
+    done = subprocess.run([sys.executable, "-m", "dashbench", "run", *model, "--device", "cpu", "--db", str(db),
+                           "--json"],
                           capture_output=True, text=True, preexec_fn=capped, env=env, timeout=300)
     assert done.returncode == 2, done.stderr
     out = json.loads(done.stdout)
     assert out["status"] == "invalid" and out["field"] == "batch_size"
-    assert "RLIMIT_AS" in out["error"] and "4.0 GB" in out["error"]
+    assert "RLIMIT_AS" in out["error"] and f"{cap / 1e9:.1f} GB" in out["error"]
     assert "tensorflow" not in done.stderr.lower()  # refused before the framework started
