@@ -1,0 +1,39 @@
+"""bench/server_cost.py end to end on a tiny store (one page, one visitor, two at once): docs left alone."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench_scripts
+
+ROOT = Path(__file__).resolve().parent.parent
+server_cost = bench_scripts.load("server_cost")
+
+
+@pytest.mark.skipif(not bench_scripts.load("dashboard_scale").browser_available(), reason="needs Chromium and playwright")
+def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
+    docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "server_cost.py"), "--runs", "200", "--samples", "3", "--visits", "1",
+         "--together", "2", "--pages", "prices", "--no-docs", "--keep", str(tmp_path), "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | prices |")]
+    assert len(row.split("|")) == 10  # every column filled
+    assert "load average" in done.stdout and "a Streamlit page with a title only" in done.stdout
+    (figures,) = json.loads(out.read_text())["rows"]
+    assert figures["page"] == "prices" and figures["cpu_per_visit_s"] > 0 and len(figures["together_s"]) == 2
+    assert (ROOT / "docs" / "PERFORMANCE.md").read_bytes() == docs  # --no-docs
+
+
+def test_the_baseline_is_shown_beside_the_figures():
+    row = server_cost.PageCost(100_000, "compare", first_cpu_s=0.3, first_s=4.0, cpu_per_visit_s=0.05,
+                               visit_s=[2.0], together_cpu_per_visit_s=0.06, together_s=[5.0, 6.0], load=3.0)
+    before = dict(vars(server_cost.PageCost(100_000, "compare", first_cpu_s=0.4, first_s=5.0, cpu_per_visit_s=0.2,
+                                            visit_s=[3.0], together_cpu_per_visit_s=0.3, together_s=[9.0], load=4.0)))
+    text = server_cost.table([row], {(100_000, "compare"): before}, type("Args", (), {"together": 8}))
+    assert "0.200 / 0.050 ✗ (4.0×)" in text and "0.40 / 5.0 → 0.30 / 4.0" in text and "4.0 → 3.0" in text
