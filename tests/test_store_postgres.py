@@ -355,3 +355,27 @@ def test_store_upgrade_brings_an_old_file_to_the_head_and_refuses_a_newer_store(
     assert main(["store", "upgrade", "--db", str(db_at)]) == 2
     err = capsys.readouterr().err
     assert "schema v99, newer than this dashbench" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_next_store_on_a_server_reuses_a_pooled_connection_and_idle_ones_stay_few(pg_url, pg_server):
+    from dashbench.store import postgres
+
+    def backend_pid(store):
+        return store._read("SELECT pg_backend_pid()")[0][0]
+
+    Store(pg_url).close()  # makes the new database a store
+    with Store(pg_url, read_only=True) as first:
+        pid = backend_pid(first)
+    with Store(pg_url, read_only=True) as second:  # a dashboard's next script run: no new connection
+        assert backend_pid(second) == pid
+    with pg_server.connect() as conn:  # however many stores came and went, at most KEEP_UNUSED pools idle
+        for i in range(postgres.KEEP_UNUSED + 3):
+            conn.execute(f'CREATE DATABASE "{pg_url.rsplit("/", 1)[1]}_{i}"')
+    for i in range(postgres.KEEP_UNUSED + 3):
+        Store(f"{pg_url}_{i}").close()
+    with pg_server.connect() as conn:
+        idle = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dashbench'"
+                            " AND pid != pg_backend_pid()").fetchone()[0]
+        for i in range(postgres.KEEP_UNUSED + 3):
+            conn.execute(f'DROP DATABASE "{pg_url.rsplit("/", 1)[1]}_{i}" WITH (FORCE)')
+    assert idle <= 2 * postgres.KEEP_UNUSED

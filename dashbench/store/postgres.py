@@ -60,16 +60,22 @@ class PgConnection:
         return self.driver.info.transaction_status != TransactionStatus.IDLE
 
 
-_engines: dict = {}  # (url, read_only, lock timeout) -> [engine, Stores using it]
+_engines: dict = {}  # (url, read_only, lock timeout) -> [engine, Stores using it], least recently used first
 _engines_lock = threading.Lock()
+# Engines no open Store uses, kept with their idle connections so the next Store (the dashboard's next
+# script run, the next command of a sweep) does not connect again; past these, the oldest is disposed.
+KEEP_UNUSED = 2
 
 
 def acquire_engine(url: str, read_only: bool, lock_timeout_s: float):
-    """The process's SQLAlchemy engine for this URL and mode, shared by its open Stores: a small pool,
-    disposed when the last of them closes, so idle connections never pile up on the server."""
+    """The process's SQLAlchemy engine for this URL and mode, shared by its open Stores: a small pool
+    (at most 2 idle connections), kept for the next Store after the last one closes, and disposed when
+    more than KEEP_UNUSED engines sit unused, so idle connections never pile up on the server."""
     key = (url, read_only, lock_timeout_s)
     with _engines_lock:
-        entry = _engines.get(key)
+        entry = _engines.pop(key, None)
+        if entry is not None:
+            _engines[key] = entry  # most recently used last
         if entry is None:
             import sqlalchemy as sa
 
@@ -91,9 +97,9 @@ def release_engine(key) -> None:
         if entry is None:
             return
         entry[1] -= 1
-        if entry[1] <= 0:
-            del _engines[key]
-            entry[0].dispose()
+        unused = [k for k, (_engine, users) in _engines.items() if users <= 0]
+        for old in unused[:max(0, len(unused) - KEEP_UNUSED)]:
+            _engines.pop(old)[0].dispose()
 
 
 def _driver_url(url: str) -> str:
