@@ -39,7 +39,7 @@ def test_the_app_without_plotly_says_in_one_line_what_is_missing_and_how_to_inst
 
 
 def test_the_checked_modules_are_requirements_app_txt():
-    listed = {line.split("==")[0].strip().lower() for line in (ROOT / "requirements-app.txt").read_text().splitlines()
+    listed = {line.split("==")[0].split("[")[0].strip().lower() for line in (ROOT / "requirements-app.txt").read_text().splitlines()
               if line.strip() and not line.startswith("#")}
     assert set(needs.APP_MODULES) == listed - {"streamlit"}
     assert needs.missing_message() is None  # this environment has them all

@@ -18,6 +18,9 @@ LEGAL = {
     ("running", "interrupted"),
     ("interrupted", "done"), ("interrupted", "failed"), ("interrupted", "cancelled"),
     ("interrupted", "interrupted"),
+    # Out of memory: a queued run whose own check finds it cannot fit, a running one that ran out,
+    # one presumed dead that reports it ran out.
+    ("queued", "oom"), ("running", "oom"), ("interrupted", "oom"),
 }
 
 
