@@ -312,7 +312,7 @@ def report(rows: list[PageCost], floor: PageCost | None, baseline: dict, args, l
         f"them, once its CPU stood still for {QUIET_S} s (idle, it spent {idle_text(rows)} CPU s per second: left in); "
         "*settled* is the time from `page.goto` to the title shown, the script stopped and no "
         f"skeleton or spinner left. Goal: ≤ {GOAL_CPU_S} CPU s per new visit on every page at 100k runs (✗: missed)"
-        + (", and no page slower for its first visitor. *Before* is the baseline " + args.baseline_name
+        + (", and no page slower for its first visitor. *Before* is " + args.baseline_name
            + (", measured the same way on the same stores right before each page's row (the same load)."
               if args.base_root else ", measured the same way on the same stores.") if baseline else "."),
         "",
