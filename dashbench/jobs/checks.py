@@ -41,16 +41,23 @@ def launch(db_path=None) -> int:
         current = _checks.get(db)
         if current is not None and current[0].poll() is None:
             return current[0].pid
-        log_path = _log_folder(db) / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        # A server's URL travels in the environment: a command line is visible to every user (ps).
-        env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
-                      else (None, ["--db", db]))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen([*DOCTOR_COMMAND, *where, "--json"], stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=env)
+        proc, log_path = start_detached(DOCTOR_COMMAND, db, "doctor")
         _checks[db] = (proc, time.time(), log_path)
         return proc.pid
+
+
+def start_detached(command: list[str], db, log_name: str) -> tuple[subprocess.Popen, Path]:
+    """`command` on the database with --json, in a session of its own (it outlives the dashboard), its
+    output to a new log named for it in the database's log folder."""
+    log_path = _log_folder(db) / f"{log_name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # A server's URL travels in the environment: a command line is visible to every user (ps).
+    env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
+                  else (None, ["--db", db]))
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*command, *where, "--json"], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=env)
+    return proc, log_path
 
 
 def state(db_path=None) -> dict | None:

@@ -9,15 +9,13 @@ goes to a log beside the database. One search per database at a time. No TensorF
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Optional
 
-from dashbench.jobs.checks import _key, _log_folder
+from dashbench.jobs.checks import _key, start_detached
 from dashbench.spec import SPEC_DEFAULTS, RunSpec
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
@@ -45,14 +43,7 @@ def launch(spec: RunSpec, db_path=None) -> int:
         current = _searches.get(db)
         if current is not None and current[0].poll() is None:
             return current[0].pid
-        log_path = _log_folder(db) / f"find-max-batch-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
-                      else (None, ["--db", db]))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen([*SWEEP_COMMAND, *argv_for(spec), *where, "--json"], stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                                    env=env)
+        proc, log_path = start_detached([*SWEEP_COMMAND, *argv_for(spec)], db, "find-max-batch")
         _searches[db] = (proc, log_path, spec.model)
         return proc.pid
 
