@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from dashbench import accuracy as accuracy_shape
 from dashbench import peaks, stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
@@ -107,6 +108,8 @@ class RunResult:
     # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
     # estimate_bytes, estimate_ratio (peak / estimate).
     memory: Optional[dict[str, Any]] = None
+    # A to-accuracy run's curves, time to target and seeds (dashbench/accuracy.py holds its shape).
+    accuracy: Optional[dict[str, Any]] = None
     spec: dict[str, Any] = field(default_factory=dict)
     run_id: Optional[str] = None  # set once the run is stored; absent from the JSON while None
     # Keys this version does not know (a newer writer's): kept, and written back as they came.
@@ -288,7 +291,8 @@ class RunResult:
         return "; ".join(parts)
 
 
-_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory")
+_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
+                      "accuracy")
 
 
 def _json_fields():
@@ -405,6 +409,7 @@ _RULES = {
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
+    "accuracy": accuracy_shape.check,
 }
 
 

@@ -16,9 +16,13 @@ DEVICES = ("auto", "cpu", "gpu", "tpu")
 # default; JAX is what today's TPU stacks run. Each run process loads exactly one of them.
 BACKENDS = ("tensorflow", "jax")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-DATA_SOURCES = ("synthetic", "real")
+DATA_SOURCES = ("synthetic", "real", "folder")
 # Models with a real-data reader; the others only have synthetic data.
 REAL_DATA_MODELS = ("fashion_mnist_cnn",)
+# Image classifiers that read an image folder (train/ and validation/, a subfolder per class).
+FOLDER_DATA_MODELS = ("fashion_mnist_cnn", "resnet50", "inception_v3")
+# A to-accuracy run with a target and no max_epochs stops after this many epochs.
+DEFAULT_MAX_EPOCHS = 20
 # Upper bounds of the whole-number fields: far above any run that fits on today's devices, low
 # enough that a stray digit is an error naming the field, never an OverflowError from SQLite,
 # NumPy or TensorFlow (2**31 - 1: TensorFlow's int32 shapes; 2**32 - 1: NumPy's seed).
@@ -34,6 +38,11 @@ LIMITS = {
     "width": 65536,
     "seed": 2**32 - 1,
     "repeats": 1000,
+    "max_epochs": 100_000,
+    "epochs": 100_000,
+    "steps_per_epoch": 10**9,
+    "eval_every": 10**9,
+    "seeds": 1000,
 }
 # A run records one sample per host loop (warm-up and measured, every repeat): bounded so that a run's
 # rows, its bundle and the pages that chart it stay small. More steps fit in as many loops with a
@@ -84,6 +93,14 @@ class RunSpec:
     label: Optional[str] = None
     seed: int = 0
     repeats: int = 1  # measured windows after one compile; the run's figure is their median
+    # To accuracy (issue 23): train on the train split, evaluate the whole held-out split after every
+    # epoch (or every eval_every steps), stop at the target or after max_epochs; or a fixed epochs count.
+    target_accuracy: Optional[float] = None  # in (0, 1]
+    max_epochs: Optional[int] = None  # with a target; None: DEFAULT_MAX_EPOCHS
+    epochs: Optional[int] = None  # a fixed count (seed 000's way); exclusive with target_accuracy
+    steps_per_epoch: Optional[int] = None  # None: one pass over the train split; else the data repeats
+    eval_every: Optional[int] = None  # evaluate every K training steps; None: after every epoch
+    seeds: int = 1  # seed, seed + 1, ... trained one after another in one run
 
     def __post_init__(self):
         self.validate()
@@ -130,11 +147,25 @@ class RunSpec:
         _int_at_least("seed", self.seed, 0)
         _positive_int("repeats", self.repeats)
         _check_loops(self)
+        _check_to_accuracy(self)
         for name in ("label", "data_path", "tpu"):
             check_text(name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def to_accuracy(self) -> bool:
+        """A to-accuracy run (a target or a fixed epoch count): it evaluates on a held-out split."""
+        return self.target_accuracy is not None or self.epochs is not None
+
+    def epoch_limit(self) -> Optional[int]:
+        """The epochs this run trains at most (None for a throughput run)."""
+        if self.epochs is not None:
+            return self.epochs
+        if self.target_accuracy is not None:
+            return self.max_epochs or DEFAULT_MAX_EPOCHS
+        return None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
@@ -170,6 +201,43 @@ def check_text(field_name: str, value: Any, limit: int = TEXT_LIMIT) -> None:
     if _CONTROL.search(value):
         raise SpecError(field_name, f"must be one line without control characters (newline, tab, escape), "
                                     f"got {_short(value)}")
+
+
+def _check_to_accuracy(spec: "RunSpec") -> None:
+    target = spec.target_accuracy
+    if target is not None:
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
+            raise SpecError("target_accuracy", f"must be a fraction in (0, 1], e.g. 0.9, got {_short(target)}")
+    for name in ("max_epochs", "epochs", "steps_per_epoch", "eval_every"):
+        if getattr(spec, name) is not None:
+            _positive_int(name, getattr(spec, name))
+    _positive_int("seeds", spec.seeds)
+    if target is not None and spec.epochs is not None:
+        raise SpecError("epochs", "a fixed epoch count and target_accuracy exclude each other: give one "
+                                  "(with a target, max_epochs bounds the training)")
+    if not spec.to_accuracy:
+        for name in ("max_epochs", "steps_per_epoch", "eval_every"):
+            if getattr(spec, name) is not None:
+                raise SpecError(name, "belongs to a to-accuracy run: also set target_accuracy (or epochs)")
+        if spec.seeds != 1:
+            raise SpecError("seeds", "several seeds belong to a to-accuracy run: also set target_accuracy "
+                                     "(or epochs); a throughput run repeats with repeats")
+        if spec.data == "folder":
+            raise SpecError("data", "an image folder is read by to-accuracy runs: also set target_accuracy "
+                                    "(or epochs)")
+    elif spec.data == "synthetic":
+        name = "target_accuracy" if target is not None else "epochs"
+        raise SpecError(name, "needs real data with a held-out split: use data real (Fashion-MNIST IDX "
+                              "train + t10k files) or data folder (train/ and validation/)")
+    elif spec.repeats != 1:
+        raise SpecError("repeats", "a to-accuracy run repeats with seeds, not repeats: drop repeats")
+    if spec.data == "folder":
+        if spec.model not in FOLDER_DATA_MODELS:
+            raise SpecError("data", f"an image folder feeds the image classifiers "
+                                    f"{_choices(FOLDER_DATA_MODELS)}; not {spec.model}")
+        if not spec.data_path:
+            raise SpecError("data_path", "data folder needs --data-path FOLDER (train/ and validation/, "
+                                         "a subfolder per class)")
 
 
 def host_loops(spec) -> tuple[int, int]:

@@ -21,6 +21,8 @@ LEGAL = {
     # Out of memory: a queued run whose own check finds it cannot fit, a running one that ran out,
     # one presumed dead that reports it ran out.
     ("queued", "oom"), ("running", "oom"), ("interrupted", "oom"),
+    # A to-accuracy run that missed its target ended with a result; a queued one never trained.
+    ("running", "not_reached"), ("interrupted", "not_reached"),
 }
 
 
@@ -40,6 +42,7 @@ def test_each_legal_move_is_accepted(old, new):
     ("done", "running"), ("failed", "running"), ("cancelled", "running"), ("interrupted", "running"),
     ("done", "failed"), ("cancelled", "done"), ("done", "done"),
     ("queued", "done"),  # a run that never ran has no result
+    ("queued", "not_reached"), ("not_reached", "done"), ("done", "not_reached"),
     ("running", "queued"), ("done", "queued"), (None, "done"), ("no-such-status", "running"),
 ])
 def test_illegal_moves_are_refused(old, new):

@@ -6,9 +6,13 @@ No TensorFlow here, and no SQL: the store asks `allowed` (or `sources`, for a gu
 from __future__ import annotations
 
 # The values the runs.status column may hold.
-TERMINAL = ("done", "failed", "oom", "cancelled", "interrupted")  # oom: ran out of memory
+# oom: ran out of memory; not_reached: a to-accuracy run whose target most of its seeds missed (it
+# finished, with a result, but is never a plain "done").
+TERMINAL = ("done", "not_reached", "failed", "oom", "cancelled", "interrupted")
 # A final status that a later report may still correct: an "interrupted" run was only presumed dead.
-FINAL = ("done", "failed", "oom", "cancelled")
+FINAL = ("done", "not_reached", "failed", "oom", "cancelled")
+# Ended with a result (the measured figures are there).
+WITH_RESULT = ("done", "not_reached")
 # Not yet ended: waiting for its device, or going.
 ACTIVE = ("queued", "running")
 STATUSES = ACTIVE + TERMINAL
@@ -19,10 +23,11 @@ MOVES: dict[str | None, tuple[str, ...]] = {
     "queued": ("running", "failed", "oom", "cancelled", "interrupted"),
     # running -> running: the job queue marks a run running with the child's pid before the child
     # starts; the child then takes its own row over.
-    "running": ("running", "done", "failed", "oom", "cancelled", "interrupted"),
+    "running": ("running", "done", "not_reached", "failed", "oom", "cancelled", "interrupted"),
     # A run presumed dead may still report its end (or be presumed dead again).
-    "interrupted": ("done", "failed", "oom", "cancelled", "interrupted"),
+    "interrupted": ("done", "not_reached", "failed", "oom", "cancelled", "interrupted"),
     "done": (),
+    "not_reached": (),
     "failed": (),
     "oom": (),
     "cancelled": (),

@@ -174,8 +174,8 @@ def check_agreement(status: str, spec: dict, result: dict | None) -> None:
     """A run whose parts contradict each other (checked one by one above) is refused: a done run
     has a result, the result measured the run's spec, and its 95% interval holds its figure."""
     if result is None:
-        if status == "done":
-            raise InvalidField("result: a done run has a result; this one has none")
+        if status in ("done", "not_reached"):
+            raise InvalidField(f"result: a {status} run has a result; this one has none")
         return
     for key, spec_key, default in _FROM_SPEC:
         value = result.get(key) if result.get(key) is not None else default
