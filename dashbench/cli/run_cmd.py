@@ -5,7 +5,8 @@ error one with status "invalid" (+ field), "failed", "oom" or "cancelled", error
 run_id when stored), so anything else that writes to stdout while the run goes (a library's print)
 is sent to stderr.
 Exit codes: 0 done, 2 bad input (field named), an unusable db or (--no-wait) a device another run
-holds, 1 a run that failed, 3 a run out of memory (status oom), 128+N
+holds, 1 a run that failed, 3 a run out of memory (status oom), 4 a to-accuracy run that trained to its
+end but missed its target (status not_reached; its result is printed and stored), 128+N
 cancelled by signal N. `preset` runs through the same `execute`, so both report errors alike.
 """
 
@@ -19,6 +20,7 @@ from dashbench.cli import strict_json
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
+from dashbench.accuracy_text import EXIT_NOT_REACHED
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import RunSpec, SpecError, check_id
 
@@ -30,7 +32,12 @@ def register(subparsers) -> None:
             "Measure one workload: --model and --batch-size (and any other spec option) say what. "
             "--run-id ID of a run stored in --db (a queued run, as the job queue starts it) runs the spec "
             "stored in that row: spec options are then refused, so the stored spec is the only one. "
-            "--run-id ID that is not stored records a new run from the options under that id."
+            "--run-id ID that is not stored records a new run from the options under that id. "
+            "To accuracy: --target-accuracy 0.9 --max-epochs 20 (or --epochs N) with --data real or folder trains "
+            "on the train split, evaluates the whole held-out split after every epoch (or --eval-every K steps) and "
+            "reports the time to the target (compile and data loading apart); --seeds N trains it N times. "
+            "Exit codes: 0 done, 1 failed, 2 bad input, 3 out of memory, "
+            f"{EXIT_NOT_REACHED} target not reached (status not_reached), 128+N stopped by signal N."
         ),
     )
     add_spec_arguments(parser, required=False)  # not needed with the --run-id of a stored run
@@ -59,7 +66,8 @@ def handle(args) -> int:
         spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
-    progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend)
+    progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend,
+                        to_accuracy=spec.to_accuracy)
     # A stored (queued) run's memory is checked again here, in the process that runs it (its own
     # RLIMIT_AS, the memory free now): past it, the row ends `oom` (a refusal when it is not stored).
     code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
@@ -71,7 +79,25 @@ def handle(args) -> int:
         print_json(result.to_dict())
     else:
         print(shown_lines(result.describe()))
-    return 0
+        print_accuracy(result)
+    return end_code(result)
+
+
+def end_code(result: RunResult) -> int:
+    """0, or EXIT_NOT_REACHED for a to-accuracy run whose target most seeds missed."""
+    from dashbench.accuracy import NOT_REACHED, final_status
+
+    return EXIT_NOT_REACHED if final_status(result.accuracy) == NOT_REACHED else 0
+
+
+def print_accuracy(result: RunResult, usd_per_hour: float | None = None) -> None:
+    """A to-accuracy run's headline (reached or not, time to target over the seeds, epochs, compile and
+    loading apart, the evaluation's share); nothing for a throughput run."""
+    from dashbench import accuracy_text
+
+    lines = accuracy_text.headline(result.accuracy, usd_per_hour)
+    if lines:
+        print(shown_lines("to accuracy: " + "\n  ".join(lines)))
 
 
 def _spec(args) -> tuple[RunSpec, bool]:
@@ -196,14 +222,21 @@ def print_json(obj: dict) -> None:
 class Progress:
     """Engine events → short progress lines on stderr."""
 
-    def __init__(self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow"):
+    def __init__(self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow",
+                 to_accuracy: bool = False):
         self.steps, self.warmup, self.k = steps, warmup, steps_per_loop
         self.backend = backend
         self.measured_steps = 0
+        # A to-accuracy run says one line per evaluation, not one per step (thousands of them).
+        self.to_accuracy = to_accuracy
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
-        if kind == "phase":
+        if kind == "evaluation":
+            line = f"  {event.get('text') or _evaluation_text(event)}"
+        elif kind == "sample" and self.to_accuracy and not event.get("warmup"):
+            return
+        elif kind == "phase":
             line = phase_text(event["phase"], self.backend)
         elif kind == "compiled":
             line = f"compiled in {event['compile_s']:.2f} s"
@@ -218,6 +251,13 @@ class Progress:
         else:
             return
         print(line, file=sys.stderr, flush=True)
+
+
+def _evaluation_text(event: dict) -> str:
+    from dashbench.accuracy import progress_text
+
+    return progress_text(event.get("epoch") or 0, event.get("limit"), event.get("val_accuracy") or 0.0,
+                         bool(event.get("fixed")), event.get("seed_index") or 0, event.get("seeds") or 1)
 
 
 @contextlib.contextmanager
