@@ -1,0 +1,198 @@
+"""A real Ray cluster for the tests: `ray_cluster`, one per pytest process (each xdist worker its own).
+
+Three `ray start` nodes on this machine, each standing for a kind of accelerator host by the resources
+it declares (no GPU or TPU is here; only the hardware is faked):
+- "gpu-1", the head: 1 GPU with `accelerator_type:H200`, the Jobs API (Ray's dashboard) on a free port;
+- "tpu-a-0" and "tpu-a-1": the two hosts of one TPU slice (`TPU_TYPE`), 4 chips each, both with the
+  slice's name as a resource and worker 0 with `TPU-<type>-head`; TPU_ACCELERATOR_TYPE, TPU_NAME and
+  TPU_WORKER_ID are set so Ray's TPU detection never asks a metadata server (there is none here).
+A run placed on the fake GPU must not try a real one: tests give those runs `--device cpu` (the spec
+says the device; the cluster only says where).
+
+Every port is a free one (two xdist workers run two clusters), object stores are capped at 80 MB a
+node, each node's temp dir and HOME lie under pytest's tmp (Ray writes ~/.ray), and every process a
+node starts carries a marker in its environment: teardown (and `RayTestCluster.kill_node`, a host
+lost) ends exactly those processes, by pid — Ray leaves its dashboard and runtime-env agents behind
+when a raylet dies, and `ray stop` would end other people's clusters on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+GPU_NODE = "gpu-1"
+GPU_TYPE = "H200"
+TPU_TYPE = "v4-16"  # two hosts of four chips: the smallest real multi-host slice
+SLICE_NAME = "tpu-a"
+TPU_HOSTS = ("tpu-a-0", "tpu-a-1")
+TPU_CHIPS_PER_HOST = 4
+HEAD_RESOURCE = f"TPU-{TPU_TYPE}-head"
+OBJECT_STORE_BYTES = 80 * 1024 * 1024
+MARKER = "DASHBENCH_TEST_RAY_CLUSTER"
+NODE_MARKER = "DASHBENCH_TEST_RAY_NODE"
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def ray_missing() -> str | None:
+    """Why the Ray tests cannot run here, or None."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "Ray is not installed (bash scripts/install.sh requirements-cluster.txt)"
+    if shutil.which("ray", path=VENV_BIN) is None:
+        return f"Ray's `ray` command is not in {VENV_BIN}"
+    return None
+
+
+def needs_ray():
+    """Mark: skip the test, saying why, where Ray is not installed."""
+    reason = ray_missing()
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RayTestCluster:
+    folder: Path
+    marker: str
+    gcs_address: str = ""  # 127.0.0.1:PORT
+    dashboard_url: str = ""  # http://127.0.0.1:PORT, the Jobs API
+    client_url: str = ""  # ray://127.0.0.1:PORT
+    nodes: list[str] = field(default_factory=list)
+
+    def env(self, node: str, extra: dict | None = None) -> dict:
+        home = self.folder / "home"
+        home.mkdir(exist_ok=True)
+        return {**os.environ, "HOME": str(home), "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+                "RAY_USAGE_STATS_ENABLED": "0", MARKER: self.marker, NODE_MARKER: f"{self.marker}:{node}",
+                **(extra or {})}
+
+    def start_node(self, name: str, *, head: bool = False, num_gpus: int = 0, resources: dict | None = None,
+                   env: dict | None = None, num_cpus: int = 1) -> None:
+        """`ray start` one node (blocking until it is up, ~7-10 s here)."""
+        temp = self.folder / "ray"  # one temp dir per cluster: Ray wants a node's to match its head's
+        argv = [f"{VENV_BIN}/ray", "start", "--node-name", name, "--num-cpus", str(num_cpus),
+                "--num-gpus", str(num_gpus), "--resources", json.dumps(resources or {}),
+                "--object-store-memory", str(OBJECT_STORE_BYTES), "--temp-dir", str(temp),
+                "--disable-usage-stats", "--node-manager-port", str(_free_port()),
+                "--object-manager-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
+                "--dashboard-agent-listen-port", str(_free_port()),
+                "--dashboard-agent-grpc-port", str(_free_port()), "--runtime-env-agent-port", str(_free_port())]
+        if head:
+            port, dash, client = _free_port(), _free_port(), _free_port()
+            argv += ["--head", "--port", str(port), "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+                     "--dashboard-port", str(dash), "--ray-client-server-port", str(client)]
+            self.gcs_address = f"127.0.0.1:{port}"
+            self.dashboard_url = f"http://127.0.0.1:{dash}"
+            self.client_url = f"ray://127.0.0.1:{client}"
+        else:
+            argv += ["--address", self.gcs_address]
+        out = subprocess.run(argv, env=self.env(name, env), capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"ray start {name} failed: {out.stdout[-1500:]} {out.stderr[-1500:]}")
+        self.nodes.append(name)
+
+    def pids(self, node: str | None = None) -> list[int]:
+        """Our processes: every one whose environment carries this cluster's (or one node's) marker."""
+        import psutil
+
+        key, want = (NODE_MARKER, f"{self.marker}:{node}") if node else (MARKER, self.marker)
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get(key) == want:
+                    found.append(proc.pid)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+    def kill_node(self, node: str) -> None:
+        """A host lost: every process of the node SIGKILLed at once (raylet, agents, workers, runs)."""
+        _kill(self.pids(node))
+        if node in self.nodes:
+            self.nodes.remove(node)
+
+    def wait_nodes(self, count: int, seconds: float = 60) -> None:
+        from ray.util.state import list_nodes
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                alive = [n for n in list_nodes(address=self.dashboard_url) if n.state == "ALIVE"]
+            except Exception:
+                alive = []
+            if len(alive) >= count:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"the test cluster did not reach {count} live nodes in {seconds} s")
+
+    def stop(self) -> None:
+        _kill(self.pids())
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _kill(pids: list[int]) -> None:
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            proc.send_signal(signal.SIGKILL)
+            procs.append(proc)
+        except psutil.Error:
+            continue
+    psutil.wait_procs(procs, timeout=10)
+
+
+def start_cluster(folder: Path) -> RayTestCluster:
+    cluster = RayTestCluster(Path(folder), uuid.uuid4().hex)
+    try:
+        cluster.start_node(GPU_NODE, head=True, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1})
+        for worker, host in enumerate(TPU_HOSTS):
+            resources = {"TPU": TPU_CHIPS_PER_HOST, SLICE_NAME: 1, f"accelerator_type:TPU-{TPU_TYPE.split('-')[0].upper()}": 1}
+            if worker == 0:
+                resources[HEAD_RESOURCE] = 1
+            cluster.start_node(host, resources=resources, env={
+                "TPU_ACCELERATOR_TYPE": TPU_TYPE, "TPU_NAME": SLICE_NAME, "TPU_WORKER_ID": str(worker)})
+        cluster.wait_nodes(3)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """The session's Ray cluster (see the module's docstring); skipped where Ray is not installed."""
+    reason = ray_missing()
+    if reason:
+        pytest.skip(reason)
+    # A Unix socket's path holds at most 107 bytes, and Ray's sit ~70 bytes under its temp dir
+    # (session_<date>_<pid>/sockets/plasma_store): pytest's tmp folders are too deep on xdist workers,
+    # so the cluster's folder is a fresh one in the system's temp dir (as tests/pg_server.py's),
+    # removed at the end.
+    import tempfile
+
+    base = tmp_path_factory.getbasetemp()
+    folder = Path(tempfile.mkdtemp(prefix="dbray-", dir=base if len(str(base)) < 24 else None))
+    cluster = start_cluster(folder)
+    yield cluster
+    cluster.stop()
