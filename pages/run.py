@@ -9,7 +9,7 @@ from dashbench.views import devices as device_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
-from dashbench.spec import BACKENDS, MODELS, PRECISIONS, SpecError
+from dashbench.spec import BACKENDS, DATA_SOURCES, MODELS, PRECISIONS, SpecError
 
 ctx = ui.page_context()
 st.title("Run")
@@ -105,6 +105,29 @@ with st.form("run_form", enter_to_submit=False):
                               "and a spread (CV) over 5% is flagged unstable.")
     cols[4].checkbox("XLA (jit_compile)", key="run_xla")
     st.text_input("Label (optional, stored with the run)", key="run_label")
+    with st.container(border=True, key="run_accuracy_box"):
+        st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
+                 format_func=run_form.MODES.get,
+                 help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
+                      "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
+                      "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
+                      "data loading are reported apart.")
+        cols = st.columns([1, 3])
+        cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
+        cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
+                           "folder: train/ and validation/)", key="run_data_path")
+        cols = st.columns(6)
+        cols[0].number_input("Target accuracy", step=0.01, format="%.3f", key="run_target_accuracy",
+                             help="Train to accuracy: a validation accuracy in (0, 1].")
+        cols[1].number_input("Max epochs", step=1, key="run_max_epochs",
+                             help="Train to accuracy: stop there, status not_reached, if the target is not met.")
+        cols[2].number_input("Epochs", step=1, key="run_epochs", help="Fixed epochs: train exactly this many.")
+        cols[3].number_input("Steps per epoch", step=1, key="run_steps_per_epoch",
+                             help="0: one pass over the train split.")
+        cols[4].number_input("Evaluate every (steps)", step=1, key="run_eval_every", help="0: after every epoch.")
+        cols[5].number_input("Seeds", step=1, key="run_seeds",
+                             help="Train the same setup this many times (seed, seed+1, …): the median time to "
+                                  "target and its spread.")
     with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
         cols = st.columns(3)
         cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)

@@ -10,6 +10,7 @@ from dashbench import catalog, presets
 
 from dashbench.costs import reference
 from dashbench.spec import RunSpec, SpecError
+from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 
 ARTICLE_BATCH = {
     ("riseml-resnet50", "tpu"): 1024,
@@ -30,22 +31,40 @@ def test_the_five_seed_presets():
 
 @pytest.mark.parametrize("slug", list(presets.PRESETS))
 @pytest.mark.parametrize("device", presets.DEVICE_CLASSES)
-def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device):
-    spec = presets.spec_for(slug, device)
+def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device, learnable_idx):
+    # A preset on real data reads its files' headers before a run exists (here: IDX files made here).
+    data = {"data_path": str(learnable_idx)} if presets.get(slug).per_device[device].get("data") == "real" else {}
+    spec = presets.spec_for(slug, device, **data)
     assert isinstance(spec, RunSpec)
     assert spec.device == device and spec.model == presets.get(slug).model
     assert spec.label == f"preset:{slug}"
     assert RunSpec.from_dict(spec.to_dict()) == spec
     if (slug, device) in ARTICLE_BATCH:
         assert spec.batch_size == ARTICLE_BATCH[(slug, device)]
-    quick = presets.quick_spec(slug, device)
+    quick = presets.quick_spec(slug, device, **data)
     recipe = catalog.get(spec.model).quick_recipe()  # the one quick recipe, as `models` prints it
+    if spec.epochs:  # the article's epochs, each of the quick steps
+        recipe = {**recipe, "steps_per_epoch": recipe["steps"]}
     assert {name: getattr(quick, name) for name in recipe} == recipe and quick.label == f"preset:{slug}"
 
 
 def test_fashion_mnist_is_five_epochs_of_100_steps():
-    spec = presets.spec_for("Colab Fashion-MNIST, 5 epochs × 100 steps, batch 1024", "tpu")
+    spec = presets.spec_for("Colab Fashion-MNIST, 5 epochs × 100 steps, batch 1024", "tpu", check=False)
     assert (spec.steps, spec.steps_per_loop, spec.batch_size) == (500, 100, 1024)
+    # Seed 000's model.fit: 5 epochs × 100 steps on real data, validated on the test set after each.
+    assert (spec.data, spec.epochs, spec.steps_per_epoch, spec.target_accuracy) == ("real", 5, 100, None)
+    assert spec.to_accuracy and spec.eval_every is None
+    # Synthetic data has no held-out split: the same steps, throughput only; a target replaces the epochs.
+    synthetic = presets.spec_for("colab-fashion-mnist", "cpu", data="synthetic")
+    assert (synthetic.steps, synthetic.epochs, synthetic.steps_per_epoch, synthetic.to_accuracy) == (500, None, None, False)
+    target = presets.spec_for("colab-fashion-mnist", "cpu", check=False, target_accuracy=0.9, max_epochs=8)
+    assert (target.epochs, target.target_accuracy, target.max_epochs, target.steps_per_epoch) == (None, 0.9, 8, 100)
+
+
+def test_the_fashion_preset_needs_its_files_and_says_where(tmp_path):
+    with pytest.raises(SpecError) as info:
+        presets.quick_spec("colab-fashion-mnist", "cpu", data_path=str(tmp_path))
+    assert info.value.field == "data_path" and str(tmp_path) in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["riseml-resnet50", "RiseML ResNet-50 (TPU batch 1024, GPU batch 128)",
@@ -108,7 +127,7 @@ def test_preset_references_exist_and_runs_find_their_preset():
         assert preset.references and set(preset.references) <= keys, preset.slug
         for rows in preset.reference_by_device.values():
             assert set(rows) <= set(preset.references)
-        assert presets.for_run(presets.spec_for(preset.slug, "cpu")) is preset
+        assert presets.for_run(presets.spec_for(preset.slug, "cpu", check=False)) is preset
         assert presets.for_run({"label": f"preset:{preset.slug}"}) is preset
     assert presets.for_run({"label": "mine"}) is None
 

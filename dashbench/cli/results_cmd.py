@@ -252,7 +252,7 @@ def cmd_list(args) -> int:
         frame = store.runs(**resolve_device_filters(filters, store))
         if unreadable_text(frame):  # on stderr, so `list --json` stays JSON
             print(f"warning: {shown(unreadable_text(frame))}", file=sys.stderr)
-        frame = with_memory(frame, store)
+        frame = with_memory(frame, store)  # and each to-accuracy run's columns (accuracy_text)
         if args.json:
             frame = with_costs(frame, store)
             print(strict_json.dumps(records(frame)))
@@ -265,19 +265,23 @@ def cmd_list(args) -> int:
 
 
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
-    """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS), read from its result."""
-    from dashbench import memory
+    """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS) and, for to-accuracy runs,
+    time to target and the rest of accuracy_text.ACCURACY_COLUMNS, read from its result."""
+    from dashbench import accuracy_text, memory
+    from dashbench.store.states import WITH_RESULT
 
     def result_of(run_id, status):
-        run = store.get_run(run_id) if status == "done" else None
+        run = store.get_run(run_id) if status in WITH_RESULT else None
         return run["result"] if run else None
 
     results = [result_of(run_id, status) for run_id, status in zip(frame["run_id"], frame["status"])]
+    columns = {**memory.memory_columns(results), **accuracy_text.accuracy_columns(results)}
     return frame.assign(**{name: pd.array(values, dtype="Float64").astype(float) if len(values) else []
-                           for name, values in memory.memory_columns(results).items()})
+                           for name, values in columns.items()})
 
 
-COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus")
+COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus",
+                 "reached", "seeds")
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
@@ -320,6 +324,7 @@ def format_table(frame: pd.DataFrame) -> str:
         "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
         **({"peak mem": frame["peak_memory_bytes"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.2f} GB")}
            if "peak_memory_bytes" in frame else {}),
+        **(accuracy_table(frame) if frame.get("seeds", pd.Series(dtype=float)).notna().any() else {}),
         "flags": frame["flags"].map(lambda f: ",".join(f)),
         "sweep": frame["sweep_id"].fillna(""),
         # The spec's shape overrides; blank: the workload's full-size default (`models` lists them).
@@ -327,6 +332,23 @@ def format_table(frame: pd.DataFrame) -> str:
            for name in ("image_size", "seq_len", "width") if name in frame},
     })
     return table.map(lambda v: shown(v) if isinstance(v, str) else v).to_string(index=False)
+
+
+def accuracy_table(frame: pd.DataFrame) -> dict:
+    """`list`'s to-accuracy columns, shown when some listed run trained to accuracy: the target, seeds
+    that reached it, median time and epochs to it, the final validation accuracy."""
+    def blank_or(fmt):
+        return lambda v: "" if pd.isna(v) else fmt(v)
+
+    reached = [("" if pd.isna(t) else f"{int(r)}/{int(n)}") if not pd.isna(n) else ""
+               for t, r, n in zip(frame["target_accuracy"], frame["reached"], frame["seeds"])]
+    return {
+        "target": frame["target_accuracy"].map(blank_or(lambda v: f"{v:g}")),
+        "reached": reached,
+        "to target": frame["time_to_target_s"].map(blank_or(lambda v: f"{v:.1f} s")),
+        "epochs→target": frame["epochs_to_target"].map(blank_or(lambda v: f"{v:g}")),
+        "val acc": frame["final_val_accuracy"].map(blank_or(lambda v: f"{v:.4f}")),
+    }
 
 
 @reports_store_errors
@@ -363,12 +385,27 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
     if result is not None:
         # The first line already names the run; its id need not come twice.
         lines += ["  " + line for line in result.replace(run_id=None).describe().splitlines()]
+        lines += accuracy_lines(spec, result)
     if len(samples):
         warm = int(samples["warmup"].sum())
         losses = samples["loss"].dropna()
         loss = f", loss {losses.iloc[0]:.4g} → {losses.iloc[-1]:.4g}" if len(losses) else ""
         lines.append(f"  {len(samples)} samples stored ({warm} warm-up){loss}")
     return "\n".join(lines)
+
+
+def accuracy_lines(spec: dict, result) -> list[str]:
+    """A to-accuracy run's headline, its curve per seed and, for a preset's run, the article's times."""
+    from dashbench import accuracy_text
+    from dashbench.cli import preset_cmd
+
+    headline = accuracy_text.headline(result.accuracy)
+    if not headline:
+        return []
+    lines = ["  to accuracy: " + headline[0], *("    " + line for line in headline[1:])]
+    lines += ["  " + line for line in accuracy_text.curve_lines(result.accuracy)]
+    lines += ["  " + line for line in preset_cmd.article_lines(spec, result)]
+    return lines
 
 
 def backend_text(spec: dict, result) -> str:

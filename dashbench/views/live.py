@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from dashbench.result import phase_text
 from dashbench.store import TERMINAL
+from dashbench.store.states import WITH_RESULT
 from dashbench.views.format import is_number, md_text
 from dashbench.views.samples import prepare_samples
 
@@ -30,7 +32,7 @@ def live_view(progress: dict | None) -> LiveView:
     status = str(progress.get("status") or "unknown")
     fraction = progress.get("fraction")
     fraction = min(1.0, max(0.0, float(fraction))) if is_number(fraction) else 0.0
-    if status == "done":
+    if status in WITH_RESULT:
         fraction = 1.0
     samples = prepare_samples(progress.get("samples"))
     measured = samples[~samples["warmup"]]
@@ -42,6 +44,11 @@ def live_view(progress: dict | None) -> LiveView:
             text += f" ({ahead} run{'s' if ahead != 1 else ''} ahead)"
     elif status == "running" and str(progress.get("phase") or "").startswith("waiting for the device"):
         text = md_text(progress["phase"])  # another run holds the device (jobs/device_lock.py): no steps yet
+    elif status == "running" and evaluation_fraction(progress.get("phase")) is not None:
+        # A to-accuracy run's last evaluation ("seed 2/3 · epoch 3 of ≤ 20: validation accuracy 0.874"):
+        # its steps are not the measured steps of a throughput run, so the epochs give the bar.
+        text = f"running: {md_text(progress['phase'])}"
+        fraction = evaluation_fraction(progress["phase"])
     elif status == "running":
         phase = progress.get("phase")
         text = f"running ({md_text(phase_text(phase, progress.get('backend')))})" if phase else "running"
@@ -56,11 +63,29 @@ def live_view(progress: dict | None) -> LiveView:
         if is_number(live):
             text += f", {live:,.1f} examples/s so far"
     else:
-        text = md_text(status) + (": out of memory" if status == "oom" else "")
+        text = md_text(status) + END_WORDS.get(status, "")
     return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in TERMINAL,
                     error=progress.get("error"))
 
 
+
+
+END_WORDS = {"oom": ": out of memory", "not_reached": ": trained to the end without reaching its target accuracy"}
+# accuracy.progress_text's line: "[seed 2/3 · ]epoch 3[.5] of [≤ ]20: validation accuracy 0.874".
+_EVALUATION = re.compile(r"^(?:seed (\d+)/(\d+) · )?epoch ([\d.]+)(?: of (?:≤ )?(\d+))?: validation accuracy")
+
+
+def evaluation_fraction(phase) -> float | None:
+    """How far a to-accuracy run is, from its last evaluation's line (seeds and epochs done of the
+    most it may train); 0 where the line has no bound; None when `phase` is not such a line."""
+    match = _EVALUATION.match(str(phase or ""))
+    if match is None:
+        return None
+    seed, seeds, epoch, limit = match.groups()
+    if not limit or float(limit) <= 0:
+        return 0.0
+    seeds_done, total = (int(seed) - 1, int(seeds)) if seeds else (0, 1)
+    return max(0.0, min(1.0, (seeds_done + min(float(epoch) / float(limit), 1.0)) / max(total, 1)))
 
 
 def running_first(active):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from dashbench.spec import SPEC_DEFAULTS, RunSpec, parse_batch_sizes
+from dashbench.spec import DEFAULT_MAX_EPOCHS, SPEC_DEFAULTS, RunSpec, SpecError, parse_batch_sizes
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number, md_text
 
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
-               "image_size", "seq_len", "width")
+               "image_size", "seq_len", "width", "data", "data_path")
+# "What to measure": throughput over the measured steps, training to a target accuracy, or a fixed
+# number of epochs (seed 000's way); the last two evaluate the held-out split (issue 23).
+MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
+         "epochs": "Fixed epochs (evaluated after each)"}
+# The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default.
+MODE_FIELDS = {"throughput": (), "target": ("target_accuracy", "max_epochs", "steps_per_epoch", "eval_every", "seeds"),
+               "epochs": ("epochs", "steps_per_epoch", "eval_every", "seeds")}
 
 
 def run_form_defaults(kinds: list[str]) -> dict:
@@ -20,6 +27,9 @@ def run_form_defaults(kinds: list[str]) -> dict:
         "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_repeats": SPEC_DEFAULTS["repeats"],
         "run_label": "",
         "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
+        "run_data": SPEC_DEFAULTS["data"], "run_data_path": "", "run_mode": "throughput",
+        "run_target_accuracy": 0.9, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
+        "run_steps_per_epoch": 0, "run_eval_every": 0, "run_seeds": 1,
     }
 
 
@@ -27,7 +37,9 @@ SHAPE_FIELDS = ("image_size", "seq_len", "width")
 # The form's words for a spec field, so a refusal names the box to fix.
 FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
                "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
-               "seq_len": "sequence length"}
+               "seq_len": "sequence length", "target_accuracy": "target accuracy", "max_epochs": "max epochs",
+               "steps_per_epoch": "steps per epoch", "eval_every": "evaluate every (steps)",
+               "data_path": "data path", "run_mode": "what to measure"}
 
 
 def quick_without_preset(state) -> bool:
@@ -85,6 +97,8 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
     With Quick try and no preset, the shapes are the submitted model's quick shapes, whatever the
     shape boxes held for the model chosen before."""
     values = {name: state.get(f"run_{name}") for name in FORM_FIELDS}
+    values.update(mode_values(state))
+    values["data_path"] = (values.get("data_path") or "").strip() or None
     if quick_without_preset(state):
         values.update({k[len("run_"):]: v for k, v in quick_shape_values(values["model"]).items()})
     values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
@@ -97,6 +111,22 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
         specs, sweep_id = [base.replace(batch_size=size) for size in sizes], new_sweep_id()
     memory_warnings(specs)  # a point that cannot fit refuses the whole launch before anything is queued
     return specs, sweep_id
+
+
+def mode_values(state) -> dict:
+    """The to-accuracy fields of the chosen mode (none for a throughput run); whole numbers as ints."""
+    mode = state.get("run_mode") or "throughput"
+    if mode not in MODES:
+        raise SpecError("run_mode", f"unknown choice {mode!r}; choose one of: {', '.join(MODES)}")
+    out = {}
+    for name in MODE_FIELDS[mode]:
+        value = state.get(f"run_{name}")
+        if name in ("steps_per_epoch", "eval_every") and value in (0, None, ""):
+            continue  # the default: one pass over the train split; evaluate after every epoch
+        if name != "target_accuracy" and is_number(value) and float(value).is_integer():
+            value = int(value)
+        out[name] = value
+    return out
 
 
 def memory_warnings(specs: list[RunSpec]) -> list[str]:
@@ -165,12 +195,20 @@ def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dic
     device class, or (quick) its tiny shapes that run in seconds on a CPU."""
     from dashbench import presets
 
-    spec = presets.quick_spec(slug, device_class) if quick else presets.spec_for(slug, device_class)
-    # The device and the backend stay as chosen: a preset is the article's workload, not its framework.
-    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name not in ("device", "backend")}
+    # Its data files are looked for when it is launched (the refusal names the data path then), not here.
+    spec = presets.quick_spec(slug, device_class, check=False) if quick else \
+        presets.spec_for(slug, device_class, check=False)
+    # The device, the backend and a data path typed stay as chosen: a preset is the article's workload,
+    # not its framework or where this machine keeps the data.
+    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS
+              if name not in ("device", "backend", "data_path")}
     for shape in SHAPE_FIELDS:
         values[f"run_{shape}"] = values[f"run_{shape}"] or 0
     values["run_label"] = spec.label or ""
+    values["run_mode"] = "epochs" if spec.epochs else "target" if spec.target_accuracy is not None else "throughput"
+    if spec.to_accuracy:
+        values.update(run_epochs=spec.epochs or 5, run_steps_per_epoch=spec.steps_per_epoch or 0,
+                      run_eval_every=spec.eval_every or 0, run_seeds=spec.seeds)
     return values
 
 
