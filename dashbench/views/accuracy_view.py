@@ -1,0 +1,116 @@
+"""Compare's "Time and cost to target" and "Convergence parity" parts, and Results' run curve, built
+from the chosen runs only (a page's memo keeps what they build per store version and choice).
+No Streamlit and no TensorFlow here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dashbench.frames import records
+from dashbench.views import accuracy_charts, parity, to_target
+from dashbench.views.format import is_number
+
+TABLE_COLUMNS = {
+    "device": "device", "source": "how", "target": "target", "seeds_reached": "seeds reached",
+    "epochs_to_target": "epochs to target (median)", "time_to_target_s": "time to target (s, median)",
+    "time_min_s": "min (s)", "time_max_s": "max (s)", "usd_to_target": "cost to target (USD, median)",
+    "usd_min": "min (USD)", "usd_max": "max (USD)", "error_pct": "prediction error (%)",
+    "examples_per_sec": "throughput (examples/s)", "run": "run",
+}
+
+
+@dataclass
+class TargetSection:
+    """What Compare shows of the chosen to-accuracy runs (figures None where nothing is to draw)."""
+
+    table: pd.DataFrame
+    time: object
+    cost: object
+    against_time: object
+    against_cost: object
+    caption: str
+
+
+def to_accuracy_chosen(runs: pd.DataFrame) -> bool:
+    """Whether any chosen run can be a to-accuracy run (it read real data): a cheap look at the frame
+    before any result is read."""
+    return "data" in runs and runs["data"].isin(["real", "folder"]).any()
+
+
+def target_section(store, run_ids, catalog) -> TargetSection | None:
+    """Time and cost to target per device (measured and predicted), accuracy against time and cost, for
+    the chosen runs; None when none of them is a to-accuracy run."""
+    chosen, found, throughput = to_target.gather(store, run_ids)
+    if not chosen:
+        return None
+    price_of = to_target.price_function(catalog)
+    rows = to_target.target_rows(chosen, found, throughput, price_of)
+    curves = []
+    for run in chosen:
+        name = f"{to_target.device_text(to_target.device_key(run))} #{run['run_id'][-6:]}"
+        for seed_run in run["accuracy"]["runs"]:
+            curves.append({"name": name, "seed": int(seed_run.get("seed", 0)), "target": run["accuracy"].get("target"),
+                           "usd_per_hour": price_of(run), "points": seed_run.get("curve") or []})
+    return TargetSection(table=target_table(rows), time=accuracy_charts.to_target_bars(rows, "time"),
+                         cost=accuracy_charts.to_target_bars(rows, "cost"),
+                         against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
+                         against_cost=accuracy_charts.accuracy_against(curves, "usd"), caption=caption(rows))
+
+
+def target_table(rows: list[dict]) -> pd.DataFrame:
+    """target_rows as the page's table: plain-word headers, an error in percent, the run's short id."""
+    shown = []
+    for row in rows:
+        shown.append({**row, "seeds_reached": f"{row['reached']}/{row['seeds']}",
+                      "error_pct": 100.0 * row["error"] if is_number(row.get("error")) else None,
+                      "run": f"#{str(row.get('run_id', ''))[-6:]}"})
+    return pd.DataFrame(shown).reindex(columns=list(TABLE_COLUMNS)).rename(columns=TABLE_COLUMNS)
+
+
+def caption(rows: list[dict]) -> str:
+    predicted = [r for r in rows if r["kind"] == to_target.PREDICTED_KIND]
+    text = ("Time to target: from the first training step to the end of the evaluation that reached the "
+            "target, evaluations included (compile and data loading apart, as MLPerf reports them); median "
+            "over the seeds that reached it, bars from the fastest to the slowest. Cost: that time at the "
+            "device's on-demand price.")
+    if predicted:
+        text += (" Predicted rows: the epochs to target measured on one device × examples per epoch ÷ the "
+                 "other device's measured throughput of the same setup (model, shapes, global batch, "
+                 "precision), plus its evaluation time scaled by the same throughput ratio; the error is "
+                 "against a measured run there.")
+    else:
+        text += " No other device has a throughput run of this setup: nothing to predict."
+    return text
+
+
+def parity_candidates(runs: pd.DataFrame) -> list[str]:
+    """The chosen runs that share a setup with a run on another device (the only ones parity reads)."""
+    rows = records(runs[[c for c in (*to_target.SETUP_COLUMNS, *to_target.DEVICE_COLUMNS, "run_id", "device",
+                                     "data", "status") if c in runs]])
+    devices: dict = {}
+    for row in rows:
+        key = (to_target.setup_key(row), row.get("data") in ("real", "folder"))
+        devices.setdefault(key, set()).add(to_target.device_key(row))
+    return [row["run_id"] for row in rows
+            if len(devices[(to_target.setup_key(row), row.get("data") in ("real", "folder"))]) > 1]
+
+
+def parity_verdicts(store, runs: pd.DataFrame) -> list:
+    """views.parity's verdicts over the chosen runs that have a counterpart on another device."""
+    ids = parity_candidates(runs)
+    return parity.verdicts_for(store, ids) if ids else []
+
+
+def run_curve(run: dict):
+    """Results' chart of one stored run's curve, None for a throughput-only run."""
+    block = to_target.accuracy_of(run.get("result")) if run else None
+    return accuracy_charts.run_curve(block) if block is not None else None
+
+
+def curve_table(run: dict) -> pd.DataFrame:
+    """One row per evaluation and seed of a stored run (empty for a throughput-only run)."""
+    block = to_target.accuracy_of(run.get("result")) if run else None
+    rows = [{"seed": r.get("seed"), **point} for r in (block or {}).get("runs", []) for point in r.get("curve") or []]
+    return pd.DataFrame(rows, columns=["seed", "epoch", "step", "wall_s", "train_loss", "val_loss", "val_accuracy"])
