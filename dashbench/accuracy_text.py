@@ -52,7 +52,7 @@ def seconds(value: Optional[float]) -> str:
 def _epochs(value: Optional[float]) -> str:
     if value is None:
         return "—"
-    return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
+    return f"{value:.3g}"
 
 
 def eval_share(accuracy: dict) -> Optional[float]:

@@ -36,9 +36,10 @@ def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFra
 
 
 def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
-    """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) from its stored result;
-    `store` answers get_run(). Published rows have none."""
-    from dashbench import memory
+    """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) and to-accuracy columns
+    (accuracy_text.ACCURACY_COLUMNS) from its stored result; `store` answers get_run(). Published rows
+    have none."""
+    from dashbench import accuracy_text, memory
 
     def result_of(row):
         if row.get("kind") != "measured" or not isinstance(row.get("run_id"), str):
@@ -47,7 +48,8 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
         return run["result"] if run else None
 
     results = [result_of(row) for row in records(frame[[c for c in ("kind", "run_id") if c in frame]])]
-    columns = memory.memory_columns(results)
+    # And a to-accuracy run's target, seeds reached and time to target (the table and its CSV).
+    columns = {**memory.memory_columns(results), **accuracy_text.accuracy_columns(results)}
     return frame.assign(**{name: pd.to_numeric(pd.Series(values, index=frame.index, dtype=object), errors="coerce")
                            for name, values in columns.items()})
 

@@ -222,7 +222,7 @@ def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
 # Whole-number columns of the tables: pandas' nullable Int64, so a blank stays blank and 64 never
 # becomes 64.0 (in the CSV too) when a column also holds missing values.
 INT_COLUMNS = ("batch_size", "accelerator_count", "replicas", "samples", "steps", "image_size", "seq_len", "width",
-               "chips_per_unit", "baseline_batch_size", "host_cpus")
+               "chips_per_unit", "baseline_batch_size", "host_cpus", "reached", "seeds")
 
 
 def nullable_ints(table: pd.DataFrame) -> pd.DataFrame:
