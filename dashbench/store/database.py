@@ -176,7 +176,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         from dashbench.store import postgres
 
         if self._server_conn is None:
-            self._server_conn = postgres.checkout(self._engine, self._url, self.path)
+            self._server_conn = postgres.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
         try:
             yield self._server_conn
         finally:
@@ -344,15 +344,17 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     # -- transactions ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, what: str, pipelined: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction. BEGIN IMMEDIATE takes the write lock up front, so two writers
-        queue on the busy timeout instead of deadlocking half-way."""
+        queue on the busy timeout instead of deadlocking half-way. `pipelined`: on a server, its
+        statements are sent without waiting for each answer (postgres.write), unless it COPYs."""
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the store {self.path} is open read-only")
         if self._engine is not None:
             from dashbench.store import postgres
 
-            with self._lock, self._connection() as conn, postgres.write(conn, self._url, self.path, what):
+            with self._lock, self._connection() as conn, postgres.write(conn, self._url, self.path, what,
+                                                                        pipelined):
                 yield conn
             return
         with self._lock:
@@ -384,6 +386,22 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                     raise StoreBusyError(f"cannot {what}: database {self.path} is locked by another "
                                          f"process (waited {self.busy_timeout_s:g} s)") from None
                 raise
+
+    def _write_now(self, what: str, statements: list[tuple[str, list]]) -> None:
+        """Writes that read nothing, (sql, params) each, as one transaction: on a server one statement
+        (postgres.write_now), so a run's sample and heartbeat commits cost one round trip."""
+        if self._engine is None or self.read_only:
+            with self._write(what) as conn:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+            return
+        from dashbench.store import postgres
+
+        with self._lock, self._connection() as conn:
+            postgres.write_now(conn, self._url, self.path, what, statements)
+
+    def _say_lock_wait(self) -> None:
+        LOCK_WAIT_NOTICE(self.path)
 
     def _begin_immediate(self) -> None:
         """BEGIN IMMEDIATE, tried again with backoff while another process holds the write lock
@@ -449,7 +467,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         for attempt in (1, 2):  # a connection the server dropped since its last use: once more on a fresh one
             with self._connection() as conn:
                 try:
-                    return conn.execute(sql, params).fetchall()
+                    return postgres.read(conn, sql, params, self._say_lock_wait)
                 except psycopg.OperationalError as exc:
                     if attempt == 2 or not postgres.is_broken(conn):
                         raise StoreError(f"cannot read database {self.path}: "

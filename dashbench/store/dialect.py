@@ -74,6 +74,11 @@ def _password(url: str) -> str | None:
     return match.group(1) if match and match.group(1) else None
 
 
+def _marks(columns: int, rows: int) -> str:
+    row = f"({', '.join('?' * columns)})"
+    return ", ".join([row] * rows)
+
+
 class SQLite:
     """SQLite's words for what the two databases say differently."""
 
@@ -83,9 +88,9 @@ class SQLite:
     like = "LIKE"  # case-blind for ASCII already
 
     @staticmethod
-    def upsert(table: str, columns, keys) -> str:
-        names = ", ".join(columns)
-        return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+    def upsert(table: str, columns, keys, rows: int = 1) -> str:
+        """An INSERT of `rows` rows that replaces a stored row of the same `keys`."""
+        return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), rows)}"
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:
@@ -116,10 +121,9 @@ class Postgres(SQLite):
         return psycopg.errors.IntegrityError
 
     @staticmethod
-    def upsert(table: str, columns, keys) -> str:
-        names = ", ".join(columns)
+    def upsert(table: str, columns, keys, rows: int = 1) -> str:
         update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
-        return (f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+        return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), rows)}"
                 f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}")
 
     @staticmethod
@@ -147,3 +151,11 @@ class SQLiteConnection(sqlite3.Connection):
     """sqlite3's connection that knows its dialect, so code handed a connection writes the right SQL."""
 
     dialect = SQLITE
+
+    def sync(self) -> None:
+        """Every statement so far has been answered already (PgConnection's pipelined writes wait here)."""
+
+    def insert_many(self, table: str, columns, rows) -> None:
+        """Rows into a table, as fast as this database takes many (PgConnection: COPY)."""
+        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                         rows)

@@ -16,8 +16,8 @@ import os
 import threading
 import zlib
 
-from dashbench.store import dialect, schema
-from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
+from dashbench.store import dialect, retry, schema
+from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreError
 
 # ------------------------------------------------------------------------------------
 
@@ -38,26 +38,79 @@ class PgConnection:
 
     dialect = dialect.POSTGRES
 
-    def __init__(self, raw):
+    def __init__(self, raw, lock_timeout_s: float):
         self.raw = raw  # SQLAlchemy's pooled DB-API connection
         self.driver = raw.driver_connection
+        self.pipeline = None  # psycopg's pipeline while a write transaction is open (write())
+        self.full_lock_ms = int(lock_timeout_s * 1000)  # the engine's lock_timeout, the store's busy timeout
+        self.lock_ms = self.full_lock_ms  # the session's now (UNKNOWN after a failed write)
+
+    def set_lock_wait(self, ms: int) -> None:
+        """The session's lock_timeout, set (pipelined with what follows) only when it differs."""
+        if ms != self.lock_ms:
+            self.lock_ms = UNKNOWN  # a set_config in a transaction that fails is undone with it
+            self.execute("SELECT set_config('lock_timeout', ?, false)", (f"{ms}ms",))
+            self.lock_ms = ms
 
     def execute(self, sql: str, params=()):
         cursor = self.driver.cursor()
         params = list(params)
         cursor.execute(_pg_sql(sql) if params else sql, params or None)
-        return cursor
+        return cursor if self.pipeline is None else _Piped(cursor, self.pipeline)
 
     def executemany(self, sql: str, rows):
         cursor = self.driver.cursor()
         cursor.executemany(_pg_sql(sql), list(rows))
         return cursor
 
+    def insert_many(self, table: str, columns, rows) -> None:
+        """Rows into a table by COPY: one stream, no statement per row (an import of 100k runs' samples).
+        Pipelined writes cannot COPY: they insert row by row (executemany)."""
+        if self.pipeline is not None:
+            self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                             f"({', '.join('?' * len(columns))})", rows)
+            return
+        with self.driver.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def sync(self) -> None:
+        """Have the server answer every statement sent so far: an error among them is raised here (a
+        pipelined write's statements are answered together at its end otherwise)."""
+        if self.pipeline is not None:
+            self.pipeline.sync()
+
     @property
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
         return self.driver.info.transaction_status != TransactionStatus.IDLE
+
+
+UNKNOWN = -1
+
+
+class _Piped:
+    """A cursor of a pipelined write: fetching waits for the server's answer (psycopg flushes the
+    pipeline), and so does the row count, which the store's status moves read."""
+
+    def __init__(self, cursor, pipeline):
+        self._cursor, self._pipeline = cursor, pipeline
+
+    @property
+    def rowcount(self) -> int:
+        if self._cursor.pgresult is None:
+            self._pipeline.sync()
+        return self._cursor.rowcount
+
+    def fetchone(self):
+        return self._cursor.fetchone()
+
+    def fetchall(self):
+        return self._cursor.fetchall()
+
+    def __iter__(self):
+        return iter(self._cursor.fetchall())
 
 
 _engines: dict = {}  # (url, read_only, lock timeout) -> [engine, Stores using it], least recently used first
@@ -145,14 +198,14 @@ def one_line(exc: BaseException, url: str | None) -> str:
     return dialect.scrub(text[0] if text else type(exc).__name__, url)
 
 
-def checkout(engine, url: str, shown: str) -> PgConnection:
+def checkout(engine, url: str, shown: str, lock_timeout_s: float) -> PgConnection:
     """A connection from the pool, checked alive as it is taken (pool_pre_ping); give it back with
     `.raw.close()`. A Store holds one while it is open, as it holds its SQLite connection."""
     import psycopg
     import sqlalchemy as sa
 
     try:
-        return PgConnection(engine.raw_connection())
+        return PgConnection(engine.raw_connection(), lock_timeout_s)
     except (sa.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
         raise StoreError(f"cannot open database {shown}: {one_line(exc, url)}") from None
 
@@ -162,36 +215,95 @@ def is_broken(conn: PgConnection) -> bool:
     return conn.driver.closed or conn.driver.broken
 
 
+def _lock_wait_ms(conn: PgConnection) -> int:
+    # A retried call's first try waits briefly, so that a wait is said as it starts (retry.py).
+    return int(retry.NOTICE_AFTER_S * 1000) if retry.first_try() else conn.full_lock_ms
+
+
 @contextlib.contextmanager
-def write(conn: PgConnection, url: str, shown: str, what: str):
+def write(conn: PgConnection, url: str, shown: str, what: str, pipelined: bool = True):
     """One write transaction on `conn`, the change counter bumped in it; a refused or failed write is one
-    line naming the database (ReadOnlyError for a read-only session or a role that may not write)."""
+    line naming the database (ReadOnlyError for a read-only session or a role that may not write;
+    retry.Retryable, a StoreBusyError, for another writer in the way). Its statements go in psycopg's
+    pipeline: sent without waiting for each answer, so a transaction that reads nothing costs one round
+    trip to the server, not one per statement. `pipelined=False` for a transaction that COPYs."""
+    try:
+        with conn.driver.pipeline() if pipelined else contextlib.nullcontext() as pipeline:
+            conn.pipeline = pipeline
+            try:
+                conn.set_lock_wait(_lock_wait_ms(conn))
+                conn.execute("BEGIN")
+                yield conn
+                conn.execute(BUMP_CHANGES)
+                conn.execute("COMMIT")
+                conn.sync()
+            finally:
+                conn.pipeline = None
+    except BaseException as exc:
+        _failed(conn, exc, url, shown, what)
+        raise
+
+
+def write_now(conn: PgConnection, url: str, shown: str, what: str, statements) -> None:
+    """Writes that read nothing ((sql, params) each), with the change counter's bump, as ONE statement
+    (data-modifying WITH parts) in its own transaction: a run's samples and heartbeat cost one round
+    trip, as a commit costs on SQLite."""
+    parts = [f"w{k} AS ({sql})" for k, (sql, _params) in enumerate(statements)]
+    params = [value for _sql, values in statements for value in values]
+    try:
+        ms = _lock_wait_ms(conn)
+        if ms == conn.lock_ms:
+            conn.execute(f"WITH {', '.join(parts)} {BUMP_CHANGES}", params)
+        else:
+            with conn.driver.pipeline() as pipeline:
+                conn.pipeline = pipeline
+                try:
+                    conn.set_lock_wait(ms)
+                    conn.execute(f"WITH {', '.join(parts)} {BUMP_CHANGES}", params)
+                    pipeline.sync()
+                finally:
+                    conn.pipeline = None
+    except BaseException as exc:
+        _failed(conn, exc, url, shown, what)
+        raise
+
+
+def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: str) -> None:
+    """End what is left of a failed write and raise its one line (returns for an error that is not the
+    driver's, which its caller raises as it is)."""
+    import psycopg
+
+    conn.lock_ms = UNKNOWN
+    if not is_broken(conn) and conn.in_transaction:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
+    if not isinstance(exc, psycopg.Error):
+        return
+    if is_read_only_error(exc):
+        raise ReadOnlyError(f"cannot {what}: database {shown} is read-only for this session or role "
+                            f"({one_line(exc, url)})") from None
+    if is_busy_error(exc):
+        kind = "lock" if isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled)) else "conflict"
+        raise retry.Retryable(f"cannot {what}: database {shown} is locked by another writer "
+                              f"({one_line(exc, url)})", kind) from None
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
+        raise StoreError(f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
+
+
+def read(conn: PgConnection, sql: str, params, say_wait) -> list[tuple]:
+    """A read's rows. A read waits for a lock only behind a schema change (another process upgrading
+    the store): past the brief wait of a session whose writes just waited briefly, it is said
+    (`say_wait`) and waited for as long as the store waits."""
     import psycopg
 
     try:
-        conn.execute("BEGIN")
-        try:
-            yield conn
-            conn.execute(BUMP_CHANGES)
-        except BaseException:
-            if conn.in_transaction:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+        return conn.execute(sql, params).fetchall()
+    except psycopg.errors.LockNotAvailable:
+        if conn.lock_ms == conn.full_lock_ms:
             raise
-        conn.execute("COMMIT")
-    except psycopg.Error as exc:
-        if conn.in_transaction:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute("ROLLBACK")
-        if is_read_only_error(exc):
-            raise ReadOnlyError(f"cannot {what}: database {shown} is read-only for this session or role "
-                                f"({one_line(exc, url)})") from None
-        if is_busy_error(exc):
-            raise StoreBusyError(f"cannot {what}: database {shown} is locked by another writer "
-                                 f"({one_line(exc, url)})") from None
-        if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
-            raise StoreError(f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
-        raise
+    say_wait()
+    conn.set_lock_wait(conn.full_lock_ms)
+    return conn.execute(sql, params).fetchall()
 
 
 def version(conn: PgConnection) -> tuple[int, int]:

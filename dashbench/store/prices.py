@@ -8,6 +8,7 @@ import math
 
 from dashbench.store import schema
 from dashbench.store.ids import iso, now
+from dashbench.store.retry import retried
 from dashbench.store.runs import _insert
 
 
@@ -29,6 +30,7 @@ class PricesPart:
             out.append(item)
         return out
 
+    @retried
     def set_price_override(self, row: dict) -> None:
         unknown = sorted(set(row) - set(schema.PRICE_COLUMNS))
         if unknown:
@@ -43,16 +45,19 @@ class PricesPart:
         with self._write("change a price") as conn:
             _insert(conn, "price_overrides", values, replace_on=("key",))
 
+    @retried
     def delete_price_override(self, key: str) -> bool:
         with self._write("delete a price") as conn:
             return conn.execute("DELETE FROM price_overrides WHERE key = ?", (key,)).rowcount > 0
 
+    @retried
     def reset_price_overrides(self) -> int:
         with self._write("reset prices") as conn:
             return conn.execute("DELETE FROM price_overrides").rowcount
 
     # -- calibrations (`dashbench doctor`) -------------------------------------------------------
 
+    @retried
     def add_calibration(self, row: dict) -> int:
         """Store one verdict of `dashbench doctor`: host, device, backend, verdict (ok | warning |
         error) are required; versions, peaks ({dtype: TFLOP/s}), reasons and detail are JSON."""
@@ -116,6 +121,7 @@ class PricesPart:
                           (host, backend))
         return {dtype: float(tflops) for dtype, tflops in rows}
 
+    @retried
     def keep_first_cpu_peaks(self, host: str, backend: str, peaks: dict, run_id: str | None = None) -> dict[str, float]:
         """Store `peaks` ({dtype: TFLOP/s}) as the first probe of `host` on `backend` for each dtype
         that has none yet: a first probe stays, so every later run measures against the same peak.

@@ -9,6 +9,7 @@ from typing import Iterable, Iterator
 
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import env_seconds, now, pid_alive, this_host
+from dashbench.store.retry import retried
 from dashbench.store.runs import _move
 
 # How long a running run on another host may go without a heartbeat (its samples, its phase, its host's
@@ -25,6 +26,7 @@ def heartbeat_lapse_s() -> float:
 class QueuePart:
     """The job queue (mixed into Store, which provides _write, _read and path)."""
 
+    @retried
     def reconcile(self, skip_pids: Iterable[int] = ()) -> int:
         """Runs marked running on this host whose process is gone become `interrupted` (or
         `cancelled` if a cancel was asked for). Their samples so far stay. Queued runs whose owner

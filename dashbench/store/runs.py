@@ -13,6 +13,7 @@ from dashbench.spec import RunSpec, check_id
 from dashbench.store import schema, states, validate
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import iso, new_run_id, now, this_host
+from dashbench.store.retry import retried
 from dashbench.store.states import TERMINAL
 
 
@@ -26,6 +27,7 @@ def _spec_dict(spec: RunSpec | dict) -> dict:
 class RunsPart:
     """The Store's run lifecycle (mixed into Store, which provides _write, _read and path)."""
 
+    @retried
     def create_run(self, spec: RunSpec | dict, status: str = "running", sweep_id: str | None = None,
                    pid: int | None = None, host: str | None = None, run_id: str | None = None) -> str:
         if not states.allowed(None, status):
@@ -49,10 +51,12 @@ class RunsPart:
         with self._write("create a run") as conn:
             try:
                 _insert_run(conn, run)
+                conn.sync()
             except conn.dialect.integrity_error:
                 raise StoreError(f"run {run_id} already exists") from None
         return run_id
 
+    @retried
     def start_run(self, run_id: str, pid: int, host: str | None = None, log_path: str | None = None) -> None:
         """queued → running. Also accepts a row a job launcher already marked running for this process."""
         with self._write("start a run") as conn:
@@ -68,16 +72,19 @@ class RunsPart:
             })
 
 
+    @retried
     def set_phase(self, run_id: str, phase: str | None) -> None:
-        with self._write("set a run's phase") as conn:
-            conn.execute("UPDATE runs SET phase = ?, heartbeat_at = ? WHERE run_id = ?", (phase, now(), run_id))
+        self._write_now("set a run's phase",
+                        [("UPDATE runs SET phase = ?, heartbeat_at = ? WHERE run_id = ?", [phase, now(), run_id])])
 
+    @retried
     def heartbeat(self, run_id: str) -> None:
         """Say that this running run is alive: a run on another host whose heartbeat lapsed
         (queue.HEARTBEAT_LAPSE_S) is presumed dead by the next pump or reconcile anywhere."""
-        with self._write("record a run's heartbeat") as conn:
-            conn.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", (now(), run_id))
+        self._write_now("record a run's heartbeat", [
+            ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", [now(), run_id])])
 
+    @retried
     def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None) -> bool:
         """Record the end. Returns False when the run had already ended (done/failed/cancelled)."""
         if status not in TERMINAL:
@@ -97,6 +104,7 @@ class RunsPart:
             _move(conn, run_id, status, values)
         return True
 
+    @retried
     def finish_unreported(self, run_id: str, status: str, error: str) -> bool:
         """Record the end of a run that died before recording its own, as the process that launched
         it judged from the exit code. Returns False (and changes nothing) once the run has an end."""
@@ -107,6 +115,7 @@ class RunsPart:
             return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
                          only_from=states.ACTIVE)
 
+    @retried
     def request_cancel(self, run_id: str) -> str:
         """Mark a run to be cancelled. A queued run ends `cancelled` now; for a running one the
         caller signals the process, and the mark turns a silent death into `cancelled` too.
@@ -130,6 +139,7 @@ class RunsPart:
         return bool(rows and rows[0][0])
 
 
+    @retried
     def delete_runs(self, run_ids: Iterable[str]) -> int:
         ids = list(run_ids)
         if not ids:
@@ -222,13 +232,23 @@ def _run_dict(row: tuple) -> dict:
 
 def _insert_run(conn, run: dict) -> None:
     """One run (RUN_FIELDS with epoch times; absent ones empty): its row in runs, its JSON in run_blobs."""
-    spec, result = run["spec"], run.get("result")
-    values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
-    values["label"] = run.get("label", spec.get("label"))
-    values.update(schema.flat_values(spec, result))
-    _insert(conn, "runs", values)
-    conn.execute("INSERT INTO run_blobs (run_id, spec_json, result_json) VALUES (?, ?, ?)",
-                 (run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
+    _insert_runs(conn, [run])
+
+
+def _insert_runs(conn, runs: list[dict]) -> None:
+    """Runs as _insert_run takes them, each table's rows in one executemany (pipelined on a server)."""
+    by_columns: dict[tuple, list] = {}
+    blobs = []
+    for run in runs:
+        spec, result = run["spec"], run.get("result")
+        values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
+        values["label"] = run.get("label", spec.get("label"))
+        values.update(schema.flat_values(spec, result))
+        by_columns.setdefault(tuple(values), []).append(tuple(values.values()))
+        blobs.append((run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
+    for columns, rows in by_columns.items():
+        conn.insert_many("runs", columns, rows)
+    conn.insert_many("run_blobs", ("run_id", "spec_json", "result_json"), blobs)
 
 
 

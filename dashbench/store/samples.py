@@ -9,15 +9,19 @@ import pandas as pd
 
 from dashbench.store import queries, states
 from dashbench.store.ids import now
-from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_run, _run_dict
+from dashbench.store.retry import retried
+from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_runs, _run_dict
 
 
 _SAMPLE_COLUMNS = ("run_id", "idx", "steps", "duration_s", "loss", "warmup")
+# Samples written by one multi-row statement (SQLite takes 32766 parameters, PostgreSQL 65535); more go by executemany.
+_ROWS_PER_STATEMENT = 500
 
 
 class SamplesPart:
     """Samples and bundles' rows (mixed into Store, which provides _write, _read and path)."""
 
+    @retried
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
         if not samples:
             return
@@ -26,10 +30,16 @@ class SamplesPart:
              None if s.get("loss") is None else float(s["loss"]), int(bool(s.get("warmup", False))))
             for s in samples
         ]
+        # A run that reports is alive: its samples are its heartbeat (queue.HEARTBEAT_LAPSE_S).
+        heartbeat = ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
+        rows = list({row[1]: row for row in rows}.values())  # one row per index, the last one given
+        if len(rows) <= _ROWS_PER_STATEMENT:  # the usual case: one statement, one round trip to a server
+            upsert = self.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx"), rows=len(rows))
+            self._write_now("add samples", [(upsert, [v for row in rows for v in row]), heartbeat])
+            return
         with self._write("add samples") as conn:
             conn.executemany(conn.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx")), rows)
-            # A run that reports is alive: its samples are its heartbeat (queue.HEARTBEAT_LAPSE_S).
-            conn.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", (now(), run_id))
+            conn.execute(*heartbeat)
 
     def samples(self, run_id: str | list[str]) -> pd.DataFrame:
         """A run's samples (queries.SAMPLE_COLUMNS), or several runs' with a run_id column."""
@@ -69,34 +79,65 @@ class SamplesPart:
         from the one offered (same id, other content), "run_id: field" naming the first difference;
         the stored copy is kept as it is."""
         counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0, "runs_differing": []}
-        with self._write("import runs") as conn:
+        with self._write("import runs", pipelined=False) as conn:  # COPY on a server (insert_many)
+            batch: list[dict] = []
             for run in runs:
                 if run["status"] not in states.IMPORTED:
                     raise ValueError(f"status: an imported run has ended ({', '.join(states.IMPORTED)}), "
                                      f"not {run['status']!r} (run {run['run_id']})")
-                if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run["run_id"],)).fetchone():
-                    counts["runs_skipped"] += 1
-                    difference = _first_difference(conn, run)
-                    if difference is not None:
-                        counts["runs_differing"].append(f"{run['run_id']}: {difference}")
-                    continue
-                _insert_run(conn, run)
-                samples = run.get("samples") or []
-                conn.executemany(
-                    "INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?,?,?,?,?,?)",
-                    [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
-                     for idx, steps, duration_s, loss, warmup in samples],
-                )
-                counts["runs_added"] += 1
-                counts["samples_added"] += len(samples)
+                batch.append(run)
+                if len(batch) >= _IMPORT_BATCH:
+                    _import_batch(conn, batch, counts)
+                    batch = []
+            if batch:
+                _import_batch(conn, batch, counts)
         return counts
 
 
-def _first_difference(conn, run: dict) -> str | None:
-    """The first field in which the stored run `run["run_id"]` differs from `run` (an import's
-    form: epoch times, samples as lists), or None when they are the same run."""
-    row = conn.execute(f"{_RUN_SELECT} WHERE run_id = ?", (run["run_id"],)).fetchone()
-    stored = dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+# Runs looked up, compared and inserted together on import: a few statements per batch, not per run.
+_IMPORT_BATCH = 500
+
+
+def _import_batch(conn, runs: list[dict], counts: dict) -> None:
+    """Add the runs whose ids are not stored yet (each table's rows in one executemany); count the others
+    as skipped, naming the first field in which a stored copy differs from the one offered."""
+    ids = list(dict.fromkeys(run["run_id"] for run in runs))
+    marks = ",".join("?" * len(ids))
+    stored = {row[0] for row in conn.execute(f"SELECT run_id FROM runs WHERE run_id IN ({marks})", ids).fetchall()}
+    new, again, offered = [], [], set()
+    for run in runs:
+        (again if run["run_id"] in stored or run["run_id"] in offered else new).append(run)
+        offered.add(run["run_id"])
+    if new:
+        _insert_runs(conn, new)
+        conn.insert_many("samples", _SAMPLE_COLUMNS,
+                         [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
+                          for run in new for idx, steps, duration_s, loss, warmup in run.get("samples") or []])
+        counts["runs_added"] += len(new)
+        counts["samples_added"] += sum(len(run.get("samples") or []) for run in new)
+    if again:
+        counts["runs_skipped"] += len(again)
+        counts["runs_differing"] += [f"{run['run_id']}: {difference}" for run, difference
+                                     in zip(again, _differences(conn, again)) if difference is not None]
+
+
+def _differences(conn, runs: list[dict]) -> list[str | None]:
+    """For each run (an import's form: epoch times, samples as lists), the first field in which the
+    stored run of its id differs from it, or None when they are the same run: two reads for them all."""
+    ids = list(dict.fromkeys(run["run_id"] for run in runs))
+    marks = ",".join("?" * len(ids))
+    stored = {row[0]: dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+              for row in conn.execute(f"{_RUN_SELECT} WHERE run_id IN ({marks})", ids).fetchall()}
+    samples: dict[str, list] = {run_id: [] for run_id in ids}
+    for run_id, *row in conn.execute(f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples"
+                                     f" WHERE run_id IN ({marks}) ORDER BY run_id, idx", ids).fetchall():
+        samples[run_id].append(tuple(row))
+    return [_first_difference(stored[run["run_id"]], samples[run["run_id"]], run) for run in runs]
+
+
+def _first_difference(stored: dict, stored_samples: list, run: dict) -> str | None:
+    """The first field in which a stored run (a _RUN_SELECT row as a dict, its samples' rows) differs from `run`."""
+    stored = dict(stored)
     for name in ("spec", "result"):
         try:
             stored[name] = json.loads(stored[name]) if stored[name] else None
@@ -110,11 +151,9 @@ def _first_difference(conn, run: dict) -> str | None:
         mine, theirs = stored.get(name), run.get(name)
         if (mine is None) != (theirs is None) or (mine is not None and abs(float(mine) - float(theirs)) > 1e-3):
             return name
-    rows = conn.execute("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx",
-                        (run["run_id"],)).fetchall()
     offered = sorted((int(i), int(st), float(d), None if lo is None else float(lo), bool(w))
                      for i, st, d, lo, w in run.get("samples") or [])
-    if [(i, st, d, lo, bool(w)) for i, st, d, lo, w in rows] != offered:
+    if [(i, st, d, lo, bool(w)) for i, st, d, lo, w in stored_samples] != offered:
         return "samples"
     return None
 
