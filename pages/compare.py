@@ -5,7 +5,7 @@ import streamlit as st
 from dashbench.views import ui
 
 from dashbench.costs import prices, reference
-from dashbench.views import compare, compare_view, context, results
+from dashbench.views import accuracy_view, compare, compare_view, context, parity, results
 from dashbench.views.format import md_text, unreadable_note
 
 ctx = ui.open_page("Compare")
@@ -142,6 +142,31 @@ for i, section in enumerate(ui.memo(choice + (baseline,), compare_view.sections,
     right.plotly_chart(section.cost, key=f"chart_cost_{i}")
     if section.memory is not None:
         left.plotly_chart(section.memory, key=f"chart_memory_{i}")
+
+if accuracy_view.to_accuracy_chosen(chosen_runs):
+    # Read only when a chosen run trained on real data: a throughput-only choice reads no result here.
+    target = ui.memo(choice + ("to_target",), accuracy_view.target_section, db, tuple(chosen), catalog)
+    if target is not None:
+        st.subheader("Time and cost to target")
+        left, right = st.columns(2)
+        left.plotly_chart(target.time, key="chart_to_target_time")
+        right.plotly_chart(target.cost, key="chart_to_target_cost")
+        left.plotly_chart(target.against_time, key="chart_accuracy_time")
+        right.plotly_chart(target.against_cost, key="chart_accuracy_cost")
+        ui.table(target.table)
+        st.caption(target.caption)
+verdicts = ui.memo(choice + ("parity",), accuracy_view.parity_verdicts, db, chosen_runs)
+if verdicts:
+    st.subheader("Convergence parity")
+    parity_lines = parity.flag_lines(verdicts)
+    if any(v.flags for v in verdicts):
+        st.warning("**Trains differently on another device**\n\n" + "\n".join(parity_lines),
+                   icon=":material/warning:")
+    elif parity_lines:
+        st.caption("\n".join(parity_lines))
+    summary = parity.summary(verdicts)
+    if summary:
+        st.caption(md_text(summary))
 
 st.subheader("The numbers")
 table = ui.memo(choice + (baseline,), compare.compare_table, frame)

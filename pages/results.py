@@ -6,7 +6,7 @@ import streamlit as st
 from dashbench.views import charts, ui
 
 from dashbench.costs import prices
-from dashbench.views import context, results
+from dashbench.views import accuracy_view, context, results
 from dashbench.views.format import md_text, unreadable_note
 from dashbench.views.samples import prepare_samples
 
@@ -75,6 +75,9 @@ else:
         if detail["unreadable"]:
             st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
         ui.run_summary(detail)
+        curve = ui.shared(ctx, ("curve", run_id), accuracy_view.run_curve, run)
+        if curve is not None:  # a to-accuracy run: its validation accuracy and loss per evaluation, per seed
+            st.plotly_chart(curve, key="detail_accuracy")
         samples = prepare_samples(db.sample_buckets(run_id))
         left, right = st.columns(2)
         left.plotly_chart(charts.loss_curve(samples), key="detail_loss")

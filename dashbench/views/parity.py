@@ -238,4 +238,7 @@ def summary(verdicts: list[Verdict]) -> str:
             continue
         parts.append(f"{len(v.compared)} {v.kind} curve(s) on other devices stay within {TOLERANCE_SIGMAS:g}× the "
                      f"seed-to-seed spread of the reference {v.reference}")
-    return "; ".join(parts) + ("." if parts else "")
+    if not parts:
+        return ""
+    return "; ".join(parts) + (f". A run departs where it is more than {TOLERANCE_SIGMAS:g}× that spread from the "
+                               f"reference's run of its seed at {PERSISTENT_POINTS} steps in a row.")
