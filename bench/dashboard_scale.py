@@ -84,6 +84,7 @@ class PageTimes:
     runs: int
     mode: str
     page: str
+    database: str = "SQLite"
     first: list[float] = field(default_factory=list)
     rerun: list[float] = field(default_factory=list)
     filter: list[float] = field(default_factory=list)
@@ -189,13 +190,14 @@ def filter_change(at, key: str, where: str) -> float | None:
     return seconds
 
 
-def measure_page(db: Path, runs: int, mode: str, page: str, tries: int, reruns: int, budget_s: float) -> PageTimes:
+def measure_page(db: Path | str, runs: int, mode: str, page: str, tries: int, reruns: int, budget_s: float,
+                 database: str = "SQLite") -> PageTimes:
     """Per try: a fresh session's first load (caches cleared), then (first try only) `reruns` reruns
     with nothing changed, then one filter change. Stops repeating once `budget_s` is spent on the page
     (every measurement is taken at least once), so a page that takes 30 s is not timed 20 times."""
-    out = PageTimes(runs, mode, page)
+    out = PageTimes(runs, mode, page, database)
     _, title, key = PAGES[page]
-    where = f"{page} ({mode}, {runs:,} runs)"
+    where = f"{page} ({mode}, {runs:,} runs, {database})"
     spent = 0.0
     with dashboard_env(db, read_only=mode == "read-only"):
         for attempt in range(tries):
@@ -223,6 +225,31 @@ def measure_page(db: Path, runs: int, mode: str, page: str, tries: int, reruns: 
                     out.filter.append(seconds)
                     spent += seconds * 2  # and its restore
     return out
+
+
+@contextlib.contextmanager
+def postgres_server():
+    """A throwaway PostgreSQL server (tests/pg_server.py), stopped afterwards."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pg_server import start_server
+
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def postgres_store(server, name: str, runs: int, samples: int, seed: int = 0) -> tuple[str, float]:
+    """A new database on `server` filled by store_queries' filler: its URL and the seconds the fill took."""
+    with server.connect() as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    url = server.url(name)
+    fill_s, _ = store_queries.fill(url, runs, samples, seed=seed)
+    with server.connect(name) as conn:
+        conn.execute("ANALYZE")
+    return url, fill_s
 
 
 # ---------------------------------------------------------------------------------------------- browser
@@ -377,9 +404,10 @@ def measure_floor(tries: int, log_dir: Path) -> dict[str, tuple[float, float]]:
 # ---------------------------------------------------------------------------------------------- report
 
 def table(rows: list[PageTimes], browser: bool) -> str:
-    lines = ["| stored runs | mode | page | first load s | rerun s (best/median) | filter change s "
-             "| browser idle s (first/reload) |",
-             "|---:|---|---|---:|---:|---:|---:|"]
+    databases = len({r.database for r in rows}) > 1
+    lines = ["| stored runs | " + ("database | " if databases else "") + "mode | page | first load s "
+             "| rerun s (best/median) | filter change s | browser idle s (first/reload) |",
+             "|---:|" + ("---|" if databases else "") + "---|---|---:|---:|---:|---:|"]
     for r in rows:
         load_t, rerun_t = first_load_target(r.runs), rerun_target(r.runs)
         first = cell(min(r.first), load_t) if r.first else "n/a"
@@ -403,7 +431,8 @@ def table(rows: list[PageTimes], browser: bool) -> str:
             shot = r.browser_note or "n/a"
         else:
             shot = "not run" if r.page in BROWSER_PAGES else "—"
-        lines.append(f"| {r.runs:,} | {r.mode} | {r.page} | {first} | {rerun} | {filt} | {shot} |")
+        where = f"{r.database} | " if databases else ""
+        lines.append(f"| {r.runs:,} | {where}{r.mode} | {r.page} | {first} | {rerun} | {filt} | {shot} |")
     return "\n".join(lines)
 
 
@@ -425,6 +454,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated: " + ",".join(PAGES))
     parser.add_argument("--keep", type=Path, help="fill the stores in this folder and keep them (default: a temp dir)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    parser.add_argument("--postgres", action="store_true",
+                        help="the same stores on PostgreSQL too, each page timed beside SQLite (a throwaway server "
+                             "started as the tests start theirs; Debian's postgresql); AppTest only")
     browser = parser.add_mutually_exclusive_group()
     browser.add_argument("--browser", dest="browser", action="store_true", default=None,
                          help="also time /compare and /results in headless Chromium "
@@ -448,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     started = time.time()
     rows: list[PageTimes] = []
-    fills = []
+    fills, pg_fills = [], []
+    args.browser = args.browser and not args.postgres
     with contextlib.ExitStack() as stack:
         folder = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dashboard-scale-")))
         folder.mkdir(parents=True, exist_ok=True)
@@ -457,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
             store_queries.fill(warm_db, 30, 3, seed=1)
         print(f"warm-up on {warm_db} ({', '.join(args.page_list)})", file=sys.stderr, flush=True)
         warm_up(warm_db, args.page_list)
+        server = stack.enter_context(postgres_server()) if args.postgres else None
+        if server is not None:
+            warm_up(postgres_store(server, "warm_up", 30, 3, seed=1)[0], args.page_list)
         try:
             for runs in args.run_counts:
                 db = folder / f"runs-{runs}-s{args.samples}.sqlite"
@@ -479,8 +515,22 @@ def main(argv: list[str] | None = None) -> int:
                               + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a")
                               + (f", filter {min(row.filter):.2f} s" if row.filter else ""), file=sys.stderr, flush=True)
                         store_rows.append(row)
-                if args.browser:
+                if args.browser and server is None:
                     measure_browser(db, store_rows, args.tries, args.budget, folder)
+                if server is not None:
+                    url, fill_s = postgres_store(server, f"runs_{runs}", runs, args.samples)
+                    pg_fills.append((runs, fill_s))
+                    print(f"{runs:,} runs on PostgreSQL, filled in {fill_s:.1f} s", file=sys.stderr, flush=True)
+                    for mode in MODES:
+                        for page in args.page_list:
+                            if page == "run" and mode == "read-only":
+                                continue
+                            row = measure_page(url, runs, mode, page, args.tries, args.reruns, args.budget,
+                                               database="PostgreSQL")
+                            print(f"  {mode:9} {page:8} PostgreSQL first {min(row.first):.2f} s, rerun "
+                                  + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a"), file=sys.stderr, flush=True)
+                            store_rows.insert(next(i + 1 for i, r in enumerate(store_rows)
+                                                   if r.mode == mode and r.page == page and r.database == "SQLite"), row)
                 rows.extend(store_rows)
             floor = measure_floor(args.tries, folder) if args.browser else {}
         except PageFailed as error:
@@ -490,8 +540,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu = platform.processor() or platform.machine()
     fill_text = "; ".join(f"{runs:,} runs {size:,.0f} MiB" + (f" filled in {s:.0f} s" if s is not None else "")
                           for runs, s, size in fills)
+    if args.postgres:
+        fill_text += "; on PostgreSQL " + "; ".join(f"{runs:,} runs filled in {s:.0f} s" for runs, s in pg_fills)
     lines = [
-        "## Dashboard pages at scale",
+        "## Dashboard pages at scale" + (" (SQLite and PostgreSQL)" if args.postgres else ""),
         "",
         f"`bench/dashboard_scale.py --runs {args.runs} --samples {args.samples} --tries {args.tries}`: "
         f"stores from bench/store_queries.py's filler ({fill_text}). AppTest times one script run of a page in "
@@ -514,11 +566,15 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {os.cpu_count()} CPU cores ({cpu}), load average {load_start[0]:.1f} at the start and "
         f"{load_end[0]:.1f} at the end; {versions()}; measured {time.strftime('%Y-%m-%d', time.localtime(started))}"
         f" in {(time.time() - started) / 60:.0f} min.",
+        *(["", "PostgreSQL: a local server started by the script as the tests start theirs (fsync off), over "
+           "TCP on 127.0.0.1, the same filler; each page's rows on SQLite and PostgreSQL measured one after "
+           "the other in this one run (the machine was shared with other work: see the load average)."]
+          if args.postgres else []),
     ]
     text = "\n".join(lines)
     print(text)
     if not args.no_docs:
-        write_block(DOCS, "dashboard", text)
+        write_block(DOCS, "dashboard-postgres" if args.postgres else "dashboard", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)
     return 0
 

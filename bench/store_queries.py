@@ -123,24 +123,39 @@ def measure(path: Path | str, runs: int, samples: int) -> list[tuple[str, str, s
     return rows
 
 
-def measure_inserts(path: Path | str, runs: int = 300, samples: int = 20) -> list[tuple[str, str, str]]:
-    """The write path of a real run: create, samples committed one by one, finish."""
+def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> list[tuple[str, str, str]]:
+    """The write path of a real run: create, samples, finish. Committed one at a time (a run whose loops
+    take 0.2 s or more: the runner commits each as it comes) and 100 at a time (the runner's batch when
+    loops come faster, runner.FLUSH_EVERY_N)."""
     spec = RunSpec(model="conv2d", batch_size=32, steps=samples)
     result = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 1.0, "flags": []}
+    out = []
     with Store(path) as store:
-        t = time.perf_counter()
-        for _ in range(runs):
-            run_id = store.create_run(spec)
-            for k in range(samples):
-                store.add_samples(run_id, [{"index": k, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}])
-            store.finish_run(run_id, "done", result)
-        seconds = time.perf_counter() - t
-    commits = runs * (samples + 2)
-    return [
-        (f"run lifecycle, {samples} samples committed one at a time", f"{seconds / runs * 1e3:,.2f} ms per run",
-         f"{runs} runs"),
-        ("one write transaction (commit)", f"{seconds / commits * 1e3:,.3f} ms", f"{commits:,} commits"),
-    ]
+        for batch in (1, 100):
+            t = time.perf_counter()
+            for _ in range(runs):
+                run_id = store.create_run(spec)
+                for k in range(0, samples, batch):
+                    store.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0,
+                                                "warmup": False} for i in range(k, min(k + batch, samples))])
+                store.finish_run(run_id, "done", result)
+            seconds = time.perf_counter() - t
+            commits = runs * (-(-samples // batch) + 2)
+            out += [(f"a run of {samples} samples committed {'one' if batch == 1 else batch} at a time",
+                     f"{seconds / runs * 1e3:,.2f} ms per run", f"{runs} runs"),
+                    (f"one write transaction ({'one sample' if batch == 1 else f'{batch} samples'}; create, finish)",
+                     f"{seconds / commits * 1e3:,.3f} ms", f"{commits:,} commits")]
+        # What any statement costs at least: on a server, one round trip to another process.
+        seconds, _ = timed(lambda: [store.cancel_asked(run_id) for _ in range(200)])
+        out.append(("a read of one run's row (the floor of any statement)", f"{seconds / 200 * 1e3:,.3f} ms",
+                    "200 reads"))
+    return out
+
+
+def import_row(fill_s: float, runs: int, samples: int) -> tuple[str, str, str]:
+    """The filler's bulk import (Store.import_rows, as bundle import and store copy use it), per run."""
+    return (f"bulk import (import_rows, as store copy), {samples + 2} samples a run",
+            f"{fill_s / runs * 1e3:,.3f} ms per run", f"{runs:,} runs")
 
 
 def checkpoint(path: Path) -> None:
@@ -239,7 +254,8 @@ def main() -> int:
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     parser.add_argument("--postgres", action="store_true",
                         help="measure PostgreSQL too, on a throwaway server (Debian's postgresql installed)")
-    parser.add_argument("--write-runs", type=int, default=300, help="runs timed on the write path")
+    parser.add_argument("--write-runs", type=int, default=30, help="runs timed on the write path")
+    parser.add_argument("--write-samples", type=int, default=200, help="samples of each run on the write path")
     parser.add_argument("--pg-url", default=None,
                         help="measure PostgreSQL on this empty database instead (postgresql+psycopg://user@host/db)")
     args = parser.parse_args()
@@ -250,7 +266,8 @@ def main() -> int:
         checkpoint(path)
         size_mb = path.stat().st_size / 2**20
         query_rows = measure(path, args.runs, args.samples)
-        insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite", runs=args.write_runs)
+        insert_rows = measure_inserts(Path(tmp) / "inserts.sqlite", args.write_runs, args.write_samples)
+        insert_rows.append(import_row(fill_s, args.runs, args.samples))
         plan_lines = plans(path)
     if args.postgres or args.pg_url:
         try:
@@ -258,7 +275,8 @@ def main() -> int:
                 pg_fill_s, _ = fill(url, args.runs, args.samples)
                 pg_mb = pg_size_mb(url)
                 pg_query_rows = measure(url, args.runs, args.samples)
-                pg_insert_rows = measure_inserts(inserts_url, runs=args.write_runs)
+                pg_insert_rows = measure_inserts(inserts_url, args.write_runs, args.write_samples)
+                pg_insert_rows.append(import_row(pg_fill_s, args.runs, args.samples))
                 pg_plan_lines = pg_plans(url)
         except (StoreError, RuntimeError) as exc:  # no server here (pg_server.Unavailable), or a refused URL
             print(f"error: postgres: {exc}", file=sys.stderr)

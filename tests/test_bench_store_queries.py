@@ -17,7 +17,7 @@ def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
     docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "store_queries.py"), "--runs", "60", "--samples", "2",
-         "--write-runs", "3", "--pg-url", pg_url, "--no-docs"],
+         "--write-runs", "3", "--write-samples", "20", "--pg-url", pg_url, "--no-docs"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| query | SQLite | PostgreSQL | PostgreSQL ÷ SQLite | rows |" in done.stdout
@@ -25,7 +25,9 @@ def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
     by_name = {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
     assert by_name["ALL 60 runs as a DataFrame"][3] == "60"
     assert by_name["one sweep (5 runs)"][1].endswith(" ms") and by_name["one sweep (5 runs)"][3] == "5"
-    assert "run lifecycle, 20 samples committed one at a time" in by_name
+    assert by_name["a run of 20 samples committed one at a time"][3] == "3 runs"
+    assert by_name["a run of 20 samples committed 100 at a time"][1].endswith(" ms per run")
+    assert by_name["bulk import (import_rows, as store copy), 4 samples a run"][3] == "60 runs"
     plans = done.stdout[done.stdout.index("Query plans, PostgreSQL"):]
     assert " on samples" in plans and "SEARCH" not in plans  # PostgreSQL's own EXPLAIN, not SQLite's
     assert (ROOT / "docs" / "PERFORMANCE.md").read_bytes() == docs  # --no-docs
