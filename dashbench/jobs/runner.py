@@ -37,6 +37,7 @@ from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
 from dashbench.store import Store, StoreError, this_host
+from dashbench.store.queue import heartbeat_lapse_s
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -48,6 +49,7 @@ WRITE_RETRY_S = 600.0
 # named beside it).
 GUARD_POLL_S = 0.5
 CANCEL_POLL_S = 2.0  # how often the guard asks the store whether a cancel was asked
+HEARTBEAT_EVERY_S = 60.0  # the guard's heartbeat for the run: this often, or a third of the lapse if less
 MEMORY_MIN_FREE = 0.05  # DASHBENCH_MEMORY_MIN_FREE: share of MemTotal that must stay available
 MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to ending it
 CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
@@ -174,10 +176,11 @@ class _Guard(threading.Thread):
     docstring); ends the process itself when the main thread does not end the run in time."""
 
     def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None],
-                 cancel_asked: Callable[[], bool] | None = None):
+                 cancel_asked: Callable[[], bool] | None = None, beat: Callable[[], bool] | None = None):
         super().__init__(name="dashbench-run-guard", daemon=True)
         self.wake_fd, self.end_hard, self.cancel_asked = wake_fd, end_hard, cancel_asked
         self.next_ask = 0.0
+        self.beat, self.next_beat = beat, 0.0
         self.stopped = threading.Event()
         limit = memory.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
         self.limit = limit * memory.GB if limit > 0 else None
@@ -196,6 +199,7 @@ class _Guard(threading.Thread):
             self._read_signals()
             self._check_memory()
             self._ask_store()
+            self._beat()
             now = time.monotonic()
             if self.stopped.is_set():
                 return
@@ -236,6 +240,18 @@ class _Guard(threading.Thread):
             return
         if asked:
             self.cancel = (time.monotonic() + self.cancel_grace, signal.SIGTERM)
+
+    def _beat(self) -> None:
+        """The run's heartbeat while its main thread writes nothing (a long compile, a slow first step), so
+        that no host presumes it dead and gives its claim up (DASHBENCH_HEARTBEAT_LAPSE_S)."""
+        now = time.monotonic()
+        if self.beat is None or now < self.next_beat:
+            return
+        try:
+            if self.beat():
+                self.next_beat = now + min(HEARTBEAT_EVERY_S, heartbeat_lapse_s() / 3)
+        except Exception:  # a locked or unreachable database: tried again on the next poll
+            return
 
     def _check_memory(self) -> None:
         if self.oom is not None:
@@ -370,14 +386,24 @@ def _guarded(store: Store | None, wake_fd: int | None):
             watcher.append(Store(path, read_only=True))
         return watcher[0].cancel_asked(state["run_id"])
 
-    guard = _Guard(wake_fd, end_hard, cancel_asked)
+    beater: list[Store] = []  # the guard thread's own writing handle, for the heartbeat
+
+    def beat() -> bool:
+        if path is None or not state["begun"] or not state["run_id"] or state["ended"]:
+            return False
+        if not beater:
+            beater.append(Store(path))
+        beater[0].heartbeat(state["run_id"])
+        return True
+
+    guard = _Guard(wake_fd, end_hard, cancel_asked, beat)
     guard.start()
     try:
         yield state
     finally:
         guard.stop()
         guard.join(timeout=2 * GUARD_POLL_S + 1)
-        for own in watcher:
+        for own in watcher + beater:
             own.close()
 
 
