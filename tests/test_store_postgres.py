@@ -4,10 +4,10 @@ queue claims across hosts, a dead host's claim given up after its heartbeat laps
 nowhere. (The store's own suite runs on both databases through store_backends.db_at.)"""
 
 import json
-import multiprocessing
 import os
 import threading
 
+import bench_scripts
 import pytest
 from pg_server import create_reader
 from test_reliability import run_cli
@@ -254,53 +254,13 @@ def test_a_heartbeat_lapse_that_is_not_a_number_is_one_line(db_at, monkeypatch):
             store.reconcile()
 
 
-def _host_process(url, host, runs, errors):
-    try:
-        store_queue.this_host = lambda: host
-        with Store(url) as store:
-            mine = [store.create_run(SPEC.replace(device="cpu", label=host), status="queued", host=None)
-                    for _ in range(runs)]
-            assert len(mine) == runs
-            for _ in range(runs * 4):
-                with store.claim_queue() as claim:
-                    for run_id, _spec in claim.queued()[:1]:
-                        claim.started(run_id, 1, "/dev/null-log")
-                        break
-                for run_id in store.run_ids(status="running", host=host):
-                    store.add_samples(run_id, samples_for(3))
-                    assert store.finish_run(run_id, "done", result_for(SPEC, 10.0))
-    except Exception as exc:
-        errors.put(f"{host}: {exc!r}")
-
-
-def _reader_process(url, rounds, errors):
-    try:
-        with Store(url, read_only=True) as store:
-            for _ in range(rounds):
-                store.runs(limit=50), store.facets(), store.count_runs(status="done"), store.change_token()
-    except Exception as exc:
-        errors.put(f"reader: {exc!r}")
-
-
-def test_four_hosts_launch_into_one_store_while_readers_list_it(pg_url):
-    Store(pg_url).close()
-    ctx = multiprocessing.get_context("fork")
-    errors = ctx.Queue()
-    procs = [ctx.Process(target=_host_process, args=(pg_url, f"host-{i}", 6, errors)) for i in range(4)]
-    procs += [ctx.Process(target=_reader_process, args=(pg_url, 40, errors)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    problems = []
-    while not errors.empty():
-        problems.append(errors.get())
-    assert problems == [] and [p.exitcode for p in procs] == [0] * len(procs)
-    with Store(pg_url, read_only=True) as store:
-        runs = store.runs()
-        # Every run claimed once, by one host, and ended once: none lost, none left queued or run twice.
-        assert len(runs) == 24 and set(runs["status"]) == {"done"}
-        assert store._read("SELECT count(*) FROM samples")[0][0] == 24 * 3
+def test_four_hosts_launch_into_one_store_while_eight_readers_list_it(pg_url):
+    # bench/store_stress.py's check, shortened: bench/store_stress.py --seconds 60 runs the full minute.
+    outcome = bench_scripts.load("store_stress").stress(pg_url, hosts=4, readers=8, seconds=4)
+    assert outcome["errors"] == [] and outcome["claimed_twice"] == [] and outcome["never_claimed"] == []
+    assert outcome["runs"] >= 4 and outcome["claims"] == outcome["runs"]  # every run claimed once
+    assert outcome["lost"] == 0 and outcome["not_done"] == 0  # none lost, none left queued or running
+    assert outcome["samples"] == outcome["samples_expected"] and outcome["reader_rounds"] >= 8
 
 
 def test_a_real_run_launched_by_the_job_runner_lands_in_the_team_store(pg_url, tmp_path, monkeypatch):

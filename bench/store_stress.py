@@ -1,0 +1,179 @@
+"""Hosts and readers on one PostgreSQL store at once: 4 processes posing as 4 hosts queue runs and claim
+them (any host may take any queued run), each claimed run started, given samples and finished, while 8
+reader processes list the store as the dashboard does, for a minute. Then every run is checked: none
+lost, none left queued, none claimed by two hosts, no error anywhere. Writes the outcome into
+docs/PERFORMANCE.md between the `<!-- store-stress -->` markers.
+
+    .venv/bin/python bench/store_stress.py --seconds 60            # a throwaway server, as the tests start theirs
+    .venv/bin/python bench/store_stress.py --seconds 10 --no-docs --pg-url postgresql+psycopg://me@host/emptydb
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+from docs_block import write_block  # bench/, on sys.path when a script here runs
+
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+from dashbench.store import queue as store_queue
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
+SPEC = RunSpec(model="conv2d", batch_size=32, device="cpu", steps=3, warmup=1)
+RESULT = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 100.0, "flags": []}
+SAMPLES = [{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": i == 0} for i in range(3)]
+
+
+def host_process(url: str, host: str, seconds: float, out) -> None:
+    """Queue a run, claim one queued run (any host's), run it (samples, end); until `seconds` pass, then
+    drain the queue. Puts (host, ids queued, ids claimed, errors)."""
+    queued, claimed, errors = [], [], []
+    store_queue.this_host = lambda: host  # one process, one host: its claims and reconciles are this host's
+    try:
+        with Store(url) as store:
+            deadline = time.monotonic() + seconds
+            while True:
+                if time.monotonic() < deadline:
+                    queued.append(store.create_run(SPEC.replace(label=host), status="queued", host=None))
+                with store.claim_queue() as claim:
+                    mine = claim.queued()[:1]
+                    for run_id, _spec in mine:
+                        claim.started(run_id, os.getpid(), "/dev/null")
+                for run_id, _spec in mine:
+                    claimed.append(run_id)
+                    store.add_samples(run_id, SAMPLES)
+                    if not store.finish_run(run_id, "done", RESULT):
+                        errors.append(f"{run_id}: had already ended")
+                if not mine and time.monotonic() >= deadline:
+                    break
+    except Exception as exc:  # noqa: BLE001 (reported by the caller)
+        errors.append(f"{type(exc).__name__}: {exc}")
+    out.put((host, queued, claimed, errors))
+
+
+def reader_process(url: str, seconds: float, out) -> None:
+    """List the store as the pages do until `seconds` pass. Puts ("reader", rounds, [], errors)."""
+    rounds, errors = 0, []
+    try:
+        with Store(url, read_only=True) as store:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                store.runs(limit=50), store.facets(), store.count_runs(status="done"), store.change_token()
+                rounds += 1
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"{type(exc).__name__}: {exc}")
+    out.put(("reader", rounds, [], errors))
+
+
+def stress(url: str, hosts: int = 4, readers: int = 8, seconds: float = 60.0) -> dict:
+    """Run the hosts and readers on `url` (an empty or fresh store) and check every run afterwards."""
+    Store(url).close()  # the schema made once, before the crowd
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=host_process, args=(url, f"stress-host-{i}", seconds, out)) for i in range(hosts)]
+    procs += [ctx.Process(target=reader_process, args=(url, seconds, out)) for _ in range(readers)]
+    started = time.monotonic()
+    for p in procs:
+        p.start()
+    reports = [out.get(timeout=seconds + 300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    took = time.monotonic() - started
+    queued = [run_id for name, ids, _c, _e in reports if name != "reader" for run_id in ids]
+    claims = Counter(run_id for name, _q, claimed, _e in reports if name != "reader" for run_id in claimed)
+    errors = [f"{name}: {e}" for name, _q, _c, errs in reports for e in errs]
+    errors += [f"process {p.pid} exit code {p.exitcode}" for p in procs if p.exitcode != 0]
+    with Store(url, read_only=True) as store:
+        runs = store.runs(run_ids=queued) if queued else None
+        statuses = Counter(runs["status"]) if runs is not None else Counter()
+        samples = store._read("SELECT count(*) FROM samples")[0][0]
+    return {
+        "hosts": hosts, "readers": readers, "seconds": seconds, "took_s": took,
+        "runs": len(queued), "claims": sum(claims.values()),
+        "claimed_twice": sorted(run_id for run_id, n in claims.items() if n > 1),
+        "never_claimed": sorted(set(queued) - set(claims)),
+        "lost": len(queued) - (len(runs) if runs is not None else 0),
+        "not_done": sum(n for status, n in statuses.items() if status != "done"),
+        "samples": samples, "samples_expected": len(queued) * len(SAMPLES),
+        "reader_rounds": sum(rounds for name, rounds, _c, _e in reports if name == "reader"),
+        "errors": errors,
+    }
+
+
+def passed(outcome: dict) -> bool:
+    return (not outcome["errors"] and not outcome["claimed_twice"] and not outcome["never_claimed"]
+            and outcome["lost"] == 0 and outcome["not_done"] == 0 and outcome["runs"] > 0
+            and outcome["samples"] == outcome["samples_expected"])
+
+
+@contextmanager
+def database(given: str | None):
+    if given:
+        yield given
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pg_server import start_server
+
+    server = start_server()
+    try:
+        with server.connect() as conn:
+            conn.execute("CREATE DATABASE stress")
+        yield server.url("stress")
+    finally:
+        server.stop()
+
+
+def text(outcome: dict, loads: tuple) -> str:
+    o = outcome
+    verdict = "passed" if passed(o) else "FAILED"
+    return "\n".join([
+        "## Team store under load (PostgreSQL)",
+        "",
+        f"`bench/store_stress.py --seconds {o['seconds']:g}`: {o['hosts']} processes posing as {o['hosts']} hosts "
+        f"queue runs into one PostgreSQL store and claim them (any host may take any queued run: `FOR UPDATE "
+        f"SKIP LOCKED`), each claimed run started, given {len(SAMPLES)} samples and finished, while {o['readers']} "
+        f"reader processes list it as the pages do (newest 50 runs, facets, a count, the change token), for "
+        f"{o['seconds']:g} s, then the hosts drain the queue ({o['took_s']:.0f} s in all). A local server started "
+        "by the script as the tests start theirs (fsync off), over TCP on 127.0.0.1.",
+        "",
+        f"**{verdict}**: {o['runs']:,} runs queued, {o['claims']:,} claims, {len(o['claimed_twice'])} claimed twice, "
+        f"{len(o['never_claimed'])} never claimed, {o['lost']} lost, {o['not_done']} not done, "
+        f"{o['samples']:,} of {o['samples_expected']:,} samples stored, {o['reader_rounds']:,} reader rounds "
+        f"({o['reader_rounds'] / max(o['seconds'], 1e-9) / max(o['readers'], 1):.1f} a second per reader), "
+        f"{len(o['errors'])} errors.",
+        "",
+        f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
+        f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
+    ])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the hosts queue runs and readers list")
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--readers", type=int, default=8)
+    parser.add_argument("--pg-url", default=None, help="an empty database to use instead of a throwaway server")
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    args = parser.parse_args()
+    load_start = os.getloadavg()[0]
+    with database(args.pg_url) as url:
+        outcome = stress(url, args.hosts, args.readers, args.seconds)
+    block = text(outcome, (load_start, os.getloadavg()[0]))
+    print(block)
+    for error in outcome["errors"][:20]:
+        print("error:", error, file=sys.stderr)
+    if not args.no_docs:
+        write_block(DOCS, "store-stress", block)
+        print(f"\nwritten to {DOCS}", file=sys.stderr)
+    return 0 if passed(outcome) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
