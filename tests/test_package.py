@@ -49,6 +49,11 @@ def test_the_wheel_holds_the_package_its_data_and_the_command(tmp_path):
     data = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "dashbench" / "data").iterdir())
     assert data and set(data) <= set(names), set(data) - set(names)
     assert {"dashbench/__main__.py", "dashbench/engine/workloads/flops.py", "dashbench/views/ui.py"} <= set(names)
+    # The store's alembic environment: every revision, and the template `migrate revision` writes from.
+    revisions = {f"dashbench/store/migrations/versions/{p.name}"
+                 for p in (ROOT / "dashbench" / "store" / "migrations" / "versions").glob("[0-9]*.py")}
+    assert revisions and revisions | {"dashbench/store/migrations/env.py",
+                                      "dashbench/store/migrations/script.py.mako"} <= set(names)
     assert {n.split("/")[0] for n in names if not n.startswith("dashbench-")} == {"dashbench"}  # no pages/, tests/
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     assert "dashbench = dashbench.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

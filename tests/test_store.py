@@ -13,7 +13,7 @@ import sys
 import pandas as pd
 import pytest
 
-from dashbench.store import bundle, schema
+from dashbench.store import bundle, migrate, schema
 from dashbench.spec import RunSpec
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
@@ -136,11 +136,8 @@ def test_filters(db_at):
 
 def test_migration_from_v1_file(tmp_path):
     path = tmp_path / "old.sqlite"
+    old_layout(path, 1)
     conn = sqlite3.connect(path)
-    for statement in schema.V1_SQL.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
     result = result_for(SPEC, 321.0, flags=["loss_not_falling"])
     conn.execute(
         "INSERT INTO runs (run_id, status, spec_json, result_json, created_at, started_at, finished_at, pid, host)"
@@ -174,14 +171,24 @@ def test_migration_from_v1_file(tmp_path):
         assert again.schema_version == schema.SCHEMA_VERSION and len(again.runs()) == 2
 
 
+V2_HEAD = ("run_id", "status", "created_at", "started_at", "finished_at", "pid", "host", "sweep_id", "label", "error")
+
+
+def old_layout(path, version: int) -> None:
+    """An empty SQLite file at schema `version` as dashbench before alembic made it (its revisions are
+    the old steps: tests/test_store_migrations.py), without alembic's table."""
+    migrate.upgrade_sqlite(path, to=version)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP TABLE alembic_version")
+        conn.commit()
+
+
 def v3_file(path, runs) -> None:
     """A database as dashbench wrote it at schema v3 (before backends), holding `runs`:
     (run_id, status, spec dict, result JSON text or None)."""
+    old_layout(path, 3)
     conn = sqlite3.connect(path)
-    for migration in schema.MIGRATIONS[:3]:
-        migration(conn)
-    conn.execute("PRAGMA user_version = 3")
-    v2_columns = list(schema.RUN_COLUMNS_V2)
+    v2_columns = [*V2_HEAD, *schema.FLAT_COLUMNS]  # the v2 layout's columns, in order
     for i, (run_id, status, spec, result_json) in enumerate(runs):
         try:
             result = json.loads(result_json) if result_json else None
@@ -200,11 +207,7 @@ def v3_file(path, runs) -> None:
 
 def migrate_file(path, version: int) -> None:
     """Take a v3_file up to schema `version` with the migrations that got it there."""
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        for migration in schema.MIGRATIONS[3:version]:
-            migration(conn)
-        conn.execute(f"PRAGMA user_version = {version}")
-        conn.commit()
+    old_layout(path, version)
 
 
 def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):

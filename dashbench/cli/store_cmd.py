@@ -45,12 +45,16 @@ def register(subparsers) -> None:
 
 
 def _upgrade(args) -> int:
-    from dashbench.store import Store, StoreError, default_db_path, location
+    from dashbench.store import Store, StoreError, default_db_path, location, migrate
 
     where = location(args.db) if args.db else default_db_path()
     try:
+        # Opening a store behind the code runs alembic's revisions (under the lock); this then stamps a
+        # store from before alembic at its version, so later revisions start from the right place.
         with Store(where) as store:
-            print(f"{store.path}: schema v{store.schema_version}, this dashbench's")
+            before, after = store.schema_upgrade or migrate.upgrade_store(store)
+            done = f"upgraded from v{before}" if before != after else "nothing to upgrade"
+            print(f"{store.path}: schema v{store.schema_version}, this dashbench's ({done})")
     except StoreError as exc:
         raise SpecError("db", str(exc)) from None
     return 0

@@ -1,6 +1,6 @@
 """The results store: an SQLite file or a PostgreSQL server (database.py, the Store class — the only owner
 of the SQL — split by part: runs.py, samples.py, queue.py, prices.py; what differs between the two
-databases in dialect.py, the server's connections in postgres.py), its schema and forward migrations (schema.py), run statuses and their allowed moves (states.py), run
+databases in dialect.py, the server's connections in postgres.py), its schema (schema.py) and forward migrations (alembic revisions in migrations/, run by migrate.py), run statuses and their allowed moves (states.py), run
 filters and DataFrames (queries.py, which also judges which stored rows can be read), the pages' bounded
 questions (browse.py), the change token their cache is keyed on (watch.py), reading without leaving
 -wal/-shm files (sidecars.py), and export bundles (bundle.py, on the Store's public API).
@@ -31,7 +31,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     url_scheme,
 )
 from dashbench.store.queries import unreadable_text  # noqa: F401
-from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL  # noqa: F401
+from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL, WITH_RESULT  # noqa: F401
 
 _BUNDLE_NAMES = ("export_bundle", "import_bundles", "read_bundle")
 

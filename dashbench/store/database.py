@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
-from dashbench.store import browse, dialect, queries, schema, watch
+from dashbench.store import browse, dialect, migrate, queries, schema, watch
 from dashbench.store.dialect import ServerURL, is_server_url, masked, url_refusal, url_scheme  # noqa: F401
 from dashbench.store.errors import (BundleError, ReadOnlyError, RollBack, SchemaVersionError,  # noqa: F401
                                     StoreBusyError, StoreError)
@@ -111,6 +111,8 @@ def default_db_path() -> "Path | ServerURL":
 class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     """A handle on one results database. Thread-safe; also a context manager."""
 
+    schema_upgrade = None  # (version before, after) when opening it upgraded the schema (migrate.py)
+
     def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False,
                  write_retry_s: float = 0.0):
         """`write_retry_s`: past the busy timeout, how long a write goes on trying to get the
@@ -160,7 +162,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         self._engine_key, self._engine = postgres.acquire_engine(self._url, self.read_only, self.busy_timeout_s)
         try:
             with self._connection() as conn:
-                postgres.open_schema(conn, self._url, self.path, self.read_only)
+                if postgres.open_schema(conn, self._url, self.path, self.read_only):
+                    self.schema_upgrade = migrate.upgrade_postgres(self._url, self.path, self.busy_timeout_s)
         except BaseException:
             self.close()
             raise
@@ -240,8 +243,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                 self._use_wal(conn)
                 # WAL + NORMAL survives a killed process; only a power cut can lose the last commits.
                 conn.execute("PRAGMA synchronous = NORMAL")
-                if version < schema.SCHEMA_VERSION:
-                    schema.migrate(conn, version)
+                if version < schema.SCHEMA_VERSION:  # alembic's revisions, under the write lock
+                    self.schema_upgrade = migrate.upgrade_sqlite(self.path, self.busy_timeout_s)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if not self.read_only and _is_read_only_error(exc):

@@ -1,4 +1,4 @@
-"""The PostgreSQL side of the store: connections, the schema's creation, and write transactions.
+"""The PostgreSQL side of the store: connections, the schema's check, and write transactions.
 
 SQLAlchemy 2's pool (`pool_pre_ping`: a connection is checked as it is taken, so a restarted server or a
 dropped SSH tunnel costs a reconnect, not an error) around psycopg 3 in autocommit mode: the Store says
@@ -316,10 +316,11 @@ def version(conn: PgConnection) -> tuple[int, int]:
     return conn.execute(f"SELECT max(version) FROM {SCHEMA_TABLE}").fetchone()[0] or 0, row[1]
 
 
-def open_schema(conn: PgConnection, url: str, shown: str, read_only: bool) -> None:
-    """Check the database is a store this code reads; create an empty one at the head. Two processes
-    opening a new database at once: an advisory lock lets one create it, the other then finds it made."""
-    current, tables = version(conn)
+def open_schema(conn: PgConnection, url: str, shown: str, read_only: bool) -> bool:
+    """Check the database is a store this code reads: True when it must be made a store or upgraded
+    (migrate.upgrade_postgres, under an advisory lock: of two processes opening it at once, one does it
+    and the other finds it done)."""
+    current, _tables = version(conn)
     if current > schema.SCHEMA_VERSION:
         raise SchemaVersionError(f"database {shown} has schema v{current}, newer than this dashbench "
                                  f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; it was not changed")
@@ -329,25 +330,12 @@ def open_schema(conn: PgConnection, url: str, shown: str, read_only: bool) -> No
             role = conn.execute("SELECT current_user").fetchone()[0]
             raise ReadOnlyError(f"database {shown} is read-only for role {role} (it may only SELECT): open it "
                                 f"read-only (--read-only, or DASHBENCH_READ_ONLY=1 for the dashboard)")
-        return
+        return False
     if read_only:
         raise StoreError(f"database {shown} is empty or not a dashbench database (read-only mode cannot "
                          f"create one)" if current == 0 else
                          f"database {shown} has schema v{current}; run `dashbench store upgrade` first")
-    with write(conn, url, shown, "create the store's tables") as tx:
-        tx.execute("SELECT pg_advisory_xact_lock(?)", (advisory_key("dashbench-schema"),))
-        current, tables = version(tx)
-        if current == 0 and tables:
-            raise StoreError(f"database {shown} holds tables but is not a dashbench database")
-        if current == 0:
-            for statement in schema.postgres_ddl():
-                tx.execute(statement)
-            tx.execute(f"CREATE TABLE {CHANGES_TABLE} (id INTEGER PRIMARY KEY, n BIGINT NOT NULL)")
-            tx.execute(f"INSERT INTO {CHANGES_TABLE} VALUES (1, 0)")
-            tx.execute(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
-            tx.execute(f"INSERT INTO {SCHEMA_TABLE} VALUES ({schema.SCHEMA_VERSION})")
-        elif current < schema.SCHEMA_VERSION:
-            raise StoreError(f"database {shown} has schema v{current}: this dashbench has no step from it")
+    return True
 
 
 def change_count(conn: PgConnection) -> int:

@@ -1,0 +1,186 @@
+"""Running the store's alembic revisions (dashbench/store/migrations/): no alembic.ini, alembic is handed an
+open connection inside one transaction that holds the store's migration lock, so a reader (or a crash)
+sees the old schema or the new one, and two processes opening an old store at once never both migrate:
+SQLite's write lock (BEGIN IMMEDIATE) or PostgreSQL's advisory lock is taken first, the version read
+again under it, and the second process finds the work done.
+
+The version every dashbench reads stays where it was before alembic (PRAGMA user_version on SQLite, the
+`dashbench_schema` row on PostgreSQL) and is written in the same transaction as the steps; alembic's
+`alembic_version` row follows it: a store from before alembic (or one whose row says otherwise) is
+stamped at its number, then upgraded.
+
+    python -m dashbench.store.migrate revision "what the change does"   # the next revision's file
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+from dashbench.store import migrations, postgres
+from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
+
+LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)
+POSTGRES_FIRST = 9  # PostgreSQL stores began at v9: revision 0001 makes v9's layout there
+
+
+def _config(connection):
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations.FOLDER))
+    config.set_main_option("path_separator", "os")
+    config.attributes["connection"] = connection
+    return config
+
+
+def _steps(connection, number: int, target: int) -> None:
+    """Inside the caller's transaction and lock: alembic's row set to `number`, then the revisions to `target`."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    config = _config(connection)
+    want = migrations.revision_id(number)
+    if MigrationContext.configure(connection).get_current_heads() != ((want,) if want else ()):
+        command.stamp(config, want or "base", purge=True)
+    if target > number:
+        command.upgrade(config, migrations.revision_id(target))
+
+
+def _newer(shown, number: int) -> SchemaVersionError:
+    head = migrations.head_number()
+    return SchemaVersionError(f"database {shown} has schema v{number}, newer than this dashbench (v{head}): "
+                              f"upgrade dashbench to open it; it was not changed")
+
+
+# -- SQLite ----------------------------------------------------------------------------------------
+
+
+def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None) -> tuple[int, int]:
+    """Take the SQLite file at `path` to schema `to` (the head): (version before, version after); the two
+    are equal when another process got there first. Raises sqlite3's errors as they are (the Store says
+    them in its words), SchemaVersionError for a file newer than the code."""
+    import sqlalchemy as sa
+
+    target = migrations.head_number() if to is None else int(to)
+
+    def connect():
+        # The driver leaves transactions alone; the "begin" hook below says BEGIN IMMEDIATE. Foreign keys
+        # are off for the steps (a table rebuild drops and renames tables), checked before the commit.
+        conn = sqlite3.connect(str(Path(path)), timeout=busy_timeout_s, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys = OFF")
+        return conn
+
+    engine = sa.create_engine("sqlite://", creator=connect, poolclass=sa.NullPool)
+    # SQLAlchemy's recipe for SQLite transactions: the write lock up front, so two migrating processes
+    # queue on it instead of both reading the old version.
+    sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    try:
+        with engine.connect() as conn:
+            with conn.begin():
+                before = conn.exec_driver_sql("PRAGMA user_version").scalar()
+                if before > migrations.head_number():
+                    raise _newer(path, before)
+                after = max(before, target)
+                _steps(conn, before, after)
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise sqlite3.IntegrityError(f"migration broke references: {broken[:3]}")
+                if after != before:
+                    conn.exec_driver_sql(f"PRAGMA user_version = {int(after)}")
+            return before, after
+    except sa.exc.DBAPIError as exc:
+        raise exc.orig from None
+    finally:
+        engine.dispose()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+
+def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | None = None) -> tuple[int, int]:
+    """Make the database at `url` a store at the head, or take it there: (version before, after), 0 before
+    for an empty database. Under an advisory lock held to the commit; errors are one line naming `shown`
+    (the URL as shown: its password never)."""
+    import psycopg
+    import sqlalchemy as sa
+
+    target = migrations.head_number() if to is None else int(to)
+    engine = sa.create_engine(
+        postgres._driver_url(url), poolclass=sa.NullPool,
+        connect_args={"options": f"-c lock_timeout={int(lock_timeout_s * 1000)}",
+                      "application_name": "dashbench", "connect_timeout": 10})
+    try:
+        with engine.connect() as conn, conn.begin():
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (postgres.advisory_key(LOCK_NAME),))
+            found, tables = conn.exec_driver_sql(
+                f"SELECT to_regclass('{postgres.SCHEMA_TABLE}') IS NOT NULL, (SELECT count(*) FROM pg_tables"
+                " WHERE schemaname = current_schema() AND tablename != 'alembic_version')").one()
+            before = (conn.exec_driver_sql(f"SELECT max(version) FROM {postgres.SCHEMA_TABLE}").scalar() or 0
+                      if found else 0)
+            if before == 0 and tables:
+                raise StoreError(f"database {shown} holds tables but is not a dashbench database")
+            if before > migrations.head_number():
+                raise _newer(shown, before)
+            if 0 < before < POSTGRES_FIRST:
+                raise StoreError(f"database {shown} has schema v{before}: this dashbench has no step from it")
+            after = max(before, target)
+            _steps(conn, before, after)
+            if after != before:
+                conn.exec_driver_sql(f"UPDATE {postgres.SCHEMA_TABLE} SET version = {int(after)}")
+                conn.exec_driver_sql(postgres.BUMP_CHANGES)  # the pages' cache: the columns changed
+            return before, after
+    except sa.exc.DBAPIError as exc:
+        error = exc.orig
+        if isinstance(error, psycopg.Error) and postgres.is_read_only_error(error):
+            raise ReadOnlyError(f"cannot upgrade the schema: database {shown} is read-only for this session "
+                                f"or role ({postgres.one_line(error, url)})") from None
+        if isinstance(error, psycopg.Error) and postgres.is_busy_error(error):
+            raise StoreBusyError(f"cannot upgrade the schema: database {shown} is locked by another process "
+                                 f"({postgres.one_line(error, url)})") from None
+        raise StoreError(f"cannot upgrade the schema of database {shown}: {postgres.one_line(exc, url)}") from None
+    finally:
+        engine.dispose()
+
+
+def upgrade_store(store) -> tuple[int, int]:
+    """Take an open Store's database to the head (it is there already unless another process went back):
+    what `dashbench store upgrade` runs after opening it; a store from before alembic is stamped."""
+    if store.is_server:
+        return upgrade_postgres(store.location.url, store.path, store.busy_timeout_s)
+    try:
+        return upgrade_sqlite(store.path, store.busy_timeout_s)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot upgrade database {store.path}: {exc}") from None
+
+
+# -- the next revision -----------------------------------------------------------------------------
+
+
+def new_revision(message: str) -> Path:
+    """Write versions/NNNN_<message>.py for schema v(head + 1) from script.py.mako: the one file a schema
+    change adds."""
+    import re
+
+    from alembic import command
+
+    number = migrations.head_number() + 1
+    slug = re.sub(r"\W+", "_", message.lower()).strip("_")[:40] or "step"
+    config = _config(None)
+    config.set_main_option("file_template", "%%(rev)s_" + slug)
+    script = command.revision(config, message=message, rev_id=migrations.revision_id(number))
+    return Path(script.path)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "revision" or not argv[1].strip():
+        print('usage: python -m dashbench.store.migrate revision "what the change does"', file=sys.stderr)
+        return 2
+    print(new_revision(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

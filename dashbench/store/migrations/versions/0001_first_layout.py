@@ -1,0 +1,168 @@
+"""v1: the first released layout (SQLite); on PostgreSQL, the whole v9 layout, where its history starts.
+
+On SQLite everything a run knows lives in JSON columns; the later revisions lift it into columns.
+A PostgreSQL store was first made at v9, with PostgreSQL's types (REAL is 4 bytes there: times and
+figures are DOUBLE PRECISION; text compares byte by byte, "C", as SQLite's does); 0002-0009 skip it.
+"""
+
+from dashbench.store.migrations import execute, on_sqlite
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+V1_SQL = """
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY,
+    status      TEXT NOT NULL,
+    spec_json   TEXT NOT NULL,
+    result_json TEXT,
+    error       TEXT,
+    created_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    pid         INTEGER,
+    host        TEXT,
+    sweep_id    TEXT,
+    label       TEXT
+);
+CREATE TABLE samples (
+    run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    idx        INTEGER NOT NULL,
+    steps      INTEGER NOT NULL,
+    duration_s REAL NOT NULL,
+    loss       REAL,
+    warmup     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX runs_created ON runs(created_at)
+"""
+
+# samples' idx and steps stay 4-byte: sum(steps) is then a BIGINT (a Python int), not a NUMERIC (a Decimal).
+# dashbench_changes: the one row every write bumps in its transaction (the pages' cache key);
+# dashbench_schema: the version, as PRAGMA user_version holds it on SQLite.
+POSTGRES_V9_SQL = """
+CREATE TABLE runs (
+    run_id      TEXT COLLATE "C" PRIMARY KEY,
+    status      TEXT COLLATE "C" NOT NULL,
+    created_at  DOUBLE PRECISION NOT NULL,
+    started_at  DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    pid         BIGINT,
+    host        TEXT COLLATE "C",
+    sweep_id    TEXT COLLATE "C",
+    label       TEXT COLLATE "C",
+    error       TEXT COLLATE "C",
+    cancel_requested BIGINT NOT NULL DEFAULT 0,
+    model TEXT COLLATE "C",
+    device TEXT COLLATE "C",
+    accelerator TEXT COLLATE "C",
+    accelerator_count BIGINT,
+    replicas BIGINT,
+    batch_size BIGINT,
+    precision TEXT COLLATE "C",
+    xla BIGINT,
+    data TEXT COLLATE "C",
+    unit TEXT COLLATE "C",
+    steps BIGINT,
+    examples_per_sec DOUBLE PRECISION,
+    examples_per_sec_ci95_lo DOUBLE PRECISION,
+    examples_per_sec_ci95_hi DOUBLE PRECISION,
+    step_time_median_s DOUBLE PRECISION,
+    step_time_p10_s DOUBLE PRECISION,
+    step_time_p90_s DOUBLE PRECISION,
+    step_time_std_s DOUBLE PRECISION,
+    n_samples BIGINT,
+    compile_s DOUBLE PRECISION,
+    achieved_tflops DOUBLE PRECISION,
+    peak_tflops DOUBLE PRECISION,
+    mfu DOUBLE PRECISION,
+    flags_json TEXT COLLATE "C",
+    phase TEXT COLLATE "C",
+    backend TEXT COLLATE "C",
+    backend_version TEXT COLLATE "C",
+    image_size BIGINT,
+    seq_len BIGINT,
+    width BIGINT,
+    host_cpus BIGINT,
+    log_path TEXT COLLATE "C",
+    heartbeat_at DOUBLE PRECISION
+);
+CREATE TABLE run_blobs (
+    run_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES runs(run_id) ON DELETE CASCADE,
+    spec_json   TEXT COLLATE "C" NOT NULL,
+    result_json TEXT COLLATE "C"
+);
+CREATE TABLE samples (
+    run_id     TEXT COLLATE "C" NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    idx        INTEGER NOT NULL,
+    steps      INTEGER NOT NULL,
+    duration_s DOUBLE PRECISION NOT NULL,
+    loss       DOUBLE PRECISION,
+    warmup     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX runs_created ON runs(created_at);
+CREATE INDEX runs_status ON runs(status, created_at);
+CREATE INDEX runs_model ON runs(model, created_at);
+CREATE INDEX runs_device ON runs(device, created_at);
+CREATE INDEX runs_accelerator ON runs(accelerator, created_at);
+CREATE INDEX runs_precision ON runs(precision, created_at);
+CREATE INDEX runs_batch_size ON runs(batch_size, created_at);
+CREATE INDEX runs_sweep_id ON runs(sweep_id, created_at);
+CREATE INDEX runs_label ON runs(label, created_at);
+CREATE INDEX runs_backend ON runs(backend, created_at);
+CREATE INDEX runs_host_status ON runs(host, status);
+CREATE TABLE price_overrides (
+    key                     TEXT COLLATE "C" PRIMARY KEY,
+    device                  TEXT COLLATE "C" NOT NULL,
+    provider                TEXT COLLATE "C",
+    unit                    TEXT COLLATE "C" NOT NULL,
+    chips_per_unit          DOUBLE PRECISION,
+    on_demand_usd_per_hour  DOUBLE PRECISION,
+    spot_usd_per_hour       DOUBLE PRECISION,
+    region                  TEXT COLLATE "C",
+    source                  TEXT COLLATE "C",
+    as_of                   TEXT COLLATE "C",
+    unconfirmed             INTEGER NOT NULL DEFAULT 0,
+    origin                  TEXT COLLATE "C" NOT NULL DEFAULT 'override',
+    updated_at              DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE calibrations (
+    id              BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    created_at      DOUBLE PRECISION NOT NULL,
+    host            TEXT COLLATE "C" NOT NULL,
+    device          TEXT COLLATE "C" NOT NULL,
+    accelerator     TEXT COLLATE "C",
+    backend         TEXT COLLATE "C" NOT NULL,
+    versions_json   TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    peaks_json      TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    stopwatch_ratio DOUBLE PRECISION,
+    verdict         TEXT COLLATE "C" NOT NULL,
+    reasons_json    TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    detail_json     TEXT COLLATE "C" NOT NULL DEFAULT '{}'
+);
+CREATE INDEX calibrations_host ON calibrations(host, device, created_at);
+CREATE TABLE first_cpu_probes (
+    host       TEXT COLLATE "C" NOT NULL,
+    backend    TEXT COLLATE "C" NOT NULL,
+    dtype      TEXT COLLATE "C" NOT NULL,
+    tflops     DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    run_id     TEXT COLLATE "C",
+    PRIMARY KEY (host, backend, dtype)
+);
+CREATE TABLE dashbench_changes (id INTEGER PRIMARY KEY, n BIGINT NOT NULL);
+INSERT INTO dashbench_changes VALUES (1, 0);
+CREATE TABLE dashbench_schema (version INTEGER NOT NULL);
+INSERT INTO dashbench_schema VALUES (9)
+"""
+
+
+def upgrade() -> None:
+    execute(*(V1_SQL if on_sqlite() else POSTGRES_V9_SQL).split(";"))
+
+
+def downgrade() -> None:
+    raise NotImplementedError("the store's migrations only move forward")
