@@ -9,10 +9,11 @@ non-converging LSTM) shows up.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist
+from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
 from dashbench.spec import MODELS, RunSpec, SpecError
 
 
@@ -179,9 +180,13 @@ def describe_all() -> list[dict]:
 
 def check_spec(spec: RunSpec) -> Shapes:
     """Every check of `spec` that needs no TensorFlow: the workload's shape overrides and, for real
-    data, that the IDX files are there and sound (headers, labels). Callers run it before a run row is created, so bad input
-    is an error line, never a junk `failed` run. Returns the resolved shapes."""
+    data, that the IDX files are there and sound (headers, labels; a to-accuracy run's t10k split too);
+    for an image folder, its layout (train/ and validation/ with the same classes), whose class count
+    the model's output takes. Callers run it before a run row is created, so bad input is an error
+    line, never a junk `failed` run. Returns the resolved shapes."""
     shapes = get(spec.model).shapes(spec)
     if spec.data == "real":
-        check_fashion_mnist(spec.data_path, FASHION_CLASSES)
+        check_fashion_mnist(spec.data_path, FASHION_CLASSES, held_out=spec.to_accuracy)
+    if spec.data == "folder":
+        shapes = dataclasses.replace(shapes, classes=len(check_image_folder(spec.data_path)["classes"]))
     return shapes

@@ -1,5 +1,6 @@
-"""Real Fashion-MNIST: finding, reading, checking and writing its IDX files. No TensorFlow here:
-the catalog checks a run's files before the run exists; the engine builds its tf.data pipeline on top."""
+"""Real data: Fashion-MNIST's IDX files (train, and t10k as the held-out split) and image folders
+(train/ and validation/, a subfolder per class): finding, checking, reading. No TensorFlow here: the
+catalog checks a run's files before the run exists; the engine builds its pipelines on top."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ import numpy as np
 from dashbench.spec import SpecError
 
 FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+# The held-out split a to-accuracy run evaluates on: Fashion-MNIST's 10,000 test images.
+FASHION_TEST_FILES = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+SPLIT_FILES = {"train": FASHION_FILES, "t10k": FASHION_TEST_FILES}
 KERAS_FASHION_CACHE = Path("~/.keras/datasets/fashion-mnist")
 FASHION_CLASSES = 10
 
 
-def fashion_mnist_dir(data_path: Optional[str]) -> Path:
-    """The folder holding the Fashion-MNIST training IDX files, or a SpecError saying where to put them."""
+def fashion_mnist_dir(data_path: Optional[str], files: tuple = FASHION_FILES) -> Path:
+    """The folder holding the Fashion-MNIST IDX `files` (the training ones by default), or a SpecError
+    saying where to put them."""
     folder = Path(data_path).expanduser() if data_path else KERAS_FASHION_CACHE.expanduser()
-    missing = [name for name in FASHION_FILES if _idx_file(folder, name) is None]
+    missing = [name for name in files if _idx_file(folder, name) is None]
     if missing:
         hint = "pass --data-path FOLDER" if not data_path else "check the folder"
         raise SpecError(
@@ -31,20 +36,29 @@ def fashion_mnist_dir(data_path: Optional[str]) -> Path:
     return folder
 
 
-def check_fashion_mnist(data_path: Optional[str], classes: int) -> Path:
+def check_fashion_mnist(data_path: Optional[str], classes: int, held_out: bool = False) -> Path:
     """The files' soundness without loading the images: their headers agree, and the (small) label
-    file holds class numbers. Run before a run row exists, so a wrong file is an input error."""
-    folder = fashion_mnist_dir(data_path)
+    file holds class numbers; with `held_out`, the t10k files too, with the training images' shape.
+    Run before a run row exists, so a wrong file is an input error."""
+    folder = fashion_mnist_dir(data_path, FASHION_FILES + (FASHION_TEST_FILES if held_out else ()))
     image_dims = _idx_dims(_idx_file(folder, FASHION_FILES[0]))
     _check_labels(folder, image_dims, read_idx(_idx_file(folder, FASHION_FILES[1])), classes)
+    if held_out:
+        test_dims = _idx_dims(_idx_file(folder, FASHION_TEST_FILES[0]))
+        _check_labels(folder, test_dims, read_idx(_idx_file(folder, FASHION_TEST_FILES[1])), classes)
+        if tuple(test_dims[1:]) != tuple(image_dims[1:]):
+            raise SpecError("data_path", f"the t10k images in {folder} are {tuple(test_dims[1:])}, the train "
+                                         f"images {tuple(image_dims[1:])}: both splits must have one size")
     return folder
 
 
-def load_fashion_mnist(data_path: Optional[str], classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Training images (N, 28, 28, 1) uint8 and labels (N,) from IDX files, gzipped or not."""
-    folder = fashion_mnist_dir(data_path)
-    images = read_idx(_idx_file(folder, FASHION_FILES[0]))
-    labels = read_idx(_idx_file(folder, FASHION_FILES[1]))
+def load_fashion_mnist(data_path: Optional[str], classes: int, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """One split's images (N, 28, 28, 1) uint8 and labels (N,) from IDX files, gzipped or not:
+    split "train" or "t10k" (the held-out test images)."""
+    files = SPLIT_FILES[split]
+    folder = fashion_mnist_dir(data_path, files)
+    images = read_idx(_idx_file(folder, files[0]))
+    labels = read_idx(_idx_file(folder, files[1]))
     _check_labels(folder, images.shape, labels, classes)
     return images[..., None], labels.astype(np.int32)
 
@@ -112,3 +126,75 @@ def _idx_file(folder: Path, name: str) -> Optional[Path]:
         if candidate.is_file():
             return candidate
     return None
+
+
+# -- image folders -------------------------------------------------------------------------------
+
+# The formats keras.utils.image_dataset_from_directory reads.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+FOLDER_SPLITS = ("train", "validation")
+LAYOUT = "an image folder holds train/ and validation/, each with one subfolder of images per class"
+
+
+def check_image_folder(data_path: Optional[str]) -> dict:
+    """An image folder's layout, without opening an image: train/ and validation/ with the same class
+    subfolders (at least two) and images in both splits. Returns {"classes": [names, sorted],
+    "train_examples": n, "validation_examples": n}; SpecError("data_path", …) otherwise."""
+    if not data_path:
+        raise SpecError("data_path", f"data folder needs --data-path FOLDER: {LAYOUT}")
+    folder = Path(data_path).expanduser()
+    if not folder.is_dir():
+        raise SpecError("data_path", f"{folder} is not a folder: {LAYOUT}")
+    found = {}
+    for split in FOLDER_SPLITS:
+        if not (folder / split).is_dir():
+            raise SpecError("data_path", f"{folder} has no {split}/ folder: {LAYOUT}")
+        found[split] = {path.name: _count_images(path) for path in (folder / split).iterdir() if path.is_dir()}
+    train, validation = (found[split] for split in FOLDER_SPLITS)
+    if set(train) != set(validation):
+        only_train, only_val = sorted(set(train) - set(validation)), sorted(set(validation) - set(train))
+        parts = ([f"only in train/: {', '.join(only_train[:5])}"] if only_train else []) + \
+                ([f"only in validation/: {', '.join(only_val[:5])}"] if only_val else [])
+        raise SpecError("data_path", f"the classes differ between train/ and validation/ in {folder} "
+                                     f"({'; '.join(parts)}): both splits need the same class subfolders")
+    if len(train) < 2:
+        raise SpecError("data_path", f"{folder}/train has {len(train)} class subfolder(s); a classifier needs "
+                                     f"at least 2: {LAYOUT}")
+    for split in FOLDER_SPLITS:
+        if not sum(found[split].values()):
+            raise SpecError("data_path", f"{folder}/{split} holds no images "
+                                         f"({', '.join(IMAGE_SUFFIXES)}) in its class subfolders")
+    return {"classes": sorted(train), "train_examples": sum(train.values()),
+            "validation_examples": sum(validation.values())}
+
+
+def load_image_folder(data_path: str, split: str, image_size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """One split's images resized to image_size × image_size (bilinear), grayscale for 1 channel or
+    RGB for 3, as (N, size, size, channels) uint8, and labels (N,) int32: the class's index among the
+    sorted subfolder names, as keras.utils.image_dataset_from_directory numbers them."""
+    from PIL import Image, UnidentifiedImageError
+
+    classes = check_image_folder(data_path)["classes"]
+    folder = Path(data_path).expanduser() / split
+    mode = "L" if channels == 1 else "RGB"
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for path in _image_files(folder / name):
+            try:
+                with Image.open(path) as picture:
+                    picture = picture.convert(mode)
+                    if picture.size != (image_size, image_size):
+                        picture = picture.resize((image_size, image_size), Image.BILINEAR)
+                    images.append(np.asarray(picture, dtype=np.uint8).reshape(image_size, image_size, channels))
+            except (UnidentifiedImageError, OSError) as error:
+                raise SpecError("data_path", f"{path} is not a readable image ({error})") from None
+            labels.append(label)
+    return np.stack(images), np.asarray(labels, dtype=np.int32)
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+
+
+def _count_images(folder: Path) -> int:
+    return len(_image_files(folder))

@@ -261,3 +261,22 @@ def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats:
     """TensorFlow's attainable CPU matmul rate in TFLOP/s, or the host's calibrated peak
     (dashbench.engine.probe.cpu_peak_tflops)."""
     return probe.cpu_peak_tflops("tensorflow", dtype, size, repeats)
+
+
+def gpu_indices(target) -> tuple[int, ...]:
+    """The GPUs' indices (as NVML numbers them, assuming CUDA_VISIBLE_DEVICES is unset) for the load check."""
+    if target.kind != "gpu":
+        return ()
+    return tuple(range(target.replicas))
+
+
+def variable_devices(model, optimizer) -> list[str]:
+    found = set()
+    for variable in list(model.variables) + list(optimizer.variables):
+        handle = getattr(variable, "value", variable)
+        components = getattr(handle, "values", None) or (handle,)
+        for component in components:
+            device = getattr(component, "device", "")
+            if device:
+                found.add(device)
+    return sorted(found)

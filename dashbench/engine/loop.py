@@ -36,6 +36,14 @@ Event = Callable[[dict], None]
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     """Train `spec.model` as the spec says, on the spec's Keras backend, and return the measured result."""
     backends.select(spec.backend)
+    if spec.to_accuracy:  # train to a target (or for fixed epochs), evaluating a held-out split
+        if spec.backend == "jax":
+            from dashbench.engine import jax_accuracy
+
+            return jax_accuracy.run(spec, on_event)
+        from dashbench.engine import tf_accuracy
+
+        return tf_accuracy.run(spec, on_event)
     if spec.backend == "jax":
         from dashbench.engine import jax_loop
 
@@ -116,9 +124,9 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
     # XLA and graph optimisers log to the C++ stderr on first use ("Compiled cluster using XLA!");
     # a failure still arrives as a Python exception with its message.
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced,
-                                                       _gpu_indices(target))
+                                                       devices.gpu_indices(target))
 
-    placement = {"variables": _variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
+    placement = {"variables": devices.variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
@@ -139,13 +147,6 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
     )
 
 
-def _gpu_indices(target) -> tuple[int, ...]:
-    """The GPUs' indices (as NVML numbers them, assuming CUDA_VISIBLE_DEVICES is unset) for the load check."""
-    if target.kind != "gpu":
-        return ()
-    return tuple(range(target.replicas))
-
-
 def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):
     """The global batch made once on the host (numpy, as on JAX); each replica gets its own slice,
     copied to its device once: a run with N replicas sees exactly the examples of a 1-replica run."""
@@ -156,18 +157,6 @@ def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_repl
         return tf.constant(x[start : start + per_replica_batch]), tf.constant(y[start : start + per_replica_batch])
 
     return strategy.experimental_distribute_values_from_function(replica_slice)
-
-
-def _variable_devices(model, optimizer) -> list[str]:
-    found = set()
-    for variable in list(model.variables) + list(optimizer.variables):
-        handle = getattr(variable, "value", variable)
-        components = getattr(handle, "values", None) or (handle,)
-        for component in components:
-            device = getattr(component, "device", "")
-            if device:
-                found.add(device)
-    return sorted(found)
 
 
 def _op_devices(train_loop, source, steps) -> list[str]:

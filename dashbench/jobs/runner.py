@@ -31,6 +31,7 @@ import time
 from typing import Callable
 
 from dashbench import memory
+from dashbench.accuracy import final_status
 from dashbench.engine import peak_memory
 from dashbench.jobs import device_lock, oom
 from dashbench.result import RunResult
@@ -94,10 +95,12 @@ class _Recorder:
                 self.pending.append(event)
                 if len(self.pending) >= FLUSH_EVERY_N or time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
                     self.flush()
-            elif kind == "phase":
+            elif kind in ("phase", "evaluation"):
+                # A to-accuracy run's evaluation line ("epoch 3 of ≤ 20: validation accuracy 0.874")
+                # is its phase: the live panel shows it and draws its bar from it.
                 self.flush()
                 with _deferred_signals():
-                    self.store.set_phase(self.run_id, event.get("phase"))
+                    self.store.set_phase(self.run_id, event.get("phase") if kind == "phase" else event.get("text"))
         if self.on_event is not None:
             self.on_event(event)
 
@@ -344,7 +347,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 state["ended"] = True
                 result = result.replace(run_id=run_id)
                 if store is not None:
-                    store.finish_run(run_id, "done", result=result.to_dict())
+                    # not_reached: a to-accuracy run whose target at most half its seeds reached.
+                    store.finish_run(run_id, final_status(result.accuracy), result=result.to_dict())
             return result
     finally:
         if store is not None:

@@ -1,0 +1,188 @@
+"""Training to a target accuracy (issue 23), for real on tiny shapes: the learnable set made in
+tests/learnable_data.py, the seed CNN at width 16, TensorFlow in this process and JAX in a run
+process of its own (Keras picks one backend per process). A run reaches the target and stops
+early; an unreachable one ends not_reached; several seeds give their curves and a median; a fixed
+epoch count trains every epoch; the image folder feeds the same training; bad input is one line."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from learnable_data import TRAIN, VALIDATION, learnable_folder, learnable_idx, learnable_idx_gz  # noqa: F401
+from test_jax_backend import child_env
+
+from dashbench import accuracy, catalog
+from dashbench.engine import accuracy_data
+from dashbench.jobs import runner
+from dashbench.result import RunResult
+from dashbench.spec import RunSpec, SpecError
+from dashbench.store import Store
+
+TINY = dict(model="fashion_mnist_cnn", batch_size=64, width=16, device="cpu")
+
+
+def run_stored(spec, db):
+    events = []
+    result = runner.execute(spec, db_path=db, on_event=events.append)
+    with Store(db) as store:
+        row = store.get_run(result.run_id)
+    RunResult.check(result.to_dict())  # the shape the store and bundles hold it to
+    return result, row, [e for e in events if e["event"] == "evaluation"]
+
+
+def test_three_seeds_reach_the_target_and_stop_early_with_three_curves_and_a_median(learnable_idx, tmp_path):
+    spec = RunSpec(**TINY, data="real", data_path=str(learnable_idx), target_accuracy=0.85, max_epochs=6, seeds=3)
+    result, row, evaluations = run_stored(spec, tmp_path / "r.sqlite")
+    record = result.accuracy
+    assert row["status"] == result.status == "done" and row["result"].accuracy == record
+    runs = record["runs"]
+    assert [r["seed"] for r in runs] == [0, 1, 2] and record["reached"] >= 2
+    assert record["dataset"] == {"name": "fashion_mnist", "train_examples": TRAIN,
+                                 "validation_examples": VALIDATION, "classes": 10}
+    per_epoch = TRAIN // 64
+    assert record["steps_per_epoch"] == record["eval_every_steps"] == per_epoch and record["max_epochs"] == 6
+    for run in runs:
+        curve = run["curve"]
+        assert [p["step"] for p in curve] == [per_epoch * (i + 1) for i in range(len(curve))]
+        assert all(b["wall_s"] > a["wall_s"] for a, b in zip(curve, curve[1:]))
+        if run["reached"]:  # it stopped at the first evaluation past the target, before max_epochs
+            assert curve[-1]["val_accuracy"] >= 0.85 and all(p["val_accuracy"] < 0.85 for p in curve[:-1])
+            assert len(curve) < 6 and run["epochs_to_target"] == len(curve)
+            assert run["time_to_target_s"] == curve[-1]["wall_s"] <= run["total_s"]
+            assert run["train_s"] + run["eval_s"] <= run["total_s"]
+    times = sorted(r["time_to_target_s"] for r in runs if r["reached"])
+    assert record["time_to_target_median_s"] == pytest.approx(times[len(times) // 2] if len(times) % 2
+                                                              else (times[0] + times[1]) / 2)
+    assert record["time_to_target_min_s"] == times[0] and record["time_to_target_max_s"] == times[-1]
+    # Throughput over the training steps only: one sample per training call, all seeds.
+    assert result.steps == sum(r["curve"][-1]["step"] for r in runs) == result.samples
+    assert result.examples_per_sec > 0 and record["compile_s"] > 0 and record["load_s"] >= 0
+    texts = [e["text"] for e in evaluations]
+    assert len(texts) == sum(len(r["curve"]) for r in runs)
+    assert texts[0] == f"seed 1/3 · epoch 1 of ≤ 6: validation accuracy {runs[0]['curve'][0]['val_accuracy']:.3f}"
+
+
+def test_an_unreachable_target_ends_not_reached_with_its_result_stored(learnable_idx_gz, tmp_path):
+    spec = RunSpec(**TINY, data="real", data_path=str(learnable_idx_gz), target_accuracy=1.0, max_epochs=2)
+    result, row, evaluations = run_stored(spec, tmp_path / "r.sqlite")
+    assert row["status"] == result.status == "not_reached"
+    run = result.accuracy["runs"][0]
+    assert run["reached"] is False and run["time_to_target_s"] is None and len(run["curve"]) == 2
+    assert result.accuracy["reached"] == 0 and result.accuracy["time_to_target_median_s"] is None
+    assert [e["text"].split(":")[0] for e in evaluations] == ["epoch 1 of ≤ 2", "epoch 2 of ≤ 2"]
+    assert row["result"].examples_per_sec == result.examples_per_sec > 0  # still a throughput run
+
+
+def test_fixed_epochs_on_an_image_folder_evaluate_every_k_steps(learnable_folder):
+    from dashbench.engine import loop
+
+    spec = RunSpec(**TINY, data="folder", data_path=str(learnable_folder), epochs=2, eval_every=4)
+    result = loop.run(spec)
+    record = result.accuracy
+    assert result.status == "done" and record["target"] is None and record["epochs"] == 2
+    assert record["dataset"]["name"] == "folder" and record["dataset"]["classes"] == 10
+    total = 2 * (TRAIN // 64)
+    run = record["runs"][0]
+    assert [p["step"] for p in run["curve"]] == [*range(4, total, 4), total]  # and one at the end
+    assert run["reached"] is None and record["reached"] == 0
+    assert run["curve"][-1]["epoch"] == 2.0 and run["final_val_accuracy"] > 0.5  # it learned
+
+
+JAX_RUN = ["-m", "dashbench", "run", "--backend", "jax", "--json", "--model", "fashion_mnist_cnn", "--batch-size",
+           "64", "--width", "16", "--device", "cpu", "--data", "real"]
+
+
+def test_jax_trains_to_the_target_and_ends_not_reached_when_it_cannot(learnable_idx, tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    reached = subprocess.run([sys.executable, *JAX_RUN, "--data-path", str(learnable_idx), "--db", db,
+                              "--target-accuracy", "0.8", "--max-epochs", "6"],
+                             capture_output=True, text=True, timeout=600, env=child_env())
+    assert reached.returncode == 0, reached.stderr[-3000:]
+    result = RunResult.from_dict(json.loads(reached.stdout))
+    assert result.backend == "jax" and result.status == "done"
+    run = result.accuracy["runs"][0]
+    assert run["reached"] and len(run["curve"]) < 6 and run["curve"][-1]["val_accuracy"] >= 0.8
+    missed = subprocess.run([sys.executable, *JAX_RUN, "--data-path", str(learnable_idx), "--db", db,
+                             "--target-accuracy", "1", "--max-epochs", "1"],
+                            capture_output=True, text=True, timeout=600, env=child_env())
+    assert missed.returncode == 4, missed.stderr[-3000:]
+    missed_result = json.loads(missed.stdout)
+    assert missed_result["status"] == "not_reached" and missed_result["accuracy"]["runs"][0]["reached"] is False
+    with Store(db) as store:
+        assert store.get_run(result.run_id)["status"] == "done"
+        assert store.get_run(missed_result["run_id"])["status"] == "not_reached"
+
+
+# -- bad input: one line naming the field, before any run exists -----------------------------------
+
+
+@pytest.mark.parametrize("fields, field, words", [
+    (dict(target_accuracy=0.0), "target_accuracy", "(0, 1]"),
+    (dict(target_accuracy=1.2), "target_accuracy", "(0, 1]"),
+    (dict(target_accuracy=math.nan), "target_accuracy", "(0, 1]"),
+    (dict(target_accuracy=0.9, max_epochs=0), "max_epochs", ">= 1"),
+    (dict(epochs=0), "epochs", ">= 1"),
+    (dict(target_accuracy=0.9, epochs=3), "epochs", "exclude each other"),
+    (dict(target_accuracy=0.9, eval_every=0), "eval_every", ">= 1"),
+    (dict(target_accuracy=0.9, seeds=0), "seeds", ">= 1"),
+    (dict(target_accuracy=0.9, data="synthetic"), "target_accuracy", "held-out split"),
+    (dict(epochs=2, data="synthetic"), "epochs", "held-out split"),
+    (dict(max_epochs=3), "max_epochs", "to-accuracy"),
+    (dict(seeds=3), "seeds", "to-accuracy"),
+    (dict(target_accuracy=0.9, repeats=3), "repeats", "seeds"),
+    (dict(target_accuracy=0.9, data="folder", data_path=None), "data_path", "train/ and validation/"),
+])
+def test_bad_to_accuracy_specs_name_the_field(fields, field, words):
+    values = {**TINY, "data": "real", **fields}
+    with pytest.raises(SpecError) as info:
+        RunSpec(**values)
+    assert info.value.field == field and words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_data_is_refused_before_the_run(learnable_folder, learnable_idx, tmp_path):
+    import shutil
+
+    def refused(path, data="folder") -> str:
+        with pytest.raises(SpecError) as info:
+            catalog.check_spec(RunSpec(**TINY, data=data, data_path=str(path), epochs=1))
+        assert info.value.field == "data_path" and "\n" not in str(info.value)
+        return str(info.value)
+
+    no_validation = tmp_path / "no_validation"
+    shutil.copytree(learnable_folder / "train", no_validation / "train")
+    assert "no validation/ folder" in refused(no_validation)
+    differ = tmp_path / "differ"
+    shutil.copytree(learnable_folder, differ)
+    (differ / "validation" / "class_03").rename(differ / "validation" / "shirts")
+    assert "classes differ" in refused(differ) and "only in validation/: shirts" in refused(differ)
+    no_test = tmp_path / "no_t10k"
+    shutil.copytree(learnable_idx, no_test)
+    (no_test / "t10k-images-idx3-ubyte").unlink()
+    assert "t10k-images-idx3-ubyte" in refused(no_test, "real")
+    assert catalog.check_spec(RunSpec(**TINY, data="folder", data_path=str(learnable_folder), epochs=1)).classes == 10
+    with pytest.raises(SpecError, match="^batch_size: the train split holds 600 examples, fewer than one batch"):
+        accuracy_data.plan(RunSpec(**{**TINY, "batch_size": 1024}, data="real", epochs=1), TRAIN)
+
+
+def test_the_result_shape_is_checked_and_the_status_follows_the_majority():
+    run = {"seed": 0, "reached": True, "time_to_target_s": 1.0, "steps_to_target": 9, "epochs_to_target": 1.0,
+           "train_s": 0.9, "eval_s": 0.1, "total_s": 1.0, "final_val_accuracy": 0.9,
+           "curve": [{"wall_s": 1.0, "step": 9, "epoch": 1.0, "train_loss": 0.4, "val_loss": 0.3,
+                      "val_accuracy": 0.9}]}
+    missed = {**run, "reached": False, "time_to_target_s": None, "steps_to_target": None, "epochs_to_target": None}
+    common = dict(target=0.9, epochs=None, max_epochs=20, steps_per_epoch=9, eval_every_steps=9,
+                  dataset={"name": "fashion_mnist", "train_examples": 600, "validation_examples": 200,
+                           "classes": 10}, load_s=0.1, compile_s=2.0)
+    assert accuracy.final_status(accuracy.summarize([run, run, missed], **common)) == "done"
+    assert accuracy.final_status(accuracy.summarize([run, missed], **common)) == "not_reached"  # half is not more
+    assert accuracy.final_status(accuracy.summarize([missed], **{**common, "target": None})) == "done"
+    good = accuracy.summarize([run, missed], **common)
+    RunResult.check({"accuracy": good})
+    for bad, message in (({**good, "target": 1.5}, "accuracy.target: must be a fraction"),
+                         ({**good, "runs": [{**run, "curve": [{"step": 1}]}]}, "accuracy.runs[0].curve[0]: "),
+                         ({**good, "reached": 3}, "accuracy.reached: must be at most"),
+                         ({k: v for k, v in good.items() if k != "dataset"}, "dataset is missing")):
+        with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+            RunResult.check({"accuracy": bad})
