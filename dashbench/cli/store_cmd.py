@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dashbench.cli.terminal import shown
 from dashbench.spec import SpecError
+from dashbench.store.dialect import masked, scrub
 
 # Runs travel in batches, each one import transaction: memory stays bounded on a 100k-run store,
 # and a copy cut short keeps what it wrote and is finished by running it again.
@@ -60,42 +61,10 @@ def _upgrade(args) -> int:
     return 0
 
 
-def masked(text: str) -> str:
-    """A store as it may be shown: a URL's password as ***, a URL that does not parse as its scheme only."""
-    from dashbench.store import url_scheme
-
-    scheme = url_scheme(text)
-    if scheme is None:
-        return str(text)
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(text).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown by its scheme, never in full
-        return f"{scheme}…"
-
-
-def _password(text: str) -> str | None:
-    from dashbench.store import url_scheme
-
-    if url_scheme(text) is None:
-        return None
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(text).password or None
-    except Exception:  # noqa: BLE001
-        # Not a URL SQLAlchemy reads: whatever sits between "user:" and "@" may be a password.
-        rest = text.split("://", 1)[-1].split("@", 1)
-        return rest[0].split(":", 1)[1] if len(rest) == 2 and ":" in rest[0] else None
-
-
 def _scrub(message: str, stores: tuple[str, ...]) -> str:
     """An error's text without any password of the stores named: a driver may quote the URL."""
     for text in stores:
-        secret = _password(text)
-        if secret:
-            message = message.replace(text, masked(text)).replace(secret, "***")
+        message = scrub(message, str(text))
     return message
 
 
@@ -208,7 +177,7 @@ def _importable(run: dict, report: dict) -> dict | None:
         return None
     try:
         # The bundle's checks: a copied run is exactly what `import` would have taken.
-        return bundle._check_run({name: run.get(name) for name in bundle.RUN_FIELDS}, 0, _Unreadable)
+        return bundle.check_run({name: run.get(name) for name in bundle.RUN_FIELDS}, 0, _Unreadable)
     except _Unreadable as exc:
         report["runs_unreadable"].append(str(exc).replace("run #0 ", "", 1))
         return None

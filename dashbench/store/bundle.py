@@ -164,7 +164,7 @@ def read_bundle(path: Path) -> list[dict]:
     runs = data.get("runs")
     if not isinstance(runs, list):
         raise fail("runs: missing, or not a list")
-    checked = [_check_run(run, number, fail) for number, run in enumerate(runs, start=1)]
+    checked = [check_run(run, number, fail) for number, run in enumerate(runs, start=1)]
     first: dict[str, int] = {}
     for number, run in enumerate(checked, start=1):
         seen = first.setdefault(run["run_id"], number)
@@ -174,7 +174,10 @@ def read_bundle(path: Path) -> list[dict]:
     return checked
 
 
-def _check_run(run, number: int, fail) -> dict:
+def check_run(run, number: int, fail) -> dict:
+    """One run as a bundle carries it (`number`: its place, for the message), checked field by field as
+    import checks it; returns it in Store.import_rows' form (a run still going as interrupted, its flags
+    recomputed). A bad field raises fail("run #N (id): field: why")."""
     if not isinstance(run, dict):
         raise fail(f"run #{number}: not an object")
     run_id = run.get("run_id")

@@ -43,9 +43,26 @@ def url_refusal(text) -> str | None:
 def masked(text) -> str:
     """A database URL with its password as ***: the only form a URL is shown, logged or stored in."""
     text = str(text)
-    if url_scheme(text) is None:
+    parts = _userinfo(text)
+    if parts is None or parts[2] is None:
         return text
-    return re.sub(r"^(\s*[^:/]+://[^:@/]*):[^@/]*@", r"\1:***@", text)
+    head, user, _password_, host = parts
+    return f"{head}{user}:***@{host}"
+
+
+def _userinfo(text: str):
+    """(scheme://, user, password or None, what follows the last @) of a URL with a user, else None. The
+    LAST @: a password with an unescaped @ or / in it is still all password, never shown in part."""
+    scheme = url_scheme(text)
+    if scheme is None:
+        return None
+    start = text.index("://") + 3
+    rest = text[start:]
+    if "@" not in rest:
+        return None
+    userinfo, host = rest.rsplit("@", 1)
+    user, colon, password = userinfo.partition(":")
+    return text[:start], user, password if colon else None, host
 
 
 class ServerURL(str):
@@ -70,8 +87,8 @@ def scrub(message: str, url: str | None) -> str:
 
 
 def _password(url: str) -> str | None:
-    match = re.match(r"^\s*[^:/]+://[^:@/]*:([^@/]*)@", url)
-    return match.group(1) if match and match.group(1) else None
+    parts = _userinfo(url)
+    return parts[2] if parts is not None and parts[2] else None
 
 
 def _marks(columns: int, rows: int) -> str:
