@@ -44,6 +44,8 @@ def _runs(accuracy: dict) -> list[dict]:
 def seconds(value: Optional[float]) -> str:
     if value is None:
         return "—"
+    if value < 0.1:
+        return f"{value * 1000:.2g} ms"
     if value >= 120:
         return f"{value / 60:.1f} min ({value:,.0f} s)"
     return f"{value:.3g} s" if value < 10 else f"{value:.1f} s"
@@ -79,7 +81,7 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
     if target is not None:
         reached = sum(1 for r in runs if r.get("reached"))
         limit = accuracy.get("max_epochs")
-        within = f" within {limit} epochs" if limit else ""
+        within = f" within {limit} epoch{'s' if limit != 1 else ''}" if limit else ""
         if final_status(accuracy) == NOT_REACHED:
             best = max((_num(r.get("final_val_accuracy")) or 0.0 for r in runs), default=0.0)
             best = max([best] + [_num(p.get("val_accuracy")) or 0.0 for r in runs for p in r.get("curve") or []])

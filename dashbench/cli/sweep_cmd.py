@@ -4,7 +4,10 @@ Each point is its own `run` process, queued through dashbench.jobs: an out-of-me
 a crash (`failed`) ends that point and the sweep goes on; `--find-max-batch` searches for the largest
 batch that fits instead (cli/find_max_batch.py); the device lock keeps the points, and any
 run the dashboard started on the same device, from overlapping.
-Exit codes: 0 every point done, 1 some point not, 2 bad input, 128+N stopped by signal N (130 for
+The to-accuracy options (--target-accuracy, --epochs, --seeds, …) apply to every point: each trains to
+the target (its seeds one after another in its own run), its evaluations said as they come.
+Exit codes: 0 every point done, 1 some point failed (or out of memory, cancelled), 4 every point trained
+to its end but some missed the target (not_reached), 2 bad input, 128+N stopped by signal N (130 for
 Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), as `run`.
 """
 
@@ -15,7 +18,9 @@ import signal
 import sys
 import time
 
-from dashbench import catalog, memory
+from dashbench import accuracy_text, catalog, memory
+from dashbench.presets import TO_ACCURACY_FIELDS
+from dashbench.accuracy_text import EXIT_NOT_REACHED
 
 from dashbench.cli import find_max_batch, strict_json
 from dashbench.jobs import device_check, queue
@@ -25,12 +30,18 @@ from dashbench.cli.terminal import shown
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import SpecError, parse_batch_sizes
 from dashbench.store import TERMINAL, Store, StoreBusyError, StoreError, default_db_path, new_sweep_id
+from dashbench.store import WITH_RESULT
 
 POLL_S = 0.5
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("sweep", help="one run per batch size, in sequence, grouped by a sweep id")
+    p = subparsers.add_parser(
+        "sweep", help="one run per batch size, in sequence, grouped by a sweep id",
+        description="One run per batch size, in sequence, grouped by a sweep id. The to-accuracy options "
+                    "(--target-accuracy, --max-epochs, --epochs, --steps-per-epoch, --eval-every, --seeds) apply to "
+                    "every point. Exit codes: 0 every point done, 1 some point failed, 2 bad input, "
+                    f"{EXIT_NOT_REACHED} every point ended but some missed its target (not_reached), 128+N a signal.")
     add_spec_arguments(p, batch_size=False)
     p.add_argument("--batch-sizes", help="global batch sizes, e.g. 32,64,128 (each measured once)")
     find_max_batch.register_arguments(p)
@@ -56,6 +67,10 @@ def cmd_sweep(args) -> int:
     if args.find_max_batch:
         if args.batch_sizes is not None:
             raise SpecError("batch_sizes", "--find-max-batch chooses the batch sizes itself: leave out --batch-sizes")
+        trained = [name for name in TO_ACCURACY_FIELDS if getattr(args, name, None) is not None]
+        if trained:  # its tries are a few steps each: whether a batch fits, not how well it trains
+            raise SpecError(trained[0], f"--find-max-batch measures whether a batch fits in a few steps; leave out "
+                                        f"--{trained[0].replace('_', '-')} (train to accuracy at the batch it finds)")
         specs, warnings = [find_max_batch.base_spec(args, spec_from_args, given_fields(args))], []
     elif args.batch_sizes is None:
         raise SpecError("batch_sizes", "give --batch-sizes (e.g. 32,64,128), or --find-max-batch")
@@ -106,7 +121,9 @@ def cmd_sweep(args) -> int:
         print(strict_json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
     else:
         print(sweep_id)
-    return 0 if all(row["status"] == "done" for row in rows) else 1
+    if all(row["status"] == "done" for row in rows):
+        return 0
+    return EXIT_NOT_REACHED if all(row["status"] in WITH_RESULT for row in rows) else 1
 
 
 def _say(line: str) -> None:
@@ -144,8 +161,11 @@ def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
 
 
 def _summary(run: dict) -> str:
-    if run["status"] == "done" and run["result"] is not None:
-        return f"done, {run['result'].throughput_text()} ({run['run_id']})"
+    if run["status"] in WITH_RESULT and run["result"] is not None:
+        headline = accuracy_text.headline(run["result"].accuracy)
+        to_target = f"; {headline[0]}" + (f", {headline[1]}" if len(headline) > 1 and "time to" in headline[1] else "") \
+            if headline else ""
+        return f"{run['status']}, {run['result'].throughput_text()}{to_target} ({run['run_id']})"
     return f"{run['status']}: {run['error']} ({run['run_id']})"
 
 
@@ -156,4 +176,6 @@ def _point(run: dict, size: int) -> dict:
         "examples_per_sec": result.examples_per_sec, "step_time_median_s": result.step_time_median_s,
         "mfu": result.mfu, "flags": list(result.flags),
         **{name: memory.memory_columns([result])[name][0] for name in ("peak_memory_bytes", "memory_capacity_bytes")},
+        **{name: value for name, value in accuracy_text.columns_of(result.accuracy).items()
+           if result.accuracy is not None},
     }
