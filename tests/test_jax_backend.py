@@ -91,15 +91,20 @@ def test_four_devices_and_two_hosts_give_the_one_device_loss():
     """The same global batch on 1 device, on 4 emulated CPU devices (the child gets the XLA_FLAGS, so the run
     uses all 4), and on two processes of two devices each joined through jax.distributed
     (JAX_COORDINATOR_ADDRESS), as the hosts of a pod slice are: the same losses. Process 1 leaves the device
-    lock to process 0 on the same host (otherwise the two would wait for each other)."""
+    lock to process 0 on the same host (otherwise the two would wait for each other).
+    The two processes, started by hand with no run id, store ONE run (jobs/multihost.py): process 0 writes
+    it, process 1 takes its id through JAX (gloo collectives) and adds its host and devices to its placement."""
     import socket
+
+    from dashbench.store import Store
 
     with socket.socket() as probe:
         probe.bind(("localhost", 0))
         port = probe.getsockname()[1]
     env = child_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", XLA_FLAGS=
                     "--xla_force_host_platform_device_count=2")
-    args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *TINY_FASHION]
+    db = tmp_path / "runs.sqlite"
+    args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--db", str(db), "--json", *TINY_FASHION]
     hosts = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**env, "JAX_PROCESS_ID": str(i)}) for i in (0, 1)]
     outputs = [host.communicate(timeout=600) for host in hosts]
@@ -120,6 +125,16 @@ def test_four_devices_and_two_hosts_give_the_one_device_loss():
         assert result["accelerator_count"] == 2  # two hosts' CPUs
         np.testing.assert_allclose(result["losses"], one_result["losses"], rtol=1e-4)
         assert "device_shared" not in result["flags"]
+    ids = [json.loads(stdout)["run_id"] for stdout, _ in outputs]
+    with Store(db) as store:
+        runs = store.runs()
+        assert list(runs["run_id"]) == ids[:1] == ids[1:]  # one run, the same id on both
+        stored = store.get_run(ids[0])["result"]
+    assert stored.accelerator_count == 2 and stored.replicas == 4  # each host's devices counted once
+    placement = stored.placement
+    assert placement["hosts"] == [socket.gethostname()] * 2
+    assert len(placement["devices:0"]) == len(placement["devices:1"]) == 2
+    assert sorted(placement["devices:0"] + placement["devices:1"]) == sorted(stored.device_names)
 
 
 def test_replicas_ask_for_emulated_cpu_devices_themselves():

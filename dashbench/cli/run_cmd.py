@@ -128,6 +128,10 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
             on_event=None, device_wait: str = "wait", check_memory: bool = True,
             stored_row: bool = False) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
+        if stored is not None and given and _later_worker():
+            # Every host of a hand-started multi-host run gets the same command; worker 0 may have
+            # stored it already. The runner checks the options against the stored spec.
+            return spec_from_args(args), False
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.memory)
     before anything else, and warn on stderr past half of it.
@@ -140,6 +144,13 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
 
     from dashbench import memory
     from dashbench.jobs import oom
+def _later_worker() -> bool:
+    from dashbench.jobs import multihost
+
+    found = multihost.role()
+    return found is not None and not found.writes_run
+
+
 
     try:
         if check_memory:

@@ -23,6 +23,8 @@ from dashbench.spec import RunSpec, SpecError, divisibility_message
 
 _HOST_DEVICES = "--xla_force_host_platform_device_count"
 _KINDS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
+RUN_ID_ENV = "DASHBENCH_RUN_ID"  # jobs/multihost.py's: the id every host of a run records under
+_RUN_ID_BYTES = 128
 
 
 def prepare(spec: RunSpec) -> None:
@@ -72,6 +74,8 @@ def create(spec: RunSpec) -> Target:
     multi_host = settings is not None
     if multi_host and not jax.distributed.is_initialized():
         jax.distributed.initialize(**settings)
+    if multi_host and jax.process_count() > 1:
+        _share_run_id(jax)
     kind = spec.device if spec.device != "auto" else _default_kind(jax)
     found = _devices(jax, kind)
     if not found:
@@ -89,6 +93,9 @@ def create(spec: RunSpec) -> Target:
     used = found[:replicas]
     names = [_device_name(d) for d in used]
     env = {"jax_devices": [str(d) for d in used], "process_count": jax.process_count()}
+    if multi_host:  # what this process adds to the one stored run's placement (jobs/multihost.py)
+        env["process_index"] = jax.process_index()
+        env["local_devices"] = [_device_name(d) for d in used if d.process_index == jax.process_index()]
     if kind == "tpu":
         identity = tpu.identify_here(device_kinds=[d.device_kind for d in used])
         env["tpu"] = identity.to_env()
@@ -97,6 +104,21 @@ def create(spec: RunSpec) -> Target:
         return Target(used, "gpu", canonical_gpu(used[0].device_kind), replicas, names, replicas, multi_host, env)
     hosts = jax.process_count()
     return Target(used, "cpu", "CPU", hosts, names, replicas, multi_host, env)
+
+
+def _share_run_id(jax) -> None:
+    """Every process of a multi-host run records under worker 0's run id (jobs/multihost.py): one
+    without DASHBENCH_RUN_ID takes process 0's, broadcast once the hosts have joined. All take part."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    mine = os.environ.get(RUN_ID_ENV, "").encode()[:_RUN_ID_BYTES]
+    sent = np.zeros(_RUN_ID_BYTES, np.uint8)
+    sent[:len(mine)] = np.frombuffer(mine, np.uint8)
+    with native_stderr_silenced():
+        got = np.asarray(multihost_utils.broadcast_one_to_all(sent)).astype(np.uint8).tobytes().rstrip(b"\0").decode()
+    if got and not os.environ.get(RUN_ID_ENV):
+        os.environ[RUN_ID_ENV] = got
 
 
 def _default_kind(jax) -> str:

@@ -33,7 +33,7 @@ from typing import Callable
 from dashbench import memory
 from dashbench.accuracy import final_status
 from dashbench.engine import peak_memory
-from dashbench.jobs import device_lock, oom
+from dashbench.jobs import device_lock, multihost, oom
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
@@ -294,6 +294,12 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
     store = Store(db_path, write_retry_s=WRITE_RETRY_S) if record else None
+    # A later worker of a multi-host run writes no row of its own: worker 0 writes the run, this
+    # process adds its host to it at the end (jobs/multihost.py).
+    role = multihost.role()
+    if role is not None and store is not None:
+        run_id = multihost.agreed_run_id(run_id)
+    later_worker = role is not None and not role.writes_run and store is not None
     try:
         if store is not None:
             # A database this process cannot write is refused before the device, the engine or a row.
@@ -306,12 +312,16 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             recorder = None
 
             def begin():  # the row shows the run from its wait for the device on
+                if later_worker:
+                    return
                 if store is not None and not state["begun"]:
                     state["run_id"] = _begin(store, spec, run_id, stored)
+                    if role is not None:  # what a JAX run's later workers take when they were given no id
+                        os.environ[multihost.RUN_ID_ENV] = state["run_id"]
                 state["begun"] = True
 
             def waiting(kind: str, holder: str):
-                _Recorder(store, state["run_id"], on_event)(
+                _Recorder(None if later_worker else store, state["run_id"], on_event)(
                     {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"})
 
             try:
@@ -322,13 +332,18 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     holding.name_run(run_id)
                     tracker = peak_memory.Tracker()
                     tracker.backend = spec.backend
-                    recorder = _Recorder(store, run_id, tracker.watching(on_event))
-                    with _calibrated_cpu_peaks(store, spec, run_id):
+                    recorder = _Recorder(None if later_worker else store, run_id, tracker.watching(on_event))
+                    with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id):
                         result = loop.run(spec, on_event=recorder)
                     recorder.flush()
                     result = result.replace(memory=_memory_record(tracker, spec))
                     if holding.shared:
                         result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
+                    if role is not None and store is not None:
+                        entry = multihost.placement_entry(result, role.index, this_host())
+                        if later_worker:
+                            return _join_run(store, role, entry, result, run_id)
+                        result = result.replace(placement=multihost.merged_placement(result.placement, entry, role.count))
             except RunCancelled as exc:
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
@@ -409,6 +424,21 @@ def _guarded(store: Store | None, wake_fd: int | None):
         guard.join(timeout=2 * GUARD_POLL_S + 1)
         for own in watcher + beater:
             own.close()
+
+
+def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResult, run_id: str | None) -> RunResult:
+    """A later worker's end: its host and devices added to worker 0's run (which may take the id
+    from the engine: JAX hands worker 0's on), nothing else written."""
+    from dashbench.store.placement import add_to_placement
+
+    run_id = multihost.agreed_run_id(run_id)
+    if run_id is None:
+        _say(multihost.missing_id_warning(role))
+        return result
+    if not add_to_placement(store, run_id, lambda placement: multihost.merged_placement(placement, entry, role.count),
+                            wait_s=multihost.join_wait_s()):
+        _say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
+    return result.replace(run_id=run_id)
 
 
 def _say(line: str) -> None:
