@@ -87,7 +87,7 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
     assert tf_result["backend"] == "tensorflow" and tf_result["env"]["keras_backend"] == "tensorflow"
 
 
-def test_four_devices_and_two_hosts_give_the_one_device_loss():
+def test_four_devices_and_two_hosts_give_the_one_device_loss(tmp_path):
     """The same global batch on 1 device, on 4 emulated CPU devices (the child gets the XLA_FLAGS, so the run
     uses all 4), and on two processes of two devices each joined through jax.distributed
     (JAX_COORDINATOR_ADDRESS), as the hosts of a pod slice are: the same losses. Process 1 leaves the device
