@@ -57,9 +57,11 @@ with st.expander("Choose runs", expanded=not requested):
                                          on_change=_filters_changed),
         "backend": cols[3].multiselect("Backend", options["backend"], key="cmp_backend",
                                        on_change=_filters_changed),
+        # Runs with a result: done, and to-accuracy runs that missed their target (their throughput and
+        # curves still compare).
         "status": cols[4].multiselect("Status", options["status"],
-                                      default=_unless_set("cmp_status", ["done"] if "done" in options["status"]
-                                                          else []),
+                                      default=_unless_set("cmp_status", [s for s in ("done", "not_reached")
+                                                                         if s in options["status"]]),
                                       key="cmp_status", on_change=_filters_changed),
     }
     query = results.query(selections)
