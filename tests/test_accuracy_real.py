@@ -131,7 +131,8 @@ def test_tensorflow_and_jax_train_alike_and_a_broken_pipeline_is_flagged(real_ru
     assert flagged == {ids["broken"]}, [f.text() for f in verdict.flags]
     flag = next(f for f in verdict.flags if f.metric == parity.VAL_ACCURACY)
     assert flag.reference_run_id == ids["tensorflow"] and flag.epoch is not None
-    assert f"departs from #{ids['tensorflow'][-6:]} on CPU (2 replicas) · tensorflow in validation accuracy" in flag.text()
+    reference = f"#{ids['tensorflow'][-6:]} on CPU (2 replicas) · tensorflow"
+    assert f"departs from {reference} in validation accuracy" in flag.text()
 
 
 def test_the_real_runs_on_compare_and_results(real_runs, monkeypatch):

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+import accuracy_results
 import bench_scripts
 import dashboard_data
+from dashbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -61,7 +63,9 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
-    ids = dashboard_data.fill(db, n_runs=30)
+    with Store(db) as store:  # older than the fixture's runs: the newest run below is still the fixture's
+        to_target = accuracy_results.fill_to_accuracy(store)
+    ids = list(to_target.values()) + dashboard_data.fill(db, n_runs=30)
     with streamlit_server(db) as url:
         page = open_page(browser, url + "/run", "Run", "run.png")
         expect(page.get_by_text("Launch run")).to_be_visible()
@@ -74,6 +78,16 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         expect(page.get_by_text("above peak").first).to_be_visible()
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         expect(page.get_by_text("Download CSV")).to_be_visible()
+        page.close()
+
+        # A to-accuracy run and a throughput run of its setup on another backend: measured and predicted.
+        page = open_page(browser, url + f"/compare?runs={to_target['tensorflow']},{to_target['jax']}", "Compare",
+                         "compare-to-target.png")
+        expect(page.get_by_text("Time and cost to target")).to_be_visible()
+        for title in ("Time to target", "Validation accuracy against wall time"):
+            expect(page.locator(".js-plotly-plot").filter(has_text=title).first).to_be_visible()
+        bars = page.locator(".js-plotly-plot").filter(has_text="Time to target")
+        expect(bars.first.get_by_text("predicted from another device's epochs")).to_be_visible()
         page.close()
 
         page = open_page(browser, url + "/results", "Results", "results.png")

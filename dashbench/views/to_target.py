@@ -148,7 +148,8 @@ def device_throughputs(runs: list[dict]) -> dict[tuple, dict]:
     for row in runs:
         eps = row.get("examples_per_sec")
         flags = set(row.get("flags") or [])
-        if row.get("status") not in MEASURED_STATUSES or not is_number(eps) or eps <= 0 or flags & INVALID_THROUGHPUT_FLAGS:
+        if (row.get("status") not in MEASURED_STATUSES or not is_number(eps) or eps <= 0
+                or flags & INVALID_THROUGHPUT_FLAGS):
             continue
         by_device.setdefault(device_key(row), []).append(float(eps))
     return {key: {"examples_per_sec": statistics.median(v), "runs": len(v)} for key, v in by_device.items()}
@@ -194,7 +195,8 @@ def predicted_rows(source: dict, throughputs: dict[tuple, dict], price_of) -> li
         if not times:
             continue
         median, low, high = spread(times)
-        rate = price_of({"accelerator": device[0], "accelerator_count": device[1], "host_cpus": measured.get("host_cpus")})
+        rate = price_of({"accelerator": device[0], "accelerator_count": device[1],
+                         "host_cpus": measured.get("host_cpus")})
         rows.append({
             "kind": PREDICTED_KIND, "device": device_text(device), "device_key": device, "setup": setup_key(source),
             "run_id": source.get("run_id"), "source": f"predicted from the epochs measured on {device_text(own)}",
