@@ -24,6 +24,7 @@ from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQL
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = json.loads((Path(__file__).parent / "fixtures" / "store_schema_v9.json").read_text())
 HEAD = migrations.head_number()
+V9 = 9  # the layout BEFORE holds: the last schema of the hand-written steps (later revisions change it)
 
 
 def old_file(path, version: int, runs=()) -> None:
@@ -62,18 +63,20 @@ def layout(db) -> dict:
 
 
 def test_each_revision_makes_the_layout_its_hand_written_step_made(tmp_path):
-    assert schema.SCHEMA_VERSION == HEAD == len(migrations.numbers()) == 9
-    for number in range(1, HEAD):
+    assert schema.SCHEMA_VERSION == HEAD and migrations.numbers() == list(range(1, HEAD + 1))
+    for number in range(1, V9 + 1):
         path = tmp_path / f"v{number}.sqlite"
         assert migrate.upgrade_sqlite(path, to=number) == (0, number)
-        assert sqlite_layout(path) == BEFORE["sqlite_history"][str(number)], f"v{number}"
+        made = BEFORE["sqlite"] if number == V9 else BEFORE["sqlite_history"][str(number)]
+        assert sqlite_layout(path) == made, f"v{number}"
         assert bookkeeping(path) == (migrations.revision_id(number), number)
 
 
 def test_a_new_store_has_the_layout_of_before_alembic_at_the_head(db_at):
     with Store(db_at) as store:
         assert store.schema_upgrade == (0, HEAD) and store.schema_version == HEAD
-    assert layout(db_at) == BEFORE["postgresql" if on_server(db_at) else "sqlite"]
+    if HEAD == V9:  # past v9 the layout changed on purpose; v9's is checked on the way (tests above, below)
+        assert layout(db_at) == BEFORE["postgresql" if on_server(db_at) else "sqlite"]
     assert bookkeeping(db_at) == (migrations.revision_id(HEAD), HEAD)
     with Store(db_at) as again:  # at the head: nothing runs, nothing is written
         assert again.schema_upgrade is None
@@ -86,6 +89,7 @@ def test_every_old_sqlite_store_upgrades_in_place_with_nothing_lost(tmp_path):
                                                                                      "tensorflow": "2.17.0"})),
             ("jax-run", jax, result_for(SPEC.replace(backend="jax"), 99.0, backend="jax", backend_version="0.4.30"))]
     expected = None
+    Store(tmp_path / "new.sqlite").close()
     for version in range(1, HEAD):
         path = tmp_path / f"v{version}.sqlite"
         old_file(path, version, runs)
@@ -95,7 +99,7 @@ def test_every_old_sqlite_store_upgrades_in_place_with_nothing_lost(tmp_path):
             samples = {run_id: list(store.samples(run_id)["duration_s"]) for run_id, _s, _r in runs}
             assert store._read("PRAGMA foreign_key_check") == []
         assert bookkeeping(path) == (migrations.revision_id(HEAD), HEAD)
-        assert sqlite_layout(path) == BEFORE["sqlite"]
+        assert sqlite_layout(path) == sqlite_layout(tmp_path / "new.sqlite")  # as a new store's
         if expected is None:  # from v1, checked by hand; every later start must end the same
             by_id = frame.set_index("run_id")
             assert by_id.loc["tf-run", "examples_per_sec"] == 321.0 and by_id.loc["tf-run", "flags"] == ["loss_not_falling"]
@@ -108,12 +112,13 @@ def test_every_old_sqlite_store_upgrades_in_place_with_nothing_lost(tmp_path):
 
 def test_a_store_from_before_alembic_is_stamped_by_store_upgrade(db_at, capsys):
     Store(db_at).close()
-    with Store(db_at) as store, store._write("test") as conn:  # what today's code left: no alembic_version
+    made = layout(db_at)
+    with Store(db_at) as store, store._write("test") as conn:  # as dashbench before alembic left it
         conn.execute("DROP TABLE alembic_version")
     assert main(["store", "upgrade", "--db", str(db_at)]) == 0
-    assert f"schema v{HEAD}" in capsys.readouterr().out
+    assert f"schema v{HEAD}, this dashbench's (nothing to upgrade)" in capsys.readouterr().out
     assert bookkeeping(db_at) == (migrations.revision_id(HEAD), HEAD)
-    assert layout(db_at) == BEFORE["postgresql" if on_server(db_at) else "sqlite"]
+    assert layout(db_at) == made
 
 
 def test_a_store_newer_than_the_code_is_refused_in_one_line_and_left_as_it_is(db_at, capsys):
@@ -218,13 +223,14 @@ def test_two_processes_opening_an_empty_postgres_database_make_one_store(pg_url,
     finally:
         holder.close()
     assert bookkeeping(pg_url) == (migrations.revision_id(HEAD), HEAD)
-    assert layout(pg_url) == BEFORE["postgresql"]
 
 
 # -- the next schema change -----------------------------------------------------------------------
 
 
 def test_the_next_schema_change_is_one_revision_file_run_on_both_databases(tmp_path, monkeypatch, pg_url, pg_server):
+    import psycopg
+
     copy = tmp_path / "migrations"
     shutil.copytree(migrations.FOLDER, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(migrations, "FOLDER", copy)
@@ -236,11 +242,12 @@ def test_the_next_schema_change_is_one_revision_file_run_on_both_databases(tmp_p
     written.write_text(text.replace("raise NotImplementedError('write the step')",
                                     'op.add_column("runs", sa.Column("note", types()["TEXT"]))'))
     path = tmp_path / "r.sqlite"
-    old_file(path, HEAD)  # both as dashbench before alembic left them: no alembic_version
-    assert migrate.upgrade_postgres(pg_url, "db", to=HEAD) == (0, HEAD)
-    with Store(pg_url) as store, store._write("test") as conn:
+    old_file(path, V9)  # both as dashbench before alembic left them: no alembic_version
+    assert migrate.upgrade_postgres(pg_url, "db", to=V9) == (0, V9)
+    assert postgres_layout(pg_url) == BEFORE["postgresql"]
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         conn.execute("DROP TABLE alembic_version")
-    assert migrate.upgrade_sqlite(path) == migrate.upgrade_postgres(pg_url, "db") == (HEAD, HEAD + 1)
+    assert migrate.upgrade_sqlite(path) == migrate.upgrade_postgres(pg_url, "db") == (V9, HEAD + 1)
     for db in (path, pg_url):
         assert "note" in [column[0] for column in layout(db)["runs"]["columns"]]
         assert bookkeeping(db) == (migrations.revision_id(HEAD + 1), HEAD + 1)
