@@ -38,7 +38,8 @@ def register(subparsers) -> None:
         description=("Upgrade the store named by --db (default: $DASHBENCH_DB) to this dashbench's schema in "
                      "one transaction, as opening it for writing does; two processes never both upgrade it "
                      "(SQLite's write lock, PostgreSQL's advisory lock). A store newer than this dashbench is "
-                     "refused and left as it is. For a store that read-only readers must find upgraded."))
+                     "refused and left as it is. A store made before alembic ran the schema's steps is "
+                     "stamped at the version it holds. For a store that read-only readers must find upgraded."))
     from dashbench.cli.results_cmd import add_db_argument
 
     add_db_argument(upgrade)
