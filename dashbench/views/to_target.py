@@ -22,6 +22,7 @@ INVALID_THROUGHPUT_FLAGS = frozenset(("above_peak", "placement_mismatch", "non_f
 # Statuses whose training throughput was measured to the end (a to-accuracy run is a throughput run too).
 MEASURED_STATUSES = ("done", "not_reached")
 THROUGHPUT_RUNS = 200  # newest runs of one setup read to find each device's throughput (bounded at 100k runs)
+FOUND_READS = 20  # results of other to-accuracy runs of a setup read at most (for the measured rows and errors)
 MEASURED_KIND, PREDICTED_KIND = "measured", "predicted"
 
 
@@ -289,11 +290,11 @@ def gather(store, run_ids: Iterable[str]) -> tuple[list[dict], list[dict], list[
                                               status=list(MEASURED_STATUSES), limit=THROUGHPUT_RUNS))
                 if setup_key(r) == key]
         throughput += rows
-        for row in rows:
-            if row.get("data") not in (None, "synthetic") and row["run_id"] not in ids:
-                block = _stored_accuracy(store, row["run_id"])
-                if block is not None:
-                    found.append({**row, "accuracy": block})
+        others = [r for r in rows if r.get("data") not in (None, "synthetic") and r["run_id"] not in ids]
+        for row in others[:FOUND_READS]:  # newest first
+            block = _stored_accuracy(store, row["run_id"])
+            if block is not None:
+                found.append({**row, "accuracy": block})
     return chosen, found, throughput
 
 
