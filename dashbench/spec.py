@@ -124,7 +124,8 @@ class RunSpec:
         _positive_int("steps", self.steps)
         _int_at_least("warmup", self.warmup, 0)
         _positive_int("steps_per_loop", self.steps_per_loop)
-        if self.steps % self.steps_per_loop:
+        # A to-accuracy run trains by epochs: its steps and warm-up are not used (accuracy_data.plan).
+        if not self.to_accuracy and self.steps % self.steps_per_loop:
             raise SpecError(
                 "steps",
                 f"{self.steps} is not a multiple of steps_per_loop {self.steps_per_loop}: "
@@ -146,7 +147,8 @@ class RunSpec:
                 _positive_int(name, value)
         _int_at_least("seed", self.seed, 0)
         _positive_int("repeats", self.repeats)
-        _check_loops(self)
+        if not self.to_accuracy:
+            _check_loops(self)
         _check_to_accuracy(self)
         for name in ("label", "data_path", "tpu"):
             check_text(name, getattr(self, name))

@@ -186,3 +186,42 @@ def test_the_result_shape_is_checked_and_the_status_follows_the_majority():
                          ({k: v for k, v in good.items() if k != "dataset"}, "dataset is missing")):
         with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
             RunResult.check({"accuracy": bad})
+
+
+def test_seed_000s_five_epochs_of_100_steps_at_batch_1024_plan_and_batches(learnable_idx):
+    """The article's model.fit: 5 epochs × 100 steps at batch 1024, validation after each epoch; the
+    batches repeat the (here smaller) train split, each pass a fresh permutation from the seed."""
+    spec = RunSpec(**{**TINY, "batch_size": 1024}, data="real", data_path=str(learnable_idx), epochs=5,
+                   steps_per_epoch=100, steps_per_loop=100)
+    data = accuracy_data.load(spec, catalog.check_spec(spec))
+    plan = accuracy_data.plan(spec, len(data.y_train))
+    assert (plan.steps_per_epoch, plan.eval_every, plan.total_steps, plan.steps_per_call) == (100, 100, 500, 100)
+    assert plan.evaluations() == [100, 200, 300, 400, 500]
+    assert accuracy_data.plan(spec.replace(steps_per_loop=30), TRAIN).steps_per_call == 10  # gcd(30, 100, 500)
+    xs, ys = next(accuracy_data.training_batches(data, 1024, 2, seed=0))
+    assert xs.shape == (2, 1024, 28, 28, 1) and xs.dtype.name == "uint8" and ys.shape == (2, 1024)
+    # the first 600 examples drawn are one whole pass: every training example once
+    assert sorted(map(bytes, xs.reshape(2048, -1)[:TRAIN])) == sorted(map(bytes, data.x_train.reshape(TRAIN, -1)))
+    other = next(accuracy_data.training_batches(data, 1024, 2, seed=1))[1]
+    assert (other != ys).any()  # another seed, another order
+    batches = accuracy_data.evaluation_batches(data, 1024)
+    assert len(batches) == 1 and batches[0][2].sum() == VALIDATION  # padded, the padding masked out
+
+
+def test_the_benchmark_table_reads_a_run_result():
+    from bench_scripts import load
+
+    bench = load("time_to_accuracy")
+    run = {"seed": 0, "reached": True, "time_to_target_s": 4.0, "steps_to_target": 9, "epochs_to_target": 2.0,
+           "train_s": 3.0, "eval_s": 1.0, "total_s": 4.0, "final_val_accuracy": 0.93, "curve": []}
+    record = accuracy.summarize([run, {**run, "seed": 1, "time_to_target_s": 6.0, "total_s": 6.0}], target=0.9,
+                                epochs=None, max_epochs=10, steps_per_epoch=9, eval_every_steps=9,
+                                dataset={"name": "fashion_mnist", "train_examples": 600, "validation_examples": 200,
+                                         "classes": 10}, load_s=0.1, compile_s=3.0)
+    rows = [bench.row({"backend": b, "result": {"accuracy": record, "examples_per_sec": 500.0, "status": "done"},
+                       "wall_s": 20.0, "load": "1.00/1.00 → 1.10/1.00"}) for b in ("tensorflow", "jax")]
+    assert rows[0]["median_s"] == 5.0 and rows[0]["eval_share"] == pytest.approx(2.0 / 10.0)
+    args = type("Args", (), dict(target=0.9, width=16, batch_size=64, device="cpu", seeds=2, max_epochs=10,
+                                 full=False))()
+    text = bench.table(rows, args, 600, 200)
+    assert "| tensorflow | 2/2 | 5.0 s (4.0–6.0) | 2 | 20.0% | 0.930 |" in text and "1.00×" in text
