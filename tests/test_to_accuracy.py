@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from learnable_data import TRAIN, VALIDATION, learnable_folder, learnable_idx, learnable_idx_gz  # noqa: F401
 from test_jax_backend import child_env
@@ -225,3 +226,22 @@ def test_the_benchmark_table_reads_a_run_result():
                                  full=False))()
     text = bench.table(rows, args, 600, 200)
     assert "| tensorflow | 2/2 | 5.0 s (4.0–6.0) | 2 | 20.0% | 0.930 |" in text and "1.00×" in text
+
+
+def test_an_image_folder_is_read_at_the_models_image_size_and_colours(learnable_folder):
+    from dashbench.datasets import load_image_folder
+
+    spec = RunSpec(model="resnet50", batch_size=8, device="cpu", image_size=32, data="folder",
+                   data_path=str(learnable_folder), target_accuracy=0.5)
+    shapes = catalog.check_spec(spec)
+    assert (shapes.image_size, shapes.channels, shapes.classes) == (32, 3, 10)  # the folder's classes
+    x, y = load_image_folder(str(learnable_folder), "validation", 32, 3)
+    assert x.shape == (VALIDATION, 32, 32, 3) and x.dtype.name == "uint8"
+    assert (x[..., 0] == x[..., 2]).all()  # grayscale PNGs as RGB
+    gray, labels = load_image_folder(str(learnable_folder), "validation", 28, 1)
+    assert gray.shape == (VALIDATION, 28, 28, 1) and (labels == y).all()
+    # labels are the sorted class folders' indices, as keras.utils.image_dataset_from_directory numbers them
+    assert sorted(set(labels.tolist())) == list(range(10))
+    first = sorted((learnable_folder / "validation" / "class_00").iterdir())[0]
+    from PIL import Image
+    assert any((gray[i, ..., 0] == np.asarray(Image.open(first))).all() for i in np.flatnonzero(labels == 0))
