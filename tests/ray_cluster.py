@@ -165,7 +165,10 @@ def _kill(pids: list[int]) -> None:
 def start_cluster(folder: Path) -> RayTestCluster:
     cluster = RayTestCluster(Path(folder), uuid.uuid4().hex)
     try:
-        cluster.start_node(GPU_NODE, head=True, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1})
+        # A dead node is declared dead after ~3 s, not Ray's default ~15-30 s (a lost host's test).
+        cluster.start_node(GPU_NODE, head=True, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1},
+                           env={"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
+                                "RAY_health_check_initial_delay_ms": "1000"})
         for worker, host in enumerate(TPU_HOSTS):
             resources = {"TPU": TPU_CHIPS_PER_HOST, SLICE_NAME: 1, f"accelerator_type:TPU-{TPU_TYPE.split('-')[0].upper()}": 1}
             if worker == 0:

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from dashbench.cli import strict_json
+from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 
 
@@ -20,6 +21,7 @@ def register(subparsers) -> None:
     devices.add_argument("--json", action="store_true", help="print a JSON object")
     devices.add_argument("--backend", default="tensorflow", help="whose view: tensorflow (default) or jax")
     devices.add_argument("--db", type=db_path_arg, default=None, help=argparse.SUPPRESS)
+    add_cluster_arguments(devices, on=False)
     devices.set_defaults(func=handle_devices)
 
 
@@ -42,6 +44,9 @@ def handle_models(args) -> int:
 
 def handle_devices(args) -> int:
     from dashbench.spec import BACKENDS
+
+    if args.cluster is not None:
+        return _cluster_devices(args)
 
     if args.backend not in BACKENDS:
         print(f"dashbench devices: error: backend: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}",
@@ -72,4 +77,18 @@ def handle_devices(args) -> int:
     if identity:
         print(f"     {identity['devices']} JAX devices = {identity['chips']} × {identity['name']}"
               + "".join(f"; {problem}" for problem in identity["mismatch"]))
+    return 0
+
+
+def _cluster_devices(args) -> int:
+    """The cluster's hosts and what they hold, from Ray (no framework is loaded here)."""
+    from dashbench.cli.cluster_args import address
+    from dashbench.fleet import inventory
+
+    hosts = inventory.hosts(address(args))
+    if args.json:
+        print(strict_json.dumps({"hosts": [inventory.as_dict(h) for h in hosts],
+                                 "kinds": [dict(k.__dict__, multi_host=k.multi_host) for k in inventory.kinds(hosts)]}))
+        return 0
+    print("\n".join(inventory.describe(hosts)))
     return 0

@@ -17,6 +17,7 @@ import os
 import sys
 
 from dashbench.cli import strict_json
+from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
@@ -47,6 +48,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     add_device_wait_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(func=handle)
 
 
@@ -63,6 +65,8 @@ def add_device_wait_arguments(parser) -> None:
 def handle(args) -> int:
     try:
         check_id("run_id", args.run_id, null=True)  # the rule import applies: what run stores, import takes
+        if args.cluster is not None:
+            return _on_cluster(args)
         spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
@@ -98,6 +102,18 @@ def print_accuracy(result: RunResult, usd_per_hour: float | None = None) -> None
     lines = accuracy_text.headline(result.accuracy, usd_per_hour)
     if lines:
         print(shown_lines("to accuracy: " + "\n  ".join(lines)))
+
+
+def _on_cluster(args) -> int:
+    """`run --cluster`: the run goes to a node of a Ray cluster (dashbench/fleet), this process waits."""
+    from dashbench.cli import cluster_run
+
+    for option, given in (("run_id", args.run_id is not None), ("no_store", args.no_store),
+                          ("share_device", args.device_wait == "share"), ("no_wait", args.device_wait == "no_wait")):
+        if given:
+            raise SpecError(option, f"--{option.replace('_', '-')} is for a run on this machine; "
+                                    "leave it out with --cluster")
+    return cluster_run.run(spec_from_args(args), args, args.json, report_invalid, print_json)
 
 
 def _spec(args) -> tuple[RunSpec, bool]:

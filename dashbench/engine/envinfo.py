@@ -16,6 +16,10 @@ from typing import Optional
 from dashbench import __version__
 from dashbench.engine.devices import cpu_model
 
+# What a run started on a Ray cluster's node learns of it from its environment (fleet/launch.py).
+FLEET_ENV = {"host": "DASHBENCH_HOST", "ray_node_id": "DASHBENCH_RAY_NODE_ID", "ray_job": "DASHBENCH_RAY_JOB",
+             "cluster": "DASHBENCH_RAY_CLUSTER"}
+
 
 def package_version(name: str) -> Optional[str]:
     try:
@@ -68,5 +72,8 @@ def record(device_names: list, precision: str, xla: bool, extra: Optional[dict] 
         "git_commit": git_commit(),
         "platform": platform.platform(),
     }
+    fleet = {key: os.environ[name] for key, name in FLEET_ENV.items() if os.environ.get(name)}
+    if fleet:  # started by a cluster (dashbench/fleet/launch.py): the node that ran it
+        env["fleet"] = fleet
     env.update(extra or {})
     return env

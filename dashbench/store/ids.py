@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import secrets
 import socket
 import time
@@ -11,8 +12,13 @@ from dashbench.result import short_id  # noqa: F401  (re-exported by the store)
 from dashbench.store.errors import StoreError
 
 
+# A run that a cluster started on one of its nodes is stamped with the node's name (fleet/launch.py sets
+# it): several nodes may share one machine's host name, and the name is what the cluster calls it.
+HOST_ENV = "DASHBENCH_HOST"
+
+
 def this_host() -> str:
-    return socket.gethostname()
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def new_run_id() -> str:

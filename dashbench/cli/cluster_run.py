@@ -1,0 +1,125 @@
+"""`run --cluster …` (and preset's): launch one run on a Ray cluster, then wait for it and print its
+progress and end exactly as a local run does. Ctrl-C or SIGTERM cancels it on its node."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+from dashbench.cli.terminal import shown, shown_lines
+
+POLL_S = 0.5
+NODE_CHECK_S = 3.0
+PENDING_SAY_S = 3.0  # a job still pending after this long waits for devices (its start takes ~1 s)  # how often a running run's node is looked up (a lost host)
+EXIT_CODES = {"done": 0, "not_reached": 0, "failed": 1, "interrupted": 1, "oom": 3, "cancelled": 130}
+
+
+def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
+    """Launch `spec` on the cluster of `args.cluster` (`args.on`: where), wait, report (with the run
+    command's report_invalid and print_json, so both say it alike). Exit codes as a local run's: 0 done, 2 refused, 1 failed or interrupted (a lost host), 3 oom, 130 cancelled."""
+    from dashbench.cli.cluster_args import address as cluster_address
+    from dashbench.fleet import launch
+    from dashbench.fleet.submit import submit
+    from dashbench.spec import SpecError
+
+    try:
+        address = cluster_address(args)
+        run_id = submit(spec, args.db, address, on=getattr(args, "on", None))
+    except SpecError as exc:
+        return report_invalid(exc, json_out, spec)
+    db = launch.team_store_url(args.db)
+    print(f"run {run_id} launched on {address} ({_host(db, run_id)}; Ray job {launch.job_id(run_id)})",
+          file=sys.stderr, flush=True)
+    row = follow(address, db, run_id)
+    return report(row, spec, json_out, print_json)
+
+
+def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
+    """Print the run's progress (its own lines, from the job's log) until its row ends; a signal
+    (Ctrl-C, SIGTERM) cancels it on its node and goes on waiting for its end. Returns the ended row."""
+    from dashbench.fleet import launch
+    from dashbench.store import Store
+
+    printed, said_pending, next_node_check, pending_since = 0, False, 0.0, None
+    cancelled_at = None
+    previous = signal.signal(signal.SIGTERM, _interrupt) if _main_thread() else None
+    try:
+        while True:
+            try:
+                status, message = launch.job_state(address, run_id)
+                text = launch.logs(address, run_id)
+                printed = _print_new(text, printed, out)
+                with Store(db) as store:
+                    row = store.get_run(run_id)
+                if row["status"] not in ("queued", "running"):
+                    if status in launch.ENDED or status is None or cancelled_at is not None:
+                        _print_new(launch.logs(address, run_id), printed, out)
+                        return row
+                pending_since = (pending_since or time.monotonic()) if status == "PENDING" else None
+                if pending_since and time.monotonic() - pending_since > PENDING_SAY_S and not said_pending:
+                    said_pending = True
+                    print(f"waiting for the cluster: {row['host'].removeprefix(launch.HOST_PREFIX)}'s devices "
+                          f"are in use by another run (Ray queues this one)", file=out, flush=True)
+                now = time.monotonic()
+                if status in launch.ENDED or (status == "RUNNING" and now >= next_node_check):
+                    next_node_check = now + NODE_CHECK_S
+                    launch.settle(address, db, run_id, status, message)
+                time.sleep(POLL_S)
+            except KeyboardInterrupt:
+                if cancelled_at is None:
+                    cancelled_at = time.monotonic()
+                    print("cancelling the run on its node…", file=out, flush=True)
+                    launch.cancel(address, db, run_id)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def report(row: dict, spec, json_out: bool, print_json) -> int:
+    from dashbench.jobs import runner
+
+    status = row["status"]
+    code = EXIT_CODES.get(status, 1)
+    if status in ("done", "not_reached") and row["result"] is not None:
+        result = row["result"]
+        if json_out:
+            print_json(result.to_dict() if hasattr(result, "to_dict") else result)
+        else:
+            print(shown_lines(result.describe()))
+        return code
+    error = row["error"] or status
+    print(f"error: run {runner.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
+    if json_out:
+        print_json({"run_id": row["run_id"], "model": spec.model, "device": spec.device, "status": status,
+                    "error": error, "spec": spec.to_dict()})
+    return code
+
+
+def _print_new(text: str, printed: int, out) -> int:
+    """The job log's lines after the first `printed` characters, less Ray's own and the run's JSON."""
+    new = text[printed:]
+    cut = new.rfind("\n") + 1  # whole lines only
+    for line in new[:cut].splitlines():
+        if line.startswith("{") or "INFO job_manager.py" in line or line.startswith("Running entrypoint for job"):
+            continue
+        print(line, file=out, flush=True)
+    return printed + cut
+
+
+def _host(db: str, run_id: str) -> str:
+    from dashbench.fleet import launch
+    from dashbench.store import Store
+
+    with Store(db) as store:
+        return "on " + (store.get_run(run_id)["host"] or "?").removeprefix(launch.HOST_PREFIX)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

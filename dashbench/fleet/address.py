@@ -1,0 +1,55 @@
+"""Where the cluster is: `--cluster ADDRESS` or $RAY_ADDRESS, in the forms Ray's users type.
+
+- `ray://HOST:10001`: Ray Client's address on the head;
+- `http://HOST:8265` or `https://…`: the head's dashboard, which serves the Jobs API;
+- `HOST:6379`: the head's GCS (what `ray start --address` takes), and `auto` for a cluster this
+  machine belongs to.
+Every form reaches the same Jobs API: Ray's JobSubmissionClient finds the dashboard from a Ray Client
+or GCS address (a ~1.7 s connection, made once per process and address).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from dashbench.fleet import FleetError
+
+ACCEPTED = ("ray://HOST:10001 (Ray Client), http://HOST:8265 or https://HOST:8265 (the Jobs API), "
+            "HOST:6379 (the head's GCS) or auto")
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class ClusterAddress:
+    text: str  # as given, normalised (no trailing slash)
+    kind: str  # "client", "jobs" or "gcs"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse(text: str | None, env: dict | None = None) -> ClusterAddress:
+    """The cluster's address from `text`, or $RAY_ADDRESS when `text` is empty or None.
+    Anything else than the accepted forms: FleetError('cluster', …) naming them."""
+    given = (text or "").strip() or (os.environ if env is None else env).get("RAY_ADDRESS", "").strip()
+    if not given:
+        raise FleetError("cluster", f"no cluster address: give --cluster ADDRESS or set RAY_ADDRESS; "
+                                    f"accepted forms: {ACCEPTED}")
+    given = given.rstrip("/")
+    if given == "auto":
+        return ClusterAddress(given, "gcs")
+    scheme, sep, rest = given.partition("://")
+    if not sep:
+        if _port_ok(_HOST_PORT.match(given)):
+            return ClusterAddress(given, "gcs")
+        raise FleetError("cluster", f"{given!r} is not a cluster address; accepted forms: {ACCEPTED}")
+    kind = {"ray": "client", "http": "jobs", "https": "jobs"}.get(scheme.lower())
+    if kind is None or not _port_ok(_HOST_PORT.match(rest)):
+        raise FleetError("cluster", f"{given!r} is not a cluster address; accepted forms: {ACCEPTED}")
+    return ClusterAddress(f"{scheme.lower()}://{rest}", kind)
+
+
+def _port_ok(match) -> bool:
+    return bool(match) and 0 < int(match.group(2)) < 65536

@@ -1,0 +1,269 @@
+"""One run on one host of a Ray cluster: a Ray job running `python -m dashbench run --run-id ID` there.
+
+Why Ray's Jobs API and not a task or a detached actor: a job belongs to the cluster, not to the
+process that submitted it, so a run outlives the dashboard (or `run --cluster`) that launched it, and
+any process that knows the address can follow or stop it by its id (`dashbench-<run id>`). The job's
+supervisor starts the run as a subprocess in its own session, so a crash never takes a Ray worker down;
+`stop_job` sends SIGTERM to the run's whole process tree (the run's own cancel: it records
+`cancelled`) and SIGKILL STOP_WAIT_S later (Ray's forced cancel, past the run's own grace of
+runner.CANCEL_GRACE_S). Ray never retries a job (a benchmark re-run silently is a wrong figure: the
+equivalent of max_retries=0). The dashboard holds no Ray driver: a task or detached actor would need
+`ray.init` in every dashboard process (~1.7 s and a driver's worth of memory). Measured here
+(bench/fleet_overhead.py, docs/PERFORMANCE.md): a trivial job from submit to its end ≈ 1.9 s.
+
+The run's row is written first, `queued` with host `ray:<node name>` (so no local queue on any host
+claims it); the job is pinned to the node of the chosen place by its `ray.io/node-id` label and asks
+Ray for the place's devices (num_gpus, {"TPU": chips}), so Ray keeps two runs off one GPU or TPU: a
+second run for a busy device waits in Ray's queue (PENDING) until the first ends. The node's name and
+Ray's node id travel to the run in its environment: its row's host is the node's name, its result's
+env carries both (env.fleet). A request no live node can hold is refused at once, naming what the
+cluster has. A multi-host place (a TPU slice, N GPU hosts) goes to fleet.slices.launch_group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from dashbench.fleet import FleetError, inventory
+from dashbench.fleet.address import ClusterAddress, parse
+from dashbench.spec import RunSpec
+
+JOB_PREFIX = "dashbench-"
+HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it
+# Ray's SIGKILL after its SIGTERM: later than the run's own end of a stuck run (runner.CANCEL_GRACE_S).
+STOP_WAIT_S = 15
+PYTHON_ENV = "DASHBENCH_FLEET_PYTHON"  # the Python on the nodes that has dashbench (default: python)
+# Settings of how a run measures, passed on to the node as they are here.
+FORWARD_ENV = ("DASHBENCH_CPU_PROBE_SIZE", "DASHBENCH_CANCEL_GRACE_S", "DASHBENCH_MEMORY_LIMIT_GB",
+               "DASHBENCH_MEMORY_MIN_FREE", "DASHBENCH_MEMORY_GRACE_S", "DASHBENCH_LOCK_DIR", "XLA_FLAGS")
+ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+@dataclass
+class Placement:
+    kind: inventory.Kind
+    hosts: list  # inventory.Host of each of the kind's hosts, in the kind's order
+    num_gpus: float = 0
+    num_cpus: float = 0
+    resources: dict | None = None
+
+    def text(self) -> str:
+        return self.kind.label
+
+
+def plan(address: ClusterAddress | str, spec: RunSpec, on: str | None = None) -> Placement:
+    """Where the run goes and what it asks Ray for; FleetError at once when no live node can hold it."""
+    hosts = inventory.hosts(address)
+    kinds = inventory.kinds(hosts)
+    by_name = {h.name: h for h in hosts}
+    if on:
+        kind = inventory.find_kind(kinds, on)
+        if kind is None:
+            raise FleetError("on", f"no place {on!r} on the cluster; it has: {inventory.summary(kinds)}")
+        candidates = [kind]
+    else:
+        candidates = [k for k in kinds if _fits_device(spec.device, k)]
+        candidates.sort(key=lambda k: (k.free < _need(spec, k), k.device != (spec.device if spec.device != "auto" else "gpu")))
+    for kind in candidates:
+        if not _fits_device(spec.device, kind):
+            raise FleetError("device", f"a {spec.device} run cannot go on {kind.label}; the cluster has: "
+                                       f"{inventory.summary(kinds)}")
+        need = _need(spec, kind)
+        if need > kind.devices:
+            raise FleetError("replicas", f"{need} {kind.device.upper()}s asked for, {kind.label} has "
+                                         f"{kind.devices}; the cluster has: {inventory.summary(kinds)}")
+        placement = Placement(kind, [by_name[n] for n in kind.hosts])
+        if kind.device == "gpu":
+            placement.num_gpus = need
+        elif kind.device == "tpu":
+            placement.resources = {"TPU": float(kind.devices // len(kind.hosts))}
+        else:
+            placement.num_cpus = 1
+        return placement
+    raise FleetError("device", f"no live node of the cluster has a {spec.device} device for this run; it has: "
+                               f"{inventory.summary(kinds)}")
+
+
+def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Placement,
+               sweep_id: str | None = None) -> str:
+    """Store the run (queued on its host) and start its Ray job; returns the run id. fleet.submit
+    chooses between this (one host) and fleet.slices.launch_group (several)."""
+    from dashbench.store import Store
+
+    host = placement.hosts[0]
+    with Store(url) as store:
+        run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=HOST_PREFIX + host.name)
+    try:
+        start_job(address, run_id, url, placement)
+    except Exception as exc:
+        with Store(url) as store:
+            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {_one_line(exc)}")
+        raise FleetError("cluster", f"the cluster at {address} did not take the run: {_one_line(exc)}") from None
+    return run_id
+
+
+def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placement, host=None,
+              extra_env: dict | None = None) -> str:
+    """The Ray job of one process of run `run_id` on `host` (default: the placement's only host)."""
+    host = host or placement.hosts[0]
+    env = {name: os.environ[name] for name in FORWARD_ENV if os.environ.get(name)}
+    env.update({"DASHBENCH_DB": url, "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
+                "DASHBENCH_RAY_JOB": job_id(run_id), "DASHBENCH_RAY_CLUSTER": str(address),
+                "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), **(extra_env or {})})
+    python = os.environ.get(PYTHON_ENV) or "python"
+    sid = job_id(run_id) if not extra_env else f"{job_id(run_id)}-{host.name}"
+    inventory.jobs_client(address).submit_job(
+        entrypoint=f"{python} -m dashbench run --run-id {run_id} --json", submission_id=sid,
+        entrypoint_num_gpus=placement.num_gpus or None, entrypoint_num_cpus=placement.num_cpus or None,
+        entrypoint_resources=placement.resources or None,
+        entrypoint_label_selector={"ray.io/node-id": host.node_id},
+        runtime_env={"env_vars": env}, metadata={"dashbench_run_id": run_id, "host": host.name})
+    return sid
+
+
+def job_id(run_id: str) -> str:
+    return JOB_PREFIX + run_id
+
+
+def team_store_url(db) -> str:
+    """The team store's full URL: a cluster run lands where every host can write, a PostgreSQL server.
+    (It reaches the node in the job's environment, never on a command line.)"""
+    from dashbench.store import is_server_url
+
+    given = db if db is not None else os.environ.get("DASHBENCH_DB", "")
+    full = str(getattr(given, "url", given) or "")
+    if not is_server_url(full):
+        raise FleetError("db", "a cluster run lands in a PostgreSQL team store that every host reaches: "
+                               "give --db postgresql+psycopg://USER@HOST/DB (or set DASHBENCH_DB to it)")
+    return full
+
+
+def cancel(address: ClusterAddress | str, db, run_id: str) -> str:
+    """The run's own cancel (its row asks, and Ray's stop sends SIGTERM to its process tree), then Ray's
+    SIGKILL STOP_WAIT_S later. Returns the row's status now."""
+    from dashbench.store import Store
+
+    url = team_store_url(db)
+    with Store(url) as store:
+        status = store.request_cancel(run_id)
+    try:
+        inventory.jobs_client(address).stop_job(job_id(run_id))
+    except Exception:  # a job already ended or never started: the row's end says what happened
+        pass
+    return status
+
+
+def job_state(address, run_id: str) -> tuple[str | None, str | None]:
+    """(status, message) of the run's Ray job, (None, None) when the cluster has no such job."""
+    try:
+        info = inventory.jobs_client(address).get_job_info(job_id(run_id))
+    except Exception:
+        return None, None
+    return str(getattr(info.status, "value", info.status)), info.message
+
+
+def settle(address, db, run_id: str, status: str | None = None, message: str | None = None) -> str | None:
+    """A run whose job ended (or whose node died) without the run writing its end gets one: a lost node
+    `interrupted` with "host lost: <name>", a failed job `failed` with Ray's message. Returns the row's
+    status."""
+    from dashbench.store import Store
+
+    url = team_store_url(db)
+    with Store(url) as store:
+        row = store.get_run(run_id)
+        if row is None or row["status"] not in ("queued", "running"):
+            return None if row is None else row["status"]
+        if status is None:
+            status, message = job_state(address, run_id)
+        host = (row["host"] or "").removeprefix(HOST_PREFIX)
+        lost = _node_lost(address, host) if status in (None, "FAILED", "RUNNING", "PENDING") else False
+        if lost:
+            store.finish_unreported(run_id, "interrupted", f"host lost: {host}")
+        elif status in ENDED:
+            if row["cancel_requested"] or status == "STOPPED":
+                store.finish_unreported(run_id, "cancelled", f"cancelled (the Ray job {status.lower()})")
+            else:
+                store.finish_unreported(run_id, "failed", f"the Ray job {status.lower()} before the run recorded "
+                                                          f"its end: {_one_line(message or '')}")
+        return store.get_run(run_id)["status"]
+
+
+def reconcile(address, db) -> int:
+    """Settle every active cluster run of the team store whose job ended or whose node is gone (the
+    dashboard calls it: runs outlive the process that launched them). Returns how many changed."""
+    from dashbench.store import Store
+
+    url = team_store_url(db)
+    with Store(url) as store:
+        active = store.runs(status=["queued", "running"])
+    changed = 0
+    for run_id in list(active["run_id"]) if len(active) else []:
+        status, message = job_state(address, run_id)
+        if status is None:
+            continue  # not a cluster run of this cluster
+        if status in ENDED or status in ("RUNNING", "PENDING"):
+            before = store_status(url, run_id)
+            if settle(address, url, run_id, status, message) != before:
+                changed += 1
+    return changed
+
+
+def store_status(url: str, run_id: str) -> str | None:
+    from dashbench.store import Store
+
+    with Store(url) as store:
+        row = store.get_run(run_id)
+    return None if row is None else row["status"]
+
+
+def logs(address, run_id: str) -> str:
+    try:
+        return inventory.jobs_client(address).get_job_logs(job_id(run_id))
+    except Exception:
+        return ""
+
+
+# -- internals -----------------------------------------------------------------------------------
+
+
+def _fits_device(device: str, kind: inventory.Kind) -> bool:
+    # The spec's device is what the run uses; the place is where. A CPU run may hold any place (a CPU
+    # baseline on a GPU box, or a GPU declared on a machine without one, as in the tests).
+    return device in ("auto", "cpu") or device == kind.device
+
+
+def _need(spec: RunSpec, kind: inventory.Kind) -> int:
+    if kind.device == "gpu":  # as on this machine: no replicas given means all the host's GPUs
+        return int(spec.replicas or kind.devices)
+    if kind.device == "tpu":
+        return kind.devices
+    return 1
+
+
+def _node_lost(address, host: str) -> bool:
+    try:
+        hosts = inventory.hosts(address)
+    except FleetError:
+        return False  # the cluster itself is out of reach: nothing to conclude about one host
+    alive = {h.name for h in hosts if h.alive}
+    return bool(host) and host not in alive
+
+
+def _one_line(exc) -> str:
+    text = " ".join(str(exc).split())
+    return text[:400] if text else type(exc).__name__
+
+
+def result_json(text: str) -> dict | None:
+    """The run's one JSON object in its log (its last line that parses as one), if any."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None

@@ -1,0 +1,143 @@
+"""The fleet on a real Ray cluster (tests/ray_cluster.py) and a real PostgreSQL team store: what the
+cluster has, a run launched on one of its hosts, refusal, cancel, Ray keeping two runs off one GPU,
+and a host lost mid-run."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import ray_cluster as rc
+
+from dashbench.fleet import launch
+from dashbench.fleet.submit import submit
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+
+pytestmark = rc.needs_ray()
+
+TINY = ["--model", "fashion_mnist_cnn", "--image-size", "8", "--width", "4", "--batch-size", "8", "--device", "cpu"]
+# Long enough to be caught running, never waited for to its end.
+LONG = dict(model="fashion_mnist_cnn", image_size=8, width=4, batch_size=8, device="cpu", steps=50000, warmup=1)
+
+
+def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dashbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def _wait(predicate, seconds=120.0, what="the condition"):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what} did not happen within {seconds} s")
+
+
+def _row(url, run_id):
+    with Store(url) as store:
+        return store.get_run(run_id)
+
+
+def test_devices_cluster_lists_the_hosts_and_places_that_were_declared(ray_cluster):
+    out = _cli("devices", "--cluster", ray_cluster.gcs_address, "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    hosts = {h["name"]: h for h in found["hosts"]}
+    assert set(hosts) == {rc.GPU_NODE, *rc.TPU_HOSTS}
+    assert (hosts[rc.GPU_NODE]["gpus"], hosts[rc.GPU_NODE]["gpu_type"]) == (1, rc.GPU_TYPE)
+    for worker, name in enumerate(rc.TPU_HOSTS):
+        host = hosts[name]
+        assert (host["tpu_chips"], host["tpu_type"], host["slice_name"], host["tpu_worker_id"]) == \
+            (rc.TPU_CHIPS_PER_HOST, rc.TPU_TYPE, rc.SLICE_NAME, worker)
+        assert host["slice_head"] == (rc.HEAD_RESOURCE if worker == 0 else None)
+    kinds = {k["key"]: k for k in found["kinds"]}
+    assert kinds[f"gpu:{rc.GPU_TYPE}@{rc.GPU_NODE}"]["label"] == f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE}"
+    slice_kind = kinds[f"tpu:{rc.TPU_TYPE}@{rc.SLICE_NAME}"]
+    assert slice_kind["multi_host"] and slice_kind["devices"] == 2 * rc.TPU_CHIPS_PER_HOST
+    text = _cli("devices", "--cluster", ray_cluster.dashboard_url)
+    assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts" in text.stdout
+
+
+def test_a_cli_run_on_the_cluster_lands_in_the_team_store_with_its_node_and_progress(ray_cluster, pg_url):
+    out = _cli("run", *TINY, "--steps", "3", "--warmup", "1", "--cluster", ray_cluster.dashboard_url,
+               "--on", rc.GPU_NODE, "--db", pg_url, "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["status"] == "done"
+    assert "step 3/3" in out.stderr and "compiled in" in out.stderr  # progress as a local run prints it
+    node_ids = {h["name"]: h["node_id"] for h in json.loads(
+        _cli("devices", "--cluster", ray_cluster.dashboard_url, "--json").stdout)["hosts"]}
+    fleet = result["env"]["fleet"]
+    assert fleet["host"] == rc.GPU_NODE and fleet["ray_node_id"] == node_ids[rc.GPU_NODE]
+    row = _row(pg_url, result["run_id"])
+    assert row["status"] == "done" and row["host"] == rc.GPU_NODE
+    assert launch.job_state(ray_cluster.dashboard_url, result["run_id"])[0] == "SUCCEEDED"
+
+
+def test_a_request_no_node_can_hold_is_refused_at_once_naming_what_the_cluster_has(ray_cluster, pg_url, tmp_path):
+    out = _cli("run", *TINY, "--replicas", "4", "--cluster", ray_cluster.dashboard_url, "--on", rc.GPU_NODE,
+               "--db", pg_url, "--json")
+    assert out.returncode == 2
+    refusal = json.loads(out.stdout)
+    assert refusal["status"] == "invalid" and refusal["field"] == "replicas"
+    assert f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE}" in refusal["error"] and "slice" in refusal["error"]
+    with Store(pg_url) as store:
+        assert len(store.runs()) == 0  # nothing stored, nothing queued in Ray
+    tpu = _cli("run", *TINY[:-1], "tpu", "--cluster", ray_cluster.dashboard_url, "--on", rc.GPU_NODE, "--db", pg_url)
+    assert tpu.returncode == 2 and "error: device:" in tpu.stderr
+    local = _cli("run", *TINY, "--cluster", ray_cluster.dashboard_url, "--db", str(tmp_path / "file.sqlite"))
+    assert local.returncode == 2 and "error: db:" in local.stderr
+
+
+def test_ray_keeps_a_second_run_off_a_busy_gpu_and_cancel_ends_the_runs_processes(ray_cluster, pg_url):
+    address = ray_cluster.dashboard_url
+    first = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
+    row = _wait(lambda: (r := _row(pg_url, first))["status"] == "running" and r["pid"] and r, what="the first run")
+    assert row["host"] == rc.GPU_NODE
+    second = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
+    time.sleep(4)  # a free GPU's job starts in ~1 s
+    assert launch.job_state(address, second)[0] == "PENDING"  # Ray queues it: one GPU, one run
+    assert _row(pg_url, second)["status"] == "queued"
+    run_pids = [row["pid"], *(c.pid for c in psutil.Process(row["pid"]).children(recursive=True))]
+    launch.cancel(address, pg_url, first)
+    ended = _wait(lambda: (r := _row(pg_url, first))["status"] not in ("queued", "running") and r,
+                  seconds=60, what="the cancel")
+    assert ended["status"] == "cancelled"
+    _wait(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                          for p in run_pids), seconds=30, what="the run's processes ending")
+    launch.cancel(address, pg_url, second)  # never started: it ends cancelled, its job stopped
+    assert _row(pg_url, second)["status"] == "cancelled"
+    _wait(lambda: launch.job_state(address, second)[0] == "STOPPED", seconds=30, what="the second job's stop")
+
+
+def test_a_host_lost_mid_run_leaves_an_interrupted_run_naming_it_and_nothing_retried(ray_cluster, pg_url):
+    ray_cluster.start_node("gpu-lost", num_gpus=1, resources={f"accelerator_type:{rc.GPU_TYPE}": 1})
+    address = ray_cluster.dashboard_url
+    try:
+        run_id = submit(RunSpec(**LONG), pg_url, address, on="gpu-lost")
+        row = _wait(lambda: (r := _row(pg_url, run_id))["status"] == "running" and r["pid"] and r,
+                    what="the run on gpu-lost")
+    finally:
+        ray_cluster.kill_node("gpu-lost")
+    assert not psutil.pid_exists(row["pid"]) or psutil.Process(row["pid"]).status() == psutil.STATUS_ZOMBIE
+    _wait(lambda: launch.settle(address, pg_url, run_id) not in ("queued", "running"), seconds=90,
+          what="the lost host's run being recorded")
+    ended = _row(pg_url, run_id)
+    assert (ended["status"], ended["error"]) == ("interrupted", "host lost: gpu-lost")
+    time.sleep(2)
+    assert launch.job_state(address, run_id)[0] in ("FAILED", "RUNNING")  # never resubmitted
+    assert _row(pg_url, run_id)["status"] == "interrupted" and _row(pg_url, run_id)["pid"] == row["pid"]
+    assert not [p for p in ray_cluster.pids() if run_id in " ".join(_cmdline(p))]  # no run process anywhere
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []

@@ -1,0 +1,49 @@
+"""The fleet without a cluster: the address forms, and nothing changes where Ray is not installed."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dashbench.fleet import FleetError, RAY_MISSING
+from dashbench.fleet.address import parse
+
+
+def test_the_four_address_forms_ray_users_type_are_taken_and_anything_else_named_refused():
+    assert parse("ray://head:10001").kind == "client"
+    assert parse("http://head:8265/").text == "http://head:8265"
+    assert parse("HTTPS://head:8265").kind == "jobs"
+    assert parse("10.0.0.5:6379").kind == "gcs"
+    assert parse("auto").kind == "gcs"
+    assert parse("", env={"RAY_ADDRESS": "ray://h:10001"}).text == "ray://h:10001"
+    for bad in ("head", "grpc://head:1", "ray://head", "http://head:99999", "head:port"):
+        with pytest.raises(FleetError) as caught:
+            parse(bad)
+        assert caught.value.field == "cluster"
+        assert "ray://HOST:10001" in str(caught.value) and "http://HOST:8265" in str(caught.value)
+    with pytest.raises(FleetError, match="RAY_ADDRESS"):
+        parse(None, env={})
+
+
+BLOCK_RAY = "import sys; sys.modules['ray'] = None; "  # `import ray` raises ImportError, as without it
+
+
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DASHBENCH_DB": str(tmp_path / "local.sqlite")}
+    return subprocess.run([sys.executable, "-c", BLOCK_RAY + code], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_without_ray_the_cli_imports_and_a_local_run_runs_as_before_and_the_fleet_says_what_to_install(tmp_path):
+    run = _python("from dashbench.cli import main; sys.exit(main(['run', '--model', 'fashion_mnist_cnn', "
+                  "'--image-size', '8', '--width', '4', '--batch-size', '8', '--steps', '2', '--warmup', '1', "
+                  "'--device', 'cpu', '--json']))", tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["status"] == "done" and "fleet" not in result["env"]
+    refused = _python("from dashbench.cli import main; sys.exit(main(['devices', '--cluster', 'ray://h:10001']))",
+                      tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [f"error: cluster: {RAY_MISSING}"]
