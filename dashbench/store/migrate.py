@@ -14,8 +14,10 @@ stamped at its number, then upgraded.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 from dashbench.store import migrations, postgres
@@ -35,17 +37,36 @@ def _config(connection):
     return config
 
 
+@functools.lru_cache(maxsize=4)
+def _script(folder: str):
+    """alembic's view of the revision files, loaded once per process (a store is opened many times)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(folder)
+
+
 def _steps(connection, number: int, target: int) -> None:
     """Inside the caller's transaction and lock: alembic's row set to `number`, then the revisions to `target`."""
-    from alembic import command
+    import sqlalchemy as sa
+    from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
 
-    config = _config(connection)
+    from dashbench.store.migrations import env
+
+    script = _script(str(migrations.FOLDER))
     want = migrations.revision_id(number)
-    if MigrationContext.configure(connection).get_current_heads() != ((want,) if want else ()):
-        command.stamp(config, want or "base", purge=True)
+    context = MigrationContext.configure(connection)
+    if context.get_current_heads() != ((want,) if want else ()):
+        if sa.inspect(connection).has_table("alembic_version"):
+            connection.exec_driver_sql("DELETE FROM alembic_version")
+        if want:
+            context.stamp(script, want)
     if target > number:
-        command.upgrade(config, migrations.revision_id(target))
+        destination = migrations.revision_id(target)
+        # What `alembic upgrade` does, with the revisions kept loaded: env.py's run() on our connection.
+        with EnvironmentContext(_config(connection), script, destination_rev=destination,
+                                fn=lambda revision, _context: script._upgrade_revs(destination, revision)):
+            env.run(connection)
 
 
 def _newer(shown, number: int) -> SchemaVersionError:
@@ -57,6 +78,31 @@ def _newer(shown, number: int) -> SchemaVersionError:
 # -- SQLite ----------------------------------------------------------------------------------------
 
 
+_sqlite_file = threading.local()  # (path, busy timeout) of the file upgrade_sqlite works on in this thread
+
+
+def _connect_sqlite():
+    # The driver leaves transactions alone; the "begin" hook says BEGIN IMMEDIATE. Foreign keys are off
+    # for the steps (a table rebuild drops and renames tables), checked before the commit.
+    path, busy_timeout_s = _sqlite_file.target
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    return conn
+
+
+@functools.lru_cache(maxsize=1)
+def _sqlite_engine():
+    """One engine for every file (no pool: a connection per upgrade), so SQLAlchemy compiles alembic's
+    statements once per process, not once per store made."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine("sqlite://", creator=_connect_sqlite, poolclass=sa.NullPool)
+    # SQLAlchemy's recipe for SQLite transactions: the write lock up front, so two migrating processes
+    # queue on it instead of both reading the old version.
+    sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    return engine
+
+
 def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None) -> tuple[int, int]:
     """Take the SQLite file at `path` to schema `to` (the head): (version before, version after); the two
     are equal when another process got there first. Raises sqlite3's errors as they are (the Store says
@@ -64,21 +110,9 @@ def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None) ->
     import sqlalchemy as sa
 
     target = migrations.head_number() if to is None else int(to)
-
-    def connect():
-        # The driver leaves transactions alone; the "begin" hook below says BEGIN IMMEDIATE. Foreign keys
-        # are off for the steps (a table rebuild drops and renames tables), checked before the commit.
-        conn = sqlite3.connect(str(Path(path)), timeout=busy_timeout_s, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA foreign_keys = OFF")
-        return conn
-
-    engine = sa.create_engine("sqlite://", creator=connect, poolclass=sa.NullPool)
-    # SQLAlchemy's recipe for SQLite transactions: the write lock up front, so two migrating processes
-    # queue on it instead of both reading the old version.
-    sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    _sqlite_file.target = (str(Path(path)), busy_timeout_s)
     try:
-        with engine.connect() as conn:
+        with _sqlite_engine().connect() as conn:
             with conn.begin():
                 before = conn.exec_driver_sql("PRAGMA user_version").scalar()
                 if before > migrations.head_number():
@@ -94,7 +128,7 @@ def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None) ->
     except sa.exc.DBAPIError as exc:
         raise exc.orig from None
     finally:
-        engine.dispose()
+        _sqlite_file.target = None
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------
