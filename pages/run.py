@@ -221,5 +221,7 @@ if mine:
         detail = results.run_detail(run)
         with st.container(border=True):
             ui.run_summary(detail)
+            for line in run_form.accuracy_headline(run):  # a to-accuracy run: reached or not, time to target
+                st.caption(md_text(line))
     st.page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
                  query_params={"runs": ",".join(r["run_id"] for r in mine)})

@@ -159,6 +159,15 @@ def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
     return out
 
 
+def accuracy_headline(run: dict) -> list[str]:
+    """A finished to-accuracy run's headline lines (accuracy_text.headline); none for a throughput run."""
+    from dashbench import accuracy_text
+
+    result = run.get("result")
+    lines = accuracy_text.headline(getattr(result, "accuracy", None))
+    return [f"To accuracy: {lines[0]}", *lines[1:]] if lines else []
+
+
 def build_spec(values: dict) -> RunSpec:
     """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
     the workload (no TensorFlow) what the model takes, so a bad form queues nothing."""
