@@ -6,6 +6,7 @@ from dashbench.views import charts, ui
 
 from dashbench.jobs import checks, max_batch, queue
 from dashbench.views import devices as device_views
+from dashbench.views import fleet as fleet_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
@@ -22,6 +23,9 @@ with st.spinner("Looking for devices on this machine…"):
     devices = device_views.device_info()
 if devices.error:
     st.warning(md_text(devices.error))
+places = fleet_views.places()  # "this machine", and a Ray cluster's places when RAY_ADDRESS names one
+if places.error:
+    st.warning(f"The cluster at {md_text(places.address)}: {md_text(places.error)}")
 
 
 
@@ -96,6 +100,10 @@ with st.form("run_form", enter_to_submit=False):
     cols[3].selectbox("Backend", BACKENDS, key="run_backend",
                       help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
     cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
+    if len(places.options) > 1:
+        st.selectbox("Where", places.options, key="run_place", format_func=places.labels.get,
+                     help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
+                          "above is what the run uses there. A cluster run lands in the team store.")
     cols = st.columns(5)
     cols[0].number_input("Measured steps", step=1, key="run_steps")
     cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
@@ -148,8 +156,11 @@ if unclear:
 elif launch or launch_sweep:
     try:
         specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
-        warnings = run_form.memory_warnings(specs)
-        ids = [queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
+        place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
+        warnings = run_form.memory_warnings(specs) if place == fleet_views.THIS_MACHINE else []
+        ids = ([queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
+               if place == fleet_views.THIS_MACHINE
+               else fleet_views.launch(specs, db_path, places.address, place, sweep_id))
     except SpecError as exc:
         st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
     else:
@@ -160,6 +171,8 @@ elif launch or launch_sweep:
 
 if find_max and not unclear:
     try:
+        if st.session_state.get("run_place"):
+            raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
         base, _sweep = run_form.specs_from_form(st.session_state)
         max_batch.launch(base[0], db_path)
     except SpecError as exc:
@@ -194,6 +207,7 @@ def live_panel():
     """Refreshes on its own while runs are active; a plain function of the store underneath."""
     with context.own_store(ctx.settings) as store:
         queue.pump(db_path)
+        fleet_views.settle(db_path, places.address)  # cluster runs whose host was lost or whose job ended
         current = live.running_first(store.runs(status=["queued", "running"]))
     if current.empty:
         st.rerun(scope="app")  # all finished: redraw the page once with their headlines
@@ -205,7 +219,8 @@ def live_panel():
             cols = st.columns([5, 1])
             cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
             if cols[1].button("Cancel", key=f"cancel_{run_id}"):
-                queue.cancel(run_id, db_path)
+                if not fleet_views.cancel(run_id, db_path, places.address):
+                    queue.cancel(run_id, db_path)
             st.progress(view.fraction)
             if not view.samples.empty:
                 st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")

@@ -93,6 +93,15 @@ def test_a_request_no_node_can_hold_is_refused_at_once_naming_what_the_cluster_h
     assert tpu.returncode == 2 and "error: device:" in tpu.stderr
     local = _cli("run", *TINY, "--cluster", ray_cluster.dashboard_url, "--db", str(tmp_path / "file.sqlite"))
     assert local.returncode == 2 and "error: db:" in local.stderr
+    # sweep and preset go through the same placement: refused before any point is stored
+    sweep = _cli("sweep", *TINY[:6], *TINY[8:], "--batch-sizes", "8,16", "--cluster", ray_cluster.dashboard_url,
+                 "--on", "nowhere", "--db", pg_url)
+    assert sweep.returncode == 2 and "error: on: no place 'nowhere' on the cluster; it has: " in sweep.stderr
+    preset = _cli("preset", "riseml-resnet50", "--quick", "--device", "cpu", "--cluster", ray_cluster.dashboard_url,
+                  "--on", "nowhere", "--db", pg_url, "--json")
+    assert preset.returncode == 2 and json.loads(preset.stdout)["field"] == "on"
+    with Store(pg_url) as store:
+        assert len(store.runs()) == 0
 
 
 def test_ray_keeps_a_second_run_off_a_busy_gpu_and_cancel_ends_the_runs_processes(ray_cluster, pg_url):
@@ -141,3 +150,39 @@ def _cmdline(pid: int) -> list[str]:
         return psutil.Process(pid).cmdline()
     except psutil.Error:
         return []
+
+
+def test_a_run_launched_from_the_run_page_lands_in_the_team_store_with_its_node(ray_cluster, pg_url, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, TIMEOUT_S, assert_clean, show, texts
+
+    from dashbench.views import devices as device_views
+
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.dashboard_url)
+    monkeypatch.setenv("DASHBENCH_DB", pg_url)
+    monkeypatch.setenv("DASHBENCH_READ_ONLY", "0")
+    # This machine's own devices are not under test (a TensorFlow subprocess otherwise).
+    monkeypatch.setattr(device_views, "device_info",
+                        lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    show(at, "pages/run.py")
+    where = at.selectbox(key="run_place")
+    place = f"gpu:{rc.GPU_TYPE}@{rc.GPU_NODE}"
+    assert where.options[0] == "this machine" and f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE} (1 of 1 free)" in where.options
+    assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts (8 of 8 free)" in where.options
+    for key, value in (("run_model", "fashion_mnist_cnn"), ("run_device", "cpu"), ("run_place", place)):
+        at.selectbox(key=key).set_value(value)
+    for key, value in (("run_batch_size", 4), ("run_steps", 2), ("run_warmup", 1), ("run_image_size", 8),
+                       ("run_width", 2)):
+        at.number_input(key=key).set_value(value)
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert "Queued 1 run(s)." in texts(at)
+    with Store(pg_url) as store:
+        (run_id,) = list(store.runs()["run_id"])
+    _wait(lambda: _row(pg_url, run_id)["status"] not in ("queued", "running"), seconds=600, what="the page's run")
+    row = _row(pg_url, run_id)
+    assert row["status"] == "done", row["error"]
+    assert row["host"] == rc.GPU_NODE and row["result"].env["fleet"]["host"] == rc.GPU_NODE
+    assert row["result"].env["fleet"]["ray_node_id"] == launch.inventory.hosts(ray_cluster.dashboard_url)[0].node_id

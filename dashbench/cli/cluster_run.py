@@ -123,3 +123,46 @@ def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+# -- a sweep's points on the cluster (cli/sweep_cmd.py) ---------------------------------------------
+
+
+def submit_point(spec, args, sweep_id: str) -> str:
+    """One point of a sweep, launched on the cluster as `run --cluster` launches a run."""
+    from dashbench.cli.cluster_args import address
+    from dashbench.fleet.submit import submit
+
+    return submit(spec, args.db, address(args), on=getattr(args, "on", None), sweep_id=sweep_id)
+
+
+def ticker(address, db, run_ids: list[str]):
+    """Called on every poll of a sweep's wait: every NODE_CHECK_S, each active point whose job ended or
+    whose node is gone gets its end recorded (fleet.launch.settle)."""
+    from dashbench.fleet import launch
+
+    url = launch.team_store_url(db)
+    state = {"next": 0.0}
+
+    def tick() -> None:
+        if time.monotonic() < state["next"]:
+            return
+        state["next"] = time.monotonic() + NODE_CHECK_S
+        for run_id in run_ids:
+            if launch.store_status(url, run_id) in ("queued", "running"):
+                launch.settle(address, url, run_id)
+
+    return tick
+
+
+def cancel_points(address, db, run_ids: list[str], wait_s: float = 30.0) -> None:
+    """Cancel every point (queued ones never start), then wait up to `wait_s` for the running ones' ends."""
+    from dashbench.fleet import launch
+
+    url = launch.team_store_url(db)
+    for run_id in run_ids:
+        if launch.store_status(url, run_id) in ("queued", "running"):
+            launch.cancel(address, url, run_id)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(launch.store_status(url, r) in ("queued", "running") for r in run_ids):
+        time.sleep(POLL_S)

@@ -8,6 +8,7 @@ import sys
 
 from dashbench import presets
 from dashbench.cli import strict_json
+from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
@@ -43,6 +44,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-store", action="store_true", help="do not record the run")
     parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
     add_device_wait_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(func=_handle)
 
 
@@ -67,6 +69,13 @@ def _handle(args) -> int:
         preset = presets.get(args.name)
     except SpecError as exc:
         return run_cmd.report_invalid(exc, args.json)
+    if args.cluster is not None:  # on a Ray cluster's host: launched, followed and reported as `run --cluster`
+        from dashbench.cli import cluster_run
+
+        if args.no_store:
+            return run_cmd.report_invalid(SpecError("no_store", "--no-store is for a run on this machine; leave "
+                                                                "it out with --cluster"), args.json)
+        return cluster_run.run(spec, args, args.json, run_cmd.report_invalid, run_cmd.print_json)
 
     def on_event(event: dict) -> None:
         # A wait for the device shows even with --json (stderr), as `run` shows it.

@@ -22,7 +22,8 @@ from dashbench import accuracy_text, catalog, memory
 from dashbench.presets import TO_ACCURACY_FIELDS
 from dashbench.accuracy_text import EXIT_NOT_REACHED
 
-from dashbench.cli import find_max_batch, strict_json
+from dashbench.cli import cluster_args, cluster_run, find_max_batch, strict_json
+from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.jobs import device_check, queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
@@ -46,6 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch-sizes", help="global batch sizes, e.g. 32,64,128 (each measured once)")
     find_max_batch.register_arguments(p)
     add_db_argument(p)
+    add_cluster_arguments(p)
     p.add_argument("--json", action="store_true", help="print the points as JSON at the end")
     p.set_defaults(func=cmd_sweep)
 
@@ -64,6 +66,13 @@ def _stop(signum, _frame):
 
 @reports_store_errors
 def cmd_sweep(args) -> int:
+    cluster = cluster_args.address(args)  # None: the points run on this machine
+    if cluster is not None and args.find_max_batch:
+        raise SpecError("find_max_batch", "--find-max-batch searches on this machine; leave out --cluster")
+    if cluster is not None:
+        from dashbench.fleet.launch import team_store_url
+
+        team_store_url(args.db)  # a team store every host reaches, or one line saying so
     if args.find_max_batch:
         if args.batch_sizes is not None:
             raise SpecError("batch_sizes", "--find-max-batch chooses the batch sizes itself: leave out --batch-sizes")
@@ -80,7 +89,7 @@ def cmd_sweep(args) -> int:
         warnings = []
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
         catalog.check_spec(spec)
-        if not args.find_max_batch:  # there each try's own process checks: a try that cannot fit is `oom`
+        if not args.find_max_batch and cluster is None:  # there each try's (each node's) own process checks
             warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
     db = args.db or default_db_path()
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
@@ -89,7 +98,8 @@ def cmd_sweep(args) -> int:
             store.check_writable("record the sweep")
     except StoreError as exc:
         raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
-    problem = device_check.missing(specs[0])  # the points share the device: asked once, before any row
+    # The points share the device: asked once, before any row (on a cluster, each place says what it has).
+    problem = device_check.missing(specs[0]) if cluster is None else None
     if problem:
         raise SpecError("device", problem)
     for warning in filter(None, warnings):
@@ -106,12 +116,16 @@ def cmd_sweep(args) -> int:
     run_ids: list[str] = []
     try:
         for spec in specs:
-            run_ids.append(queue.submit(spec, db, sweep_id=sweep_id, owner_pid=os.getpid()))
-        rows = _wait(run_ids, db, sizes)
+            run_ids.append(queue.submit(spec, db, sweep_id=sweep_id, owner_pid=os.getpid()) if cluster is None
+                           else cluster_run.submit_point(spec, args, sweep_id))
+        rows = _wait(run_ids, db, sizes, None if cluster is None else cluster_run.ticker(cluster, db, run_ids))
     except KeyboardInterrupt as exc:
         for sig in previous:  # a second signal must not cut the cancelling short
             signal.signal(sig, signal.SIG_IGN)
-        queue.cancel_all(run_ids, db, wait_s=10)
+        if cluster is None:
+            queue.cancel_all(run_ids, db, wait_s=10)
+        else:
+            cluster_run.cancel_points(cluster, db, run_ids)
         _say(f"sweep {sweep_id} cancelled")
         return 128 + int(getattr(exc, "signum", signal.SIGINT))
     finally:
@@ -134,7 +148,8 @@ def _say(line: str) -> None:
         pass
 
 
-def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
+def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict]:
+    """`tick`: called on every poll (a cluster's points: their lost hosts and ended jobs)."""
     reported: set[str] = set()
     phases: dict[str, str] = {}  # what each point was last said to be doing
     while True:
@@ -143,6 +158,8 @@ def _wait(run_ids: list[str], db: str, sizes: list[int]) -> list[dict]:
         except StoreBusyError:  # another process holds the write lock: the points wait, not fail
             time.sleep(POLL_S)
             continue
+        if tick is not None:
+            tick()
         with Store(db) as store:
             runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):
