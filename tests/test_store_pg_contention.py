@@ -150,3 +150,20 @@ def test_the_guard_keeps_a_silent_runs_heartbeat_within_its_lapse(db_at, monkeyp
         time.sleep(1.2)  # the guard gone, the lapse passes
         assert store.reconcile() == 1 and store.get_run(run_id)["status"] == "interrupted"
     assert os.environ[store_queue.HEARTBEAT_LAPSE_ENV] == "0.9"
+
+
+def test_a_sample_write_takes_the_change_counter_last_so_it_never_deadlocks_a_claim(pg_url):
+    # A pump's claim holds running runs' rows (its heartbeat for them) and bumps the counter at its end;
+    # a run's sample write waiting for its row must not hold the counter meanwhile.
+    with Store(pg_url) as store, _connect(pg_url) as claim:
+        run_id = store.create_run(SPEC)
+        claim.execute("SET lock_timeout = '300ms'")
+        claim.execute("BEGIN")
+        claim.execute("UPDATE runs SET heartbeat_at = 1 WHERE run_id = %s", (run_id,))
+        thread = threading.Thread(target=store.add_samples, args=(run_id, [{"index": 0, "steps": 1, "duration_s": 0.1}]))
+        thread.start()
+        _wait_for(lambda: _waiting_on_a_lock(claim, claim.info.backend_pid), what="the sample write to wait")
+        claim.execute("UPDATE dashbench_changes SET n = n + 1 WHERE id = 1")  # not held by the waiting write
+        claim.execute("COMMIT")
+        thread.join(30)
+        assert len(store.samples(run_id)) == 1

@@ -325,7 +325,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
                 if self._server_conn is not None:
                     with contextlib.suppress(Exception):
-                        self._server_conn.raw.close()  # back to the pool
+                        postgres.give_back(self._server_conn)  # back to the pool
                     self._server_conn = None
                 self._engine = None
                 postgres.release_engine(self._engine_key)

@@ -109,6 +109,11 @@ class SQLite:
         """An INSERT of `rows` rows that replaces a stored row of the same `keys`."""
         return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), rows)}"
 
+    @classmethod
+    def upsert_rows(cls, table: str, columns, keys, types, rows: list[tuple]) -> tuple[str, list]:
+        """(sql, params) of one statement that upserts `rows` (their columns' SQL `types` for a server)."""
+        return cls.upsert(table, columns, keys, rows=len(rows)), [value for row in rows for value in row]
+
     @staticmethod
     def insert_ignore(table: str, columns) -> str:
         return f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
@@ -142,6 +147,17 @@ class Postgres(SQLite):
         update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
         return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), rows)}"
                 f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}")
+
+    @classmethod
+    def upsert_rows(cls, table: str, columns, keys, types, rows: list[tuple]) -> tuple[str, list]:
+        if len(rows) == 1:
+            return super().upsert_rows(table, columns, keys, types, rows)
+        # One array per column: a parameter each, whatever the rows (a statement of 600 parameters costs
+        # psycopg more to convert than the server takes to run it).
+        update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        arrays = ", ".join(f"?::{kind}[]" for kind in types)
+        return (f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
+                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}", [list(c) for c in zip(*rows)])
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:

@@ -43,7 +43,9 @@ class PgConnection:
         self.driver = raw.driver_connection
         self.pipeline = None  # psycopg's pipeline while a write transaction is open (write())
         self.full_lock_ms = int(lock_timeout_s * 1000)  # the engine's lock_timeout, the store's busy timeout
-        self.lock_ms = self.full_lock_ms  # the session's now (UNKNOWN after a failed write)
+        # The session's now: UNKNOWN until this object sets it (a pooled session may come back with the
+        # brief wait another Store left on it) or after a failed write.
+        self.lock_ms = UNKNOWN
 
     def set_lock_wait(self, ms: int) -> None:
         """The session's lock_timeout, set (pipelined with what follows) only when it differs."""
@@ -210,6 +212,16 @@ def checkout(engine, url: str, shown: str, lock_timeout_s: float) -> PgConnectio
         raise StoreError(f"cannot open database {shown}: {one_line(exc, url)}") from None
 
 
+def give_back(conn: PgConnection) -> None:
+    """Return the connection to the pool with the engine's lock_timeout, as the next user expects it."""
+    import psycopg
+
+    if not is_broken(conn) and conn.lock_ms != conn.full_lock_ms:
+        with contextlib.suppress(psycopg.Error):
+            conn.set_lock_wait(conn.full_lock_ms)
+    conn.raw.close()
+
+
 def is_broken(conn: PgConnection) -> bool:
     """Whether the server is gone from this connection (a restart, a dropped tunnel): take another."""
     return conn.driver.closed or conn.driver.broken
@@ -248,18 +260,22 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements) -
     """Writes that read nothing ((sql, params) each), with the change counter's bump, as ONE statement
     (data-modifying WITH parts) in its own transaction: a run's samples and heartbeat cost one round
     trip, as a commit costs on SQLite."""
-    parts = [f"w{k} AS ({sql})" for k, (sql, _params) in enumerate(statements)]
+    parts = [f"w{k} AS ({sql} RETURNING 1)" for k, (sql, _params) in enumerate(statements)]
     params = [value for _sql, values in statements for value in values]
+    # The parts of a WITH run in no set order; the counter's row is locked last, as in every other write,
+    # by bumping it by a sum that needs them all done first (a lock taken in another order could deadlock).
+    done = " UNION ALL ".join(f"SELECT 1 FROM w{k}" for k in range(len(statements)))
+    bump = f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
     try:
         ms = _lock_wait_ms(conn)
         if ms == conn.lock_ms:
-            conn.execute(f"WITH {', '.join(parts)} {BUMP_CHANGES}", params)
+            conn.execute(f"WITH {', '.join(parts)} {bump}", params)
         else:
             with conn.driver.pipeline() as pipeline:
                 conn.pipeline = pipeline
                 try:
                     conn.set_lock_wait(ms)
-                    conn.execute(f"WITH {', '.join(parts)} {BUMP_CHANGES}", params)
+                    conn.execute(f"WITH {', '.join(parts)} {bump}", params)
                     pipeline.sync()
                 finally:
                     conn.pipeline = None

@@ -14,6 +14,7 @@ from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, 
 
 
 _SAMPLE_COLUMNS = ("run_id", "idx", "steps", "duration_s", "loss", "warmup")
+_SAMPLE_TYPES = ("text", "integer", "integer", "double precision", "double precision", "integer")
 # Samples written by one multi-row statement (SQLite takes 32766 parameters, PostgreSQL 65535); more go by executemany.
 _ROWS_PER_STATEMENT = 500
 
@@ -34,8 +35,8 @@ class SamplesPart:
         heartbeat = ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
         rows = list({row[1]: row for row in rows}.values())  # one row per index, the last one given
         if len(rows) <= _ROWS_PER_STATEMENT:  # the usual case: one statement, one round trip to a server
-            upsert = self.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx"), rows=len(rows))
-            self._write_now("add samples", [(upsert, [v for row in rows for v in row]), heartbeat])
+            upsert = self.dialect.upsert_rows("samples", _SAMPLE_COLUMNS, ("run_id", "idx"), _SAMPLE_TYPES, rows)
+            self._write_now("add samples", [upsert, heartbeat])
             return
         with self._write("add samples") as conn:
             conn.executemany(conn.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx")), rows)
