@@ -47,3 +47,28 @@ def test_without_ray_the_cli_imports_and_a_local_run_runs_as_before_and_the_flee
                       tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [f"error: cluster: {RAY_MISSING}"]
+
+
+def test_places_group_a_pod_slices_hosts_into_one_and_count_free_devices():
+    from dashbench.fleet.inventory import Host, kinds
+
+    def host(name, **kw):
+        base = dict(node_id=f"id-{name}", alive=True, head=False, cpus=8.0, gpus=0, gpu_type=None, tpu_chips=0,
+                    tpu_type=None, slice_name=None, tpu_worker_id=None, slice_head=None)
+        return Host(name=name, **{**base, **kw})
+
+    hosts = [host("gpu-3", gpus=8, gpu_type="H200", free={"GPU": 5.0}),
+             host("cpu-1", free={"CPU": 6.0}),
+             host("gone", gpus=8, gpu_type="H100", alive=False),
+             host("tpu-b", tpu_chips=8, tpu_type="v5litepod-8", slice_name="b", tpu_worker_id=0, free={"TPU": 8.0})]
+    hosts += [host(f"s-{i}", tpu_chips=4, tpu_type="v5litepod-16", slice_name="s", tpu_worker_id=i,
+                   slice_head="TPU-v5litepod-16-head" if i == 0 else None, free={"TPU": 4.0 if i else 0.0})
+              for i in (3, 1, 0, 2)]
+    found = {k.key: k for k in kinds(hosts)}
+    assert found["gpu:H200@gpu-3"].text() == "H200 × 8 on gpu-3 (5 of 8 free)"
+    assert found["cpu@cpu-1"].free == 6
+    assert not any("H100" in key for key in found)  # a dead host offers nothing
+    assert found["tpu:v5litepod-8@tpu-b"].multi_host is False
+    pod = found["tpu:v5litepod-16@s"]
+    assert pod.label == "TPU v5litepod-16 slice s, 4 hosts" and pod.hosts == ("s-0", "s-1", "s-2", "s-3")
+    assert (pod.devices, pod.free, pod.multi_host) == (16, 12, True)
