@@ -63,5 +63,5 @@ def test_readme_quick_examples_are_the_catalogs_recipe():
     for preset in presets.PRESETS.values():
         recipe = catalog.get(preset.model).quick_recipe()
         assert preset.quick == recipe
-        spec = presets.quick_spec(preset.slug, "cpu")
+        spec = presets.quick_spec(preset.slug, "cpu", check=False)  # its shapes, not its data files
         assert {k: getattr(spec, k) for k in recipe} == recipe, preset.slug
