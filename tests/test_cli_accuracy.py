@@ -15,6 +15,7 @@ from dashbench.cli import main
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 from dashbench.store import Store
+from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 
 SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", width=16, data="real", data_path="/data/fm",
                target_accuracy=0.9, max_epochs=6, seeds=3, label="to-acc")
@@ -119,6 +120,8 @@ def test_list_and_its_json_carry_the_to_accuracy_columns_and_filter_not_reached(
 
     code, out, _ = run_cli(capsys, "list", "--db", db, "--status", "not_reached", "--json")
     assert code == 0 and [row["run_id"] for row in json.loads(out)] == ["acc-missed"]
+    with Store(db, read_only=True) as store:
+        assert "not_reached" in store.facets()["status"]  # the Results and Compare status filters offer it
 
 
 def test_show_prints_the_headline_and_the_curve_of_every_seed(db, capsys):
@@ -179,3 +182,44 @@ def test_the_compare_csv_carries_the_to_accuracy_columns(db):
     assert float(rows["acc-reached"]["time_to_target_s"]) == pytest.approx(5.255)
     assert (rows["acc-reached"]["reached"], rows["acc-missed"]["reached"], rows["plain"]["reached"]) == ("2", "0", "")
     assert pd.isna(table.set_index("run_id").loc["acc-missed", "time_to_target_s"])
+
+
+def test_a_sweep_gives_every_point_the_to_accuracy_fields_and_exits_4_when_some_missed(tmp_path, capsys, monkeypatch,
+                                                                                      learnable_idx):
+    from dashbench.cli import sweep_cmd
+
+    queued = []
+    monkeypatch.setattr(sweep_cmd.queue, "submit", lambda spec, db, **kw: queued.append(spec) or f"p{len(queued)}")
+    ends = iter([["done", "not_reached"], ["done", "done"], ["done", "failed"]])
+
+    def wait(run_ids, db, sizes, *_ticker):
+        return [{"run_id": r, "batch_size": b, "status": s} for r, b, s in zip(run_ids, sizes, next(ends))]
+
+    monkeypatch.setattr(sweep_cmd, "_wait", wait)
+    argv = ["sweep", "--model", "fashion_mnist_cnn", "--width", "16", "--batch-sizes", "32,64", "--data", "real",
+            "--data-path", learnable_idx, "--target-accuracy", "0.9", "--max-epochs", "3", "--seeds", "2",
+            "--db", tmp_path / "s.sqlite"]
+    assert [run_cli(capsys, *argv)[0] for _ in range(3)] == [4, 0, 1]
+    assert [s.batch_size for s in queued[:2]] == [32, 64]
+    assert {(s.target_accuracy, s.max_epochs, s.seeds, s.data) for s in queued} == {(0.9, 3, 2, "real")}
+
+
+def test_the_run_form_sends_the_chosen_mode_and_the_live_panel_reads_each_evaluation():
+    from dashbench.views import live, run_form
+
+    state = {**run_form.run_form_defaults(["cpu"]), "run_model": "fashion_mnist_cnn", "run_data": "real",
+             "run_data_path": " /data/fm ", "run_mode": "epochs", "run_epochs": 3, "run_steps_per_epoch": 7,
+             "run_seeds": 2}
+    values = run_form.mode_values(state)
+    assert values == {"epochs": 3, "steps_per_epoch": 7, "seeds": 2}  # eval_every 0: after every epoch
+    assert run_form.mode_values({**state, "run_mode": "throughput"}) == {}
+    assert run_form.mode_values({**state, "run_mode": "target"})["target_accuracy"] == 0.9
+    filled = run_form.preset_form_values("colab-fashion-mnist", "cpu")  # no data files needed to fill the form
+    assert (filled["run_mode"], filled["run_epochs"], filled["run_steps_per_epoch"], filled["run_data"]) == \
+        ("epochs", 5, 100, "real")
+    view = live.live_view({"status": "running", "phase": "seed 2/3 · epoch 3 of ≤ 20: validation accuracy 0.874",
+                           "steps_done": 999, "steps_total": 20})
+    assert view.fraction == pytest.approx((1 + 3 / 20) / 3) and "validation accuracy 0\\.874" in view.text
+    assert "step 999" not in view.text  # a to-accuracy run's steps are not a throughput run's measured steps
+    ended = live.live_view({"status": "not_reached"})
+    assert ended.finished and ended.fraction == 1.0 and "without reaching its target" in ended.text
