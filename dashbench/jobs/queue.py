@@ -21,7 +21,7 @@ from pathlib import Path
 from dashbench import memory
 from dashbench.jobs import oom
 from dashbench.spec import RunSpec
-from dashbench.store import ACTIVE, Store, StoreError, pid_alive, this_host
+from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
 # runner.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
@@ -171,7 +171,7 @@ def progress(run_id: str, db_path=None) -> dict:
         spec = row["spec"]
         total = spec["steps"] * int(spec.get("repeats") or 1) + spec["warmup"]
         done_steps = int(samples["steps"].sum()) if len(samples) else 0
-        fraction = 1.0 if row["status"] == "done" else min(1.0, done_steps / total) if total else 0.0
+        fraction = 1.0 if row["status"] in WITH_RESULT else min(1.0, done_steps / total) if total else 0.0
         measured = samples[~samples["warmup"]]
         live = None
         if len(measured) and measured["duration_s"].sum() > 0:
