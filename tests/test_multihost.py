@@ -26,6 +26,22 @@ def test_role_read_from_each_way_a_multi_host_run_is_started():
     assert multihost.agreed_run_id("given", {"DASHBENCH_RUN_ID": "r-1"}) == "given"
 
 
+def test_a_later_process_whose_coordinator_is_this_machines_ip_leaves_the_device_lock_to_it():
+    """Two cluster nodes on one machine name worker 0 by the machine's IP, not localhost: waiting for its
+    lock would deadlock the run (its workers must all start before any steps)."""
+    import socket
+
+    import psutil
+
+    from dashbench.jobs import device_lock
+
+    ips = [a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+           if a.family == socket.AF_INET and not a.address.startswith("127.")]
+    for ip in ips[:1]:
+        assert device_lock.peer_worker_holds_it({"JAX_COORDINATOR_ADDRESS": f"{ip}:1234", "JAX_PROCESS_ID": "1"})
+    assert not device_lock.peer_worker_holds_it({"JAX_COORDINATOR_ADDRESS": "203.0.113.9:1234", "JAX_PROCESS_ID": "1"})
+
+
 def test_each_process_adds_its_host_once_whatever_the_order():
     later = multihost.merged_placement({"variables": ["/device:CPU:0"]},
                                        {"index": 1, "host": "b", "devices": ["/device:CPU:2048"]}, 2)

@@ -89,7 +89,19 @@ def peer_worker_holds_it(environ=None) -> bool:
 
 def _host_of(address: str) -> str:
     host = str(address).rsplit(":", 1)[0].strip("[]").lower()
-    return "localhost" if host in ("localhost", "127.0.0.1", "::1", socket.gethostname().lower()) else host
+    return "localhost" if host in ("localhost", "127.0.0.1", "::1", socket.gethostname().lower()) or \
+        host in _own_addresses() else host
+
+
+def _own_addresses() -> set[str]:
+    """This machine's IP addresses: a coordinator named by one (a cluster's node IP) is on this host."""
+    import psutil
+
+    try:
+        return {a.address.split("%")[0].lower() for addrs in psutil.net_if_addrs().values() for a in addrs
+                if a.family in (socket.AF_INET, socket.AF_INET6)}
+    except OSError:
+        return set()
 
 
 def holder_text(info: dict | None) -> str:

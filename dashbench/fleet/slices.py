@@ -1,0 +1,287 @@
+"""One run over several hosts at once (a TPU pod slice, N GPU hosts): a placement group, one process a host.
+
+`launch_group` stores the run (`queued`, worker 0's host) and submits one Ray job, `dashbench-<run id>`
+as for a one-host run (fleet/launch.py: so `launch.cancel`, `job_state` and `settle` work on it
+unchanged), whose driver (`main`, `python -m dashbench.fleet.slices`) does the rest on the cluster:
+- reserves the hosts in one STRICT_SPREAD placement group, one bundle a host: a slice's through its
+  own resources (every host carries the slice's name, worker 0 `TPU-<type>-head`: bundle 0 asks for
+  it, so bundle 0 is worker 0), other hosts pinned by their `ray.io/node-id` label;
+- asks bundle 0's host for a free port (and every host for one, for TF_CONFIG), then starts at once,
+  in every bundle, a task (max_retries=0) running `dashbench run --run-id ID --json` in a subprocess
+  of its own session, with JAX's multi-host start (JAX_COORDINATOR_ADDRESS = worker 0's node IP and
+  that port, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or TF_CONFIG, and the run id in DASHBENCH_RUN_ID:
+  worker 0 writes the run, the others add their host and devices to its placement (jobs/multihost.py);
+- ends the group as one: a worker that fails or a host that is lost ends the run (`failed` naming
+  the worker, or `interrupted` with "host lost: <name>") and cancels the other hosts' processes, which
+  would otherwise wait on their peers; the job's stop (launch.cancel) cancels every host's process:
+  Ray's cancel (SIGTERM to the run's process group: the run's own cancel) and STOP_WAIT_S later Ray's
+  forced one. A process whose Ray worker dies gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
+Nothing is retried: the driver's tasks have max_retries=0, and Ray never reruns a job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from dashbench.fleet import FleetError, launch
+from dashbench.fleet.address import ClusterAddress, parse
+from dashbench.spec import RunSpec
+
+GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
+CANCEL_GRACE_S = 15.0  # from Ray's cancel (SIGTERM to the run) to its forced one
+
+
+def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placement, sweep_id: str | None = None) -> str:
+    """Store run `spec` and start its group's driver job on the cluster; returns the run id.
+    `placement`: launch.Placement of a multi-host kind (its hosts in worker order)."""
+    from dashbench.store import Store
+
+    address = address if isinstance(address, ClusterAddress) else parse(address)
+    hosts = list(placement.hosts)
+    head = hosts[0]
+    with Store(db) as store:
+        run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=launch.HOST_PREFIX + head.name)
+    orders = {"run_id": run_id, "backend": spec.backend, "cluster": str(address),
+              "hosts": [{"name": h.name, "node_id": h.node_id} for h in hosts],
+              "bundles": bundles(placement)}
+    env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
+    env.update({"DASHBENCH_DB": db, GROUP_ENV: json.dumps(orders),
+                "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
+    python = os.environ.get(launch.PYTHON_ENV) or "python"
+    try:
+        from dashbench.fleet import inventory
+
+        inventory.jobs_client(address).submit_job(
+            entrypoint=f"{python} -m dashbench.fleet.slices", submission_id=launch.job_id(run_id),
+            runtime_env={"env_vars": env},
+            metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)})
+    except Exception as exc:
+        with Store(db) as store:
+            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {launch._one_line(exc)}")
+        raise FleetError("cluster", f"the cluster at {address} did not take the run: {launch._one_line(exc)}") from None
+    return run_id
+
+
+def bundles(placement) -> list[dict]:
+    """One bundle a host: its devices, plus the slice's own resources (its name on every host, the
+    head resource on worker 0's) or, without a slice, the host's node id as a label to pin it."""
+    out = []
+    for index, host in enumerate(placement.hosts):
+        resources = dict(placement.resources or {})
+        if placement.num_gpus:
+            resources["GPU"] = float(placement.num_gpus)
+        label = {}
+        if host.slice_name:
+            resources[host.slice_name] = 1.0
+            if index == 0 and host.slice_head:
+                resources[host.slice_head] = 1.0
+        else:
+            label = {"ray.io/node-id": host.node_id}
+        if not resources:
+            resources = {"CPU": float(placement.num_cpus or 1)}
+        out.append({"resources": resources, "label": label})
+    return out
+
+
+# -- the driver: runs on the cluster, as the group's Ray job ---------------------------------------
+
+
+class _Stopped(Exception):
+    """The job was stopped (launch.cancel): the whole group is cancelled."""
+
+
+def main() -> int:
+    import ray
+    from ray.util import placement_group, placement_group_table, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from dashbench.store import Store
+
+    orders = json.loads(os.environ[GROUP_ENV])
+    run_id, hosts, wanted = orders["run_id"], orders["hosts"], orders["bundles"]
+    url = os.environ["DASHBENCH_DB"]
+
+    def stop(signum, _frame):
+        raise _Stopped(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    ray.init(log_to_driver=True)
+    group = placement_group([b["resources"] for b in wanted], strategy="STRICT_SPREAD",
+                            bundle_label_selector=[b["label"] for b in wanted] if any(b["label"] for b in wanted) else None)
+    refs: list = []
+    try:
+        _set_phase(url, run_id, f"waiting for {len(wanted)} hosts together")
+        ray.get(group.ready())
+        on = lambda i: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)  # noqa: E731
+        places = ray.get([_free_port.options(num_cpus=0, scheduling_strategy=on(i), max_retries=0).remote()
+                          for i in range(len(wanted))])
+        nodes = placement_group_table(group)["bundles_to_node_id"]
+        names = {h["node_id"]: h["name"] for h in hosts}
+        bundle_hosts = [names.get(nodes[i], hosts[i]["name"]) for i in range(len(wanted))]
+        python = os.environ.get(launch.PYTHON_ENV) or sys.executable
+        argv = [python, "-m", "dashbench", "run", "--run-id", run_id, "--json"]
+        for index, bundle in enumerate(wanted):
+            env = process_env(index, places, orders, bundle_hosts[index], nodes[index])
+            task = _host_process.options(num_cpus=0, max_retries=0, scheduling_strategy=on(index),
+                                         resources={k: v for k, v in bundle["resources"].items() if k != "CPU"})
+            refs.append(task.remote(argv, env, CANCEL_GRACE_S))
+        return _follow(ray, refs, url, run_id, bundle_hosts, nodes)
+    except _Stopped:
+        _cancel(ray, refs)
+        with Store(url) as store:
+            store.finish_unreported(run_id, "cancelled", "cancelled (the group's Ray job was stopped)")
+        return 130
+    finally:
+        remove_placement_group(group)
+
+
+def process_env(index: int, places: list, orders: dict, host: str, node_id: str) -> dict:
+    """Process `index`'s environment: the run's id, its host, and the multi-host start of its backend."""
+    count = len(places)
+    env = {"DASHBENCH_RUN_ID": orders["run_id"], "DASHBENCH_HOST": host, "DASHBENCH_RAY_NODE_ID": node_id,
+           "DASHBENCH_RAY_JOB": launch.job_id(orders["run_id"]), "DASHBENCH_RAY_CLUSTER": orders["cluster"]}
+    if orders["backend"] == "jax":
+        ip, port = places[0]
+        env.update({"JAX_COORDINATOR_ADDRESS": f"{ip}:{port}", "JAX_NUM_PROCESSES": str(count),
+                    "JAX_PROCESS_ID": str(index)})
+    else:
+        workers = [f"{ip}:{port}" for ip, port in places]
+        env["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+    return env
+
+
+def _follow(ray, refs: list, url: str, run_id: str, bundle_hosts: list, nodes: list) -> int:
+    """Wait for every host's process; the first to fail or be lost ends the run and the group."""
+    from dashbench.store import Store
+
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        index = refs.index(ready[0])
+        try:
+            code = ray.get(ready[0])
+            error = None if code == 0 else f"worker {index} on {bundle_hosts[index]} ended with exit code {code}"
+            status = "failed"
+        except Exception as exc:  # the task's worker or node died
+            lost = _lost_host(ray, nodes, bundle_hosts)
+            status, error = ("interrupted", f"host lost: {lost}") if lost else \
+                ("failed", f"worker {index} on {bundle_hosts[index]}: {launch._one_line(exc)}")
+        if error is not None:
+            with Store(url) as store:  # before the others are cancelled: their own ends would say less
+                store.finish_unreported(run_id, status, error)
+            _cancel(ray, pending)
+            return 1
+    with Store(url) as store:
+        row = store.get_run(run_id)
+        if row is not None and row["status"] in ("queued", "running"):
+            store.finish_unreported(run_id, "failed", "every host's process ended without recording the run's end")
+            return 1
+    return 0
+
+
+def _lost_host(ray, nodes: list, bundle_hosts: list) -> str | None:
+    for _ in range(20):  # Ray marks a node dead a moment after its worker's death is seen
+        dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive")}
+        for node, host in zip(nodes, bundle_hosts):
+            if node in dead:
+                return host
+        time.sleep(0.5)
+    return None
+
+
+def _cancel(ray, refs: list) -> None:
+    """Ray's cancel (the run's own: SIGTERM), then its forced cancel past the grace."""
+    for ref in refs:
+        ray.cancel(ref, force=False)
+    _, running = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S) if refs else ([], [])
+    for ref in running:
+        ray.cancel(ref, force=True)
+
+
+def _set_phase(url: str, run_id: str, phase: str) -> None:
+    from dashbench.store import Store
+
+    with Store(url) as store:
+        store.set_phase(run_id, phase)
+
+
+# -- what runs on each host ----------------------------------------------------------------------
+
+
+def _remote(function):
+    import ray
+
+    return ray.remote(function)
+
+
+def _free_port_here() -> tuple[str, int]:
+    import socket
+
+    import ray
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return ray.util.get_node_ip_address(), s.getsockname()[1]
+
+
+def _run_here(argv: list, env: dict, grace_s: float) -> int:
+    """One host's process of the run, in its own session; Ray's cancel (KeyboardInterrupt here) ends
+    its process group, SIGTERM first; the kernel sends SIGTERM if this worker dies."""
+    proc = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:
+        _end_group(proc, grace_s)
+        raise
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _end_group(proc: subprocess.Popen, grace_s: float) -> None:
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class _Lazy:
+    """A Ray remote function made on first use, so importing this module needs no Ray."""
+
+    def __init__(self, function):
+        self.function, self.made = function, None
+
+    def options(self, **kwargs):
+        if self.made is None:
+            self.made = _remote(self.function)
+        return self.made.options(**kwargs)
+
+
+_free_port = _Lazy(_free_port_here)
+_host_process = _Lazy(_run_here)
+
+
+if __name__ == "__main__":
+    # The module's own main, not __main__'s: Ray then ships the host functions by reference.
+    from dashbench.fleet.slices import main as _main
+
+    sys.exit(_main())

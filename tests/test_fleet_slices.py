@@ -1,0 +1,87 @@
+"""A run over a 2-host TPU slice of the test Ray cluster (tests/ray_cluster.py: two CPU nodes declaring a
+slice), launched through one placement group (fleet/slices.py) into a PostgreSQL team store."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import ray_cluster as rc
+from conftest import FAST_XLA_COMPILE
+
+from dashbench.fleet import launch, slices
+from dashbench.fleet.submit import submit
+from dashbench.spec import RunSpec
+from dashbench.store import Store
+
+pytestmark = rc.needs_ray()
+
+TINY = dict(model="fashion_mnist_cnn", batch_size=16, image_size=16, width=4, steps=4, warmup=2, device="cpu",
+            backend="jax")
+TWO_DEVICES = "--xla_force_host_platform_device_count=2"
+
+
+def _one_host_reference() -> subprocess.Popen:
+    """The same spec and global batch on one host and one device, measured here (no store)."""
+    args = [sys.executable, "-m", "dashbench", "run", "--no-store", "--json", "--backend", "jax"]
+    for name, value in TINY.items():
+        if name != "backend":
+            args += [f"--{name.replace('_', '-')}", str(value)]
+    env = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE}
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_host_losses(ray_cluster, pg_url,
+                                                                                          monkeypatch):
+    """Each slice host runs one process of two emulated CPU devices (XLA_FLAGS travels to the nodes), joined
+    by JAX's multi-host start from the placement (worker 0's node IP and a free port there). Its losses are
+    one host's at the same global batch of 16 (4 devices x 4 examples against 1 x 16): the same examples
+    and the same mean gradient, summed in another order, so float32 rounding alone differs, ~1e-7 relative
+    a step; rtol 1e-4 leaves room for that over 6 steps and still catches a wrong split of the batch (which
+    moves the loss in the second digit). One run is stored, naming both hosts and their devices."""
+    monkeypatch.setenv("XLA_FLAGS", f"{FAST_XLA_COMPILE} {TWO_DEVICES}")
+    run_id = submit(RunSpec(**TINY), pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
+    reference = _one_host_reference()
+    try:
+        deadline = time.monotonic() + 300
+        # The group's job ends once every host's process has (worker 0 writes the run, the other adds to it).
+        while launch.job_state(ray_cluster.dashboard_url, run_id)[0] not in launch.ENDED and \
+                time.monotonic() < deadline:
+            time.sleep(0.5)
+        with Store(pg_url) as store:
+            row = store.get_run(run_id)
+            runs = store.runs()
+        out, err = reference.communicate(timeout=300)
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+    assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
+    assert list(runs["run_id"]) == [run_id]  # one stored run for the two hosts
+    assert reference.returncode == 0, err[-2000:]
+    one_host = json.loads(out)
+    result = row["result"]
+    np.testing.assert_allclose(result.losses, one_host["losses"], rtol=1e-4)
+    assert result.replicas == 4 and result.per_replica_batch_size == 4 and result.accelerator_count == 2
+    assert result.env["process_count"] == 2 and result.env["multi_worker"] is True
+    placement = result.placement
+    assert placement["hosts"] == list(rc.TPU_HOSTS)
+    assert len(placement["devices:0"]) == len(placement["devices:1"]) == 2
+    assert sorted(placement["devices:0"] + placement["devices:1"]) == sorted(result.device_names)
+    node_ids = {h["name"]: h["node_id"] for h in json.loads(subprocess.run(
+        [sys.executable, "-m", "dashbench", "devices", "--cluster", ray_cluster.dashboard_url, "--json"],
+        capture_output=True, text=True, timeout=120).stdout)["hosts"]}
+    assert placement["ray_nodes"] == [node_ids[h] for h in rc.TPU_HOSTS]
+    assert row["host"] == rc.TPU_HOSTS[0]  # worker 0 wrote it
+    assert launch.job_state(ray_cluster.dashboard_url, run_id)[0] == "SUCCEEDED"
+
+
+def test_each_host_gets_its_multi_host_start_from_the_placement():
+    orders = {"run_id": "r1", "backend": "jax", "cluster": "http://h:8265"}
+    places = [("10.0.0.5", 4001), ("10.0.0.6", 4002)]
+    env = slices.process_env(1, places, orders, "tpu-a-1", "node1")
+    assert env["JAX_COORDINATOR_ADDRESS"] == "10.0.0.5:4001" and env["JAX_NUM_PROCESSES"] == "2"
+    assert env["JAX_PROCESS_ID"] == "1" and env["DASHBENCH_RUN_ID"] == "r1" and env["DASHBENCH_HOST"] == "tpu-a-1"
+    tf = json.loads(slices.process_env(0, places, {**orders, "backend": "tensorflow"}, "a", "n0")["TF_CONFIG"])
+    assert tf == {"cluster": {"worker": ["10.0.0.5:4001", "10.0.0.6:4002"]}, "task": {"type": "worker", "index": 0}}
