@@ -339,3 +339,17 @@ def test_the_next_store_on_a_server_reuses_a_pooled_connection_and_idle_ones_sta
         for i in range(postgres.KEEP_UNUSED + 3):
             conn.execute(f'DROP DATABASE "{pg_url.rsplit("/", 1)[1]}_{i}" WITH (FORCE)')
     assert idle <= 2 * postgres.KEEP_UNUSED
+
+
+def test_a_write_that_changed_nothing_leaves_the_change_token(pg_url):
+    # The writable dashboard pumps the queue on every rerun: with nothing to start it must not bump the
+    # counter, or every page's cached reads would be thrown away on every rerun.
+    with Store(pg_url) as store:
+        run_id = store.create_run(SPEC)
+        token = store.change_token()
+        for _ in range(3):
+            jobs_queue.pump(pg_url)
+            store.reconcile()
+        assert store.change_token() == token
+        store.heartbeat(run_id)
+        assert store.change_token() != token
