@@ -302,7 +302,8 @@ def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: 
         raise ReadOnlyError(f"cannot {what}: database {shown} is read-only for this session or role "
                             f"({one_line(exc, url)})") from None
     if is_busy_error(exc):
-        kind = "lock" if isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled)) else "conflict"
+        waited = isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled))
+        kind = "lock" if waited else "conflict"
         raise retry.Retryable(f"cannot {what}: database {shown} is locked by another writer "
                               f"({one_line(exc, url)})", kind) from None
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
