@@ -24,9 +24,16 @@ from dashbench.store import Store
 TINY = dict(model="fashion_mnist_cnn", batch_size=64, width=16, device="cpu")
 
 
-def run_stored(spec, db):
+def run_stored(spec, db, run_id=None):
     events = []
-    result = runner.execute(spec, db_path=db, on_event=events.append)
+
+    def seen(event):
+        if event["event"] == "evaluation" and run_id is not None:
+            with Store(db) as store:  # what the live panel reads while the run goes
+                event = {**event, "stored_phase": store.get_run(run_id)["phase"]}
+        events.append(event)
+
+    result = runner.execute(spec, db_path=db, run_id=run_id, on_event=seen)
     with Store(db) as store:
         row = store.get_run(result.run_id)
     RunResult.check(result.to_dict())  # the shape the store and bundles hold it to
@@ -67,8 +74,9 @@ def test_three_seeds_reach_the_target_and_stop_early_with_three_curves_and_a_med
 
 def test_an_unreachable_target_ends_not_reached_with_its_result_stored(learnable_idx_gz, tmp_path):
     spec = RunSpec(**TINY, data="real", data_path=str(learnable_idx_gz), target_accuracy=1.0, max_epochs=2)
-    result, row, evaluations = run_stored(spec, tmp_path / "r.sqlite")
+    result, row, evaluations = run_stored(spec, tmp_path / "r.sqlite", run_id="missed")
     assert row["status"] == result.status == "not_reached"
+    assert [e["stored_phase"] for e in evaluations] == [e["text"] for e in evaluations]  # the live panel's line
     run = result.accuracy["runs"][0]
     assert run["reached"] is False and run["time_to_target_s"] is None and len(run["curve"]) == 2
     assert result.accuracy["reached"] == 0 and result.accuracy["time_to_target_median_s"] is None
