@@ -85,3 +85,38 @@ def test_each_host_gets_its_multi_host_start_from_the_placement():
     assert env["JAX_PROCESS_ID"] == "1" and env["DASHBENCH_RUN_ID"] == "r1" and env["DASHBENCH_HOST"] == "tpu-a-1"
     tf = json.loads(slices.process_env(0, places, {**orders, "backend": "tensorflow"}, "a", "n0")["TF_CONFIG"])
     assert tf == {"cluster": {"worker": ["10.0.0.5:4001", "10.0.0.6:4002"]}, "task": {"type": "worker", "index": 0}}
+
+
+def _group_processes(run_id: str) -> list:
+    """The run's processes on every host (each carries the run's id in its environment)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("DASHBENCH_RUN_ID") == run_id:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_cancel_ends_every_hosts_process_of_a_group_run(ray_cluster, pg_url):
+    """launch.cancel on a slice run stops its group's job: every host's process is ended (SIGTERM to its
+    process group: a run already measuring records its own cancel), the run ends `cancelled`, and no
+    process is left on any node. Cancelled as soon as both hosts' processes exist (still starting
+    their framework: the suite's time)."""
+    spec = RunSpec(**{**TINY, "steps": 50000, "warmup": 1})
+    run_id = submit(spec, pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
+    deadline = time.monotonic() + 240
+    while len(_group_processes(run_id)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert len(_group_processes(run_id)) >= 2, launch.logs(ray_cluster.dashboard_url, run_id)[-3000:]
+    launch.cancel(ray_cluster.dashboard_url, pg_url, run_id)
+    deadline = time.monotonic() + 90
+    while _group_processes(run_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _group_processes(run_id)
+    with Store(pg_url) as store:
+        row = store.get_run(run_id)
+    assert row["status"] == "cancelled", (row["status"], row["error"])
