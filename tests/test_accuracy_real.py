@@ -67,13 +67,12 @@ def start_cli(db, backend: str, **spec_args) -> subprocess.Popen:
                             env=child_env(DASHBENCH_LOCK_DIR=str(locks)))
 
 
-@pytest.fixture(scope="module")
-def real_runs(tmp_path_factory, learnable_idx):  # noqa: F811
-    tmp = tmp_path_factory.mktemp("accuracy_real")
+def train(tmp, folder):
+    """{name: run id} of the three runs, trained into tmp/runs.sqlite from the learnable set in `folder`."""
     db = tmp / "runs.sqlite"
     with Store(db):
         pass  # the schema exists before three processes write to it
-    data = dict(data="real", data_path=str(learnable_idx))
+    data = dict(data="real", data_path=str(folder))
     # Each its own process (2 TensorFlow replicas need a fresh one), training while this one trains the broken run.
     children = {"tensorflow": start_cli(db, "tensorflow", **SETUP, **TO_TARGET, **data, replicas=2),
                 "jax": start_cli(db, "jax", **SETUP, **TO_TARGET, **data)}
@@ -82,7 +81,7 @@ def real_runs(tmp_path_factory, learnable_idx):  # noqa: F811
         with Store(db) as store:
             ids["broken"] = run_in_process(store, RunSpec(**SETUP, **{**TO_TARGET, "seeds": 1, "max_epochs": 1},
                                                           data="real", data_path=str(
-                                                              shuffled_labels(learnable_idx, tmp / "broken"))))
+                                                              shuffled_labels(folder, tmp / "broken"))))
         for name, child in children.items():
             out, err = child.communicate(timeout=600)
             assert child.returncode in (0, 4), (name, err[-3000:])
@@ -95,7 +94,17 @@ def real_runs(tmp_path_factory, learnable_idx):  # noqa: F811
     return db, ids
 
 
-def test_time_to_target_predicted_from_tensorflows_epochs_against_the_jax_run(real_runs):
+def test_real_runs_to_target_give_predictions_parity_and_the_pages(tmp_path, learnable_idx, monkeypatch):  # noqa: F811
+    """One test: the runs cost ~50 CPU seconds, and a module fixture would train them again on each
+    xdist worker that runs one of its tests."""
+    real_runs = train(tmp_path, learnable_idx)
+    check_prediction(real_runs)
+    check_parity(real_runs)
+    check_pages(real_runs, monkeypatch)
+
+
+def check_prediction(real_runs):
+    """Time to target predicted from TensorFlow's epochs on JAX's throughput, against the JAX run."""
     db, ids = real_runs
     with Store(db, read_only=True) as store:
         chosen, found, throughput = to_target.gather(store, [ids["tensorflow"]])
@@ -119,7 +128,8 @@ def test_time_to_target_predicted_from_tensorflows_epochs_against_the_jax_run(re
     assert 1 / 3 < predicted["time_to_target_s"] / measured < 3, (predicted, jax_block)
 
 
-def test_tensorflow_and_jax_train_alike_and_a_broken_pipeline_is_flagged(real_runs):
+def check_parity(real_runs):
+    """TensorFlow and JAX train alike; the broken pipeline departs, and the flag says from what and where."""
     db, ids = real_runs
     with Store(db, read_only=True) as store:
         alike = parity.verdicts_for(store, [ids["tensorflow"], ids["jax"]])
@@ -135,7 +145,8 @@ def test_tensorflow_and_jax_train_alike_and_a_broken_pipeline_is_flagged(real_ru
     assert f"departs from {reference} in validation accuracy" in flag.text()
 
 
-def test_the_real_runs_on_compare_and_results(real_runs, monkeypatch):
+def check_pages(real_runs, monkeypatch):
+    """The three runs on Compare: time and cost to target, the parity warning, accuracy against time."""
     db, ids = real_runs
     at = start(monkeypatch, db)
     at.query_params["runs"] = ",".join(ids.values())
