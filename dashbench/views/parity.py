@@ -73,7 +73,7 @@ class Flag:
         """One line: which run departs from which, where, and by how much against the tolerance."""
         from dashbench.result import short_id
 
-        where = f"step {self.step}" + (f" (epoch {self.epoch:g})" if self.epoch is not None else "")
+        where = f"step {self.step}" + (f" (epoch {self.epoch:.3g})" if self.epoch is not None else "")
         value = "not finite" if self.value is None else f"{self.value:.4g}"
         return (f"{short_id(self.run_id)} on {self.device} (seed {self.seed}) departs from "
                 f"{short_id(self.reference_run_id)} on {self.reference_device} in {self.metric} from {where}: "
