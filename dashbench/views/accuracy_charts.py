@@ -18,8 +18,8 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 def _row_name(row: dict) -> str:
     target = f" to {row['target']:g}" if is_number(row.get("target")) else ""
-    kind = "measured" if row["kind"] == "measured" else "predicted"
-    return f"{row['device']}{target} · {kind} #{str(row.get('run_id', ''))[-6:]}"
+    run = f"#{str(row.get('run_id', ''))[-6:]}"
+    return f"{row['device']}{target} · " + (f"measured {run}" if row["kind"] == "measured" else f"predicted from {run}")
 
 
 def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
@@ -44,12 +44,19 @@ def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
             marker=dict(color=color, pattern=dict(shape=pattern)),
             error_x=dict(type="data", symmetric=False, array=[(r.get(high) or v) - v for r, v in zip(part, values)],
                          arrayminus=[v - (r.get(low) or v) for r, v in zip(part, values)], color=REFERENCE_COLOR),
-            text=[_text(v, what) + _error_text(r) for r, v in zip(part, values)], textposition="outside",
-            cliponaxis=False,
+            # Inside, from the bar's start: outside, the value ran into the error bar's whisker.
+            text=[_text(v, what) + _error_text(r) for r, v in zip(part, values)], textposition="inside",
+            insidetextanchor="start", textfont=dict(color="#111111"), constraintext="none",
             hovertext=[r.get("source", "") for r in part]))
-    layout = dict(_LAYOUT, height=max(260, 110 + 44 * len(shown)), margin=dict(l=10, r=170, t=50, b=10),
-                  xaxis=dict(title=dict(text=axis)), yaxis=dict(autorange="reversed", automargin=True),
-                  barmode="group")
+    # A device's measured and predicted bars side by side, devices in the order they first appear.
+    first = {}
+    for r in shown:
+        first.setdefault(r["device"], len(first))
+    order = [_row_name(r) for r in sorted(shown, key=lambda r: (first[r["device"]], r["kind"] != "measured"))]
+    layout = dict(_LAYOUT, height=max(260, 110 + 44 * len(shown)), margin=dict(l=10, r=20, t=50, b=10),
+                  xaxis=dict(title=dict(text=axis)),
+                  yaxis=dict(autorange="reversed", automargin=True, categoryorder="array", categoryarray=order),
+                  barmode="overlay")
     layout.update(_legend_on_top(title, len(traces)))
     return _figure(traces, layout)
 
