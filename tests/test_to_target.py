@@ -5,6 +5,7 @@ prediction in tests/test_accuracy_real.py."""
 import pytest
 
 from accuracy_results import block, seed_run, store_run
+from dashbench.costs import prices
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views import accuracy_view, to_target
@@ -69,3 +70,21 @@ def test_compare_section_and_table(tmp_path):
     assert [t["name"] for t in time_bars] == ["measured", "predicted from another device's epochs"]
     assert "set a price" in section.against_cost.to_dict()["layout"]["annotations"][0]["text"]
     assert len(section.against_time.to_dict()["data"]) == 2  # a line per seed
+
+
+def test_the_unvalidated_charts_pass_plotlys_validation(tmp_path):
+    """accuracy_charts builds its bars and curves unvalidated (charts._figure), as Compare's other charts."""
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    with Store(tmp_path / "runs.sqlite") as store:
+        x = store_run(store, "tensorflow", 640.0, block([seed_run(0, 2, 1.0, 0.5), seed_run(1, 3, 1.0, 0.5)]))
+        store_run(store, "jax", 1280.0, block([seed_run(0, 2, 0.6, 0.25)]))
+        store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 3.6, provider="test")))
+        section = accuracy_view.target_section(store, [x], prices.catalog(store))
+    assert section.cost.to_dict()["data"][0]["x"][0] > 0  # priced: bars, not the empty chart
+    for fig in (section.time, section.cost, section.against_time, section.against_cost):
+        validated = go.Figure(fig.to_dict())  # raises on an unknown property or a bad value
+        assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig))
