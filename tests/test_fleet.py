@@ -93,6 +93,11 @@ def test_a_request_no_node_can_hold_is_refused_at_once_naming_what_the_cluster_h
     assert tpu.returncode == 2 and "error: device:" in tpu.stderr
     local = _cli("run", *TINY, "--cluster", ray_cluster.dashboard_url, "--db", str(tmp_path / "file.sqlite"))
     assert local.returncode == 2 and "error: db:" in local.stderr
+    # Without --on: a CPU run holds one CPU, none of a host's accelerators; a TPU run the slice
+    cpu = launch.plan(ray_cluster.dashboard_url, RunSpec(**LONG))
+    assert (cpu.num_cpus, cpu.num_gpus, cpu.resources) == (1, 0, None)
+    tpu = launch.plan(ray_cluster.dashboard_url, RunSpec(**{**LONG, "device": "tpu"}))
+    assert tpu.kind.multi_host and tpu.kind.hosts == rc.TPU_HOSTS and tpu.resources == {"TPU": 4.0}
     # sweep and preset go through the same placement: refused before any point is stored
     sweep = _cli("sweep", *TINY[:6], *TINY[8:], "--batch-sizes", "8,16", "--cluster", ray_cluster.dashboard_url,
                  "--on", "nowhere", "--db", pg_url)
@@ -104,20 +109,34 @@ def test_a_request_no_node_can_hold_is_refused_at_once_naming_what_the_cluster_h
         assert len(store.runs()) == 0
 
 
-def test_ray_keeps_a_second_run_off_a_busy_gpu_and_cancel_ends_the_runs_processes(ray_cluster, pg_url):
+def test_ray_keeps_a_second_run_off_a_busy_gpu_and_sigterm_on_run_cluster_ends_the_runs_processes(
+        ray_cluster, pg_url):
     address = ray_cluster.dashboard_url
-    first = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
-    row = _wait(lambda: (r := _row(pg_url, first))["status"] == "running" and r["pid"] and r, what="the first run")
-    assert row["host"] == rc.GPU_NODE
-    second = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
-    time.sleep(4)  # a free GPU's job starts in ~1 s
-    assert launch.job_state(address, second)[0] == "PENDING"  # Ray queues it: one GPU, one run
-    assert _row(pg_url, second)["status"] == "queued"
-    run_pids = [row["pid"], *(c.pid for c in psutil.Process(row["pid"]).children(recursive=True))]
-    launch.cancel(address, pg_url, first)
-    ended = _wait(lambda: (r := _row(pg_url, first))["status"] not in ("queued", "running") and r,
-                  seconds=60, what="the cancel")
-    assert ended["status"] == "cancelled"
+    cli = subprocess.Popen([sys.executable, "-m", "dashbench", "run", *TINY, "--steps", str(LONG["steps"]),
+                            "--warmup", "1", "--cluster", address, "--on", rc.GPU_NODE, "--db", pg_url],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def running():
+            with Store(pg_url) as store:
+                runs = store.runs()
+            return len(runs) and (r := _row(pg_url, runs["run_id"].iloc[0]))["status"] == "running" and r["pid"] and r
+        row = _wait(running, what="the first run")
+        first = row["run_id"]
+        assert row["host"] == rc.GPU_NODE
+        second = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
+        time.sleep(4)  # a free GPU's job starts in ~1 s
+        assert launch.job_state(address, second)[0] == "PENDING"  # Ray queues it: one GPU, one run
+        assert _row(pg_url, second)["status"] == "queued"
+        run_pids = [row["pid"], *(c.pid for c in psutil.Process(row["pid"]).children(recursive=True))]
+        cli.terminate()  # SIGTERM on `run --cluster`: the run is cancelled on its node, as a local run is
+        _out, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 143, err[-2000:]
+    assert "cancelling the run on its node" in err and "error: run cancelled" in err
+    assert _row(pg_url, first)["status"] == "cancelled"
     _wait(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                           for p in run_pids), seconds=30, what="the run's processes ending")
     launch.cancel(address, pg_url, second)  # never started: it ends cancelled, its job stopped

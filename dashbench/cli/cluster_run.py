@@ -32,7 +32,9 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     print(f"run {run_id} launched on {address} ({_host(db, run_id)}; Ray job {launch.job_id(run_id)})",
           file=sys.stderr, flush=True)
     row = follow(address, db, run_id)
-    return report(row, spec, json_out, print_json)
+    code = report(row, spec, json_out, print_json)
+    # Cancelled by a signal here: 128 + its number, as a local run exits (130 Ctrl-C, 143 SIGTERM).
+    return 128 + _signals[-1] if row["status"] == "cancelled" and _signals else code
 
 
 def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
@@ -67,6 +69,8 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
                     launch.settle(address, db, run_id, status, message)
                 time.sleep(POLL_S)
             except KeyboardInterrupt:
+                if not _signals or _signals[-1] != signal.SIGTERM:
+                    _signals.append(signal.SIGINT)
                 if cancelled_at is None:
                     cancelled_at = time.monotonic()
                     print("cancelling the run on its node…", file=out, flush=True)
@@ -115,7 +119,11 @@ def _host(db: str, run_id: str) -> str:
         return "on " + (store.get_run(run_id)["host"] or "?").removeprefix(launch.HOST_PREFIX)
 
 
+_signals: list[int] = []  # the signals that cancelled `run --cluster` in this process
+
+
 def _interrupt(signum, frame):
+    _signals.append(signum)
     raise KeyboardInterrupt
 
 

@@ -64,9 +64,20 @@ def plan(address: ClusterAddress | str, spec: RunSpec, on: str | None = None) ->
         if kind is None:
             raise FleetError("on", f"no place {on!r} on the cluster; it has: {inventory.summary(kinds)}")
         candidates = [kind]
+    elif spec.device == "cpu":
+        # A CPU run asks for one CPU on the host with the most free, holding none of its accelerators.
+        alive = sorted((h for h in hosts if h.alive), key=lambda h: -h.free.get("CPU", 0.0))
+        if not alive:
+            raise FleetError("cluster", "the cluster has no live host")
+        host = alive[0]
+        kind = inventory.Kind(f"cpu@{host.name}", f"CPU on {host.name}", "cpu", (host.name,), (host.node_id,),
+                              int(host.cpus), int(host.free.get("CPU", 0)))
+        return Placement(kind, [host], num_cpus=1)
     else:
-        candidates = [k for k in kinds if _fits_device(spec.device, k)]
-        candidates.sort(key=lambda k: (k.free < _need(spec, k), k.device != (spec.device if spec.device != "auto" else "gpu")))
+        # One host unless the run asks for a TPU (a slice may be the only TPU place); free ones first.
+        candidates = [k for k in kinds if _fits_device(spec.device, k) and (spec.device == "tpu" or not k.multi_host)]
+        wanted = "gpu" if spec.device == "auto" else spec.device
+        candidates.sort(key=lambda k: (k.free < _need(spec, k), k.device != wanted))
     for kind in candidates:
         if not _fits_device(spec.device, kind):
             raise FleetError("device", f"a {spec.device} run cannot go on {kind.label}; the cluster has: "
