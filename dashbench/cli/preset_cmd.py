@@ -7,7 +7,7 @@ import math
 import sys
 
 from dashbench import presets
-from dashbench.cli import strict_json
+from dashbench.cli import article, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
@@ -115,38 +115,6 @@ def _length(spec) -> str:
     return f"{spec.steps} steps"
 
 
-def article_lines(spec, result: RunResult) -> list[str]:
-    """For a run of a preset that trains for epochs (seed 000's Fashion-MNIST): its validation accuracy
-    per epoch and the time of its epochs, next to the article's published times (reference rows in
-    seconds). Empty for any other run."""
-    from dashbench import accuracy_text
-    from dashbench.costs import reference
-
-    preset = presets.for_run(spec)
-    accuracy = result.accuracy if result is not None else None
-    if preset is None or not isinstance(accuracy, dict) or not accuracy.get("runs"):
-        return []
-    rows = reference.rows().set_index("key")
-    timed = [key for key in preset.references if key in rows.index and rows.loc[key, "figure_unit"] == "s"]
-    if not timed:
-        return []
-    first = accuracy["runs"][0]
-    by_epoch = [p for p in first.get("curve") or [] if _finite(p.get("epoch")) and float(p["epoch"]).is_integer()]
-    accuracies = ", ".join(f"{p['val_accuracy']:.4f}" for p in by_epoch if _finite(p.get("val_accuracy")))
-    epochs = len(by_epoch) or accuracy.get("epochs")
-    compile_s = accuracy.get("compile_s") if _finite(accuracy.get("compile_s")) else 0.0
-    total = first.get("total_s")
-    lines = [f"this run (seed {first.get('seed')}): validation accuracy after each epoch {accuracies or '—'}"]
-    if _finite(total):
-        lines.append(f"this run: {epochs} epochs in {accuracy_text.seconds(total)} (training and evaluation), "
-                     f"{accuracy_text.seconds(total + compile_s)} with the compile, as model.fit's wall time counted it")
-    for key in timed:
-        row = rows.loc[key]
-        lines.append(f"published: {row['name']}: {row['figure_text']} ({row['source']}"
-                     + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "") + ")")
-    return lines
-
-
 def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
     """The result, its cost where priced, and the published rows for this device class."""
     from dashbench.costs import prices, reference
@@ -181,7 +149,7 @@ def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
     headline = accuracy_text.headline(result.accuracy, price["usd_per_hour"] if price else None)
     if headline:
         lines.append("to accuracy: " + "\n  ".join(headline))
-        lines += article_lines(result.spec or {"label": presets.LABEL_PREFIX + preset.slug}, result)
+        lines += article.article_lines(result.spec or {"label": presets.LABEL_PREFIX + preset.slug}, result)
         return "\n".join(lines)
     rows = reference.rows().set_index("key")
     for key in preset.reference_by_device.get(device_class, ()):
@@ -194,12 +162,12 @@ def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
 
 
 def _changed_from_article(preset, spec) -> str:
-    article = presets.spec_for(preset.slug, spec.device, check=False)
+    original = presets.spec_for(preset.slug, spec.device, check=False)
     changed = [
         f"{name} {getattr(spec, name)}"
         for name in ("image_size", "seq_len", "width", "batch_size", "precision", "data", "epochs",
                      "steps_per_epoch", "target_accuracy")
-        if getattr(spec, name) != getattr(article, name)
+        if getattr(spec, name) != getattr(original, name)
     ]
     return ", ".join(changed)
 

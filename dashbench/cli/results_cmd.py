@@ -397,14 +397,14 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
 def accuracy_lines(spec: dict, result) -> list[str]:
     """A to-accuracy run's headline, its curve per seed and, for a preset's run, the article's times."""
     from dashbench import accuracy_text
-    from dashbench.cli import preset_cmd
+    from dashbench.cli import article
 
     headline = accuracy_text.headline(result.accuracy)
     if not headline:
         return []
     lines = ["  to accuracy: " + headline[0], *("    " + line for line in headline[1:])]
     lines += ["  " + line for line in accuracy_text.curve_lines(result.accuracy)]
-    lines += ["  " + line for line in preset_cmd.article_lines(spec, result)]
+    lines += ["  " + line for line in article.article_lines(spec, result)]
     return lines
 
 
