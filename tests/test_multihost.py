@@ -80,3 +80,21 @@ def test_later_hosts_wait_for_worker_0s_result_and_none_is_lost(db_at):
         assert store.get_run(run_id)["result"].placement["hosts"] == ["h0", "h1", "h2"]
         assert add_to_placement(store, failed, lambda p: {"hosts": ["x"]}, wait_s=5) is False
         assert store.get_run(failed)["result"] is None
+
+
+def test_a_group_launcher_names_the_end_a_worker_only_presumed(db_at):
+    """Worker 0 of a multi-host run that saw a peer stop answering ends `interrupted` (presumed), which
+    the launcher then corrects (a lost host, a failed worker); an end a worker judged itself stays."""
+    from dashbench.store.placement import end_group_run
+
+    assert multihost.peer_lost("JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [pair.cc:547] Connection closed by peer")
+    assert not multihost.peer_lost("ValueError: shapes (16, 4) and (8, 4) do not match")
+    with Store(db_at) as store:
+        presumed, failed = store.create_run(SPEC), store.create_run(SPEC)
+        assert end_group_run(store, presumed, "interrupted", "a peer host stopped answering", only_from=("running",))
+        assert not end_group_run(store, presumed, "interrupted", "again", only_from=("running",))
+        assert end_group_run(store, presumed, "interrupted", "host lost: tpu-b-1")
+        store.finish_run(failed, "failed", error="worker 0's own error")
+        assert not end_group_run(store, failed, "interrupted", "host lost: tpu-b-1")
+        assert store.get_run(presumed)["error"] == "host lost: tpu-b-1"
+        assert store.get_run(failed)["error"] == "worker 0's own error"

@@ -34,6 +34,7 @@ from dashbench.spec import RunSpec
 
 GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
 CANCEL_GRACE_S = 15.0  # from Ray's cancel (SIGTERM to the run) to its forced one
+LOST_WAIT_S = 30.0  # how long a failed group waits for Ray to say whether a host was lost (~10-20 s here)
 
 
 def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placement, sweep_id: str | None = None) -> str:
@@ -101,6 +102,7 @@ def main() -> int:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from dashbench.store import Store
+    from dashbench.store.placement import end_group_run
 
     orders = json.loads(os.environ[GROUP_ENV])
     run_id, hosts, wanted = orders["run_id"], orders["hosts"], orders["bundles"]
@@ -135,7 +137,7 @@ def main() -> int:
     except _Stopped:
         _cancel(ray, refs)
         with Store(url) as store:
-            store.finish_unreported(run_id, "cancelled", "cancelled (the group's Ray job was stopped)")
+            end_group_run(store, run_id, "cancelled", "cancelled (the group's Ray job was stopped)")
         return 130
     finally:
         remove_placement_group(group)
@@ -159,6 +161,7 @@ def process_env(index: int, places: list, orders: dict, host: str, node_id: str)
 def _follow(ray, refs: list, url: str, run_id: str, bundle_hosts: list, nodes: list) -> int:
     """Wait for every host's process; the first to fail or be lost ends the run and the group."""
     from dashbench.store import Store
+    from dashbench.store.placement import end_group_run
 
     pending = list(refs)
     while pending:
@@ -166,33 +169,55 @@ def _follow(ray, refs: list, url: str, run_id: str, bundle_hosts: list, nodes: l
         index = refs.index(ready[0])
         try:
             code = ray.get(ready[0])
-            error = None if code == 0 else f"worker {index} on {bundle_hosts[index]} ended with exit code {code}"
-            status = "failed"
+            failure = None if code == 0 else f"worker {index} on {bundle_hosts[index]} ended with exit code {code}"
         except Exception as exc:  # the task's worker or node died
-            lost = _lost_host(ray, nodes, bundle_hosts)
-            status, error = ("interrupted", f"host lost: {lost}") if lost else \
-                ("failed", f"worker {index} on {bundle_hosts[index]}: {launch._one_line(exc)}")
-        if error is not None:
-            with Store(url) as store:  # before the others are cancelled: their own ends would say less
-                store.finish_unreported(run_id, status, error)
-            _cancel(ray, pending)
-            return 1
+            failure = f"worker {index} on {bundle_hosts[index]}: {launch._one_line(exc)}"
+        if failure is None:
+            continue
+        # A host lost makes its peers fail too, often before Ray declares the node dead: ask a while.
+        lost = bundle_hosts[index] if _died_with_its_node(ray, ready[0]) else \
+            _lost_host(ray, refs, nodes, bundle_hosts, pending)
+        with Store(url) as store:  # before the others are cancelled: their own ends would say less
+            end_group_run(store, run_id, *(("interrupted", f"host lost: {lost}") if lost else ("failed", failure)))
+        _cancel(ray, pending)
+        return 1
     with Store(url) as store:
         row = store.get_run(run_id)
-        if row is not None and row["status"] in ("queued", "running"):
-            store.finish_unreported(run_id, "failed", "every host's process ended without recording the run's end")
+        if row is not None and row["status"] in ("queued", "running", "interrupted"):
+            end_group_run(store, run_id, "failed", "every host's process ended without recording the run's end")
             return 1
     return 0
 
 
-def _lost_host(ray, nodes: list, bundle_hosts: list) -> str | None:
-    for _ in range(20):  # Ray marks a node dead a moment after its worker's death is seen
+def _lost_host(ray, refs: list, nodes: list, bundle_hosts: list, pending: list) -> str | None:
+    """The group's host that Ray has found dead (a task of it failed with NodeDiedError, or the node is
+    marked dead), waiting up to LOST_WAIT_S for its verdict, unless every other process has already
+    ended by itself (then no host was lost)."""
+    deadline = time.monotonic() + LOST_WAIT_S
+    while True:
         dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive")}
+        done, _ = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
+        for ref in done:
+            if _died_with_its_node(ray, ref):
+                return bundle_hosts[refs.index(ref)]
         for node, host in zip(nodes, bundle_hosts):
             if node in dead:
                 return host
+        if len(done) == len(pending):
+            return None  # every other process ended by itself
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.5)
-    return None
+
+
+def _died_with_its_node(ray, ref) -> bool:
+    try:
+        ray.get(ref)
+        return False
+    except ray.exceptions.NodeDiedError:
+        return True
+    except Exception as exc:  # Ray wraps it in some paths: its message says so
+        return "node it was running on is dead" in str(exc)
 
 
 def _cancel(ray, refs: list) -> None:

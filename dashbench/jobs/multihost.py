@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -91,6 +92,18 @@ def merged_placement(placement: dict, entry: dict, count: int) -> dict:
         nodes[index] = entry["node_id"]
         merged["ray_nodes"] = nodes
     return merged
+
+
+# How the collectives say that a peer process or host went away (JAX's gloo and coordination service,
+# TensorFlow's collective ops), as opposed to this process failing on its own.
+_PEER_LOST = re.compile(r"connection (closed|reset) by peer|gloo .*failed|coordination service|heartbeat|"
+                        r"socket closed|failed to connect to all addresses|UNAVAILABLE:|peer .*(lost|died|unreachable)",
+                        re.IGNORECASE)
+
+
+def peer_lost(error: str) -> bool:
+    """Whether a multi-host run's error says a peer went away (the run is then `interrupted`, not `failed`)."""
+    return bool(_PEER_LOST.search(error or ""))
 
 
 def join_wait_s(environ=None) -> float:

@@ -355,7 +355,12 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 if store is not None and state["begun"]:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else \
                         oom.STATUS if oom.is_oom(exc) else "failed"
-                    _finish(store, run_id, status, None, _error_text(exc), recorder, state)
+                    error = _error_text(exc)
+                    if status == "failed" and role is not None and multihost.peer_lost(error):
+                        # Not this host's failure: a peer stopped answering. Presumed, so the launcher
+                        # (fleet/slices.py) may still name the lost host or the failed worker.
+                        status, error = "interrupted", f"a peer host of this {role.count}-host run stopped answering: {error}"
+                    _finish(store, run_id, status, None, error, recorder, state, only_if_going=status == "interrupted")
                     _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True), state["ending"]:
@@ -549,7 +554,8 @@ def _tag(exc: BaseException, run_id: str) -> None:
         pass
 
 
-def _finish(store: Store, run_id: str, status: str, result, error: str, recorder, state: dict) -> None:
+def _finish(store: Store, run_id: str, status: str, result, error: str, recorder, state: dict,
+            only_if_going: bool = False) -> None:
     # Keep what was measured before the end; a second signal must not cut this write short.
     with _deferred_signals(swallow=True), state["ending"]:
         if state["ended"]:
@@ -559,7 +565,12 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
             if recorder is not None:
                 recorder.flush()
         finally:
-            store.finish_run(run_id, status, result=result, error=error)
+            if only_if_going:  # a presumed end: never over one a launcher already judged (store/placement.py)
+                from dashbench.store.placement import end_group_run
+
+                end_group_run(store, run_id, status, error, only_from=("queued", "running"))
+            else:
+                store.finish_run(run_id, status, result=result, error=error)
 
 
 def _error_text(exc: BaseException) -> str:

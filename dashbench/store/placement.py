@@ -11,6 +11,8 @@ import time
 from typing import Callable
 
 from dashbench.store.errors import StoreError
+from dashbench.store.ids import now
+from dashbench.store.runs import _move
 from dashbench.store.states import TERMINAL
 
 POLL_S = 0.25
@@ -44,3 +46,13 @@ def add_to_placement(store, run_id: str, merge: Callable[[dict], dict], wait_s: 
         result["placement"] = merge(dict(result.get("placement") or {}))
         conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", (json.dumps(result), run_id))
     return True
+
+
+def end_group_run(store, run_id: str, status: str, error: str,
+                  only_from: tuple[str, ...] = ("queued", "running", "interrupted")) -> bool:
+    """The end a multi-host run's launcher judged (a worker's failure, a lost host), written over a run
+    still going or only presumed `interrupted` (worker 0 saw a peer stop answering, not why); never
+    over an end a worker recorded itself. Returns whether it was written."""
+    with store._write("record a run's end") as conn:
+        return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
+                     only_from=only_from)
