@@ -17,7 +17,8 @@ from dashbench.fleet.submit import submit
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
-pytestmark = rc.needs_ray()
+# One cluster per suite run under `pytest -n 2 --dist loadgroup` (every Ray test in one group, one worker).
+pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]
 
 TINY = ["--model", "fashion_mnist_cnn", "--image-size", "8", "--width", "4", "--batch-size", "8", "--device", "cpu"]
 # Long enough to be caught running, never waited for to its end.
