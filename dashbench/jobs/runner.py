@@ -300,11 +300,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
     if role is not None and store is not None:
         run_id = multihost.agreed_run_id(run_id)
     later_worker = role is not None and not role.writes_run and store is not None
+    state_of_run: dict = {}
     try:
         if store is not None:
             # A database this process cannot write is refused before the device, the engine or a row.
             store.check_writable("record the run")
         with _cancel_on_signals() as wake_fd, _guarded(store, wake_fd) as state:
+            state_of_run = state
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
             spec, stored = _prepare(store, spec, run_id)
@@ -316,8 +318,10 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     return
                 if store is not None and not state["begun"]:
                     state["run_id"] = _begin(store, spec, run_id, stored)
-                    if role is not None:  # what a JAX run's later workers take when they were given no id
+                    if role is not None and multihost.RUN_ID_ENV not in os.environ:
+                        # What a JAX run's later workers take when they were given no id; this run's only.
                         os.environ[multihost.RUN_ID_ENV] = state["run_id"]
+                        state["set_run_id_env"] = True
                 state["begun"] = True
 
             def waiting(kind: str, holder: str):
@@ -371,6 +375,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     store.finish_run(run_id, final_status(result.accuracy), result=result.to_dict())
             return result
     finally:
+        if state_of_run.get("set_run_id_env"):
+            os.environ.pop(multihost.RUN_ID_ENV, None)
         if store is not None:
             store.close()
 
