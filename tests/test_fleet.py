@@ -172,7 +172,9 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
-def test_a_run_launched_from_the_run_page_lands_in_the_team_store_with_its_node(ray_cluster, pg_url, monkeypatch):
+def test_a_run_launched_from_the_run_page_lands_in_the_team_store_on_its_node_and_cancel_ends_it(
+        ray_cluster, pg_url, monkeypatch):
+    """The page's own launch and Cancel (a CLI run above goes to its end and its result's env)."""
     from streamlit.testing.v1 import AppTest
     from test_app import APP, TIMEOUT_S, assert_clean, show, texts
 
@@ -193,16 +195,22 @@ def test_a_run_launched_from_the_run_page_lands_in_the_team_store_with_its_node(
     assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts (8 of 8 free)" in where.options
     for key, value in (("run_model", "fashion_mnist_cnn"), ("run_device", "cpu"), ("run_place", place)):
         at.selectbox(key=key).set_value(value)
-    for key, value in (("run_batch_size", 4), ("run_steps", 2), ("run_warmup", 1), ("run_image_size", 8),
-                       ("run_width", 2)):
+    for key, value in (("run_batch_size", 4), ("run_steps", LONG["steps"]), ("run_warmup", 1),
+                       ("run_image_size", 8), ("run_width", 2)):
         at.number_input(key=key).set_value(value)
     at.button(key="run_launch").click().run()
     assert_clean(at)
     assert "Queued 1 run(s)." in texts(at)
     with Store(pg_url) as store:
         (run_id,) = list(store.runs()["run_id"])
-    _wait(lambda: _row(pg_url, run_id)["status"] not in ("queued", "running"), seconds=600, what="the page's run")
-    row = _row(pg_url, run_id)
-    assert row["status"] == "done", row["error"]
-    assert row["host"] == rc.GPU_NODE and row["result"].env["fleet"]["host"] == rc.GPU_NODE
-    assert row["result"].env["fleet"]["ray_node_id"] == launch.inventory.hosts(ray_cluster.dashboard_url)[0].node_id
+    row = _wait(lambda: (r := _row(pg_url, run_id))["status"] == "running" and r["pid"] and r, what="the page's run")
+    node_ids = {h.name: h.node_id for h in launch.inventory.hosts(ray_cluster.dashboard_url)}
+    info = launch.inventory.jobs_client(ray_cluster.dashboard_url).get_job_info(launch.job_id(run_id))
+    assert row["host"] == rc.GPU_NODE and info.driver_node_id == node_ids[rc.GPU_NODE]
+    at.run()
+    at.button(key=f"cancel_{run_id}").click().run()
+    _wait(lambda: _row(pg_url, run_id)["status"] == "cancelled", seconds=60, what="the page's cancel")
+    _wait(lambda: launch.job_state(ray_cluster.dashboard_url, run_id)[0] == "STOPPED", seconds=30,
+          what="its Ray job's stop")
+    _wait(lambda: not psutil.pid_exists(row["pid"]) or psutil.Process(row["pid"]).status() == psutil.STATUS_ZOMBIE,
+          seconds=30, what="the run process's end")
