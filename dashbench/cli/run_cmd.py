@@ -128,6 +128,10 @@ def _spec(args) -> tuple[RunSpec, bool]:
         except StoreError as exc:
             raise SpecError("db", _one_line(exc)) from None
         given = given_fields(args)
+        if stored is not None and given and _later_worker():
+            # Every host of a hand-started multi-host run gets the same command; worker 0 may have
+            # stored it already. The runner checks the options against the stored spec.
+            return spec_from_args(args), False
         if stored is not None and given:
             option = "--" + given[0].replace("_", "-")
             raise SpecError(given[0], f"run {args.run_id} is stored with its spec, which --run-id runs as "
@@ -140,14 +144,17 @@ def _spec(args) -> tuple[RunSpec, bool]:
     return spec_from_args(args), False
 
 
+def _later_worker() -> bool:
+    from dashbench.jobs import multihost
+
+    found = multihost.role()
+    return found is not None and not found.writes_run
+
+
 def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
             on_event=None, device_wait: str = "wait", check_memory: bool = True,
             stored_row: bool = False) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
-        if stored is not None and given and _later_worker():
-            # Every host of a hand-started multi-host run gets the same command; worker 0 may have
-            # stored it already. The runner checks the options against the stored spec.
-            return spec_from_args(args), False
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.memory)
     before anything else, and warn on stderr past half of it.
@@ -160,13 +167,6 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
 
     from dashbench import memory
     from dashbench.jobs import oom
-def _later_worker() -> bool:
-    from dashbench.jobs import multihost
-
-    found = multihost.role()
-    return found is not None and not found.writes_run
-
-
 
     try:
         if check_memory:
