@@ -72,6 +72,7 @@ def test_a_cli_run_on_the_cluster_lands_in_the_team_store_with_its_node_and_prog
     result = json.loads(out.stdout)
     assert result["status"] == "done"
     assert "step 3/3" in out.stderr and "compiled in" in out.stderr  # progress as a local run prints it
+    assert out.stderr.count("step 1/3") == 1 and out.stderr.count("compiled in") == 1  # each line once
     node_ids = {h["name"]: h["node_id"] for h in json.loads(
         _cli("devices", "--cluster", ray_cluster.dashboard_url, "--json").stdout)["hosts"]}
     fleet = result["env"]["fleet"]

@@ -43,20 +43,20 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
     from dashbench.fleet import launch
     from dashbench.store import Store
 
-    printed, said_pending, next_node_check, pending_since = 0, False, 0.0, None
+    said_pending, next_node_check, pending_since = False, 0.0, None
     cancelled_at = None
+    log = _Log(address, run_id, out)
     previous = signal.signal(signal.SIGTERM, _interrupt) if _main_thread() else None
     try:
         while True:
             try:
                 status, message = launch.job_state(address, run_id)
-                text = launch.logs(address, run_id)
-                printed = _print_new(text, printed, out)
+                log.poll()
                 with Store(db) as store:
                     row = store.get_run(run_id)
                 if row["status"] not in ("queued", "running"):
                     if status in launch.ENDED or status is None or cancelled_at is not None:
-                        _print_new(launch.logs(address, run_id), printed, out)
+                        log.finish()
                         return row
                 pending_since = (pending_since or time.monotonic()) if status == "PENDING" else None
                 if pending_since and time.monotonic() - pending_since > PENDING_SAY_S and not said_pending:
@@ -98,6 +98,29 @@ def report(row: dict, spec, json_out: bool, print_json) -> int:
         print_json({"run_id": row["run_id"], "model": spec.model, "device": spec.device, "status": status,
                     "error": error, "spec": spec.to_dict()})
     return code
+
+
+class _Log:
+    """The job's log, fetched whole from Ray's dashboard and its new whole lines printed. (Ray's
+    websocket tail sent nothing until the job's end here, so it is polled.) A long run's log is
+    fetched less often as it grows: every POLL_S up to 100 kB, then 0.5 s more per 100 kB."""
+
+    def __init__(self, address, run_id: str, out):
+        self.address, self.run_id, self.out = address, run_id, out
+        self.text, self.printed, self.next_at = "", 0, 0.0
+
+    def poll(self, force: bool = False) -> None:
+        from dashbench.fleet import launch
+
+        now = time.monotonic()
+        if not force and now < self.next_at:
+            return
+        self.text = launch.logs(self.address, self.run_id) or self.text
+        self.printed = _print_new(self.text, self.printed, self.out)
+        self.next_at = now + POLL_S * (1 + len(self.text) // 100_000)
+
+    def finish(self) -> None:
+        self.poll(force=True)
 
 
 def _print_new(text: str, printed: int, out) -> int:
