@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,6 +127,7 @@ def measure(repeats: int) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="dbray-"))
     cluster = ray_cluster.RayTestCluster(folder, uuid.uuid4().hex)
     server = pg_server.start_server()
+    locks = Path(tempfile.mkdtemp(prefix="dblocks-"))  # no wait for other people's runs' device locks
     try:
         t0 = time.monotonic()
         cluster.start_node("gpu-1", head=True, num_gpus=1, resources={"accelerator_type:H200": 1})
@@ -133,7 +135,6 @@ def measure(repeats: int) -> dict:
         with server.connect() as conn:
             conn.execute("CREATE DATABASE bench")
         url = server.url("bench")
-        locks = Path(tempfile.mkdtemp(prefix="dblocks-"))  # no wait for other people's runs' device locks
         env = {**os.environ, "DASHBENCH_LOCK_DIR": str(locks), "RAY_ADDRESS": ""}
         from ray.util.state import list_nodes
 
@@ -147,6 +148,7 @@ def measure(repeats: int) -> dict:
     finally:
         cluster.stop()
         server.stop()
+        shutil.rmtree(locks, ignore_errors=True)
     return {"rows": rows, "jobs": jobs, "head_up_s": head_up, "load": (load_before, os.getloadavg())}
 
 
