@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh requirements-dev.txt
-exec .venv/bin/python -m pytest -n 2 "$@"
+# --dist loadgroup: the Ray tests (xdist_group "ray") share one worker, so the suite starts one cluster.
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
