@@ -12,7 +12,7 @@ import psutil
 import pytest
 import ray_cluster as rc
 
-from dashbench.fleet import launch
+from dashbench.fleet import inventory, launch
 from dashbench.fleet.submit import submit
 from dashbench.spec import RunSpec
 from dashbench.store import Store
@@ -187,6 +187,10 @@ def test_a_run_launched_from_the_run_page_lands_in_the_team_store_on_its_node_an
     # This machine's own devices are not under test (a TensorFlow subprocess otherwise).
     monkeypatch.setattr(device_views, "device_info",
                         lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    # An earlier test's stopped job gives its GPU back to Ray a moment after its run ended.
+    gpu_free = f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE} (1 of 1 free)"
+    _wait(lambda: gpu_free in [k.text() for k in inventory.kinds(inventory.hosts(ray_cluster.dashboard_url))],
+          seconds=60, what="the GPU free again")
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.run()
     show(at, "pages/run.py")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 # requirements-app.txt by the name each package is imported as (streamlit is running, so it is there).
-APP_MODULES = ("numpy", "pandas", "plotly", "psutil", "sqlalchemy", "psycopg", "alembic")
+APP_MODULES = ("numpy", "pandas", "plotly", "psutil", "sqlalchemy", "psycopg", "alembic", "PIL")
 INSTALL_COMMAND = "bash scripts/serve.sh"
 
 
