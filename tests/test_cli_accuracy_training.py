@@ -151,3 +151,6 @@ def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_p
     captions = [re.sub(r"\\(.)", r"\1", c.value.replace("\u200b", "")) for c in at.caption]
     assert any(c.startswith("To accuracy: target 0.9 reached by 1 of 1 seed within 8 epochs") for c in captions), captions
     assert any(link.proto.label == "Compare these runs" for link in at.get("page_link"))
+    at.query_params["runs"] = run_id  # the run lands on Compare, in its time-to-target section
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception and "Time and cost to target" in [s.value for s in at.subheader]
