@@ -111,3 +111,16 @@ def test_the_results_status_filter_and_list_offer_oom(tmp_path, capsys):
     assert main(["list", "--db", str(db), "--status", "oom", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["status"] == "oom" and row["error"] == "out of memory (MemoryError)"
+
+
+def test_the_guards_last_words_reach_the_user_while_a_compile_is_silenced():
+    """The guard ends a run stuck in a compile whose native output is silenced (fd 2 → a scratch file):
+    its `error: run out of memory: …` line must still reach the user's stderr."""
+    code = ("import os\nfrom dashbench.engine import frameworks\nfrom dashbench.jobs import runner\n"
+            "with frameworks.native_stderr_silenced():\n"
+            "    os.write(2, b'native noise\\n')\n"
+            "    runner._say_past_silencing('error: run out of memory: out of host memory (seen)')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "error: run out of memory: out of host memory (seen)" in done.stderr
+    assert "native noise" not in done.stderr  # the silencing itself still holds

@@ -44,6 +44,16 @@ def import_jax():
     return jax
 
 
+# Descriptor 2 as it was before each silencing below, innermost last: a line the user must see even
+# while a compile is silenced (the run guard's last words before it ends the process) goes there.
+_saved_stderr: list[int] = []
+
+
+def user_stderr_fd() -> int:
+    """The descriptor that reaches the user's stderr now, silenced or not."""
+    return _saved_stderr[0] if _saved_stderr else 2
+
+
 @contextlib.contextmanager
 def native_stderr_silenced():
     """Send what C++ libraries write to file descriptor 2 to a scratch file for the duration.
@@ -56,10 +66,12 @@ def native_stderr_silenced():
     except (OSError, ValueError):
         yield
         return
+    _saved_stderr.append(saved)
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
         try:
             yield
         finally:
             os.dup2(saved, 2)
+            _saved_stderr.remove(saved)
             os.close(saved)

@@ -32,7 +32,7 @@ from typing import Callable
 
 from dashbench import memory
 from dashbench.accuracy import final_status
-from dashbench.engine import peak_memory
+from dashbench.engine import frameworks, peak_memory
 from dashbench.jobs import device_lock, multihost, oom
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
@@ -399,7 +399,7 @@ def _guarded(store: Store | None, wake_fd: int | None):
                         own.finish_run(state["run_id"], status, error=error)
                 except Exception as exc:  # the end is still the end; say why it is not recorded
                     _say(f"error: could not record the run's end: {exc}")
-            _say(f"error: run {END_WORDS.get(status, status)}: {error}")
+            _say_past_silencing(f"error: run {END_WORDS.get(status, status)}: {error}")
             for hook in list(HARD_EXIT_HOOKS):
                 try:
                     hook(status, error, state["run_id"] if state["begun"] else None)
@@ -450,6 +450,16 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
                             wait_s=multihost.join_wait_s()):
         _say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
     return result.replace(run_id=run_id)
+
+
+def _say_past_silencing(line: str) -> None:
+    """From the guard thread: the main thread may be in a compile whose native output is silenced
+    (descriptor 2 sent to a scratch file), and this line is the user's only word of the run's end."""
+    try:
+        sys.stderr.flush()
+        os.write(frameworks.user_stderr_fd(), (line + "\n").encode())
+    except (OSError, ValueError):
+        pass
 
 
 def _say(line: str) -> None:
