@@ -86,6 +86,36 @@ def test_signal_cancels_the_run(tmp_path, engine, sig):
         assert len(store.samples(run["run_id"])) == 4
 
 
+def _signal_inside_a_keras_call_and_a_broad_except(sig):
+    """What the CI saw: a SIGTERM that lands inside a Keras layer's call (Keras re-creates the
+    exception with its arguments added) and an OOM stop raised inside a library's best-effort
+    `except Exception` block."""
+    import keras
+
+    class Signalling(keras.layers.Layer):
+        def call(self, x):
+            os.kill(os.getpid(), sig)
+            return x
+
+    try:
+        Signalling()(keras.ops.ones((1, 2)))
+    except Exception:  # a library's "best effort": must not swallow the end
+        pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, runner.OOM_SIGNAL])
+def test_a_signal_inside_a_framework_call_keeps_its_meaning(tmp_path, engine, sig):
+    engine.then = lambda: _signal_inside_a_keras_call_and_a_broad_except(sig)
+    with pytest.raises((runner.RunCancelled, runner.OutOfHostMemory)):
+        runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
+    with Store(tmp_path / "r.sqlite") as store:
+        run = store.runs().iloc[0]
+    if sig == signal.SIGTERM:
+        assert run["status"] == "cancelled" and run["error"] == "cancelled by SIGTERM"
+    else:
+        assert run["status"] == "oom" and run["error"].startswith("out of host memory")
+
+
 def test_queued_row_is_started_and_finished(tmp_path, engine):
     db = tmp_path / "r.sqlite"
     with Store(db) as store:

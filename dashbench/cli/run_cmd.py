@@ -193,7 +193,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
                               getattr(exc, "run_id", None)), None
     except KeyboardInterrupt as exc:
         return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
-    except Exception as exc:
+    except (Exception, runner.RunCancelled, runner.OutOfHostMemory) as exc:
         stored_id = getattr(exc, "run_id", None)
         if isinstance(exc, runner.RunCancelled):  # a signal; already recorded as cancelled
             return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None

@@ -63,7 +63,12 @@ HARD_EXIT_HOOKS: list[Callable[[str, str, "str | None"], None]] = []
 END_WORDS = {"failed": "failed", oom.STATUS: "out of memory", "cancelled": "cancelled"}
 
 
-class RunCancelled(Exception):
+# Both signal-raised ends derive from BaseException, as KeyboardInterrupt does: raised at whatever
+# bytecode the main thread is on, they must pass every `except Exception` on the way out — a
+# library's "best effort" block would swallow them (the run then ends `done`), and Keras and TF's
+# autograph re-create an Exception with their context added, as another type (a cancel turned into
+# ValueError, the run `failed`).
+class RunCancelled(BaseException):
     """The run was stopped by SIGTERM, SIGINT or SIGHUP; it is recorded as `cancelled`."""
 
     def __init__(self, signum: int):
@@ -75,7 +80,7 @@ class RunCancelled(Exception):
         return 128 + self.signum
 
 
-class OutOfHostMemory(Exception):
+class OutOfHostMemory(BaseException):
     """The guard stopped the run before the host ran out of memory; it is recorded as `oom`
     with this message: `out of host memory (N GB of M)`."""
 
