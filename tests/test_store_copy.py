@@ -16,7 +16,8 @@ CALIBRATION = {"host": "box-a", "device": "cpu", "backend": "tensorflow", "verdi
 
 
 def fill(store: Store) -> dict:
-    """Two ended runs with samples, a failed one, a queued one, a price, a calibration, a first probe."""
+    """Two ended runs with samples, a failed one, a queued one, a price, a calibration, first probes (one
+    of a host with no run or calibration in the store)."""
     ids = []
     for batch in (8, 16):
         spec = SPEC.replace(batch_size=batch)
@@ -30,6 +31,7 @@ def fill(store: Store) -> dict:
     store.set_price_override(PRICE)
     store.add_calibration(CALIBRATION)
     store.keep_first_cpu_peaks("box-a", "jax", {"float32": 0.5, "bfloat16": 0.25}, run_id=ids[0])
+    store.keep_first_cpu_peaks("laptop", "tensorflow", {"float32": 0.125})
     return {"ended": ids + [failed], "queued": queued}
 
 
@@ -41,7 +43,7 @@ def contents(store: Store) -> dict:
                                    key=lambda r: r["run_id"])],
         "prices": [{k: v for k, v in row.items() if k != "updated_at"} for row in store.price_overrides()],
         "calibrations": [{k: v for k, v in row.items() if k != "id"} for row in store.calibrations()],
-        "probes": store.first_cpu_peaks("box-a", "jax"),
+        "probes": store.first_cpu_probes(),  # with created_at and run_id: copied as they are
     }
 
 
@@ -58,7 +60,7 @@ def test_a_copy_carries_everything_ended_and_a_second_copy_adds_nothing(tmp_path
     code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
     assert (code, err) == (0, "")
     assert "runs: 3 added (6 samples), 0 already there" in out
-    assert "price overrides: 1 added; calibrations: 1 added; first CPU probes: 2 added" in out
+    assert "price overrides: 1 added; calibrations: 1 added; first CPU probes: 3 added" in out
     assert "still queued or running, left out: 1" in out
     with Store(tmp_path / "b.sqlite") as target:
         assert contents(target) == expected
@@ -89,18 +91,41 @@ def test_what_the_target_has_is_kept_and_named_when_it_differs(tmp_path, capsys)
     data = json.loads((tmp_path / "bundle.json").read_text())
     data["runs"][0]["label"] = "relabelled there"
     (tmp_path / "bundle.json").write_text(json.dumps(data))
+    with Store(tmp_path / "a.sqlite") as source:
+        theirs = {(p["host"], p["backend"], p["dtype"]): p for p in source.first_cpu_probes()}
     with Store(tmp_path / "b.sqlite") as target:
         bundle.import_bundles(target, [tmp_path / "bundle.json"])
         target.set_price_override({**PRICE, "on_demand_usd_per_hour": 3.0})
+        target.keep_first_cpu_peaks("box-a", "jax", {"float32": 0.75}, run_id="probed-there")
+        ours = target.first_cpu_probes()[0]
     code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
     assert (code, err) == (0, "")
     assert "runs: 2 added" in out and "1 already there and kept" in out
     assert f"run {ids[0]}: the target's copy differs in label; kept the target's" in out
     assert "kept the target's price override user:V100" in out
+    assert "first CPU probes: 2 added" in out and "kept the target's first CPU probe box-a/jax/float32" in out
     with Store(tmp_path / "b.sqlite") as target:
         assert target.get_run(ids[0])["label"] == "relabelled there"
         assert target.price_overrides()[0]["on_demand_usd_per_hour"] == 3.0
         assert target.count_runs() == 3
+        probes = {(p["host"], p["backend"], p["dtype"]): p for p in target.first_cpu_probes()}
+        assert probes[("box-a", "jax", "float32")] == ours
+        assert probes == {**theirs, ("box-a", "jax", "float32"): ours}
+
+
+def test_a_damaged_first_probe_is_left_out_and_named_the_others_copied(tmp_path, capsys):
+    import sqlite3
+
+    with Store(tmp_path / "a.sqlite") as store:
+        fill(store)
+    with sqlite3.connect(tmp_path / "a.sqlite") as raw:  # a row no Store method would write
+        raw.execute("INSERT INTO first_cpu_probes VALUES ('box-b', 'jax', 'float32', -1.0, 1.7e9, NULL)")
+    raw.close()
+    code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
+    assert (code, err) == (0, "") and "first CPU probes: 3 added" in out
+    assert "left out, unreadable: first CPU probe box-b/jax/float32: tflops: " in out
+    with Store(tmp_path / "b.sqlite") as target:
+        assert {p["host"] for p in target.first_cpu_probes()} == {"box-a", "laptop"}
 
 
 @pytest.mark.parametrize("source, target, field, words", [

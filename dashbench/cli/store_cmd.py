@@ -13,8 +13,6 @@ from dashbench.store.dialect import masked, scrub
 # Runs travel in batches, each one import transaction: memory stays bounded on a 100k-run store,
 # and a copy cut short keeps what it wrote and is finished by running it again.
 BATCH = 200
-# A first CPU probe is listed by (host, backend); these are the backends a probe is stored for.
-PROBE_BACKENDS = ("tensorflow", "jax")
 
 
 def register(subparsers) -> None:
@@ -25,8 +23,9 @@ def register(subparsers) -> None:
     copy = actions.add_parser(
         "copy", help="copy runs, prices, calibrations and first CPU probes into another store",
         description=("Copy every ended run (with its samples), the price overrides, the calibrations and the "
-                     "first CPU probes of --from into --to (created if it is a new file). A run, price or "
-                     "calibration already in --to is kept as it is there, so a second copy adds nothing. "
+                     "first CPU probes (with their times and runs) of --from into --to (created if it is a new "
+                     "file). A run, price, calibration or first probe already in --to is kept as it is there, "
+                     "so a second copy adds nothing. "
                      "Runs still queued or running are left out: copy again once they end."))
     copy.add_argument("--from", dest="source", required=True, metavar="STORE",
                       help="the store to read: a SQLite file, or postgresql+psycopg://user@host:5432/dbname")
@@ -157,7 +156,7 @@ def copy_store(source, target) -> dict:
         report["runs_differing"] += counts["runs_differing"]
     report.update(_copy_prices(source, target))
     report.update(_copy_calibrations(source, target))
-    report["probes_added"] = _copy_first_probes(source, target)
+    report.update(_copy_first_probes(source, target))
     return report
 
 
@@ -227,18 +226,26 @@ def _copy_calibrations(source, target) -> dict:
     return {"calibrations_added": added, "calibrations_unreadable": unreadable}
 
 
-def _copy_first_probes(source, target) -> int:
-    """The first CPU probe of each host and backend; a dtype the target has a first probe for keeps it."""
-    hosts = set(source.distinct("host")) | {row["host"] for row in source.calibrations()}
-    added = 0
-    for host in sorted(h for h in hosts if h):
-        for backend in PROBE_BACKENDS:
-            peaks = source.first_cpu_peaks(host, backend)
-            new = {dtype: value for dtype, value in peaks.items() if dtype not in target.first_cpu_peaks(host, backend)}
-            if new:
-                target.keep_first_cpu_peaks(host, backend, new)
-                added += len(new)
-    return added
+def _copy_first_probes(source, target) -> dict:
+    """Each first CPU probe (host, backend, dtype) the target lacks, with its created_at and run_id; one
+    the target has keeps the target's (named when its rate differs)."""
+    theirs = {_probe_key(row): row for row in target.first_cpu_probes()}
+    added, differing, unreadable = 0, [], []
+    for row in source.first_cpu_probes():
+        key = _probe_key(row)
+        if key in theirs:
+            if row["tflops"] != theirs[key]["tflops"]:
+                differing.append("/".join(key))
+            continue
+        try:
+            added += target.add_first_cpu_probes([row])  # checked alone: a bad row does not stop the others
+        except ValueError as exc:
+            unreadable.append(f"first CPU probe {'/'.join(map(str, key))}: {exc}")
+    return {"probes_added": added, "probes_differing": differing, "probes_unreadable": unreadable}
+
+
+def _probe_key(row: dict) -> tuple:
+    return row["host"], row["backend"], row["dtype"]
 
 
 def report_lines(report: dict) -> list[str]:
@@ -255,7 +262,10 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"run {run_id}: the target's copy differs in {field}; kept the target's")
     for key in report["prices_differing"]:
         lines.append(f"kept the target's price override {key} (the source's differs)")
-    for what in report["runs_unreadable"] + report["prices_unreadable"] + report["calibrations_unreadable"]:
+    for key in report["probes_differing"]:
+        lines.append(f"kept the target's first CPU probe {key} (the source's differs)")
+    for what in report["runs_unreadable"] + report["prices_unreadable"] + report["calibrations_unreadable"] \
+            + report["probes_unreadable"]:
         lines.append(f"left out, unreadable: {what}")
     return lines
 

@@ -136,6 +136,40 @@ class PricesPart:
                              (host, backend, str(dtype), float(value), now(), run_id))
         return self.first_cpu_peaks(host, backend)
 
+    def first_cpu_probes(self) -> list[dict]:
+        """Every stored first CPU probe ({host, backend, dtype, tflops, created_at, run_id}), by host,
+        backend and dtype: what `store copy` carries as it is."""
+        rows = self._read(f"SELECT {', '.join(_PROBE_COLUMNS)} FROM first_cpu_probes ORDER BY host, backend, dtype")
+        return [dict(zip(_PROBE_COLUMNS, row)) for row in rows]
+
+    @retried
+    def add_first_cpu_probes(self, rows: list[dict]) -> int:
+        """Store listed probes (first_cpu_probes' form) with their own created_at and run_id, each only
+        where its host, backend and dtype have none yet: a first probe stays. Returns how many were added;
+        a bad row is refused (one line naming the field) before anything is written."""
+        values = [_probe_values(row) for row in rows]
+        if not values:
+            return 0
+        added = 0
+        with self._write("store first CPU probes") as conn:
+            for row in values:
+                added += conn.execute(conn.dialect.insert_ignore("first_cpu_probes", _PROBE_COLUMNS), row).rowcount
+        return added
+
+
+def _probe_values(row: dict) -> tuple:
+    for name in ("host", "backend", "dtype"):
+        if not isinstance(row.get(name), str) or not row[name]:
+            raise ValueError(f"{name}: a first CPU probe needs a non-empty text, got {row.get(name)!r}")
+    for name in ("tflops", "created_at"):
+        value = row.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or value <= 0:
+            raise ValueError(f"{name}: a first CPU probe needs a positive number, got {value!r}")
+    if row.get("run_id") is not None and not isinstance(row["run_id"], str):
+        raise ValueError(f"run_id: a first CPU probe's run is a run id or empty, got {row['run_id']!r}")
+    return tuple(float(row[c]) if c in ("tflops", "created_at") else row.get(c) for c in _PROBE_COLUMNS)
+
 
 def _calibration_dict(row: tuple) -> dict:
     item = dict(zip(("id", *schema.CALIBRATION_COLUMNS), row))
