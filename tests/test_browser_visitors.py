@@ -74,3 +74,13 @@ def test_the_served_config_hides_error_details_with_a_value_this_streamlit_knows
     value = chosen["client"]["showErrorDetails"]
     hiding = {config.ShowErrorDetailsConfigOptions.NONE, config.ShowErrorDetailsConfigOptions.TYPE}
     assert value in {str(option) for option in hiding}, f"client.showErrorDetails = {value!r} shows a traceback"
+
+
+def test_the_served_config_skips_streamlits_full_collection_after_every_run_with_an_option_it_knows():
+    import tomllib
+
+    from streamlit import config
+
+    chosen = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert "runner.postScriptGC" in config._config_options_template  # a renamed option would be ignored
+    assert chosen["runner"]["postScriptGC"] is False
