@@ -168,6 +168,8 @@ elif launch or launch_sweep:
             st.warning(f"Memory: {md_text(warning)}")
         st.session_state.setdefault("my_runs", []).extend(ids)
         st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
+        if place != fleet_views.THIS_MACHINE and (note := fleet_views.password_note(db_path)):
+            st.info(f"Note: {md_text(note)}.")
 
 if find_max and not unclear:
     try:

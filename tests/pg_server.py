@@ -213,3 +213,33 @@ def skip_unless_the_store_takes_urls(url: str) -> None:
         if "is not accepted" in str(exc):
             pytest.skip("the Store does not open PostgreSQL URLs yet")
         raise
+
+
+def create_password_role(server: PgServer, url: str, password: str, role: str | None = None) -> str:
+    """A login role that owns `url`'s database and must give `password` over TCP (scram-sha-256: a line
+    for that role alone ahead of the server's trust lines, so no other test's connection changes);
+    returns `url` with that role and its password."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    role = role or f"owner_{parsed.database}"
+    with server.connect() as conn:
+        conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
+        conn.execute(f'ALTER DATABASE "{parsed.database}" OWNER TO "{role}"')
+    with server.connect(parsed.database) as conn:
+        conn.execute(f'ALTER SCHEMA public OWNER TO "{role}"')
+    hba = server.folder / "data" / "pg_hba.conf"
+    hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+    import psycopg
+
+    with server.connect() as conn:
+        conn.execute("SELECT pg_reload_conf()")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the reload is asynchronous: until a password is asked for
+        try:
+            psycopg.connect(host="127.0.0.1", port=server.port, user=role, dbname=parsed.database,
+                            passfile=os.devnull).close()
+        except psycopg.OperationalError:
+            break
+        time.sleep(0.1)
+    return parsed.set(username=role, password=password).render_as_string(hide_password=False)

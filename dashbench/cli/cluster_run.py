@@ -31,6 +31,8 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     db = launch.team_store_url(args.db)
     print(f"run {run_id} launched on {address} ({_host(db, run_id)}; Ray job {launch.job_id(run_id)})",
           file=sys.stderr, flush=True)
+    if note := launch.password_note(db):
+        print(f"note: {note}", file=sys.stderr, flush=True)
     row = follow(address, db, run_id)
     code = report(row, spec, json_out, print_json)
     # Cancelled by a signal here: 128 + its number, as a local run exits (130 Ctrl-C, 143 SIGTERM).
@@ -165,6 +167,13 @@ def submit_point(spec, args, sweep_id: str) -> str:
     from dashbench.fleet.submit import submit
 
     return submit(spec, args.db, address(args), on=getattr(args, "on", None), sweep_id=sweep_id)
+
+
+def password_note(db) -> str | None:
+    """The launcher's one line when the team store's URL has a password (never sent with a job)."""
+    from dashbench.fleet import launch
+
+    return launch.password_note(launch.team_store_url(db))
 
 
 def ticker(address, db, run_ids: list[str]):

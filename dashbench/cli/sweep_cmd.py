@@ -109,6 +109,8 @@ def cmd_sweep(args) -> int:
         print(f"sweep {sweep_id}: the largest batch of {specs[0].model} that fits on {specs[0].device}", file=sys.stderr)
         return find_max_batch.find(args, specs[0], db, sweep_id, _wait)
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
+    if cluster is not None and (note := cluster_run.password_note(args.db)):
+        print(f"note: {note}", file=sys.stderr)
     # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH
     # session), it cancels them; killed outright (SIGKILL), the queue cancels its queued points once
     # it finds this process gone (each point is queued with this process as its owner).

@@ -124,7 +124,7 @@ def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placeme
     """The Ray job of one process of run `run_id` on `host` (default: the placement's only host)."""
     host = host or placement.hosts[0]
     env = {name: os.environ[name] for name in FORWARD_ENV if os.environ.get(name)}
-    env.update({"DASHBENCH_DB": url, "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
+    env.update({"DASHBENCH_DB": sent_url(url), "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
                 "DASHBENCH_RAY_JOB": job_id(run_id), "DASHBENCH_RAY_CLUSTER": str(address),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), **(extra_env or {})})
     python = os.environ.get(PYTHON_ENV) or "python"
@@ -142,9 +142,28 @@ def job_id(run_id: str) -> str:
     return JOB_PREFIX + run_id
 
 
+def sent_url(url: str) -> str:
+    """The team store's URL as a job carries it: never with its password, since Ray shows a job's
+    runtime_env to anyone who can list its jobs or open its dashboard. On the node, libpq reads the
+    password from ~/.pgpass (PGPASSFILE) or PGPASSWORD, as for any PostgreSQL client there."""
+    from dashbench.store import without_password
+
+    return without_password(url)
+
+
+def password_note(url) -> str | None:
+    """What a launcher says once when the URL it was given has a password (None without one)."""
+    full = str(getattr(url, "url", url) or "")
+    if sent_url(full) == full:
+        return None
+    return ("the password is not sent with the job: each host of the cluster reads the team store's password "
+            "from its own ~/.pgpass (or PGPASSWORD in its Ray worker's environment)")
+
+
 def team_store_url(db) -> str:
     """The team store's full URL: a cluster run lands where every host can write, a PostgreSQL server.
-    (It reaches the node in the job's environment, never on a command line.)"""
+    (It reaches the node in the job's environment, never on a command line, and without its password:
+    sent_url.)"""
     from dashbench.store import is_server_url
 
     given = db if db is not None else os.environ.get("DASHBENCH_DB", "")
@@ -200,8 +219,9 @@ def settle(address, db, run_id: str, status: str | None = None, message: str | N
             if row["cancel_requested"] or status == "STOPPED":
                 store.finish_unreported(run_id, "cancelled", f"cancelled (the Ray job {status.lower()})")
             else:
+                why = _one_line(_failure(address, run_id) or message or "")
                 store.finish_unreported(run_id, "failed", f"the Ray job {status.lower()} before the run recorded "
-                                                          f"its end: {_one_line(message or '')}")
+                                                          f"its end: {why}")
         return store.get_run(run_id)["status"]
 
 
@@ -264,6 +284,19 @@ def _node_lost(address, host: str) -> bool:
         return False  # the cluster itself is out of reach: nothing to conclude about one host
     alive = {h.name for h in hosts if h.alive}
     return bool(host) and host not in alive
+
+
+def _failure(address, run_id: str) -> str | None:
+    """Why a job's run never recorded its end, from the job's log: the run's own JSON error (a store
+    it could not open: on the node, no password in ~/.pgpass), else the log's last line of its own
+    (a traceback's exception). Ray's message alone starts with its log cut to 400 characters."""
+    text = logs(address, run_id)
+    found = result_json(text) or {}
+    if isinstance(found.get("error"), str) and found["error"]:
+        return found["error"]
+    own = [line for line in text.splitlines() if line.strip() and "INFO job_manager.py" not in line
+           and not line.startswith("Running entrypoint for job")]
+    return own[-1] if own else None
 
 
 def _one_line(exc) -> str:

@@ -51,7 +51,7 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
               "hosts": [{"name": h.name, "node_id": h.node_id} for h in hosts],
               "bundles": bundles(placement)}
     env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
-    env.update({"DASHBENCH_DB": db, GROUP_ENV: json.dumps(orders),
+    env.update({"DASHBENCH_DB": launch.sent_url(db), GROUP_ENV: json.dumps(orders),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
     python = os.environ.get(launch.PYTHON_ENV) or "python"
     try:

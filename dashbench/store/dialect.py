@@ -50,6 +50,22 @@ def masked(text) -> str:
     return f"{head}{user}:***@{host}"
 
 
+def without_password(text) -> str:
+    """A database URL with no password in it (neither `user:password@` nor a `password=` parameter):
+    what may travel to another host, whose libpq then reads the password from PGPASSWORD or ~/.pgpass
+    (PGPASSFILE). A path, or a URL without one, is returned as it is."""
+    text = str(text)
+    parts = _userinfo(text)
+    if parts is not None and parts[2] is not None:
+        head, user, _password_, host = parts
+        text = f"{head}{user}@{host}"
+    base, question, query = text.partition("?")
+    if not question or url_scheme(text) is None:
+        return text
+    kept = [p for p in query.split("&") if p.split("=", 1)[0].lower() != "password"]
+    return base + ("?" + "&".join(kept) if kept else "")
+
+
 def _userinfo(text: str):
     """(scheme://, user, password or None, what follows the last @) of a URL with a user, else None. The
     LAST @: a password with an unescaped @ or / in it is still all password, never shown in part."""

@@ -58,6 +58,14 @@ def launch(specs: list, db, address: str, place: str, sweep_id: str | None = Non
     return [submit(spec, db, address, on=place, sweep_id=sweep_id) for spec in specs]
 
 
+def password_note(db) -> str | None:
+    """What the page says once after a launch when the team store's URL has a password: it is never
+    sent with a job (each host reads it from its own ~/.pgpass)."""
+    from dashbench.fleet import launch as fleet_launch
+
+    return fleet_launch.password_note(db)
+
+
 def settle(db, address: str | None) -> int:
     """Record the end of cluster runs whose job ended or whose host is gone, at most every
     SETTLE_EVERY_S per process (the live panel calls it on each refresh). Returns how many changed."""
