@@ -1,6 +1,6 @@
 """The results store: an SQLite file or a PostgreSQL server (database.py, the Store class — the only owner
 of the SQL — split by part: runs.py, samples.py, queue.py, prices.py; what differs between the two
-databases in dialect.py, the server's connections in postgres.py), its schema (schema.py) and forward migrations (alembic revisions in migrations/, run by migrate.py), run statuses and their allowed moves (states.py), run
+databases in dialect.py, the server opened in postgres.py, its connections and writes in pg_connection.py), its schema (schema.py) and forward migrations (alembic revisions in migrations/, run by migrate.py), run statuses and their allowed moves (states.py), run
 filters and DataFrames (queries.py, which also judges which stored rows can be read), the pages' bounded
 questions (browse.py), the change token their cache is keyed on (watch.py), reading without leaving
 -wal/-shm files (sidecars.py), and export bundles (bundle.py, on the Store's public API).

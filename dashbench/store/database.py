@@ -176,14 +176,14 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                 raise StoreError("the store is closed")
             yield self._conn
             return
-        from dashbench.store import postgres
+        from dashbench.store import pg_connection
 
         if self._server_conn is None:
-            self._server_conn = postgres.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
+            self._server_conn = pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
         try:
             yield self._server_conn
         finally:
-            if self._server_conn is not None and postgres.is_broken(self._server_conn):
+            if self._server_conn is not None and pg_connection.is_broken(self._server_conn):
                 self._drop_server_conn()  # the next read or write takes a fresh one from the pool
 
     def _drop_server_conn(self) -> None:
@@ -321,11 +321,11 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def close(self) -> None:
         with self._lock:
             if self._engine is not None:
-                from dashbench.store import postgres
+                from dashbench.store import pg_connection, postgres
 
                 if self._server_conn is not None:
                     with contextlib.suppress(Exception):
-                        postgres.give_back(self._server_conn)  # back to the pool
+                        pg_connection.give_back(self._server_conn)  # back to the pool
                     self._server_conn = None
                 self._engine = None
                 postgres.release_engine(self._engine_key)
@@ -350,14 +350,14 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def _write(self, what: str, pipelined: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction. BEGIN IMMEDIATE takes the write lock up front, so two writers
         queue on the busy timeout instead of deadlocking half-way. `pipelined`: on a server, its
-        statements are sent without waiting for each answer (postgres.write), unless it COPYs."""
+        statements are sent without waiting for each answer (pg_connection.write), unless it COPYs."""
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the store {self.path} is open read-only")
         if self._engine is not None:
-            from dashbench.store import postgres
+            from dashbench.store import pg_connection
 
-            with self._lock, self._connection() as conn, postgres.write(conn, self._url, self.path, what,
-                                                                        pipelined):
+            with self._lock, self._connection() as conn, pg_connection.write(conn, self._url, self.path, what,
+                                                                             pipelined):
                 yield conn
             return
         with self._lock:
@@ -392,16 +392,16 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
     def _write_now(self, what: str, statements: list[tuple[str, list]]) -> None:
         """Writes that read nothing, (sql, params) each, as one transaction: on a server one statement
-        (postgres.write_now), so a run's sample and heartbeat commits cost one round trip."""
+        (pg_connection.write_now), so a run's sample and heartbeat commits cost one round trip."""
         if self._engine is None or self.read_only:
             with self._write(what) as conn:
                 for sql, params in statements:
                     conn.execute(sql, params)
             return
-        from dashbench.store import postgres
+        from dashbench.store import pg_connection
 
         with self._lock, self._connection() as conn:
-            postgres.write_now(conn, self._url, self.path, what, statements)
+            pg_connection.write_now(conn, self._url, self.path, what, statements)
 
     def _say_lock_wait(self) -> None:
         LOCK_WAIT_NOTICE(self.path)
@@ -465,14 +465,14 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def _read_server(self, sql: str, params: Iterable) -> list[tuple]:
         import psycopg
 
-        from dashbench.store import postgres
+        from dashbench.store import pg_connection, postgres
 
         for attempt in (1, 2):  # a connection the server dropped since its last use: once more on a fresh one
             with self._connection() as conn:
                 try:
-                    return postgres.read(conn, sql, params, self._say_lock_wait)
+                    return pg_connection.read(conn, sql, params, self._say_lock_wait)
                 except psycopg.OperationalError as exc:
-                    if attempt == 2 or not postgres.is_broken(conn):
+                    if attempt == 2 or not pg_connection.is_broken(conn):
                         raise StoreError(f"cannot read database {self.path}: "
                                          f"{postgres.one_line(exc, self._url)}") from None
 

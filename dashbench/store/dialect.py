@@ -4,7 +4,7 @@ embedded default) and PostgreSQL (a `postgresql+psycopg://` URL, a team's server
 The Store writes its SQL once, with `?` parameters; this module holds the few fragments that differ
 (an upsert, a JSON field, a case-blind LIKE, an ends-with test, a queue's row lock). How a change is seen
 (SQLite's `PRAGMA data_version`, watch.py; a counter row bumped in the same transaction as every change
-on PostgreSQL), how a write waits and how the server is connected to are postgres.py's. A URL's password
+on PostgreSQL) and how the server is opened are postgres.py's; how a write waits, pg_connection.py's. A URL's password
 is never shown: `masked` is the only way a URL is written anywhere.
 """
 
