@@ -107,7 +107,17 @@ def is_busy_error(exc) -> bool:
 def one_line(exc: BaseException, url: str | None) -> str:
     """A driver's error as one line, the URL's password never in it."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return dialect.scrub(text[0] if text else type(exc).__name__, url)
+    line = dialect.scrub(text[0] if text else type(exc).__name__, url)
+    if url and any(words in line for words in _AUTH_FAILED) and dialect.without_password(url) == url:
+        line += f" ({PASSWORD_HINT})"
+    return line
+
+
+# What libpq says when the server wants a password it was not given, or was given a wrong one.
+_AUTH_FAILED = ("no password supplied", "password authentication failed")
+# A URL without a password (a cluster run's: the password never travels with a job) leaves it to libpq.
+PASSWORD_HINT = ("the URL has no password: libpq reads it from ~/.pgpass on this host, the file "
+                 "$PGPASSFILE names, or $PGPASSWORD")
 
 
 def version(conn) -> tuple[int, int]:
