@@ -103,3 +103,37 @@ def test_a_write_that_times_out_behind_the_lock_said_it_waited(tmp_path, monkeyp
         holder.execute("ROLLBACK")
         holder.close()
     assert told == [db]
+
+
+def test_opening_an_old_store_behind_another_process_lock_says_it_waits_then_migrates(tmp_path):
+    """Another process's migration (here: this test's held write lock) keeps an opening process from
+    migrating: it says the same line as a waiting write, and migrates once the lock is gone."""
+    from test_store import SPEC, result_for
+    from test_store_migrations import HEAD, old_file
+
+    db = tmp_path / "old.sqlite"
+    old_file(db, 1, [("run-0", SPEC.to_dict(), result_for(SPEC, 1.0))])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")  # as the migrating process left it before taking the lock
+    holder.execute("BEGIN IMMEDIATE")
+    env = {**os.environ, "DASHBENCH_BUSY_TIMEOUT_S": "600"}
+    code = "import sys; from dashbench.store import Store; print(Store(sys.argv[1]).schema_upgrade)"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        lines = stderr_lines(proc)
+        said = []
+        while not said or WAITING not in said[-1]:  # while the lock is held, the open can only wait
+            line = lines.get(timeout=300)
+            assert line is not None, f"the open ended while the lock was held: {''.join(said)}"
+            said.append(line)
+        assert said[-1].startswith(f"waiting for the database {db} (locked by another process)"), said
+        assert proc.poll() is None
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, (out, "".join(said), list(iter(lines.get, None)))
+    assert out.strip() == str((1, HEAD))
+    with Store(db, read_only=True) as store:
+        assert store.get_run("run-0")["status"] == "done"

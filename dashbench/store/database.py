@@ -244,7 +244,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                 # WAL + NORMAL survives a killed process; only a power cut can lose the last commits.
                 conn.execute("PRAGMA synchronous = NORMAL")
                 if version < schema.SCHEMA_VERSION:  # alembic's revisions, under the write lock
-                    self.schema_upgrade = migrate.upgrade_sqlite(self.path, self.busy_timeout_s)
+                    self.schema_upgrade = migrate.upgrade_sqlite(self.path, self.busy_timeout_s,
+                                                                   say_wait=self._say_lock_wait)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if not self.read_only and _is_read_only_error(exc):

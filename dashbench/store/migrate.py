@@ -19,8 +19,9 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
-from dashbench.store import migrations, postgres
+from dashbench.store import migrations, postgres, retry
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
 
 LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)
@@ -78,13 +79,13 @@ def _newer(shown, number: int) -> SchemaVersionError:
 # -- SQLite ----------------------------------------------------------------------------------------
 
 
-_sqlite_file = threading.local()  # (path, busy timeout) of the file upgrade_sqlite works on in this thread
+_sqlite_file = threading.local()  # (path, busy timeout, say_wait) of the file upgrade_sqlite works on here
 
 
 def _connect_sqlite():
     # The driver leaves transactions alone; the "begin" hook says BEGIN IMMEDIATE. Foreign keys are off
     # for the steps (a table rebuild drops and renames tables), checked before the commit.
-    path, busy_timeout_s = _sqlite_file.target
+    path, busy_timeout_s, _say_wait = _sqlite_file.target
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA foreign_keys = OFF")
     return conn
@@ -99,18 +100,40 @@ def _sqlite_engine():
     engine = sa.create_engine("sqlite://", creator=_connect_sqlite, poolclass=sa.NullPool)
     # SQLAlchemy's recipe for SQLite transactions: the write lock up front, so two migrating processes
     # queue on it instead of both reading the old version.
-    sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    sa.event.listen(engine, "begin", lambda conn: _begin_immediate(conn.connection.dbapi_connection))
     return engine
 
 
-def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None) -> tuple[int, int]:
+def _begin_immediate(raw: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE; while another process holds the write lock (its own migration, a long write) for
+    more than NOTICE_AFTER_S, the wait is said as on PostgreSQL ("waiting for the database …"), then waited
+    for up to the busy timeout in all. sqlite3's errors are raised as they are."""
+    _path, busy_timeout_s, say_wait = _sqlite_file.target
+    first_s = min(retry.NOTICE_AFTER_S, busy_timeout_s)
+    raw.execute(f"PRAGMA busy_timeout = {int(first_s * 1000)}")
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        busy = (getattr(exc, "sqlite_errorname", "") or "").startswith("SQLITE_BUSY") or "locked" in str(exc)
+        if not busy or say_wait is None or busy_timeout_s <= first_s:
+            raise
+        say_wait()
+        raw.execute(f"PRAGMA busy_timeout = {int((busy_timeout_s - first_s) * 1000)}")
+        raw.execute("BEGIN IMMEDIATE")
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+
+
+def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None,
+                   say_wait: Callable[[], None] | None = None) -> tuple[int, int]:
     """Take the SQLite file at `path` to schema `to` (the head): (version before, version after); the two
-    are equal when another process got there first. Raises sqlite3's errors as they are (the Store says
-    them in its words), SchemaVersionError for a file newer than the code."""
+    are equal when another process got there first. `say_wait()` is called once if the write lock is not
+    had within NOTICE_AFTER_S (the Store passes its "waiting for the database …" line). Raises sqlite3's
+    errors as they are (the Store says them in its words), SchemaVersionError for a file newer than the code."""
     import sqlalchemy as sa
 
     target = migrations.head_number() if to is None else int(to)
-    _sqlite_file.target = (str(Path(path)), busy_timeout_s)
+    _sqlite_file.target = (str(Path(path)), busy_timeout_s, say_wait)
     try:
         with _sqlite_engine().connect() as conn:
             with conn.begin():
@@ -185,7 +208,7 @@ def upgrade_store(store) -> tuple[int, int]:
     if store.is_server:
         return upgrade_postgres(store.location.url, store.path, store.busy_timeout_s)
     try:
-        return upgrade_sqlite(store.path, store.busy_timeout_s)
+        return upgrade_sqlite(store.path, store.busy_timeout_s, say_wait=store._say_lock_wait)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot upgrade database {store.path}: {exc}") from None
 
