@@ -1,8 +1,9 @@
 """A real Ray cluster for the tests: `ray_cluster`, one per pytest process (each xdist worker its own).
 
-Three `ray start` nodes on this machine, each standing for a kind of accelerator host by the resources
+Four `ray start` nodes on this machine, each standing for a kind of accelerator host by the resources
 it declares (no GPU or TPU is here; only the hardware is faked):
 - "gpu-1", the head: 1 GPU with `accelerator_type:H200`, the Jobs API (Ray's dashboard) on a free port;
+- "gpu-2": a second H200 host, so two GPU hosts of one type make a multi-host place;
 - "tpu-a-0" and "tpu-a-1": the two hosts of one TPU slice (`TPU_TYPE`), 4 chips each, both with the
   slice's name as a resource and worker 0 with `TPU-<type>-head`; TPU_ACCELERATOR_TYPE, TPU_NAME and
   TPU_WORKER_ID are set so Ray's TPU detection never asks a metadata server (there is none here).
@@ -33,6 +34,7 @@ from pathlib import Path
 import pytest
 
 GPU_NODE = "gpu-1"
+GPU_NODE_2 = "gpu-2"
 GPU_TYPE = "H200"
 TPU_TYPE = "v4-16"  # two hosts of four chips: the smallest real multi-host slice
 SLICE_NAME = "tpu-a"
@@ -175,7 +177,8 @@ def start_cluster(folder: Path) -> RayTestCluster:
                 resources[HEAD_RESOURCE] = 1
             cluster.start_node(host, resources=resources, env={
                 "TPU_ACCELERATOR_TYPE": TPU_TYPE, "TPU_NAME": SLICE_NAME, "TPU_WORKER_ID": str(worker)})
-        cluster.wait_nodes(3)
+        cluster.start_node(GPU_NODE_2, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1})
+        cluster.wait_nodes(4)
     except BaseException:
         cluster.stop()
         raise

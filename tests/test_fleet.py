@@ -50,7 +50,7 @@ def test_devices_cluster_lists_the_hosts_and_places_that_were_declared(ray_clust
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     hosts = {h["name"]: h for h in found["hosts"]}
-    assert set(hosts) == {rc.GPU_NODE, *rc.TPU_HOSTS}
+    assert set(hosts) == {rc.GPU_NODE, rc.GPU_NODE_2, *rc.TPU_HOSTS}
     assert (hosts[rc.GPU_NODE]["gpus"], hosts[rc.GPU_NODE]["gpu_type"]) == (1, rc.GPU_TYPE)
     for worker, name in enumerate(rc.TPU_HOSTS):
         host = hosts[name]

@@ -196,12 +196,16 @@ def _multi_worker_target(tf, spec: RunSpec, kind: str) -> Target:
     if spec.replicas is not None and spec.replicas != replicas:
         raise SpecError("replicas", f"TF_CONFIG gives {replicas} replicas in all; drop --replicas or use {replicas}")
     _check_divisible(spec.batch_size, replicas)
+    workers = len(_multi_worker_config()["cluster"]["worker"])
+    # This worker's own devices: what it adds to the stored run's placement (jobs/multihost.py).
+    local = len(strategy.extended.worker_devices)
     if kind == "gpu":
         gpus = tf.config.list_physical_devices("GPU")
         raw = _gpu_details(tf, gpus[0]).get("device_name", gpus[0].name)
-        return Target(strategy, "gpu", canonical_gpu(raw), replicas, [raw] * replicas, replicas, True)
-    workers = len(_multi_worker_config()["cluster"]["worker"])
-    return Target(strategy, "cpu", "CPU", workers, ["CPU"] * replicas, replicas, True)
+        return Target(strategy, "gpu", canonical_gpu(raw), replicas, [raw] * replicas, replicas, True,
+                      env={"local_devices": [raw] * local, "process_count": workers})
+    return Target(strategy, "cpu", "CPU", workers, ["CPU"] * replicas, replicas, True,
+                  env={"local_devices": ["CPU"] * local, "process_count": workers})
 
 
 def _check_divisible(batch_size: int, replicas: int) -> None:

@@ -1,5 +1,6 @@
 """What the cluster holds: its hosts, read from Ray's nodes, resources and labels, and the kinds of
-place a run can go ("H200 × 8 on gpu-3", "TPU v5e-16 slice, 4 hosts") with how many devices are free.
+place a run can go ("H200 × 8 on gpu-3", "TPU v5e-16 slice, 4 hosts", "H200 × 8 on each of 2 hosts")
+with how many devices are free.
 
 Totals and labels come from Ray's state API (exact resource names); what is in use now from the
 dashboard's cluster status (the autoscaler's per-node usage, refreshed every few seconds). A host's name
@@ -9,6 +10,7 @@ is Ray's node name (`ray start --node-name`, by default its IP): the README asks
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from dataclasses import dataclass, field
 
@@ -60,17 +62,19 @@ class Host:
 @dataclass
 class Kind:
     """One place a run can go: a GPU host, a TPU host, a TPU slice (several hosts), a CPU host."""
-    key: str  # what --on takes: "gpu:H200@gpu-3", "tpu:v4-16@slice", "cpu@host"
+    key: str  # what --on takes: "gpu:H200@gpu-3", "tpu:v4-16@slice", "cpu@host", "gpu:H200@2-hosts"
     label: str
     device: str  # gpu, tpu or cpu
     hosts: tuple[str, ...]
     node_ids: tuple[str, ...]
-    devices: int  # GPUs of the host, TPU chips of the host or slice, CPUs of the host
+    devices: int  # GPUs of the host, TPU chips of the host or slice, CPUs of the host, a group's GPUs
     free: int
+    # A GPU group: any `host_count` of `hosts` (Ray's placement group chooses which); 0: `hosts` exactly.
+    host_count: int = 0
 
     @property
     def multi_host(self) -> bool:
-        return len(self.hosts) > 1
+        return (self.host_count or len(self.hosts)) > 1
 
     def text(self) -> str:
         return f"{self.label} ({self.free} of {self.devices} free)"
@@ -93,7 +97,8 @@ def hosts(address: ClusterAddress | str) -> list[Host]:
 
 def kinds(hosts_: list[Host]) -> list[Kind]:
     """The places a run can go, from the live hosts: each GPU host, each TPU slice (its hosts
-    together), each single TPU host, each host with neither (CPU)."""
+    together), each single TPU host, each host with neither (CPU), then N hosts of one GPU type as
+    one place (gpu_groups)."""
     out, slices = [], {}
     for host in (h for h in hosts_ if h.alive):
         if host.tpu_chips and host.slice_name and _slice_hosts(host.tpu_type, host.tpu_chips) > 1:
@@ -117,6 +122,25 @@ def kinds(hosts_: list[Host]) -> list[Kind]:
         out.append(Kind(f"tpu:{tpu_type}@{name}", f"TPU {tpu_type} slice {name}, {len(members)} hosts", "tpu",
                         tuple(h.name for h in members), tuple(h.node_id for h in members), chips,
                         int(sum(h.free.get("TPU", 0) for h in members))))
+    return out + gpu_groups(hosts_)
+
+
+GROUP_KEY = re.compile(r"^gpu:(?P<type>[^@]+)@(?P<count>\d+)-hosts$")
+
+
+def gpu_groups(hosts_: list[Host]) -> list[Kind]:
+    """N live hosts of one GPU type as one place, for N from 2 to all of them (past 8: the powers of
+    two and all, to keep the Run page's list short; `--on gpu:<type>@<N>-hosts` takes any N)."""
+    out = []
+    for gpu_type, members in sorted(_by_gpu_type(hosts_).items()):
+        everyone = len(members)
+        each = min(h.gpus for h in members)
+        ready = sum(1 for h in members if h.free.get("GPU", 0.0) >= each)
+        for count in range(2, everyone + 1):
+            if count <= 8 or count == everyone or count & (count - 1) == 0:
+                out.append(Kind(f"gpu:{gpu_type}@{count}-hosts", f"{gpu_type} × {each} on each of {count} hosts",
+                                "gpu", tuple(h.name for h in members), tuple(h.node_id for h in members),
+                                each * count, each * min(count, ready), host_count=count))
     return out
 
 
@@ -125,7 +149,28 @@ def find_kind(found: list[Kind], wanted: str) -> Kind | None:
     for kind in found:
         if wanted in (kind.key, kind.label) or wanted in kind.hosts or kind.key.endswith("@" + wanted):
             return kind
-    return None
+    return _group_of(found, wanted)
+
+
+def _group_of(found: list[Kind], wanted: str) -> Kind | None:
+    """A GPU group that `wanted` names ("gpu:H200@5-hosts") but the list leaves out, made from the
+    type's group of all its hosts; FleetError('on') naming what the cluster has when there are not
+    that many live hosts of the type; None when `wanted` is no group's name."""
+    match = GROUP_KEY.match(wanted.strip())
+    if match is None:
+        return None
+    gpu_type, count = match["type"], int(match["count"])
+    prefix = f"gpu:{gpu_type}@"
+    groups = [k for k in found if k.host_count and k.key.startswith(prefix)]
+    whole = max(groups, key=lambda k: k.host_count, default=None)
+    have = len(whole.hosts) if whole else sum(1 for k in found if k.device == "gpu" and k.key.startswith(prefix))
+    if count < 2 or whole is None or count > len(whole.hosts):
+        asked = f"{count} {gpu_type} hosts asked for" if count >= 2 else "a group of hosts is 2 or more"
+        raise FleetError("on", f"{asked}; the cluster has {have} live {gpu_type} host(s); it has: {summary(found)}")
+    each = whole.devices // whole.host_count
+    ready = whole.free // each if each else 0  # the whole group's free hosts (as gpu_groups counts them)
+    return Kind(f"{prefix}{count}-hosts", f"{gpu_type} × {each} on each of {count} hosts", "gpu", whole.hosts,
+                whole.node_ids, each * count, each * min(count, ready), host_count=count)
 
 
 def summary(found: list[Kind]) -> str:
@@ -187,6 +232,18 @@ def _host(node, used: dict) -> Host:
                 slice_name=labels.get("ray.io/tpu-slice-name") if chips else None,
                 tpu_worker_id=int(worker) if chips and worker not in (None, "") else None,
                 slice_head=head_res, free=free, resources=res)
+
+
+def _by_gpu_type(hosts_: list[Host]) -> dict[str, list[Host]]:
+    """Live GPU hosts by their GPU type (a host whose type Ray does not say joins no group), the
+    ones with the most GPUs free first."""
+    groups: dict[str, list[Host]] = {}
+    for host in hosts_:
+        if host.alive and host.gpus and host.gpu_type and not host.tpu_chips:
+            groups.setdefault(host.gpu_type, []).append(host)
+    for members in groups.values():
+        members.sort(key=lambda h: (-h.free.get("GPU", 0.0), h.name))
+    return groups
 
 
 def _slice_hosts(tpu_type: str | None, chips_per_host: int) -> int:

@@ -5,7 +5,9 @@ as for a one-host run (fleet/launch.py: so `launch.cancel`, `job_state` and `set
 unchanged), whose driver (`main`, `python -m dashbench.fleet.slices`) does the rest on the cluster:
 - reserves the hosts in one STRICT_SPREAD placement group, one bundle a host: a slice's through its
   own resources (every host carries the slice's name, worker 0 `TPU-<type>-head`: bundle 0 asks for
-  it, so bundle 0 is worker 0), other hosts pinned by their `ray.io/node-id` label;
+  it, so bundle 0 is worker 0); N GPU hosts of one type (inventory's GPU group) through their GPUs
+  and `accelerator_type:<type>`, Ray choosing which N (worker i is bundle i's host); other hosts
+  pinned by their `ray.io/node-id` label;
 - asks bundle 0's host for a free port (and every host for one, for TF_CONFIG), then starts at once,
   in every bundle, a task (max_retries=0) running `dashbench run --run-id ID --json` in a subprocess
   of its own session, with JAX's multi-host start (JAX_COORDINATOR_ADDRESS = worker 0's node IP and
@@ -44,12 +46,13 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
 
     address = address if isinstance(address, ClusterAddress) else parse(address)
     hosts = list(placement.hosts)
-    head = hosts[0]
+    head = hosts[0]  # a GPU group's queued row names its freest host; worker 0's host once it starts
+    wanted = bundles(placement)  # refuses a GPU count that does not split over the hosts, before storing
     with Store(db) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=launch.HOST_PREFIX + head.name)
     orders = {"run_id": run_id, "backend": spec.backend, "cluster": str(address),
               "hosts": [{"name": h.name, "node_id": h.node_id} for h in hosts],
-              "bundles": bundles(placement)}
+              "bundles": wanted}
     env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
     env.update({"DASHBENCH_DB": launch.sent_url(db), GROUP_ENV: json.dumps(orders),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
@@ -70,7 +73,10 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
 
 def bundles(placement) -> list[dict]:
     """One bundle a host: its devices, plus the slice's own resources (its name on every host, the
-    head resource on worker 0's) or, without a slice, the host's node id as a label to pin it."""
+    head resource on worker 0's) or, without a slice, the host's node id as a label to pin it; a GPU
+    group's (`kind.host_count` hosts of one GPU type) its share of the GPUs and the type."""
+    if placement.kind.host_count:
+        return _gpu_group_bundles(placement)
     out = []
     for index, host in enumerate(placement.hosts):
         resources = dict(placement.resources or {})
@@ -87,6 +93,23 @@ def bundles(placement) -> list[dict]:
             resources = {"CPU": float(placement.num_cpus or 1)}
         out.append({"resources": resources, "label": label})
     return out
+
+
+def _gpu_group_bundles(placement) -> list[dict]:
+    """N bundles of the run's GPUs split evenly, each on a host of the group's GPU type (Ray's
+    `accelerator_type:<type>` resource, a sliver of it as Ray Train asks, or else the type's label):
+    STRICT_SPREAD puts them on N different hosts that Ray chooses."""
+    count, gpus = placement.kind.host_count, int(placement.num_gpus or placement.kind.devices)
+    if gpus % count:
+        raise FleetError("replicas", f"{gpus} GPUs do not split evenly over {count} hosts ({placement.kind.label}); "
+                                     f"give --replicas a multiple of {count}")
+    gpu_type = placement.hosts[0].gpu_type
+    resources, label = {"GPU": float(gpus // count)}, {}
+    if f"accelerator_type:{gpu_type}" in placement.hosts[0].resources:
+        resources[f"accelerator_type:{gpu_type}"] = 0.001
+    else:
+        label = {"ray.io/accelerator-type": gpu_type}
+    return [{"resources": dict(resources), "label": dict(label)} for _ in range(count)]
 
 
 # -- the driver: runs on the cluster, as the group's Ray job ---------------------------------------
@@ -130,8 +153,10 @@ def main() -> int:
         argv = [python, "-m", "dashbench", "run", "--run-id", run_id, "--json"]
         for index, bundle in enumerate(wanted):
             env = process_env(index, places, orders, bundle_hosts[index], nodes[index])
-            task = _host_process.options(num_cpus=0, max_retries=0, scheduling_strategy=on(index),
-                                         resources={k: v for k, v in bundle["resources"].items() if k != "CPU"})
+            # Ray takes GPUs only as num_gpus (it then sets the process's CUDA_VISIBLE_DEVICES to them).
+            task = _host_process.options(num_cpus=0, num_gpus=bundle["resources"].get("GPU", 0), max_retries=0,
+                                         scheduling_strategy=on(index),
+                                         resources={k: v for k, v in bundle["resources"].items() if k not in ("CPU", "GPU")})
             refs.append(task.remote(argv, env, CANCEL_GRACE_S))
         return _follow(ray, refs, url, run_id, bundle_hosts, nodes)
     except _Stopped:
