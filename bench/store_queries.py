@@ -10,6 +10,7 @@ database given by --pg-url), side by side. Writes the table into docs/PERFORMANC
     .venv/bin/python bench/store_queries.py                # 100k runs, writes docs/PERFORMANCE.md
     .venv/bin/python bench/store_queries.py --runs 5000 --no-docs
     .venv/bin/python bench/store_queries.py --postgres     # and a PostgreSQL column (Debian's postgresql)
+    .venv/bin/python bench/store_queries.py --write-only 3 # the write path alone, the two taking turns
 """
 
 from __future__ import annotations
@@ -149,7 +150,37 @@ def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> lis
         seconds, _ = timed(lambda: [store.cancel_asked(run_id) for _ in range(200)])
         out.append(("a read of one run's row (the floor of any statement)", f"{seconds / 200 * 1e3:,.3f} ms",
                     "200 reads"))
+        # Where a one-sample commit's time goes: this process's CPU for it (on a server, the client's share
+        # alone), and the floor of any commit with no store code at all.
+        start = time.process_time()
+        for k in range(200):
+            store.add_samples(run_id, [{"index": samples + k, "steps": 1, "duration_s": 0.01, "loss": 1.0}])
+        out.append(("this process's CPU for a one-sample commit (on a server: the client's share)",
+                    f"{(time.process_time() - start) / 200 * 1e3:,.3f} ms", "200 commits"))
+        out.append(bare_inserts(path, run_id, samples + 200))
     return out
+
+
+def bare_inserts(path: Path | str, run_id: str, first: int, n: int = 200) -> tuple[str, str, str]:
+    """The floor of a commit: one prepared INSERT of a sample row in its own transaction, by the driver
+    alone (no store code, no change counter, no heartbeat)."""
+    sql = "INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?, ?, 1, 0.01, 1.0, 0)"
+    if isinstance(path, str) and "://" in path:
+        conn = _pg_connect(path)
+        run = lambda k: conn.execute(sql.replace("?", "%s"), (run_id, k), prepare=True)  # noqa: E731
+    else:
+        conn = sqlite3.connect(path, isolation_level=None)  # autocommit: each INSERT its own transaction
+        conn.execute("PRAGMA synchronous = NORMAL")  # as the Store writes (WAL, set by the Store)
+        run = lambda k: conn.execute(sql, (run_id, k))  # noqa: E731
+    try:
+        t = time.perf_counter()
+        for k in range(first, first + n):
+            run(k)
+        seconds = time.perf_counter() - t
+    finally:
+        conn.close()
+    return ("one bare INSERT committed alone, by the driver (the floor of a commit)",
+            f"{seconds / n * 1e3:,.3f} ms", f"{n} commits")
 
 
 def import_row(fill_s: float, runs: int, samples: int) -> tuple[str, str, str]:
@@ -258,7 +289,12 @@ def main() -> int:
     parser.add_argument("--write-samples", type=int, default=200, help="samples of each run on the write path")
     parser.add_argument("--pg-url", default=None,
                         help="measure PostgreSQL on this empty database instead (postgresql+psycopg://user@host/db)")
+    parser.add_argument("--write-only", type=int, default=0, metavar="ROUNDS",
+                        help="only the write path, SQLite and PostgreSQL taking turns ROUNDS times (medians "
+                             "printed; no fill, no docs)")
     args = parser.parse_args()
+    if args.write_only:
+        return write_only(args)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.sqlite"
@@ -321,6 +357,38 @@ def main() -> int:
         write_block(DOCS, "store", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)
     return 0
+
+
+def write_only(args) -> int:
+    """The write path alone, side by side: the two databases take turns, so load that comes and goes
+    on a shared machine falls on both; each row is the median of its rounds."""
+    before = os.getloadavg()
+    lite_rounds, pg_rounds = [], []
+    try:
+        with tempfile.TemporaryDirectory() as tmp, postgres_databases(args.pg_url) as (_url, inserts_url):
+            for k in range(args.write_only):
+                lite_rounds.append(measure_inserts(Path(tmp) / f"inserts-{k}.sqlite", args.write_runs,
+                                                   args.write_samples))
+                pg_rounds.append(measure_inserts(inserts_url, args.write_runs, args.write_samples))
+    except (StoreError, RuntimeError) as exc:
+        print(f"error: postgres: {exc}", file=sys.stderr)
+        return 2
+    after = os.getloadavg()
+    print(f"write path, SQLite and PostgreSQL taking turns, median of {args.write_only} rounds; load average "
+          f"(1/5/15 min) {' / '.join(f'{x:.2f}' for x in before)} → {' / '.join(f'{x:.2f}' for x in after)}")
+    print("\n".join(side_by_side(_medians(lite_rounds), _medians(pg_rounds), "write path")))
+    return 0
+
+
+def _medians(rounds: list[list[tuple[str, str, str]]]) -> list[tuple[str, str, str]]:
+    """Each row's median over the rounds, in the first round's words and units."""
+    out = []
+    for rows in zip(*rounds):
+        name, text, of = rows[0]
+        unit = text.split(" ", 1)[1]
+        digits = len(text.split()[0].partition(".")[2])
+        out.append((name, f"{statistics.median(_number(r[1]) for r in rows):,.{digits}f} {unit}", of))
+    return out
 
 
 def postgres_text(args, load: float, n_samples: int, lite: tuple, pg: tuple) -> str:
