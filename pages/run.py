@@ -88,6 +88,23 @@ if quick_shapes:  # the shape boxes show the model the form last submitted; the 
     st.session_state.update(run_form.quick_shape_values(st.session_state["run_model"]))
     st.caption(run_form.quick_caption(st.session_state["run_model"]))
 
+# What to measure sits outside the form: choosing a mode redraws the page at once with only that
+# mode's boxes; inside a form the choice would wait for a launch.
+with st.container(border=True, key="run_accuracy_box"):
+    st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
+             format_func=run_form.MODES.get,
+             help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
+                  "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
+                  "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
+                  "data loading are reported apart.")
+    cols = st.columns([1, 3])
+    cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
+    cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
+                       "folder: train/ and validation/)", key="run_data_path")
+    boxes = run_form.mode_boxes(st.session_state["run_mode"])
+    for col, (key, box) in zip(st.columns(5) if boxes else [], boxes):  # 5: the most a mode has
+        col.number_input(key=key, **box)
+
 # Enter in a field must never launch anything: only a click on a button does.
 with st.form("run_form", enter_to_submit=False):
     cols = st.columns(5)
@@ -113,29 +130,6 @@ with st.form("run_form", enter_to_submit=False):
                               "and a spread (CV) over 5% is flagged unstable.")
     cols[4].checkbox("XLA (jit_compile)", key="run_xla")
     st.text_input("Label (optional, stored with the run)", key="run_label")
-    with st.container(border=True, key="run_accuracy_box"):
-        st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
-                 format_func=run_form.MODES.get,
-                 help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
-                      "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
-                      "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
-                      "data loading are reported apart.")
-        cols = st.columns([1, 3])
-        cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
-        cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
-                           "folder: train/ and validation/)", key="run_data_path")
-        cols = st.columns(6)
-        cols[0].number_input("Target accuracy", step=0.01, format="%.3f", key="run_target_accuracy",
-                             help="Train to accuracy: a validation accuracy in (0, 1].")
-        cols[1].number_input("Max epochs", step=1, key="run_max_epochs",
-                             help="Train to accuracy: stop there, status not_reached, if the target is not met.")
-        cols[2].number_input("Epochs", step=1, key="run_epochs", help="Fixed epochs: train exactly this many.")
-        cols[3].number_input("Steps per epoch", step=1, key="run_steps_per_epoch",
-                             help="0: one pass over the train split.")
-        cols[4].number_input("Evaluate every (steps)", step=1, key="run_eval_every", help="0: after every epoch.")
-        cols[5].number_input("Seeds", step=1, key="run_seeds",
-                             help="Train the same setup this many times (seed, seed+1, …): the median time to "
-                                  "target and its spread.")
     with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
         cols = st.columns(3)
         cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)

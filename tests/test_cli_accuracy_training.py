@@ -107,11 +107,12 @@ def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_p
     at.run()
     at.switch_page("pages/run.py").run()
     assert not at.exception
+    # First, as a user would: the choice redraws the page with its boxes (the form's unsent values with it).
+    at.radio(key="run_mode").set_value("target").run()
     at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
     at.selectbox(key="run_device").set_value("cpu")
     at.number_input(key="run_batch_size").set_value(64)
     at.number_input(key="run_width").set_value(16)
-    at.radio(key="run_mode").set_value("target")
     at.number_input(key="run_target_accuracy").set_value(0.9)
     at.number_input(key="run_max_epochs").set_value(8)
     assert at.selectbox(key="run_data").value == "synthetic"

@@ -15,6 +15,20 @@ MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accura
 # The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default.
 MODE_FIELDS = {"throughput": (), "target": ("target_accuracy", "max_epochs", "steps_per_epoch", "eval_every", "seeds"),
                "epochs": ("epochs", "steps_per_epoch", "eval_every", "seeds")}
+# The number boxes of the to-accuracy modes: the page shows exactly MODE_FIELDS[mode] of them, so a
+# throughput run shows none and a fixed-epochs run no target.
+ACCURACY_BOXES = {
+    "target_accuracy": {"label": "Target accuracy", "step": 0.01, "format": "%.3f",
+                        "help": "A validation accuracy in (0, 1]: training stops at the evaluation that reaches it."},
+    "max_epochs": {"label": "Max epochs", "step": 1,
+                   "help": "Stop there, status not_reached, if the target is not met."},
+    "epochs": {"label": "Epochs", "step": 1, "help": "Train exactly this many, evaluating after each."},
+    "steps_per_epoch": {"label": "Steps per epoch", "step": 1, "help": "0: one pass over the train split."},
+    "eval_every": {"label": "Evaluate every (steps)", "step": 1, "help": "0: after every epoch."},
+    "seeds": {"label": "Seeds", "step": 1,
+              "help": "Train the same setup this many times (seed, seed+1, …): the median time to target and "
+                      "its spread."},
+}
 
 
 def run_form_defaults(kinds: list[str]) -> dict:
@@ -127,6 +141,11 @@ def mode_values(state) -> dict:
             value = int(value)
         out[name] = value
     return out
+
+
+def mode_boxes(mode: str) -> list[tuple[str, dict]]:
+    """(session key, number_input arguments) of the boxes `mode` shows, in order; none for throughput."""
+    return [(f"run_{name}", ACCURACY_BOXES[name]) for name in MODE_FIELDS.get(mode, ())]
 
 
 def memory_warnings(specs: list[RunSpec]) -> list[str]:
