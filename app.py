@@ -8,6 +8,9 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.views import needs
+from dashbench.views import serving
+
+serving.poll_config_files_slowly()  # process-wide; before anything else, on every run: one attribute check
 
 # An emoji, not a Material symbol: the browser fetched that icon from fonts.gstatic.com (none offline).
 st.set_page_config(page_title="dashbench", page_icon="⏱️", layout="wide")

@@ -1,0 +1,26 @@
+"""The dashboard server's process-wide settings (dashbench/views/serving.py)."""
+
+import threading
+
+from streamlit.watcher import polling_path_watcher
+
+from dashbench.views import serving
+
+
+def test_streamlits_config_polling_slows_to_the_chosen_period_and_still_sees_an_edit(tmp_path, monkeypatch):
+    # The name this Streamlit polls by: were it renamed, the setting would quietly change nothing.
+    assert polling_path_watcher._POLLING_PERIOD_SECS == 0.2
+    monkeypatch.setattr(polling_path_watcher, "_POLLING_PERIOD_SECS", 0.2)  # put back after the test
+    serving.poll_config_files_slowly()
+    assert polling_path_watcher._POLLING_PERIOD_SECS == serving.CONFIG_POLL_S
+
+    serving.poll_config_files_slowly(0.05)  # short, to see an edit within the test
+    watched = tmp_path / "config.toml"
+    watched.write_text("[server]\n")
+    seen = threading.Event()
+    watcher = polling_path_watcher.PollingPathWatcher(str(watched), lambda path: seen.set())
+    try:
+        watched.write_text("[server]\nport = 8600\n")
+        assert seen.wait(10), "an edited config file was not seen"
+    finally:
+        watcher.close()
