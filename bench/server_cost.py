@@ -65,6 +65,7 @@ class PageCost:
     load: float = 0.0  # 1-minute load average when the page's visits ended
     cold_cpu_per_visit_s: float | None = None  # the floor only: a browser with an empty cache
     idle_cpu_per_s: float = 0.0  # the server's CPU with nobody visiting, per second (a bound on its bias)
+    window_s: float = 0.0  # wall seconds per visit of the one-at-a-time measuring window (idle CPU accrues)
     floor_before_s: float | None = None  # the title-only page's CPU per visit right before this page's visits
     floor_after_s: float | None = None  # ... and right after them
 
@@ -225,7 +226,9 @@ def measure_one_at_a_time(browser, db: Path, runs: int, page: str, root: Path, l
         context = warm_context(browser, *warm)
         out.idle_cpu_per_s = idle_rate(pid)
         out.first_cpu_s, out.first_s = cpu_of(pid, lambda: visit(context, address, title))
+        t = time.monotonic()
         cpu, out.visit_s = cpu_of(pid, lambda: [visit(context, address, title) for _ in range(visits)])
+        out.window_s = (time.monotonic() - t) / visits
         out.cpu_per_visit_s = cpu / visits
         context.close()
     out.load = os.getloadavg()[0]
@@ -249,6 +252,11 @@ def measure_together(browser, db: Path, row: PageCost, root: Path, log_dir: Path
         row.together_cpu_per_visit_s = spent[0] / together
 
 
+# A page with a title only, on the process-wide settings app.py gives the dashboard's server.
+FLOOR_APP = ("import streamlit as st\nfrom dashbench.views import serving\n\nserving.poll_config_files_slowly()\n"
+             'st.title("Floor")\n')
+
+
 class Floor:
     """A Streamlit page with a title only, served from this checkout's folder (its .streamlit/config.toml,
     as the dashboard's server) by a server started once and visited right before and after every page's
@@ -258,11 +266,12 @@ class Floor:
 
     def __init__(self, stack: contextlib.ExitStack, browser, root: Path, folder: Path, visits: int):
         app = folder / "floor_title.py"
-        app.write_text(dashboard_scale.FLOOR_APPS["a page with a title only"])
+        app.write_text(FLOOR_APP)
         self.url, self.pid = stack.enter_context(server(folder / "none.sqlite", root, folder, app=app))
         self.context = warm_context(browser, self.url, self.TITLE)
         self.visits = visits
-        self.row = PageCost(0, "floor", idle_cpu_per_s=idle_rate(self.pid))
+        # Longer than a page server's: every page's idle share is this rate times its window.
+        self.row = PageCost(0, "floor", idle_cpu_per_s=idle_rate(self.pid, 5 * IDLE_S))
         self.taken: list[float] = []
 
     def per_visit(self) -> float:

@@ -33,7 +33,7 @@ def table(rows: list, baseline: dict[tuple[int, str], dict], args, floor=None) -
     side = bool(baseline)
     at_once = f"{args.together} at once"
     head = ["stored runs", "page",
-            "CPU s per visit one at a time" + (" before / after (ratio)" if side else ""),
+            "CPU s per visit one at a time" + (" before / after (ratio)" if side else " (of it idle)"),
             "floor beside it, before / after", "above the floor" + (" (before → after)" if side else ""),
             f"{at_once}: CPU s per visit (above the floor)",
             "first visitor: CPU s / settled s" + (" (before → after)" if side else ""),
@@ -41,6 +41,7 @@ def table(rows: list, baseline: dict[tuple[int, str], dict], args, floor=None) -
             f"settled s {at_once}, median / slowest" + (" (before → after)" if side else ""), "load avg"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     floor_together = floor.together_cpu_per_visit_s if floor is not None and args.together else None
+    idle = floor.idle_cpu_per_s if floor is not None else None
     for row in rows:
         old = baseline.get((row.runs, row.page))
         miss = " ✗" if row.runs >= 100_000 and row.cpu_per_visit_s > GOAL_CPU_S else ""
@@ -60,7 +61,7 @@ def table(rows: list, baseline: dict[tuple[int, str], dict], args, floor=None) -
                         f"{fmt(median(row.together_s), 1)} / {fmt(max(row.together_s, default=None), 1)}")
             load = f"{old['load']:.1f} → {row.load:.1f}"
         else:
-            cost = f"{row.cpu_per_visit_s:.3f}{miss}"
+            cost = f"{row.cpu_per_visit_s:.3f}{miss}" + (f" (idle {idle * row.window_s:.3f})" if idle else "")
             extra = above(row.cpu_per_visit_s, row.floor_s)
             first = f"{row.first_cpu_s:.2f} / {row.first_s:.1f}"
             seq = fmt(median(row.visit_s), 1)
@@ -106,7 +107,11 @@ def report(rows: list, floor, taken: list[float], baseline: dict, args, load_sta
         f"warmed the same way and by one visit to the page, and {args.together} visitors at once, each in a "
         "Chromium of its own warmed the same way. *CPU s per visit* is the server process's utime + stime "
         "(`/proc/PID/stat`, all threads, 10 ms ticks) from before the visits to after them, once its CPU stood "
-        f"still for {quiet_s} s (idle, it spent {idle_text(rows)} CPU s per second: left in); *above the floor* "
+        f"still for {quiet_s} s. Idle, a server spends CPU too (uvicorn's 10 Hz tick, Streamlit's config polling): "
+        f"{idle_text(rows)} CPU s per second on the page servers ({args.idle_s:g} s each, ±1 tick), "
+        f"{fmt(None if floor is None else floor.idle_cpu_per_s, 4)} on the floor's (longer): left in, and "
+        "*(of it idle)* is the floor's rate times the seconds the page's visitors took, what a slow browser adds; "
+        "*above the floor* "
         "is that less the mean of the title-only page's figure taken right before and right after the page's "
         "visitors (below); *settled* is the time from `page.goto` to the title shown, the script stopped and no "
         f"skeleton or spinner left. Goal: ≤ {GOAL_CPU_S} CPU s per new visit on every page at 100k runs, the whole "
