@@ -5,6 +5,7 @@ catalog checks a run's files before the run exists; the engine builds its pipeli
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 from pathlib import Path
 from typing import Optional
@@ -149,7 +150,8 @@ def check_image_folder(data_path: Optional[str]) -> dict:
     for split in FOLDER_SPLITS:
         if not (folder / split).is_dir():
             raise SpecError("data_path", f"{folder} has no {split}/ folder: {LAYOUT}")
-        found[split] = {path.name: _count_images(path) for path in (folder / split).iterdir() if path.is_dir()}
+        found[split] = {path.name: _count_images(path) for path in (folder / split).iterdir()
+                        if path.is_dir() and not _hidden(path.name)}
     train, validation = (found[split] for split in FOLDER_SPLITS)
     if set(train) != set(validation):
         only_train, only_val = sorted(set(train) - set(validation)), sorted(set(validation) - set(train))
@@ -163,7 +165,7 @@ def check_image_folder(data_path: Optional[str]) -> dict:
     for split in FOLDER_SPLITS:
         if not sum(found[split].values()):
             raise SpecError("data_path", f"{folder}/{split} holds no images "
-                                         f"({', '.join(IMAGE_SUFFIXES)}) in its class subfolders")
+                                         f"({', '.join(IMAGE_SUFFIXES)}) in its class subfolders or below them")
     return {"classes": sorted(train), "train_examples": sum(train.values()),
             "validation_examples": sum(validation.values())}
 
@@ -193,7 +195,19 @@ def load_image_folder(data_path: str, split: str, image_size: int, channels: int
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    """A class folder's images at any depth, as keras.utils.image_dataset_from_directory finds them
+    (os.walk without following linked folders; ordered by folder, then name). Unlike Keras, hidden
+    files and folders are skipped: macOS's "._x.png" and a notebook's .ipynb_checkpoints/ are no
+    images of the class."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if not _hidden(name)]
+        found += [(root, name) for name in files if name.lower().endswith(IMAGE_SUFFIXES) and not _hidden(name)]
+    return [Path(root) / name for root, name in sorted(found) if (Path(root) / name).is_file()]
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
 
 
 def _count_images(folder: Path) -> int:
