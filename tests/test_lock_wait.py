@@ -137,3 +137,33 @@ def test_opening_an_old_store_behind_another_process_lock_says_it_waits_then_mig
     assert out.strip() == str((1, HEAD))
     with Store(db, read_only=True) as store:
         assert store.get_run("run-0")["status"] == "done"
+
+
+def test_opening_a_postgres_database_another_process_migrates_says_it_waits_then_opens(pg_url):
+    """The same on PostgreSQL: the schema's advisory lock held (as a migrating process holds it)."""
+    import psycopg
+
+    from dashbench.store import migrate, postgres
+
+    holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+    key = postgres.advisory_key(migrate.LOCK_NAME)
+    holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+    env = {**os.environ, "DASHBENCH_BUSY_TIMEOUT_S": "600"}
+    code = "import sys; from dashbench.store import Store; print(Store(sys.argv[1]).schema_upgrade)"
+    proc = subprocess.Popen([sys.executable, "-c", code, pg_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        lines = stderr_lines(proc)
+        said = []
+        while not said or WAITING not in said[-1]:
+            line = lines.get(timeout=300)
+            assert line is not None, f"the open ended while the lock was held: {''.join(said)}"
+            said.append(line)
+        assert said[-1].startswith("waiting for the database postgresql+psycopg://"), said
+        assert proc.poll() is None
+    finally:
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        holder.close()
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, (out, "".join(said), list(iter(lines.get, None)))
+    assert out.strip() == str((0, migrate.migrations.head_number()))

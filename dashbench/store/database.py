@@ -163,7 +163,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         try:
             with self._connection() as conn:
                 if postgres.open_schema(conn, self._url, self.path, self.read_only):
-                    self.schema_upgrade = migrate.upgrade_postgres(self._url, self.path, self.busy_timeout_s)
+                    self.schema_upgrade = migrate.upgrade_postgres(self._url, self.path, self.busy_timeout_s,
+                                                                     say_wait=self._say_lock_wait)
         except BaseException:
             self.close()
             raise

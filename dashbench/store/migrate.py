@@ -18,6 +18,7 @@ import functools
 import sqlite3
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -157,10 +158,12 @@ def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None,
 # -- PostgreSQL ------------------------------------------------------------------------------------
 
 
-def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | None = None) -> tuple[int, int]:
+def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | None = None,
+                     say_wait: Callable[[], None] | None = None) -> tuple[int, int]:
     """Make the database at `url` a store at the head, or take it there: (version before, after), 0 before
-    for an empty database. Under an advisory lock held to the commit; errors are one line naming `shown`
-    (the URL as shown: its password never)."""
+    for an empty database. Under an advisory lock held to the commit, `say_wait()` called once if another
+    process holds it past NOTICE_AFTER_S; errors are one line naming `shown` (the URL as shown: its password
+    never)."""
     import psycopg
     import sqlalchemy as sa
 
@@ -171,7 +174,7 @@ def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | No
                       "application_name": "dashbench", "connect_timeout": 10})
     try:
         with engine.connect() as conn, conn.begin():
-            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (postgres.advisory_key(LOCK_NAME),))
+            _advisory_lock(conn, postgres.advisory_key(LOCK_NAME), say_wait)
             found, tables = conn.exec_driver_sql(
                 f"SELECT to_regclass('{postgres.SCHEMA_TABLE}') IS NOT NULL, (SELECT count(*) FROM pg_tables"
                 " WHERE schemaname = current_schema() AND tablename != 'alembic_version')").one()
@@ -202,11 +205,24 @@ def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | No
         engine.dispose()
 
 
+def _advisory_lock(conn, key: int, say_wait: Callable[[], None] | None) -> None:
+    """The transaction's advisory lock: tried without waiting for NOTICE_AFTER_S (a failed wait would end
+    the transaction), then, said, waited for up to lock_timeout."""
+    deadline = time.monotonic() + retry.NOTICE_AFTER_S
+    while not conn.exec_driver_sql("SELECT pg_try_advisory_xact_lock(%s)", (key,)).scalar():
+        if time.monotonic() >= deadline:
+            if say_wait is not None:
+                say_wait()
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (key,))
+            return
+        time.sleep(0.05)
+
+
 def upgrade_store(store) -> tuple[int, int]:
     """Take an open Store's database to the head (it is there already unless another process went back):
     what `dashbench store upgrade` runs after opening it; a store from before alembic is stamped."""
     if store.is_server:
-        return upgrade_postgres(store.location.url, store.path, store.busy_timeout_s)
+        return upgrade_postgres(store.location.url, store.path, store.busy_timeout_s, say_wait=store._say_lock_wait)
     try:
         return upgrade_sqlite(store.path, store.busy_timeout_s, say_wait=store._say_lock_wait)
     except sqlite3.Error as exc:
