@@ -86,6 +86,32 @@ def test_signal_cancels_the_run(tmp_path, engine, sig):
         assert len(store.samples(run["run_id"])) == 4
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_multi_host_process_cancelled_after_its_launcher_ended_the_run_keeps_that_end(tmp_path, engine,
+                                                                                       monkeypatch, sig):
+    """fleet/slices.py records a lost host's run `interrupted: host lost: <name>`, then cancels the other
+    hosts' processes: worker 0's own cancel must not turn that verdict into `cancelled`."""
+    import json
+
+    from dashbench.store.placement import end_group_run
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:1"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    db = tmp_path / "r.sqlite"
+
+    def host_lost_then_cancelled():
+        with Store(db) as store:
+            end_group_run(store, store.runs()["run_id"].iloc[0], "interrupted", "host lost: b")
+        os.kill(os.getpid(), sig)
+
+    engine.then = host_lost_then_cancelled
+    with pytest.raises((runner.RunCancelled, KeyboardInterrupt)):
+        runner.execute(SPEC, db_path=db)
+    with Store(db) as store:
+        run = store.runs().iloc[0]
+    assert (run["status"], run["error"]) == ("interrupted", "host lost: b")
+
+
 def _signal_inside_a_keras_call_and_a_broad_except(sig):
     """What the CI saw: a SIGTERM that lands inside a Keras layer's call (Keras re-creates the
     exception with its arguments added) and an OOM stop raised inside a library's best-effort

@@ -356,7 +356,9 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             except RunCancelled as exc:
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
-                    _finish(store, run_id, "cancelled", None, str(exc), recorder, state)
+                    # A multi-host run's process is cancelled by its launcher after a lost host or a
+                    # failed worker ended the run: that end, already written, stays (fleet/slices.py).
+                    _finish(store, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None)
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
@@ -369,7 +371,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                         # Not this host's failure: a peer stopped answering. Presumed, so the launcher
                         # (fleet/slices.py) may still name the lost host or the failed worker.
                         status, error = "interrupted", f"a peer host of this {role.count}-host run stopped answering: {error}"
-                    _finish(store, run_id, status, None, error, recorder, state, only_if_going=status == "interrupted")
+                    _finish(store, run_id, status, None, error, recorder, state,
+                            only_if_going=status == "interrupted" or (status == "cancelled" and role is not None))
                     _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True), state["ending"]:
@@ -401,7 +404,12 @@ def _guarded(store: Store | None, wake_fd: int | None):
             if path is not None and state["begun"] and state["run_id"]:
                 try:
                     with Store(path) as own:  # this thread's own connection
-                        own.finish_run(state["run_id"], status, error=error)
+                        if status == "cancelled" and multihost.role() is not None:  # as execute's cancel
+                            from dashbench.store.placement import end_group_run
+
+                            end_group_run(own, state["run_id"], status, error, only_from=("queued", "running"))
+                        else:
+                            own.finish_run(state["run_id"], status, error=error)
                 except Exception as exc:  # the end is still the end; say why it is not recorded
                     _say(f"error: could not record the run's end: {exc}")
             _say_past_silencing(f"error: run {END_WORDS.get(status, status)}: {error}")
