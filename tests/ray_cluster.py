@@ -106,10 +106,30 @@ class RayTestCluster:
             self.client_url = f"ray://127.0.0.1:{client}"
         else:
             argv += ["--address", self.gcs_address]
-        out = subprocess.run(argv, env=self.env(name, env), capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError(f"ray start {name} failed: {out.stdout[-1500:]} {out.stderr[-1500:]}")
+        for attempt in range(2):
+            out = subprocess.run(argv, env=self.env(name, env), capture_output=True, text=True, timeout=120)
+            # Under heavy load a raylet may miss `ray start`'s fixed 30 s wait to register: wait for it a
+            # while, then end what that try left (by pid) and start a joining node once more.
+            timed_out = "timed out during startup" in out.stdout + out.stderr
+            if out.returncode == 0 or (timed_out and self._alive(name, seconds=30)):
+                break
+            if not timed_out or head or attempt:
+                raise RuntimeError(f"ray start {name} failed: {out.stdout[-1500:]} {out.stderr[-1500:]}")
+            _kill(self.pids(name))
         self.nodes.append(name)
+
+    def _alive(self, name: str, seconds: float) -> bool:
+        from ray.util.state import list_nodes
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if any(n.node_name == name and n.state == "ALIVE" for n in list_nodes(address=self.dashboard_url)):
+                    return True
+            except Exception:
+                pass
+            time.sleep(1)
+        return False
 
     def pids(self, node: str | None = None) -> list[int]:
         """Our processes: every one whose environment carries this cluster's (or one node's) marker."""

@@ -198,6 +198,7 @@ def test_a_run_launched_from_the_run_page_lands_in_the_team_store_on_its_node_an
     place = f"gpu:{rc.GPU_TYPE}@{rc.GPU_NODE}"
     assert where.options[0] == "this machine" and f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE} (1 of 1 free)" in where.options
     assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts (8 of 8 free)" in where.options
+    assert f"{rc.GPU_TYPE} × 1 on each of 2 hosts (2 of 2 free)" in where.options  # gpu-1 and gpu-2 as one place
     for key, value in (("run_model", "fashion_mnist_cnn"), ("run_device", "cpu"), ("run_place", place)):
         at.selectbox(key=key).set_value(value)
     for key, value in (("run_batch_size", 4), ("run_steps", LONG["steps"]), ("run_warmup", 1),
