@@ -269,11 +269,22 @@ def sample_buckets(read: Read, run_id: str | list[str], buckets: int = CHART_BUC
     return frame.drop(columns="run_id") if isinstance(run_id, str) else frame
 
 
+# Columns with few values and an index that starts with them (runs_<column>, runs_status): their distinct
+# values are found by a skip scan, one index lookup per value. SELECT DISTINCT walks the whole index on both
+# databases (PostgreSQL has no skip scan): 0.1-0.25 s a column at 1M runs, five of them on every first load.
+_SKIP_SCAN_COLUMNS = frozenset({"model", "device", "backend", "accelerator", "precision", "batch_size", "status"})
+
+
 def distinct(read: Read, column: str) -> list:
     """Distinct values of one filter column, for the dashboard's select boxes."""
     allowed = set(_FILTER_COLUMNS)
     if column not in allowed:
         raise ValueError(f"column: one of {', '.join(sorted(allowed))}, not {column!r}")
+    if column in _SKIP_SCAN_COLUMNS:
+        return [r[0] for r in read(
+            f"WITH RECURSIVE found(value) AS (SELECT min({column}) FROM runs UNION ALL"
+            f" SELECT (SELECT min({column}) FROM runs WHERE {column} > found.value) FROM found"
+            f" WHERE found.value IS NOT NULL) SELECT value FROM found WHERE value IS NOT NULL ORDER BY 1")]
     return [r[0] for r in read(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1")]
 
 
