@@ -44,10 +44,19 @@ def masked(text) -> str:
     """A database URL with its password as ***: the only form a URL is shown, logged or stored in."""
     text = str(text)
     parts = _userinfo(text)
-    if parts is None or parts[2] is None:
+    if parts is not None and parts[2] is not None:
+        head, user, _password_, host = parts
+        text = f"{head}{user}:***@{host}"
+    base, question, query = text.partition("?")
+    if not question or url_scheme(text) is None:
         return text
-    head, user, _password_, host = parts
-    return f"{head}{user}:***@{host}"
+    # libpq takes a password as a query parameter too (`?password=…`): hidden the same way.
+    return base + "?" + "&".join(f"{p.split('=', 1)[0]}=***" if _is_password_param(p) else p
+                                 for p in query.split("&"))
+
+
+def _is_password_param(part: str) -> bool:
+    return part.split("=", 1)[0].lower() == "password"
 
 
 def without_password(text) -> str:
@@ -62,7 +71,7 @@ def without_password(text) -> str:
     base, question, query = text.partition("?")
     if not question or url_scheme(text) is None:
         return text
-    kept = [p for p in query.split("&") if p.split("=", 1)[0].lower() != "password"]
+    kept = [p for p in query.split("&") if not _is_password_param(p)]
     return base + ("?" + "&".join(kept) if kept else "")
 
 
@@ -104,7 +113,11 @@ def scrub(message: str, url: str | None) -> str:
 
 def _password(url: str) -> str | None:
     parts = _userinfo(url)
-    return parts[2] if parts is not None and parts[2] else None
+    if parts is not None and parts[2]:
+        return parts[2]
+    _base, question, query = url.partition("?")
+    given = [p.split("=", 1)[1] for p in query.split("&") if question and "=" in p and _is_password_param(p)]
+    return given[0] if given and given[0] else None
 
 
 def _marks(columns: int, rows: int) -> str:
