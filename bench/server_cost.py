@@ -395,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                     if old is not None:
                         baseline[(runs, page)] = asdict(old)
                         print(f"{runs:>7,} {page:8} baseline: per visit {old.cpu_per_visit_s:.3f} CPU s, "
-                              f"{args.together} at once {old.together_cpu_per_visit_s:.3f}", file=sys.stderr, flush=True)
+                              f"{args.together} at once {old.together_cpu_per_visit_s:.3f}",
+                              file=sys.stderr, flush=True)
                     print(f"{runs:>7,} {page:8} first {row.first_cpu_s:.3f} CPU s / {row.first_s:.1f} s; "
                           f"per visit {row.cpu_per_visit_s:.3f} CPU s (floor {fmt(row.floor_before_s)} / "
                           f"{fmt(row.floor_after_s)}), settled {fmt(median(row.visit_s), 1)} s; "
