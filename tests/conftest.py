@@ -58,7 +58,22 @@ LONGEST_FIRST = (
 )
 
 
-def pytest_collection_modifyitems(items):
+def _name_xdist_groups(config, items):
+    """`--dist loadgroup` sends the tests of one `xdist_group` to one worker by the `@group` suffix
+    pytest-xdist 3.8 writes into `item._nodeid`, which pytest 9.2 no longer reads (it keeps `_id`):
+    without this the groups were silently ignored, and both workers started a Ray cluster."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        if names and not item.nodeid.endswith("@" + "_".join(sorted(names))):
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
+def pytest_collection_modifyitems(config, items):
+    _name_xdist_groups(config, items)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
 
     def place(item):
