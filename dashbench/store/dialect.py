@@ -42,37 +42,34 @@ def url_refusal(text) -> str | None:
 
 def masked(text) -> str:
     """A database URL with its password as ***: the only form a URL is shown, logged or stored in."""
-    text = str(text)
-    parts = _userinfo(text)
-    if parts is not None and parts[2] is not None:
-        head, user, _password_, host = parts
-        text = f"{head}{user}:***@{host}"
-    base, question, query = text.partition("?")
-    if not question or url_scheme(text) is None:
-        return text
-    # libpq takes a password as a query parameter too (`?password=…`): hidden the same way.
-    return base + "?" + "&".join(f"{p.split('=', 1)[0]}=***" if _is_password_param(p) else p
-                                 for p in query.split("&"))
-
-
-def _is_password_param(part: str) -> bool:
-    return part.split("=", 1)[0].lower() == "password"
+    return _password_as(str(text), "***")
 
 
 def without_password(text) -> str:
     """A database URL with no password in it (neither `user:password@` nor a `password=` parameter):
     what may travel to another host, whose libpq then reads the password from PGPASSWORD or ~/.pgpass
     (PGPASSFILE). A path, or a URL without one, is returned as it is."""
-    text = str(text)
+    return _password_as(str(text), None)
+
+
+def _password_as(text: str, shown: str | None) -> str:
+    """`text` with its password, in either place libpq takes one (`user:password@`, a `?password=`
+    parameter), shown as `shown`, or dropped when None."""
     parts = _userinfo(text)
     if parts is not None and parts[2] is not None:
         head, user, _password_, host = parts
-        text = f"{head}{user}@{host}"
+        text = f"{head}{user}{'' if shown is None else ':' + shown}@{host}"
     base, question, query = text.partition("?")
     if not question or url_scheme(text) is None:
         return text
-    kept = [p for p in query.split("&") if not _is_password_param(p)]
+    kept = [p if not _is_password_param(p) else None if shown is None else f"{p.split('=', 1)[0]}={shown}"
+            for p in query.split("&")]
+    kept = [p for p in kept if p is not None]
     return base + ("?" + "&".join(kept) if kept else "")
+
+
+def _is_password_param(part: str) -> bool:
+    return part.split("=", 1)[0].lower() == "password"
 
 
 def _userinfo(text: str):
