@@ -135,15 +135,25 @@ class RayTestCluster:
         """Our processes: every one whose environment carries this cluster's (or one node's) marker."""
         import psutil
 
-        key, want = (NODE_MARKER, f"{self.marker}:{node}") if node else (MARKER, self.marker)
         found = []
         for proc in psutil.process_iter():
             try:
-                if proc.environ().get(key) == want:
-                    found.append(proc.pid)
+                env = proc.environ()
+                # Ray's process titles can overwrite part of an agent's environment (one was seen with only
+                # the node's marker left): either marker counts, and so does every child of a process found.
+                ours = env.get(NODE_MARKER, "")
+                if (ours == f"{self.marker}:{node}") if node else \
+                        (env.get(MARKER) == self.marker or ours.startswith(f"{self.marker}:")):
+                    found.append(proc)
             except (psutil.Error, OSError):
                 continue
-        return found
+        pids = {proc.pid for proc in found}
+        for proc in found:
+            try:
+                pids.update(child.pid for child in proc.children(recursive=True))
+            except psutil.Error:
+                continue
+        return sorted(pids)
 
     def kill_node(self, node: str) -> None:
         """A host lost: every process of the node SIGKILLed at once (raylet, agents, workers, runs)."""
@@ -166,19 +176,31 @@ class RayTestCluster:
         raise RuntimeError(f"the test cluster did not reach {count} live nodes in {seconds} s")
 
     def stop(self) -> None:
-        _kill(self.pids())
+        # Until none is left: a raylet not yet ended can start a fresh agent that the first look missed
+        # (orphaned agents of a stopped cluster were seen here).
+        for _ in range(5):
+            pids = self.pids()
+            if not pids:
+                break
+            _kill(pids)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _kill(pids: list[int]) -> None:
+    """Every process frozen first, then ended: none can start another in between."""
     import psutil
 
     procs = []
     for pid in pids:
         try:
             proc = psutil.Process(pid)
-            proc.send_signal(signal.SIGKILL)
+            proc.send_signal(signal.SIGSTOP)
             procs.append(proc)
+        except psutil.Error:
+            continue
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
         except psutil.Error:
             continue
     psutil.wait_procs(procs, timeout=10)
