@@ -45,7 +45,10 @@ def test_ctrl_c_on_run_cluster_cancels_the_run_on_its_node(ray_cluster, pg_url):
     address = ray_cluster.dashboard_url
     cli = subprocess.Popen([sys.executable, "-m", "dashbench", "run", *TINY, "--steps", str(LONG["steps"]),
                             "--warmup", "1", "--cluster", address, "--on", rc.GPU_NODE, "--db", pg_url],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           # Started with SIGINT ignored, as a script's background job inherits it (how a CI
+                           # runner may start the suite): Ctrl-C must still cancel.
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         row = _wait(_running(pg_url), what="the run on its node")
         run_pids = [row["pid"], *(c.pid for c in psutil.Process(row["pid"]).children(recursive=True))]

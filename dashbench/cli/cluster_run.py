@@ -48,7 +48,9 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
     said_pending, next_node_check, pending_since = False, 0.0, None
     cancelled_at = None
     log = _Log(address, run_id, out)
-    previous = signal.signal(signal.SIGTERM, _interrupt) if _main_thread() else None
+    # The local run's cancel signals, set here as the runner sets them there: a Ctrl-C still cancels a
+    # `run --cluster` started where SIGINT was inherited ignored (a background job of a script).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in _CANCEL_SIGNALS} if _main_thread() else {}
     try:
         while True:
             try:
@@ -71,15 +73,15 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
                     launch.settle(address, db, run_id, status, message)
                 time.sleep(POLL_S)
             except KeyboardInterrupt:
-                if not _signals or _signals[-1] != signal.SIGTERM:
+                if not _signals:  # not through _interrupt: Python's own Ctrl-C
                     _signals.append(signal.SIGINT)
                 if cancelled_at is None:
                     cancelled_at = time.monotonic()
                     print("cancelling the run on its node…", file=out, flush=True)
                     launch.cancel(address, db, run_id)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def report(row: dict, spec, json_out: bool, print_json) -> int:
@@ -145,6 +147,7 @@ def _host(db: str, run_id: str) -> str:
 
 
 _signals: list[int] = []  # the signals that cancelled `run --cluster` in this process
+_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _interrupt(signum, frame):
