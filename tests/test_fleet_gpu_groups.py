@@ -76,7 +76,7 @@ def test_a_gpu_group_is_one_bundle_a_host_and_each_host_gets_its_tf_config_from_
 
 
 @rc.needs_ray()
-@pytest.mark.xdist_group("ray")  # one cluster per suite (--dist loadgroup)
+@pytest.mark.xdist_group("ray_multihost")  # see scripts/test.sh
 def test_a_two_host_tensorflow_run_on_two_gpu_hosts_is_one_run_with_the_one_host_losses(ray_cluster, pg_url):
     """Each H200 host runs one TensorFlow process (CPU devices: the GPU is Ray's resource only), joined
     by MultiWorkerMirroredStrategy through TF_CONFIG from the placement group. Its losses are one host's

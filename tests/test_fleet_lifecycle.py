@@ -16,7 +16,7 @@ from test_fleet import LONG, TINY, _cli, _row, _wait
 from dashbench.fleet import inventory, launch
 from dashbench.store import Store
 
-pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # one cluster per suite (--dist loadgroup)
+pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 
 GPU_PLACE = f"gpu:{rc.GPU_TYPE}@{rc.GPU_NODE}"
 

@@ -12,7 +12,7 @@ from test_fleet import TINY, _cli, _row
 
 from dashbench.fleet import inventory, launch
 
-pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # one cluster per suite (--dist loadgroup)
+pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 
 PASSWORD = "fleet-Pw-7q"
 

@@ -17,7 +17,7 @@ from dashbench.fleet.submit import submit
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
-pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # one cluster per suite (--dist loadgroup)
+pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray_multihost")]  # see scripts/test.sh
 
 TINY = dict(model="fashion_mnist_cnn", batch_size=16, image_size=8, width=4, steps=3, warmup=1, device="cpu",
             backend="jax")

@@ -12,7 +12,7 @@ from dashbench.fleet import inventory, launch
 from dashbench.fleet.submit import submit
 from dashbench.spec import RunSpec
 
-pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # one cluster per suite (--dist loadgroup)
+pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray_multihost")]  # see scripts/test.sh
 
 SLICE = "tpu-lost"
 HOSTS = (f"{SLICE}-0", f"{SLICE}-1")
