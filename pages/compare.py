@@ -120,30 +120,38 @@ flag_lines = ui.memo(choice + (baseline,), compare.flag_lines, frame)
 if flag_lines:
     st.warning("**Flagged: judge these figures with care**\n\n" + "\n".join(flag_lines), icon=":material/warning:")
 unpriced = ui.memo(choice + (baseline,), compare.unpriced_labels, frame)
+notes = []  # one caption: each element is a message every new visitor's server sends
 if unpriced:
     # Read-only has no price form: prices are set where the results are written.
     where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
              else "Set one on the Prices page.")
-    st.caption("No price for: " + ", ".join(md_text(label) for label in unpriced) + ". " + where)
-    if not ctx.settings.read_only:
-        st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
-
+    notes.append("No price for: " + ", ".join(md_text(label) for label in unpriced) + ". " + where)
 if len(groups) > 1:
     names = ", ".join(md_text(name) for name in groups)
-    st.caption(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
-               "compared only within one workload and shape.")
-for i, section in enumerate(ui.memo(choice + (baseline,), compare_view.sections, frame, group_bases, baselines, db)):
+    notes.append(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
+                 "compared only within one workload and shape.")
+if notes:
+    st.caption("\n\n".join(notes))
+if unpriced and not ctx.settings.read_only:
+    st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
+
+# Only the charts picked here are built and drawn (the table below holds every figure of them).
+kinds = ui.memo(choice, compare_view.chart_kinds, frame)
+picked_charts = st.segmented_control(
+    "Charts", kinds, selection_mode="multi", format_func=compare_view.CHARTS.get, key="cmp_charts",
+    default=_unless_set("cmp_charts", [k for k in compare_view.DEFAULT_CHARTS if k in kinds])) or []
+drawn = tuple(k for k in compare_view.CHARTS if k in picked_charts)
+for i, section in enumerate(ui.memo(choice + (baseline, drawn), compare_view.sections, frame, group_bases,
+                                    baselines, db, drawn)):
     st.subheader(f"Workload: {md_text(section.name)}")
     if section.sweep is not None:
         st.plotly_chart(section.sweep, key=f"chart_sweep_{i}")
-    left, right = st.columns(2)
-    left.plotly_chart(section.throughput, key=f"chart_throughput_{i}")
-    right.plotly_chart(section.speedup, key=f"chart_speedup_{i}")
-    if section.steps is not None:
-        left.plotly_chart(section.steps, key=f"chart_steps_{i}")
-    right.plotly_chart(section.cost, key=f"chart_cost_{i}")
-    if section.memory is not None:
-        left.plotly_chart(section.memory, key=f"chart_memory_{i}")
+    figures = [(kind, getattr(section, kind)) for kind in drawn if kind != "sweep"]
+    figures = [(kind, figure) for kind, figure in figures if figure is not None]
+    if figures:
+        halves = st.columns(2)
+        for n, (kind, figure) in enumerate(figures):
+            halves[n % 2].plotly_chart(figure, key=f"chart_{kind}_{i}")
 
 if accuracy_view.to_accuracy_chosen(chosen_runs):
     # Read only when a chosen run trained on real data: a throughput-only choice reads no result here.
@@ -194,5 +202,8 @@ with st.expander("Time and cost of N epochs", key="cmp_epochs_open", on_change="
 if show_reference:
     ratios = ui.memo(tuple(chosen_models), compare.published_ratios_for, published, chosen_models)
     if not ratios.empty:
-        with st.expander("Published ratios (computed from raw figures where the article gave them)"):
-            ui.table(ratios)
+        # Built only while open, as the epochs table: a closed expander's table still cost every visit its Arrow.
+        with st.expander("Published ratios (computed from raw figures where the article gave them)",
+                         key="cmp_ratios_open", on_change="rerun") as ratios_box:
+            if ratios_box.open:
+                ui.table(ratios)

@@ -106,6 +106,15 @@ def test_every_page_renders_on_a_store_with_many_runs(filled, monkeypatch):
     # Flags sit next to the figures on Compare, not in a detail view.
     shown = texts(at)
     assert "above peak" in shown and "not on the chosen device" in shown
+    # Throughput and cost until the visitor picks more; every chart the runs have can be picked.
+    from dashbench.views.compare_view import CHARTS
+
+    (charts,) = at.get("segmented_control")
+    assert charts.value == ["throughput", "cost"] and len(at.get("plotly_chart")) == 2
+    offered = [kind for kind, label in CHARTS.items() if label in charts.options]
+    assert {"throughput", "cost", "speedup", "steps"} <= set(offered)
+    charts.set_value(offered).run()
+    assert_clean(at)
     assert len(at.get("plotly_chart")) >= 4
     assert at.selectbox(key="cmp_baseline").options
     show(at, "pages/results.py")
@@ -144,7 +153,7 @@ def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypa
         assert not at.get("file_uploader") and "Delete" not in labels and "Reset all overrides" not in labels
         assert "Save price" not in labels
     show(at, "pages/compare.py")
-    assert len(at.get("plotly_chart")) >= 4
+    assert len(at.get("plotly_chart")) == 2  # throughput and cost, until the reader picks more
     # The fixture's CPU runs have no price: the hint must not send a read-only reader to a price form.
     (no_price,) = [c.value for c in at.caption if c.value.startswith("No price for")]
     assert "Set one on the Prices page" not in no_price and "writes this database" in no_price

@@ -90,6 +90,10 @@ def test_compare_draws_the_memory_chart_with_the_device_memory_as_a_line(tmp_pat
     assert not at.exception, [e.value for e in at.exception]
     at.multiselect(key="cmp_runs").set_value([*ids, old]).run()
     assert not at.exception, [e.value for e in at.exception]
+    (charts,) = at.get("segmented_control")  # drawn once picked: offered since runs measured their peak
+    assert compare_view.CHARTS["memory"] in charts.options
+    charts.set_value(["memory"]).run()
+    assert not at.exception, [e.value for e in at.exception]
     specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     (chart,) = [s for s in specs if "Peak memory" in s["layout"]["title"]["text"]]
     bars = chart["data"][0]

@@ -69,9 +69,17 @@ CHART_COLUMNS = ("id", "run_id", "kind", "label", "group", "examples_per_sec", "
                  "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes", "memory_estimate_bytes")
 
 
+# A section's charts, in the order they are drawn, and those drawn until a visitor picks others: every chart
+# drawn cost a new visitor's server its Plotly JSON and message, and its software-rendered browser (the server
+# idles on while it draws) seconds; speed-up is throughput over the baseline's, and the table holds every figure.
+CHARTS = {"sweep": "Batch-size sweep", "throughput": "Throughput", "cost": "Cost per 1M examples",
+          "speedup": "Speed-up", "steps": "Step times", "memory": "Peak memory"}
+DEFAULT_CHARTS = ("throughput", "cost")
+
+
 @dataclass
 class Section:
-    """One workload's charts (a figure is None where there is nothing to draw)."""
+    """One workload's charts (a figure is None where there is nothing to draw or it was not asked for)."""
 
     name: str
     sweep: object
@@ -82,25 +90,45 @@ class Section:
     memory: object = None  # peak memory per run, the device's memory as a line (None: none measured)
 
 
-def sections(frame: pd.DataFrame, bases: dict, labels: dict, store) -> list[Section]:
-    """The charts of every workload group of a frame from with_speedups; `store` answers samples()."""
+def _has_memory(measured: pd.DataFrame) -> bool:
+    return "peak_memory_bytes" in measured and measured["peak_memory_bytes"].notna().any()
+
+
+def chart_kinds(frame: pd.DataFrame) -> list[str]:
+    """The CHARTS keys some workload section of this frame has something to draw for, in CHARTS order."""
+    frame = frame[[c for c in CHART_COLUMNS if c in frame]]
+    measured = frame[frame["kind"] == "measured"]
+    found = {"throughput", "cost", "speedup"}
+    if not measured.empty:
+        found.add("steps")
+    if _has_memory(measured):
+        found.add("memory")
+    groups = compare.group_of(frame)
+    if any(not compare.sweep_frame(frame[groups == name]).empty for name in dict.fromkeys(groups)):
+        found.add("sweep")
+    return [kind for kind in CHARTS if kind in found]
+
+
+def sections(frame: pd.DataFrame, bases: dict, labels: dict, store, kinds=tuple(CHARTS)) -> list[Section]:
+    """The charts of every workload group of a frame from with_speedups, those of `kinds` (CHARTS keys)
+    only; `store` answers samples()."""
     out = []
     # Only what the charts read: every row selection below copies each column it carries.
     frame = frame[[c for c in CHART_COLUMNS if c in frame]]
     groups = compare.group_of(frame)
     for name in dict.fromkeys(groups):
         rows = frame[groups == name]
-        sweeps = compare.sweep_frame(rows)
+        sweeps = compare.sweep_frame(rows) if "sweep" in kinds else rows.iloc[0:0]
         base = bases.get(name)
         measured = rows[rows["kind"] == "measured"]
         out.append(Section(
             name=name,
             sweep=charts.throughput_vs_batch(sweeps, oom_walls(store, sweeps)) if not sweeps.empty else None,
-            throughput=charts.throughput(rows),
-            speedup=charts.speedup(rows, labels.get(base, "—") if base else "—"),
-            steps=charts.step_time_distribution(step_samples(store, measured)) if not measured.empty else None,
-            cost=charts.cost_per_million(rows),
-            memory=charts.peak_memory(measured) if "peak_memory_bytes" in measured
-            and measured["peak_memory_bytes"].notna().any() else None,
+            throughput=charts.throughput(rows) if "throughput" in kinds else None,
+            speedup=charts.speedup(rows, labels.get(base, "—") if base else "—") if "speedup" in kinds else None,
+            steps=charts.step_time_distribution(step_samples(store, measured))
+            if "steps" in kinds and not measured.empty else None,
+            cost=charts.cost_per_million(rows) if "cost" in kinds else None,
+            memory=charts.peak_memory(measured) if "memory" in kinds and _has_memory(measured) else None,
         ))
     return out
