@@ -1,4 +1,5 @@
-"""The dashboard in a real browser: `streamlit run` on a free local port, every page in headless Chromium.
+"""The dashboard in a real browser: `streamlit run` on a free local port, every page in headless Chromium
+(tests/browser_fixtures.py: the server start, the browser, a page opened and checked for failures).
 
 Screenshots land in test-artifacts/ (gitignored). With DASHBENCH_UPDATE_SCREENSHOT=1 the Compare page
 is also saved as docs/compare.png, the README's picture.
@@ -7,81 +8,48 @@ is also saved as docs/compare.png, the README's picture.
 import os
 import shutil
 from pathlib import Path
-
-import pytest
+from urllib.parse import urlsplit
 
 import accuracy_results
-import bench_scripts
 import dashboard_data
+from browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, ROOT, WINDOW, Recording, open_page, streamlit_server
+from browser_tables import assert_figures_and_flags_in_view, grids_of
+from dashbench.costs import prices
 from dashbench.store import Store
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
-# The server start, Chromium's flags and the idle test are the dashboard benchmark's (one copy).
-scale = bench_scripts.load("dashboard_scale")
-CHROMIUM, CHROMIUM_ARGS, IDLE = scale.CHROMIUM, scale.CHROMIUM_ARGS, scale.IDLE
-# The Run page's first render waits for device discovery (a TensorFlow subprocess) on a slow CI box.
-PAGE_TIMEOUT_MS = 90_000
-
-
-def streamlit_server(db: Path, read_only: bool = False):
-    ARTIFACTS.mkdir(exist_ok=True)
-    return scale.streamlit_server(db, read_only, ARTIFACTS)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` (as .ci/run does) "
-                    "or point DASHBENCH_CHROMIUM at a Chromium binary. This test does not skip.")
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def open_page(browser, url: str, heading: str, shot: str):
-    from playwright.sync_api import expect
-
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(url)
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-    expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-    # Elements load lazily: placeholders first, then the widget.
-    expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
-    # Must not happen: an exception box, or "page not found", on any page.
-    expect(page.locator("[data-testid='stException']")).to_have_count(0)
-    expect(page.locator("[data-testid='stDialog']")).to_have_count(0)
-    page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
-    return page
+from dashbench.views import results
 
 
 def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
+    """Every page once, each checked for what it shows; and what a newcomer sees at a 1400 × 1000 window
+    (issue 21): no page asks another host for anything (a TPU VM is often offline), and every table shows a
+    row's figures and flags without scrolling sideways."""
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
     with Store(db) as store:  # older than the fixture's runs: the newest run below is still the fixture's
         to_target = accuracy_results.fill_to_accuracy(store)
     ids = list(to_target.values()) + dashboard_data.fill(db, n_runs=30)
+    with Store(db, read_only=True) as store:
+        every_column = results.results_table(store.runs(), prices.catalog(store)).columns
+    recording, grids = Recording(browser), {}
     with streamlit_server(db) as url:
-        page = open_page(browser, url + "/run", "Run", "run.png")
+        page = open_page(recording, url + "/run", "Run", "run.png")
         expect(page.get_by_text("Launch run")).to_be_visible()
         expect(page.get_by_text("Preset (an experiment from the seed articles)")).to_be_visible()
         page.close()
 
-        page = open_page(browser, url + "/", "Compare", "compare.png")  # the root opens Compare
+        page = open_page(recording, url + "/", "Compare", "compare.png")  # the root opens Compare
         assert page.url.rstrip("/").endswith("/compare"), page.url  # at its own address, so it can be bookmarked
-        page = open_page(browser, url + "/compare", "Compare", "compare-url.png")  # typed by hand
+        page.close()
+        page = open_page(recording, url + "/compare", "Compare", "compare-url.png")  # typed by hand
+        grids["compare"] = grids_of(page)
         expect(page.get_by_text("above peak").first).to_be_visible()
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
         expect(page.get_by_text("Download CSV")).to_be_visible()
         page.close()
 
         # A to-accuracy run and a throughput run of its setup on another backend: measured and predicted.
-        page = open_page(browser, url + f"/compare?runs={to_target['tensorflow']},{to_target['jax']}", "Compare",
+        page = open_page(recording, url + f"/compare?runs={to_target['tensorflow']},{to_target['jax']}", "Compare",
                          "compare-to-target.png")
         expect(page.get_by_text("Time and cost to target")).to_be_visible()
         for title in ("Time to target", "Validation accuracy against wall time"):
@@ -90,7 +58,8 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         expect(bars.first.get_by_text("predicted from another device's epochs")).to_be_visible()
         page.close()
 
-        page = open_page(browser, url + "/results", "Results", "results.png")
+        page = open_page(recording, url + "/results", "Results", "results.png")
+        grids["results"] = grids_of(page)  # before a row is selected
         expect(page.get_by_text(f"of {len(ids)} that pass the filters ({len(ids)} stored)")).to_be_visible()
         expect(page.get_by_text("Select a run (the box at the left of its row)")).to_be_visible()
         # A click on the first row's selection box opens that run's detail.
@@ -102,10 +71,14 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         page.screenshot(path=str(ARTIFACTS / "results-detail.png"), full_page=True)
         page.close()
 
-        page = open_page(browser, url + "/prices", "Prices", "prices.png")
+        page = open_page(recording, url + "/prices", "Prices", "prices.png")
+        grids["prices"] = grids_of(page)
         expect(page.get_by_text("Published reference results")).to_be_visible()
         expect(page.get_by_text("Save price")).to_be_visible()
         page.close()
+        local = urlsplit(url).netloc
+        assert set(recording.hosts) == {local}, {h: u for h, u in recording.hosts.items() if h != local}
+    assert_figures_and_flags_in_view(grids, every_column)
 
     if os.environ.get("DASHBENCH_UPDATE_SCREENSHOT") == "1":
         # Served from ~/.dashbench/runs.sqlite (a home folder of its own), the sidebar shows the path a
@@ -119,6 +92,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
 
 
 def test_read_only_server_has_no_run_page(browser, tmp_path):
+    """No Run page, import or delete controls; a typed /run shows Compare and says why (issue 21)."""
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
@@ -135,7 +109,7 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         page.close()
 
         # Must not happen: the launch form, when the Run page's URL is typed in directly.
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": WINDOW, "height": 1000})
         page.goto(url + "/run")
         expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
@@ -143,9 +117,13 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         # Streamlit shows Compare instead (its "Page not found" notice is a toast: gone again on a busy machine
         # before it can be seen, so not asserted).
         expect(page.get_by_role("heading", name="Compare", exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        expect(page.get_by_text("This dashboard is read-only")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         expect(page.get_by_text("Launch run")).to_have_count(0)
         expect(page.locator("[data-testid='stForm']")).to_have_count(0)
         expect(page.locator("[data-testid='stException']")).to_have_count(0)
+        page.close()
+        page = open_page(browser, url + "/compare", "Compare", "read-only-compare.png")
+        expect(page.get_by_text("This dashboard is read-only")).to_have_count(0)  # not for /compare itself
         page.close()
         assert list(tmp_path.glob("runs.sqlite-*"))  # SQLite's -wal and -shm, while the server reads
     # Stopped (SIGTERM), the read-only dashboard leaves nothing beside the database.

@@ -1,12 +1,12 @@
 """A freshly started dashboard and several visitors at once; what a visitor sees when a page fails.
 
-The server and the browser are test_browser.py's (one copy of each)."""
+The server and the browser are tests/browser_fixtures.py's (one copy of each)."""
 
 import re
 from pathlib import Path
 
 import dashboard_data
-from test_browser import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, browser, scale, streamlit_server  # noqa: F401
+from browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, scale, streamlit_server
 
 VISITORS = 4
 

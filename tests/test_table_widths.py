@@ -1,6 +1,6 @@
 """Every dashboard table at a 1400 px window (issue 21): the figures a row is read for (examples/s, MFU,
 cost, flags) sit in its first columns and fit beside the run's name, and no figure is cut short.
-tests/test_browser_first_use.py checks the same in Chromium; this checks what the widths are set to."""
+tests/test_browser.py checks the same in Chromium; this checks what the widths are set to."""
 
 import itertools
 
