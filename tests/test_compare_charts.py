@@ -69,3 +69,17 @@ def test_the_step_time_axis_has_at_least_two_ticks_inside_its_range(ms, at_least
     values = [v for vs in ms.values() for v in vs]
     assert lo <= math.log10(min(values)) and math.log10(max(values)) <= hi  # every point inside the frame
     assert len(axis.ticktext) == len(ticks) and all(axis.ticktext)
+
+
+def test_compare_offers_the_charts_its_runs_have_and_builds_only_those_asked_for():
+    from dashbench.views import compare_view
+
+    rows = ROWS.assign(id=["a", "b", "ref:c"], group="conv2d", model="conv2d", accelerator=["CPU", "CPU", "K80"],
+                       precision="fp32", batch_size=[32, 64, 32], usd_per_million_examples=[0.5, 0.6, 0.4])
+    # Two batch sizes of one CPU setup make a sweep; measured runs have step times; none measured its peak.
+    assert compare_view.chart_kinds(rows) == ["sweep", "throughput", "cost", "speedup", "steps"]
+    assert compare_view.chart_kinds(rows.assign(batch_size=32)) == ["throughput", "cost", "speedup", "steps"]
+    # Throughput and cost only: the store (None here) is never read, the other figures never built.
+    (section,) = compare_view.sections(rows, {"conv2d": "a"}, {"a": "CPU"}, None, ("throughput", "cost"))
+    assert section.name == "conv2d" and section.throughput.data and section.cost.data
+    assert section.speedup is None and section.steps is None and section.sweep is None and section.memory is None
