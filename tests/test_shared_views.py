@@ -102,8 +102,10 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
 def test_a_shown_table_is_prepared_once_while_it_lives():
     frame = pd.DataFrame({"label": ["a", "None"], "n": [1, 2]})
     shown = ui._shown(frame)
-    assert shown is not frame and pd.isna(shown["label"][1])  # "None" as a missing cell, as blank_text does
-    assert ui._shown(frame) is shown  # the same object again: not scanned a second time
+    data, config = shown
+    assert data.to_pandas()["label"].isna().tolist() == [False, True]  # "None" as a missing cell (blank_text)
+    assert data.column_names == ["label", "n"] and "label" in config  # dashbench's labels go with it
+    assert ui._shown(frame) is shown  # the same objects again: not scanned nor converted a second time
     key = id(frame)
     del frame
     gc.collect()

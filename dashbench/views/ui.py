@@ -130,23 +130,27 @@ def table(frame, **kwargs):
     """st.dataframe with dashbench's column labels and formats, without the index; a missing value
     is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too."""
     kwargs.setdefault("placeholder", "")
-    return st.dataframe(_shown(frame), column_config=column_config(frame), hide_index=True, **kwargs)
+    data, config = _shown(frame)
+    return st.dataframe(data, column_config=config, hide_index=True, **kwargs)
 
 
 _shown_lock = threading.Lock()
-_shown_frames: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, its blank_text or None: itself)
+_shown_frames: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, what _shown returns for it)
 
 
-def _shown(frame):
-    """blank_text(frame), computed once while `frame` lives: a table from memo() is the same object in
-    every session, so a new visitor's run does not scan it again. Forgotten when the frame is."""
+def _shown(frame) -> tuple:
+    """(what st.dataframe is given, its column_config), prepared once while `frame` lives: a table from
+    memo() is the same object in every session, so a new visitor's run neither scans it again
+    (blank_text) nor converts it to Arrow again (pandas -> Arrow was most of a table's cost: ~45 ms for
+    Prices' 41-column reference rows on a loaded machine; the Arrow table is written out in ~1 ms).
+    The conversion is Streamlit's own, so the bytes sent are the same. Forgotten when the frame is."""
     from dashbench.views.format import blank_text
 
     with _shown_lock:
         known = _shown_frames.get(id(frame))
         if known is not None and known[0]() is frame:
-            return frame if known[1] is None else known[1]
-    shown = blank_text(frame)
+            return known[1]
+    shown = (_arrow(blank_text(frame)), column_config(frame))  # st.dataframe copies the config it is given
     key = id(frame)
 
     def forget(ref, key=key):
@@ -154,10 +158,21 @@ def _shown(frame):
             if _shown_frames.get(key, (None,))[0] is ref:
                 del _shown_frames[key]
 
-    with _shown_lock:
-        # None when blank_text changed nothing: holding the frame itself would keep it alive for ever.
-        _shown_frames[key] = (weakref.ref(frame, forget), None if shown is frame else shown)
+    with _shown_lock:  # the Arrow table holds no reference to the frame, which stays free to go
+        _shown_frames[key] = (weakref.ref(frame, forget), shown)
     return shown
+
+
+def _arrow(frame):
+    """`frame` as the pyarrow.Table st.dataframe would convert it to; the frame itself where that
+    conversion is not Streamlit's to give (not a pandas DataFrame, or a Streamlit without it)."""
+    import pandas as pd
+
+    try:
+        from streamlit.dataframe_util import convert_pandas_df_to_arrow_table
+    except ImportError:
+        return frame
+    return convert_pandas_df_to_arrow_table(frame) if isinstance(frame, pd.DataFrame) else frame
 
 
 READ_ONLY_RUN_KEY = "read_only_run_asked"
