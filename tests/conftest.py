@@ -49,7 +49,7 @@ LONGEST_FIRST = (
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[inception_v3]",
     "test_engine.py::test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batch",
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[resnet50]",
-    "test_app.py::test_tiny_real_runs_on_both_backends_launched_from_the_run_page_show_on_compare",
+    "test_app.py::test_a_tiny_real_jax_run_launched_from_the_run_page_shows_on_compare",
     "test_accuracy_real.py::test_real_runs_to_target_give_predictions_parity_and_the_pages",
     "test_contention_repeats.py::test_a_cpu_hog_beside_a_run_flags_it_contended",
     "test_to_accuracy.py::test_jax_trains_to_the_target_and_ends_not_reached_when_it_cannot",

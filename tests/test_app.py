@@ -18,6 +18,7 @@ from dashbench.spec import RunSpec
 from dashbench.store import Store, watch
 
 import dashboard_data
+from run_page_form import fill_run_form, shown_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -352,46 +353,39 @@ def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, mo
             queue.cancel(run_id, db, wait_s=10)
 
 
-def test_tiny_real_runs_on_both_backends_launched_from_the_run_page_show_on_compare(tmp_path, monkeypatch):
+def test_a_tiny_real_jax_run_launched_from_the_run_page_shows_on_compare(tmp_path, monkeypatch):
+    """The Run page's launch on JAX end to end: queued, run by a process of its own on the JAX engine, its
+    headline and link on the page, its bar on Compare. The TensorFlow path from a launch to a finished run is
+    test_cli_accuracy_training's run from this page and tests/test_jobs.py's real job; TF and JAX runs of one
+    setup side by side on Compare, test_compare_shows_tf_and_jax_of_one_setup_as_two_entries."""
     db = tmp_path / "real.sqlite"
     at = start(monkeypatch, db)
     show(at, "pages/run.py")
-    at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
-    at.selectbox(key="run_device").set_value("cpu")
-    at.number_input(key="run_batch_size").set_value(4)
-    at.number_input(key="run_steps").set_value(2)
-    at.number_input(key="run_warmup").set_value(1)
-    at.number_input(key="run_image_size").set_value(8)
-    at.number_input(key="run_width").set_value(2)
+    fill_run_form(at, batch_size=4, steps=2, warmup=1, image_size=8, width=2)
+    at.selectbox(key="run_backend").set_value("jax")
     at.text_input(key="run_label").input("from the app test")
     at.button(key="run_launch").click().run()
     assert_clean(at)
     assert "Queued 1 run(s)." in texts(at)
-    at.selectbox(key="run_backend").set_value("jax")  # the same setup again, on JAX
-    at.button(key="run_launch").click().run()
-    assert_clean(at)
     with Store(db, read_only=True) as store:
-        ids = dict(zip(store.runs()["backend"], store.runs()["run_id"]))
-        assert set(ids) == {"tensorflow", "jax"}
+        (run_id,) = store.runs()["run_id"]
         deadline = time.monotonic() + 600  # a guard against hangs only
-        while (any(store.get_run(i)["status"] in ("queued", "running") for i in ids.values())
-               and time.monotonic() < deadline):
+        while store.get_run(run_id)["status"] in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(1)
-            at.run()  # the live panel's refresh: a rerun starts the next queued run once the device is free
-        runs = {backend: store.get_run(run_id) for backend, run_id in ids.items()}
-    for backend, run in runs.items():
-        assert run["status"] == "done", (backend, run["error"])
-        assert run["result"].backend == backend
+            at.run()  # the live panel's refresh (a rerun also starts a queued run once the device is free)
+        run = store.get_run(run_id)
+    assert run["status"] == "done", run["error"]
+    assert run["spec"]["backend"] == "jax" and run["result"].backend == "jax"
     at.run()  # the page the user is on reruns: the finished run's headline and the link
     assert_clean(at)
     assert any(m.label == "images/s" for m in at.metric)
     assert any(link.proto.label == "Compare these runs" for link in at.get("page_link"))
-    at.query_params["runs"] = f"{ids['tensorflow']},{ids['jax']}"
+    at.query_params["runs"] = run_id
     show(at, "pages/compare.py")
-    assert sorted(at.multiselect(key="cmp_runs").value) == sorted(ids.values())
+    assert at.multiselect(key="cmp_runs").value == [run_id]
     throughput = json.loads(at.get("plotly_chart")[0].proto.spec)
     bars = [str(y) for y in throughput["data"][0]["y"] if "from the app test" in str(y)]
-    assert len(bars) == 2 and any("jax" in bar for bar in bars) and any("tensorflow" in bar for bar in bars)
+    assert len(bars) == 1 and "jax" in bars[0], bars
 
 
 def test_the_app_process_never_imports_tensorflow(filled, tmp_path):
@@ -468,10 +462,8 @@ def test_run_page_backend_goes_into_the_queued_specs(tmp_path, monkeypatch):
     show(at, "pages/run.py")
     assert at.selectbox(key="run_backend").value == "tensorflow"
     assert at.selectbox(key="run_backend").options == ["tensorflow", "jax"]
-    at.selectbox(key="run_model").set_value("conv2d")
-    at.selectbox(key="run_device").set_value("cpu")
+    fill_run_form(at, "conv2d", batch_size=4)
     at.selectbox(key="run_backend").set_value("jax")
-    at.number_input(key="run_batch_size").set_value(4)
     at.button(key="run_launch").click().run()
     assert_clean(at)
     assert "Queued 1 run(s)." in texts(at)
@@ -638,19 +630,16 @@ def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, m
 def test_run_page_refuses_a_bad_batch_size_in_words(tmp_path, monkeypatch):
     db = tmp_path / "refused.sqlite"
     at = _run_page_without_training(monkeypatch, db)
-    def shown():  # the error lines as the page reads, markdown escapes and word breaks aside
-        return [re.sub(r"\\(.)", r"\1", e.value.replace("\u200b", "")) for e in at.error]
-
     for batch in (0, -5):
         at.number_input(key="run_batch_size").set_value(batch)
         at.button(key="run_launch").click().run()
         assert_clean(at)
-        assert shown() == [f"Not launched: batch size: must be an integer >= 1, got {batch}"]
+        assert shown_errors(at) == [f"Not launched: batch size: must be an integer >= 1, got {batch}"]
     # An empty item in the sweep field is a typo pointed out, not skipped.
     at.number_input(key="run_batch_size").set_value(32)
     at.text_input(key="run_sweep").input("32,,64")
     at.button(key="run_launch_sweep").click().run()
     assert_clean(at)
-    (error,) = shown()
+    (error,) = shown_errors(at)
     assert error.startswith("Not launched: batch sizes: empty item between commas in '32,,64'")
     assert not db.exists() or Store(db, read_only=True).count_runs() == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
+from run_page_form import fill_run_form, shown_errors
 
 from dashbench.cli import main
 from dashbench.engine import frameworks
@@ -90,11 +91,6 @@ def test_the_seed_000_preset_at_quick_shapes_sits_next_to_the_articles_times(tmp
     assert per_epoch.group(1) in out and "“40-odd” seconds for 5 epochs" in out
 
 
-def shown_errors(at) -> list[str]:
-    """The error lines as the page reads, markdown escapes and word breaks aside."""
-    return [re.sub(r"\\(.)", r"\1", e.value.replace("\u200b", "")) for e in at.error]
-
-
 def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_path, monkeypatch, learnable_idx):
     from streamlit.testing.v1 import AppTest
 
@@ -109,12 +105,7 @@ def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_p
     assert not at.exception
     # First, as a user would: the choice redraws the page with its boxes (the form's unsent values with it).
     at.radio(key="run_mode").set_value("target").run()
-    at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
-    at.selectbox(key="run_device").set_value("cpu")
-    at.number_input(key="run_batch_size").set_value(64)
-    at.number_input(key="run_width").set_value(16)
-    at.number_input(key="run_target_accuracy").set_value(0.9)
-    at.number_input(key="run_max_epochs").set_value(8)
+    fill_run_form(at, batch_size=64, width=16, target_accuracy=0.9, max_epochs=8)
     assert at.selectbox(key="run_data").value == "synthetic"
     at.button(key="run_launch").click().run()
     # Bad input is one line naming the box: synthetic data has no held-out split; a folder without files.

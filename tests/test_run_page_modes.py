@@ -2,6 +2,7 @@
 each mode queues the spec of that mode only, whatever the boxes of another mode were given before."""
 
 from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
+from run_page_form import fill_run_form
 from test_app import assert_clean, show, start, texts
 
 from dashbench.store import Store
@@ -36,14 +37,7 @@ def test_each_mode_shows_its_boxes_and_launches_its_spec(tmp_path, monkeypatch, 
     assert_clean(at)
     assert shown_boxes(at) == {"run_target_accuracy", "run_max_epochs", "run_steps_per_epoch", "run_eval_every",
                                "run_seeds"}
-    at.selectbox(key="run_model").set_value("fashion_mnist_cnn")
-    at.selectbox(key="run_device").set_value("cpu")
-    at.number_input(key="run_batch_size").set_value(8)
-    at.number_input(key="run_width").set_value(4)
-    at.number_input(key="run_target_accuracy").set_value(0.8)
-    at.number_input(key="run_max_epochs").set_value(7)
-    at.number_input(key="run_eval_every").set_value(5)
-    at.number_input(key="run_seeds").set_value(2)
+    fill_run_form(at, batch_size=8, width=4, target_accuracy=0.8, max_epochs=7, eval_every=5, seeds=2)
     launch(at)
 
     at.radio(key="run_mode").set_value("epochs").run()
