@@ -33,7 +33,7 @@ from dashbench.store.ids import (env_seconds, iso, new_run_id, new_sweep_id, now
                                  short_id, this_host)
 from dashbench.store.prices import PricesPart
 from dashbench.store.queue import QueueClaim, QueuePart  # noqa: F401  (QueueClaim: re-exported)
-from dashbench.store.runs import RUN_FIELDS, LIVE_FIELDS, RunsPart, _insert_run, _move  # noqa: F401
+from dashbench.store.runs import RUN_FIELDS, LIVE_FIELDS, RunsPart, SpecMemo, _insert_run, _move  # noqa: F401
 from dashbench.store.samples import SamplesPart
 from dashbench.store.sidecars import tidy
 
@@ -133,6 +133,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         self._conn = None
         self._engine = None
         self._server_conn = None  # the pooled connection this store holds while open (a server's)
+        self._specs = SpecMemo()  # the specs of the runs this handle started (finish_run reads none)
         if self._url:
             self._open_server()
         else:
@@ -392,18 +393,21 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                                          f"process (waited {self.busy_timeout_s:g} s)") from None
                 raise
 
-    def _write_now(self, what: str, statements: list[tuple[str, list]]) -> None:
+    def _write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False) -> bool:
         """Writes that read nothing, (sql, params) each, as one transaction: on a server one statement
-        (pg_connection.write_now), so a run's sample and heartbeat commits cost one round trip."""
+        (pg_connection.write_now), so a run's create, samples, heartbeat and end cost one round trip each.
+        `guarded`: the statements after the first are made only if the first changes a row (each ends in
+        its WHERE clause); returns whether it did (True when not guarded)."""
         if self._engine is None or self.read_only:
             with self._write(what) as conn:
-                for sql, params in statements:
-                    conn.execute(sql, params)
-            return
+                for k, (sql, params) in enumerate(statements):
+                    if conn.execute(sql, params).rowcount == 0 and guarded and k == 0:
+                        return False
+            return True
         from dashbench.store import pg_connection
 
         with self._lock, self._connection() as conn:
-            pg_connection.write_now(conn, self._url, self.path, what, statements)
+            return pg_connection.write_now(conn, self._url, self.path, what, statements, guarded)
 
     def _say_lock_wait(self) -> None:
         LOCK_WAIT_NOTICE(self.path)

@@ -122,6 +122,17 @@ def _marks(columns: int, rows: int) -> str:
     return ", ".join([row] * rows)
 
 
+def array_text(kind: str, values) -> str:
+    """A column's values as PostgreSQL's text of an array of `kind` ('{1,2.5,NULL}', '{"a\\"b"}'): a
+    fifth of the client's CPU that psycopg's array dumper takes for a batch of 100 samples (it looks up
+    each element's dumper). Floats in Python's shortest exact form, which the server reads back exactly."""
+    if kind == "text":
+        return "{" + ",".join("NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+                              for v in values) + "}"
+    number = float if kind in ("double precision", "real") else int
+    return "{" + ",".join("NULL" if v is None else repr(number(v)) for v in values) + "}"
+
+
 class SQLite:
     """SQLite's words for what the two databases say differently."""
 
@@ -179,11 +190,12 @@ class Postgres(SQLite):
         if len(rows) == 1:
             return super().upsert_rows(table, columns, keys, types, rows)
         # One array per column: a parameter each, whatever the rows (a statement of 600 parameters costs
-        # psycopg more to convert than the server takes to run it).
+        # psycopg more to convert than the server takes to run it), written as the array's text here.
         update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
         arrays = ", ".join(f"?::{kind}[]" for kind in types)
         return (f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
-                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}", [list(c) for c in zip(*rows)])
+                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}",
+                [array_text(kind, column) for kind, column in zip(types, zip(*rows))])
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:

@@ -143,12 +143,13 @@ def _sending(conn: PgConnection, url: str, shown: str, what: str, pipelined: boo
     as a COPY must be), after the session's lock wait (set only when it differs), all answered before
     this ends; a failure ends what is left of the transaction and is said in one line (_failed)."""
     try:
+        # Leaving the pipeline sends its one Sync and waits for every answer (raising the first error):
+        # a sync() of ours before it would cost a second round trip for nothing.
         with conn.driver.pipeline() if pipelined else contextlib.nullcontext() as pipeline:
             conn.pipeline = pipeline
             try:
                 conn.set_lock_wait(_lock_wait_ms(conn))
                 yield conn
-                conn.sync()
             finally:
                 conn.pipeline = None
     except BaseException as exc:
@@ -170,19 +171,26 @@ def write(conn: PgConnection, url: str, shown: str, what: str, pipelined: bool =
         conn.execute("COMMIT")
 
 
-def write_now(conn: PgConnection, url: str, shown: str, what: str, statements) -> None:
+def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False) -> bool:
     """Writes that read nothing ((sql, params) each), with the change counter's bump, as ONE statement
-    (data-modifying WITH parts) in its own transaction: a run's samples and heartbeat cost one round
-    trip, as a commit costs on SQLite."""
-    parts = [f"w{k} AS ({sql} RETURNING 1)" for k, (sql, _params) in enumerate(statements)]
+    (data-modifying WITH parts) in its own transaction: a run's create, samples, heartbeat and end cost
+    one round trip each, as a commit costs on SQLite. `guarded`: the parts after the first, and the bump,
+    are made only if the first changes a row (each part ends in its WHERE clause, which the condition
+    joins); returns whether it did (True when not guarded)."""
+    # All parts see the statement's snapshot, not each other's rows: a guarded part reads its guard's
+    # RETURNING, so it is made exactly when the guard's row was (after the row lock's recheck too).
+    guard = " AND EXISTS (SELECT 1 FROM w0)" if guarded else ""
+    parts = [f"w{k} AS ({sql}{guard if k else ''} RETURNING 1)" for k, (sql, _params) in enumerate(statements)]
     params = [value for _sql, values in statements for value in values]
     # The parts of a WITH run in no set order; the counter's row is locked last, as in every other write,
     # by bumping it by a sum that needs them all done first (a lock taken in another order could deadlock).
     done = " UNION ALL ".join(f"SELECT 1 FROM w{k}" for k in range(len(statements)))
-    bump = f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
+    bump = (f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
+            f"{guard} RETURNING 1")
     # The pipeline only when the lock wait must be set first: the two statements then go in one trip.
     with _sending(conn, url, shown, what, pipelined=_lock_wait_ms(conn) != conn.lock_ms):
-        conn.execute(f"WITH {', '.join(parts)} {bump}", params)
+        cursor = conn.execute(f"WITH {', '.join(parts)} {bump}", params)
+    return cursor.rowcount > 0
 
 
 def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: str) -> None:

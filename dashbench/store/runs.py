@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Iterable, Iterator
 
 from dashbench.result import RunResult
@@ -48,28 +49,29 @@ class RunsPart:
         run = {"run_id": run_id, "status": status, "spec": spec_d, "created_at": created,
                "started_at": created if status == "running" else None, "pid": pid, "host": host,
                "sweep_id": sweep_id}
-        with self._write("create a run") as conn:
-            try:
-                _insert_run(conn, run)
-                conn.sync()
-            except conn.dialect.integrity_error:
-                raise StoreError(f"run {run_id} already exists") from None
+        # On a server one statement, one round trip (a run's two rows, the change counter's bump).
+        try:
+            self._write_now("create a run", _run_inserts(run))
+        except self.dialect.integrity_error:
+            raise StoreError(f"run {run_id} already exists") from None
+        self._specs.put(run_id, spec_d)
         return run_id
 
     @retried
     def start_run(self, run_id: str, pid: int, host: str | None = None, log_path: str | None = None) -> None:
         """queued → running. Also accepts a row a job launcher already marked running for this process."""
-        with self._write("start a run") as conn:
-            row = conn.execute("SELECT status, started_at, log_path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is None:
-                raise StoreError(f"no run {run_id} in {self.path}")
-            old, started_at, old_log_path = row
-            if not states.allowed(old, "running"):
-                raise StoreError(f"run {run_id} is {old}; only a queued run can start")
-            _move(conn, run_id, "running", {
-                "pid": pid, "host": host or this_host(), "started_at": now() if started_at is None else started_at,
-                "log_path": old_log_path if log_path is None else log_path, "heartbeat_at": now(),
-            })
+        values = {"pid": pid, "host": host or this_host(), "started_at": now(), "heartbeat_at": now()}
+        if log_path is not None:
+            values["log_path"] = log_path
+        # Guarded, not read first: on a server one statement, one round trip; why it was refused is
+        # read only then.
+        if self._write_now("start a run", [_move_sql(run_id, "running", values, keep_stored=("started_at",))],
+                           guarded=True):
+            return
+        rows = self._read("SELECT status FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise StoreError(f"no run {run_id} in {self.path}")
+        raise StoreError(f"run {run_id} is {rows[0][0]}; only a queued run can start")
 
 
     @retried
@@ -89,20 +91,27 @@ class RunsPart:
         """Record the end. Returns False when the run had already ended (done/failed/cancelled)."""
         if status not in TERMINAL:
             raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
-        with self._write("finish a run") as conn:
-            row = conn.execute(
-                "SELECT status, spec_json FROM runs JOIN run_blobs USING (run_id) WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise StoreError(f"no run {run_id} in {self.path}")
-            if not states.allowed(row[0], status):
-                return False
-            values = {"finished_at": now(), "error": error, "phase": None}
-            if result is not None:
-                conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", (json.dumps(result), run_id))
-                values.update(schema.flat_values(json.loads(row[1]), result))
-            _move(conn, run_id, status, values)
-        return True
+        values = {"finished_at": now(), "error": error, "phase": None}
+        if result is not None:
+            # A spec never changes once stored: this handle's own runs' are known, others' read first.
+            spec = self._specs.get(run_id)
+            if spec is None:
+                rows = self._read("SELECT spec_json FROM run_blobs WHERE run_id = ?", (run_id,))
+                if not rows:
+                    raise StoreError(f"no run {run_id} in {self.path}")
+                spec = json.loads(rows[0][0])
+            values.update(schema.flat_values(spec, result))
+        # The move guards the result's write (made only with it), nothing read: on a server one
+        # statement, one round trip.
+        statements = [_move_sql(run_id, status, values)]
+        if result is not None:
+            statements.append(("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", [json.dumps(result), run_id]))
+        if self._write_now("finish a run", statements, guarded=True):
+            self._specs.pop(run_id)
+            return True
+        if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
+            raise StoreError(f"no run {run_id} in {self.path}")
+        return False
 
     @retried
     def finish_unreported(self, run_id: str, status: str, error: str) -> bool:
@@ -240,15 +249,31 @@ def _insert_runs(conn, runs: list[dict]) -> None:
     by_columns: dict[tuple, list] = {}
     blobs = []
     for run in runs:
-        spec, result = run["spec"], run.get("result")
-        values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
-        values["label"] = run.get("label", spec.get("label"))
-        values.update(schema.flat_values(spec, result))
+        values, blob = _run_rows(run)
         by_columns.setdefault(tuple(values), []).append(tuple(values.values()))
-        blobs.append((run["run_id"], json.dumps(spec), None if result is None else json.dumps(result)))
+        blobs.append(blob)
     for columns, rows in by_columns.items():
         conn.insert_many("runs", columns, rows)
-    conn.insert_many("run_blobs", ("run_id", "spec_json", "result_json"), blobs)
+    conn.insert_many("run_blobs", _BLOB_COLUMNS, blobs)
+
+
+_BLOB_COLUMNS = ("run_id", "spec_json", "result_json")
+
+
+def _run_rows(run: dict) -> tuple[dict, tuple]:
+    """A run as _insert_run takes it: its row of runs (column: value) and of run_blobs (_BLOB_COLUMNS)."""
+    spec, result = run["spec"], run.get("result")
+    values = {name: run.get(name) for name in RUN_FIELDS if name not in _JSON_COLUMNS}
+    values["label"] = run.get("label", spec.get("label"))
+    values.update(schema.flat_values(spec, result))
+    return values, (run["run_id"], json.dumps(spec), None if result is None else json.dumps(result))
+
+
+def _run_inserts(run: dict) -> list[tuple[str, list]]:
+    """_insert_run's two INSERTs as (sql, params), for Store._write_now."""
+    values, blob = _run_rows(run)
+    return [(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())),
+            (f"INSERT INTO run_blobs ({', '.join(_BLOB_COLUMNS)}) VALUES (?, ?, ?)", list(blob))]
 
 
 
@@ -257,16 +282,45 @@ def _move(conn, run_id: str, status: str, values: dict | None = None, only_from:
     """The one write of a run's status (with other columns), made only if states.MOVES allows it
     from the status the run has now (and that status is in `only_from`, if given). Returns whether
     it was made."""
+    return conn.execute(*_move_sql(run_id, status, values, only_from)).rowcount > 0
+
+
+def _move_sql(run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None,
+              keep_stored: tuple[str, ...] = ()) -> tuple[str, list]:
+    """_move's UPDATE as (sql, params), ending in its WHERE clause (Store._write_now's guard).
+    `keep_stored`: columns of `values` written only where the row has none yet."""
     values = {"status": status, **(values or {})}
     if "error" in values:  # every end written goes through here: the runner's, the guard's, the reaper's
         values["error"] = validate.clipped_error(values["error"])
-    assignments = ", ".join(f"{name} = ?" for name in values)
+    assignments = ", ".join(f"{name} = COALESCE({name}, ?)" if name in keep_stored else f"{name} = ?"
+                            for name in values)
     olds = [old for old in states.sources(status) if only_from is None or old in only_from]
-    cursor = conn.execute(
-        f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
-        [*values.values(), run_id, *olds],
-    )
-    return cursor.rowcount > 0
+    return (f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
+            [*values.values(), run_id, *olds])
+
+
+class SpecMemo:
+    """The stored specs (as JSON gives them back) of the runs a Store handle created, until they end:
+    finishing one reads nothing first. Bounded: a handle that queues many runs keeps the newest."""
+
+    KEEP = 256
+
+    def __init__(self):
+        self._specs: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    def put(self, run_id: str, spec: dict) -> None:
+        spec = json.loads(json.dumps(spec))
+        with self._lock:
+            self._specs[run_id] = spec
+            while len(self._specs) > self.KEEP:
+                self._specs.pop(next(iter(self._specs)))
+
+    def get(self, run_id: str) -> dict | None:
+        return self._specs.get(run_id)
+
+    def pop(self, run_id: str) -> None:
+        self._specs.pop(run_id, None)
 
 
 

@@ -1,0 +1,76 @@
+"""A run's write path on both databases: each write is one statement on a server (pg_connection.write_now),
+so what a separate read used to check first is checked by the write itself — these tests hold it to the
+same answers: a duplicate id, a missing run, a late end that must not overwrite the result, samples'
+values exactly as given."""
+
+import math
+
+import pytest
+from test_store import SPEC, result_for
+
+from dashbench.spec import RunSpec
+from dashbench.store import Store, StoreError
+from dashbench.store.dialect import array_text
+from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
+
+
+def test_a_run_ends_once_and_a_late_end_leaves_its_result(db_at):
+    with Store(db_at) as store:
+        run_id = store.create_run(SPEC, run_id="write-path-1")
+        with pytest.raises(StoreError, match="run write-path-1 already exists"):
+            store.create_run(RunSpec(model="bilstm", batch_size=8), run_id="write-path-1")
+        assert store.finish_run(run_id, "done", result_for(SPEC, 10.0))
+        # A second end, with another result, changes nothing: the result is written only with the move.
+        assert not store.finish_run(run_id, "done", result_for(SPEC, 99.0, device="gpu"))
+        assert not store.finish_run(run_id, "failed", error="late")
+        with pytest.raises(StoreError, match="no run nope"):
+            store.finish_run("nope", "done", result_for(SPEC, 1.0))
+        with pytest.raises(StoreError, match="no run nope"):
+            store.finish_run("nope", "failed", error="x")
+    with Store(db_at, read_only=True) as store:
+        run = store.get_run(run_id)
+        assert (run["status"], run["error"], run["spec"]["model"]) == ("done", None, SPEC.model)
+        assert run["result"].examples_per_sec == 10.0
+        assert list(store.runs(device="cpu")["run_id"]) == [run_id] and store.runs(device="gpu").empty
+
+
+def test_a_run_created_by_another_handle_ends_with_its_stored_spec(db_at):
+    with Store(db_at) as store:
+        queued = store.create_run(SPEC, status="queued")
+    # Another process (the run's own) starts and ends it: it reads the spec, this handle never saw it.
+    with Store(db_at) as store:
+        store.start_run(queued, pid=4242, log_path="/logs/a.log")
+        first = store.get_run(queued)
+        store.start_run(queued, pid=4343)  # the job runner's running → running: times and log kept
+        again = store.get_run(queued)
+        assert (again["pid"], again["log_path"], again["started_at"]) == (4343, "/logs/a.log", first["started_at"])
+        assert store.finish_run(queued, "done", result_for(SPEC, 7.0))
+        with pytest.raises(StoreError, match="is done; only a queued run can start"):
+            store.start_run(queued, pid=1)
+        with pytest.raises(StoreError, match="no run nope"):
+            store.start_run("nope", pid=1)
+        frame = store.runs(model=SPEC.model, batch_size=SPEC.batch_size, status="done")
+        assert list(frame["run_id"]) == [queued] and frame["examples_per_sec"].iloc[0] == 7.0
+
+
+def test_samples_come_back_exactly_as_given(db_at):
+    losses = [2.3 - 0.01 * k for k in range(96)] + [float("nan"), float("inf"), float("-inf"), None]
+    given = [{"index": k, "steps": 3, "duration_s": 0.01 + k * 1e-7, "loss": loss, "warmup": k < 2}
+             for k, loss in enumerate(losses)]
+    with Store(db_at) as store:
+        run_id = store.create_run(SPEC)
+        store.add_samples(run_id, given)
+        store.add_samples(run_id, [dict(given[5], loss=0.5)])  # one index again: the last one given is kept
+        frame = store.samples(run_id)
+    assert list(frame["index"]) == list(range(100)) and set(frame["steps"]) == {3}
+    assert list(frame["duration_s"]) == [s["duration_s"] for s in given]  # exactly, not nearly
+    assert list(frame["warmup"].astype(bool)) == [s["warmup"] for s in given]
+    stored = list(frame["loss"])
+    assert stored[5] == 0.5 and stored[:5] == losses[:5] and stored[6:96] == losses[6:96]
+    assert math.isnan(stored[96]) and stored[97:99] == [math.inf, -math.inf] and math.isnan(stored[99])
+
+
+def test_array_text_quotes_what_postgresql_would_misread():
+    assert array_text("text", ['a"b', "c\\d", "e,f", None]) == '{"a\\"b","c\\\\d","e,f",NULL}'
+    assert array_text("integer", [1, True, None]) == "{1,1,NULL}"
+    assert array_text("double precision", [0.1, 1, None, float("nan")]) == "{0.1,1.0,NULL,nan}"
