@@ -462,9 +462,9 @@ def table(rows: list[PageTimes], browser: bool) -> str:
 
 
 def versions() -> str:
-    import streamlit
+    from importlib.metadata import version  # not streamlit's import: seconds on a loaded machine, for a string
 
-    return f"Python {platform.python_version()}, Streamlit {streamlit.__version__}, SQLite {sqlite3.sqlite_version}"
+    return f"Python {platform.python_version()}, Streamlit {version('streamlit')}, SQLite {sqlite3.sqlite_version}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -47,7 +47,7 @@ DOCS = dashboard_scale.DOCS
 PAGES = {"compare": "Compare", "results": "Results", "prices": "Prices"}
 WARM_PAGE = {"compare": "prices", "results": "prices", "prices": "results"}  # the untimed first visit
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-QUIET_S = 0.5  # the server is done with a visit once its CPU has not moved for this long
+QUIET_S = 0.5  # the server is done with a visit once its CPU has not moved for this long (--quiet-s)
 IDLE_S = 3.0  # how long each server's idle CPU is watched (--idle-s)
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -323,6 +323,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "same load: what a shared machine calls for)")
     parser.add_argument("--baseline-name", default="", help="what the baseline was, in words (default: its file)")
     parser.add_argument("--idle-s", type=float, default=IDLE_S, help="seconds each server's idle CPU is watched")
+    parser.add_argument("--quiet-s", type=float, default=QUIET_S,
+                        help="seconds the server's CPU must stand still for a visit to count as done")
     parser.add_argument("--no-floor", action="store_true", help="skip the title-only Streamlit page")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     args = parser.parse_args(argv)
@@ -333,6 +335,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--pages: {', '.join(unknown)} is not a page; use some of {', '.join(PAGES)}")
     if args.visits < 1:
         parser.error("--visits: at least 1")
+    if args.quiet_s <= 0:
+        parser.error("--quiet-s: more than 0 seconds")
     if args.together < 0:
         parser.error("--together: 0 or more")
     if not dashboard_scale.browser_available():
@@ -353,9 +357,9 @@ def load_baseline(path: Path | None) -> dict[tuple[int, str], dict]:
 def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
-    global IDLE_S
+    global IDLE_S, QUIET_S
     args = parse_args(argv)
-    IDLE_S = args.idle_s
+    IDLE_S, QUIET_S = args.idle_s, args.quiet_s
     baseline = load_baseline(args.baseline)
     load_start, started = os.getloadavg(), time.time()
     rows: list[PageCost] = []

@@ -20,8 +20,8 @@ def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
     out = tmp_path / "figures.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "server_cost.py"), "--runs", "200", "--samples", "3", "--visits", "1",
-         "--together", "1", "--pages", "prices", "--idle-s", "0.5", "--no-docs", "--keep", str(tmp_path),
-         "--json", str(out)],
+         "--together", "1", "--pages", "prices", "--idle-s", "0.5", "--quiet-s", "0.2", "--no-docs",
+         "--keep", str(tmp_path), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | prices |")]
@@ -47,3 +47,9 @@ def test_the_baseline_is_shown_beside_the_figures():
     text = server_cost.table([row], {(100_000, "compare"): before}, type("Args", (), {"together": 8}))
     assert "0.200 / 0.050 ✗ (4.0×)" in text and "0.40 / 5.0 → 0.30 / 4.0" in text and "4.0 → 3.0" in text
     assert "0.020 / 0.030" in text and "+0.175 → +0.025" in text  # the floor beside, and each above it
+
+
+def test_a_quiet_window_of_no_time_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        server_cost.parse_args(["--quiet-s", "0"])
+    assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith("--quiet-s: more than 0 seconds")
