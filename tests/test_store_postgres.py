@@ -304,6 +304,7 @@ def test_store_upgrade_brings_an_old_file_to_the_head_and_refuses_a_newer_store(
         Store(db_at).close()
         with sqlite3.connect(db_at) as conn:
             conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_at")
+            conn.execute("DROP INDEX runs_model_status")  # v10's
             conn.execute("PRAGMA user_version = 8")
     assert main(["store", "upgrade", "--db", str(db_at)]) == 0
     out = capsys.readouterr().out
