@@ -18,6 +18,8 @@ from dashbench.costs import prices
 from dashbench.store import Store
 from dashbench.views import results
 
+VISITORS = 4  # at once, on a server that has run no script yet
+
 
 def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
     """Every page once, each checked for what it shows; and what a newcomer sees at a 1400 × 1000 window
@@ -92,21 +94,37 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
 
 
 def test_read_only_server_has_no_run_page(browser, tmp_path):
-    """No Run page, import or delete controls; a typed /run shows Compare and says why (issue 21)."""
+    """Several visitors at once on a freshly started read-only server all get the page; no Run page, import
+    or delete controls; a typed /run shows Compare and says why (issue 21)."""
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
     dashboard_data.fill(db, n_runs=12)
     with streamlit_server(db, read_only=True) as url:
-        page = open_page(browser, url + "/results", "Results", "read-only-results.png")
-        nav = page.locator("[data-testid='stSidebarNav']")
-        expect(nav.get_by_text("Compare")).to_be_visible()
-        # Must not happen in read-only mode: a Run page, or import / delete controls.
-        expect(nav.get_by_text("Run", exact=True)).to_have_count(0)
-        expect(page.get_by_text("Runs to delete")).to_have_count(0)
-        expect(page.locator("[data-testid='stFileUploader']")).to_have_count(0)
-        expect(page.get_by_text("Read-only")).to_be_visible()
-        page.close()
+        # Each visitor its own browser context (its own session); all requests out before any page is read,
+        # so their first script runs overlap on a server that has run none yet.
+        contexts = [browser.new_context(viewport={"width": WINDOW, "height": 1000}) for _ in range(VISITORS)]
+        pages = [context.new_page() for context in contexts]
+        for page in pages:
+            page.goto(url + "/results", wait_until="commit")
+        for number, page in enumerate(pages):
+            expect(page.get_by_role("heading", name="Results", exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+            expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+            expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
+            page.screenshot(path=str(ARTIFACTS / f"read-only-results-{number}.png"), full_page=True)
+            text = page.locator("[data-testid='stApp']").inner_text()
+            # Must not happen: a traceback (with the server's paths), or an exception box.
+            assert "KeyError" not in text and "Traceback" not in text, f"visitor {number}: {text[:500]}"
+            expect(page.locator("[data-testid='stException']")).to_have_count(0)
+            nav = page.locator("[data-testid='stSidebarNav']")
+            expect(nav.get_by_text("Compare")).to_be_visible()
+            # Must not happen in read-only mode: a Run page, or import / delete controls.
+            expect(nav.get_by_text("Run", exact=True)).to_have_count(0)
+            expect(page.get_by_text("Runs to delete")).to_have_count(0)
+            expect(page.locator("[data-testid='stFileUploader']")).to_have_count(0)
+            expect(page.get_by_text("Read-only")).to_be_visible()
+        for context in contexts:
+            context.close()
 
         # Must not happen: the launch form, when the Run page's URL is typed in directly.
         page = browser.new_page(viewport={"width": WINDOW, "height": 1000})

@@ -1,42 +1,12 @@
-"""A freshly started dashboard and several visitors at once; what a visitor sees when a page fails.
+"""What a visitor sees when a page fails. (Several visitors at once on a freshly started dashboard:
+tests/test_browser.py's read-only server.)
 
 The server and the browser are tests/browser_fixtures.py's (one copy of each)."""
 
 import re
 from pathlib import Path
 
-import dashboard_data
-from browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, scale, streamlit_server
-
-VISITORS = 4
-
-
-def test_visitors_opening_results_together_on_a_fresh_read_only_server_all_get_the_page(browser, tmp_path):
-    from playwright.sync_api import expect
-
-    db = tmp_path / "runs.sqlite"
-    dashboard_data.fill(db, n_runs=6)
-    with streamlit_server(db, read_only=True) as url:
-        # Each visitor its own browser context (its own session); all requests out before any page is read,
-        # so their first script runs overlap on a server that has run none yet.
-        contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(VISITORS)]
-        pages = [context.new_page() for context in contexts]
-        for page in pages:
-            page.goto(url + "/results", wait_until="commit")
-        for number, page in enumerate(pages):
-            expect(page.get_by_role("heading", name="Results", exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-            expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-            page.screenshot(path=str(ARTIFACTS / f"visitor-{number}.png"), full_page=True)
-            text = page.locator("[data-testid='stApp']").inner_text()
-            # Must not happen: a traceback (with the server's paths), or the read-only dashboard's Run page.
-            assert "KeyError" not in text and "Traceback" not in text, f"visitor {number}: {text[:500]}"
-            expect(page.locator("[data-testid='stException']")).to_have_count(0)
-            nav = page.locator("[data-testid='stSidebarNav']")
-            expect(nav.get_by_text("Compare")).to_be_visible()
-            expect(nav.get_by_text("Run", exact=True)).to_have_count(0)
-            expect(page.get_by_text("Read-only")).to_be_visible()
-        for context in contexts:
-            context.close()
+from browser_fixtures import IDLE, PAGE_TIMEOUT_MS, scale
 
 
 def test_a_failing_page_shows_the_visitor_no_message_or_path_and_the_log_keeps_both(browser, tmp_path):
