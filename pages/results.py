@@ -14,7 +14,8 @@ ctx = ui.open_page("Results", flash_key="res_flash")
 db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
 read_only = ctx.settings.read_only
 
-stored = db.count_runs()
+# One look-up per store version for every session (ui.shared): a new visitor only draws what is kept.
+stored, facets = ui.shared(ctx, (), results.overview, ctx.store)
 if not stored:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
@@ -23,7 +24,6 @@ def _query_changed():
     st.session_state["res_page"] = 1  # a new filter, search or order starts at its first page
 
 
-facets = db.facets()
 cols = st.columns([1, 1, 1, 1, 1, 2])
 selections = {
     "model": cols[0].multiselect("Model", facets["model"], key="res_model", on_change=_query_changed),
@@ -35,7 +35,7 @@ selections = {
 }
 search = cols[5].text_input("Search (label, host, id, model, error, …)", key="res_search", on_change=_query_changed)
 query = results.query(selections, search)
-total = db.count_runs(**query)
+total = db.count_runs(**query) if query else stored
 pages = results.page_count(total)
 if st.session_state.get("res_page", 1) > pages:  # the store or the filters shrank under the page shown
     st.session_state["res_page"] = pages
@@ -43,16 +43,14 @@ cols = st.columns([2, 1, 3])
 sort = cols[0].selectbox("Sort by", list(results.SORTS), format_func=lambda k: results.SORTS[k][0], key="res_sort",
                          on_change=_query_changed)
 page = cols[1].number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="res_page")
-_label, order_by, descending = results.SORTS[sort]
-shown = db.runs(**query, order_by=order_by, descending=descending,
-                offset=(page - 1) * results.PAGE_SIZE, limit=results.PAGE_SIZE)
+# Built once per store version, query and page for every session: a new visitor only draws it.
+catalog = ui.shared(ctx, (), prices.catalog, db)
+shown, table = ui.shared(ctx, (ui.key_of(query), sort, page), results.page_of_runs, ctx.store, query, sort, page,
+                         catalog)
 if unreadable_note(shown):
     st.warning(unreadable_note(shown))
 cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0]))
 
-# Built once per store version, query and page for every session: a new visitor only draws it.
-catalog = ui.shared(ctx, (), prices.catalog, db)
-table = ui.shared(ctx, (ui.key_of(query), sort, page), results.results_table, shown, catalog)
 # Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
 event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
                  on_select="rerun", selection_mode="multi-row")

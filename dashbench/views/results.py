@@ -60,6 +60,21 @@ def page_caption(total: int, stored: int, page: int, shown: int, order: str, siz
             "million examples (blank: no price).")
 
 
+def overview(store) -> tuple[int, dict]:
+    """(runs stored, the filters' options): what every visitor's first screen reads, read together so
+    that a page kept per store version (ui.shared) costs a new visitor one cache look-up, not two."""
+    return store.count_runs(), store.facets()
+
+
+def page_of_runs(store, query: dict, sort: str, page: int, catalog: pd.DataFrame | None) -> tuple:
+    """(the stored rows of one page of the table, the table drawn from them): the page's query in SQL,
+    sorted by SORTS[sort] over every run that passes the filters."""
+    _label, order_by, descending = SORTS[sort]
+    shown = store.runs(**query, order_by=order_by, descending=descending, offset=(page - 1) * PAGE_SIZE,
+                       limit=PAGE_SIZE)
+    return shown, results_table(shown, catalog)
+
+
 def table_key(run_ids: Iterable[str]) -> str:
     """The results table's widget key, one per set of rows shown: a selection is of row positions, so
     a table showing other rows (a new run, a delete, another page) must start unselected."""

@@ -150,7 +150,8 @@ def _shown(frame) -> tuple:
         known = _shown_frames.get(id(frame))
         if known is not None and known[0]() is frame:
             return known[1]
-    shown = (_arrow(blank_text(frame)), column_config(frame))  # st.dataframe copies the config it is given
+    # st.dataframe deep-copies the config it is given, then drops its None values: dropped here once instead.
+    shown = (_arrow(blank_text(frame)), {name: _set_values(c) for name, c in column_config(frame).items()})
     key = id(frame)
 
     def forget(ref, key=key):
@@ -161,6 +162,11 @@ def _shown(frame) -> tuple:
     with _shown_lock:  # the Arrow table holds no reference to the frame, which stays free to go
         _shown_frames[key] = (weakref.ref(frame, forget), shown)
     return shown
+
+
+def _set_values(config: dict) -> dict:
+    """A column's config without its unset (None) entries, at every level."""
+    return {k: _set_values(v) if isinstance(v, dict) else v for k, v in config.items() if v is not None}
 
 
 def _arrow(frame):
