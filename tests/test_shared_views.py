@@ -21,8 +21,8 @@ from dashbench.views import prices as price_views
 from test_app import APP, TIMEOUT_S, assert_clean
 
 BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
-            (compare, "compare_table"), (results, "results_table"), (prices, "catalog"),
-            (price_views, "catalog_table")]
+            (compare, "compare_table"), (results, "results_table"), (results, "overview"),
+            (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table")]
 
 
 @pytest.fixture
@@ -79,6 +79,8 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
         at.switch_page("pages/results.py").run()
         assert_clean(at)
     assert builds["results_table"] == 1
+    # Nor read the store for them: the count, the filters' options and the page's rows are kept too.
+    assert builds["overview"] == 1 and builds["page_of_runs"] == 1
     assert builds["catalog"] == 1  # the price catalog too: one per store version, not per page or session
     before = results_ids(first)
     assert results_ids(second) == before
@@ -89,6 +91,7 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
         assert_clean(at)
         assert results_ids(at)[0] == new_id  # newest first: each session sees the new run on its next rerun
     assert builds["results_table"] == 2  # rebuilt once for the new version, by whichever came first
+    assert builds["overview"] == 2 and builds["page_of_runs"] == 2
     assert builds["catalog"] == 2
 
     for at in (first, second):

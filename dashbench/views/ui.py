@@ -141,8 +141,8 @@ _shown_frames: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, what
 def _shown(frame) -> tuple:
     """(what st.dataframe is given, its column_config), prepared once while `frame` lives: a table from
     memo() is the same object in every session, so a new visitor's run neither scans it again
-    (blank_text) nor converts it to Arrow again (pandas -> Arrow was most of a table's cost: ~45 ms for
-    Prices' 41-column reference rows on a loaded machine; the Arrow table is written out in ~1 ms).
+    (blank_text) nor converts it to Arrow again (pandas -> Arrow, ~3 ms CPU for Prices' 41-column
+    reference rows, was most of a table's cost; writing the Arrow table out takes ~0.05 ms).
     The conversion is Streamlit's own, so the bytes sent are the same. Forgotten when the frame is."""
     from dashbench.views.format import blank_text
 
