@@ -109,14 +109,20 @@ class RayTestCluster:
         for attempt in range(2):
             out = subprocess.run(argv, env=self.env(name, env), capture_output=True, text=True, timeout=120)
             # Under heavy load a raylet may miss `ray start`'s fixed 30 s wait to register: wait for it a
-            # while, then end what that try left (by pid) and start a joining node once more.
+            # while, then end what that try left (by pid) and start the node once more.
             timed_out = "timed out during startup" in out.stdout + out.stderr
             if out.returncode == 0 or (timed_out and self._alive(name, seconds=30)):
                 break
-            if not timed_out or head or attempt:
+            if not timed_out or attempt:
                 raise RuntimeError(f"ray start {name} failed: {out.stdout[-1500:]} {out.stderr[-1500:]}")
             _kill(self.pids(name))
         self.nodes.append(name)
+
+    def start_nodes(self, nodes: list[tuple[str, dict]]) -> None:
+        """`start_node` each (name, arguments), one after the other: on 2 busy cores joins at once were
+        no faster (a join is mostly its agents' Python start, CPU-bound) and missed Ray's 30 s more often."""
+        for name, kwargs in nodes:
+            self.start_node(name, **kwargs)
 
     def _alive(self, name: str, seconds: float) -> bool:
         from ray.util.state import list_nodes
@@ -206,6 +212,48 @@ def _kill(pids: list[int]) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
+def one_host_reference(spec: dict, env: dict | None = None) -> subprocess.Popen:
+    """The same spec on this machine, one host and no store: the losses a group run must give."""
+    argv = [sys.executable, "-m", "dashbench", "run", "--no-store", "--json"]
+    for name, value in spec.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ if env is None else env))
+
+
+def group_run_and_reference(address: str, url: str, run_id: str, reference: subprocess.Popen,
+                            seconds: float = 300) -> tuple[dict, list, str, str]:
+    """A group run's row and the store's run ids once its job has ended (every host's process has:
+    worker 0 writes the run, the others add to it), and the reference's stdout and stderr."""
+    from dashbench.fleet import launch
+    from dashbench.store import Store
+
+    try:
+        deadline = time.monotonic() + seconds
+        while launch.job_state(address, run_id)[0] not in launch.ENDED and time.monotonic() < deadline:
+            time.sleep(0.5)
+        with Store(url) as store:
+            row, runs = store.get_run(run_id), list(store.runs()["run_id"])
+        out, err = reference.communicate(timeout=seconds)
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+            reference.wait()
+    return row, runs, out, err
+
+
+def slice_nodes(name: str, hosts: tuple[str, ...]) -> list[tuple[str, dict]]:
+    """The `start_node` arguments of a TPU slice's hosts (worker 0 declares the slice's head)."""
+    nodes = []
+    for worker, host in enumerate(hosts):
+        resources = {"TPU": TPU_CHIPS_PER_HOST, name: 1, f"accelerator_type:TPU-{TPU_TYPE.split('-')[0].upper()}": 1}
+        if worker == 0:
+            resources[HEAD_RESOURCE] = 1
+        nodes.append((host, dict(resources=resources, env={
+            "TPU_ACCELERATOR_TYPE": TPU_TYPE, "TPU_NAME": name, "TPU_WORKER_ID": str(worker)})))
+    return nodes
+
+
 def start_cluster(folder: Path) -> RayTestCluster:
     cluster = RayTestCluster(Path(folder), uuid.uuid4().hex)
     try:
@@ -213,13 +261,8 @@ def start_cluster(folder: Path) -> RayTestCluster:
         cluster.start_node(GPU_NODE, head=True, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1},
                            env={"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                                 "RAY_health_check_initial_delay_ms": "1000"})
-        for worker, host in enumerate(TPU_HOSTS):
-            resources = {"TPU": TPU_CHIPS_PER_HOST, SLICE_NAME: 1, f"accelerator_type:TPU-{TPU_TYPE.split('-')[0].upper()}": 1}
-            if worker == 0:
-                resources[HEAD_RESOURCE] = 1
-            cluster.start_node(host, resources=resources, env={
-                "TPU_ACCELERATOR_TYPE": TPU_TYPE, "TPU_NAME": SLICE_NAME, "TPU_WORKER_ID": str(worker)})
-        cluster.start_node(GPU_NODE_2, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1})
+        cluster.start_nodes([*slice_nodes(SLICE_NAME, TPU_HOSTS),
+                             (GPU_NODE_2, dict(num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1}))])
         cluster.wait_nodes(4)
     except BaseException:
         cluster.stop()

@@ -3,10 +3,6 @@ the places are and the TF_CONFIG each host gets, without Ray; then a 2-host Tens
 cluster's two "H200" hosts (tests/ray_cluster.py: gpu-1 and gpu-2) into a PostgreSQL team store."""
 
 import json
-import os
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +12,6 @@ from dashbench.fleet import FleetError, inventory, launch, slices
 from dashbench.fleet.submit import submit
 from dashbench.jobs import device_lock, multihost
 from dashbench.spec import RunSpec
-from dashbench.store import Store
 
 
 def _host(name, gpus, gpu_type, free, alive=True):
@@ -91,24 +86,10 @@ def test_a_two_host_tensorflow_run_on_two_gpu_hosts_is_one_run_with_the_one_host
         launch.plan(address, RunSpec(**tiny), on=f"gpu:{rc.GPU_TYPE}@3-hosts")
     assert f"3 {rc.GPU_TYPE} hosts asked for; the cluster has 2 live" in str(refused.value)
     run_id = submit(RunSpec(**tiny), pg_url, address, on=f"gpu:{rc.GPU_TYPE}@2-hosts")
-    argv = [sys.executable, "-m", "dashbench", "run", "--no-store", "--json"]
-    for name, value in tiny.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    reference = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-    try:
-        deadline = time.monotonic() + 300
-        while launch.job_state(address, run_id)[0] not in launch.ENDED and time.monotonic() < deadline:
-            time.sleep(0.5)
-        with Store(pg_url) as store:
-            row = store.get_run(run_id)
-            runs = store.runs()
-        out, err = reference.communicate(timeout=300)
-    finally:
-        if reference.poll() is None:
-            reference.kill()
-            reference.wait()
+    reference = rc.one_host_reference(tiny)
+    row, runs, out, err = rc.group_run_and_reference(address, pg_url, run_id, reference)
     assert row["status"] == "done", (row["status"], row["error"], launch.logs(address, run_id)[-3000:])
-    assert list(runs["run_id"]) == [run_id]  # one stored run for the two hosts
+    assert runs == [run_id]  # one stored run for the two hosts
     assert reference.returncode == 0, err[-2000:]
     result = row["result"]
     np.testing.assert_allclose(result.losses, json.loads(out)["losses"], rtol=1e-4)

@@ -3,8 +3,6 @@ slice), launched through one placement group (fleet/slices.py) into a PostgreSQL
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -12,7 +10,7 @@ import pytest
 import ray_cluster as rc
 from conftest import FAST_XLA_COMPILE
 
-from dashbench.fleet import launch, slices
+from dashbench.fleet import inventory, launch, slices
 from dashbench.fleet.submit import submit
 from dashbench.spec import RunSpec
 from dashbench.store import Store
@@ -22,16 +20,6 @@ pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray_multihost")]  # see s
 TINY = dict(model="fashion_mnist_cnn", batch_size=16, image_size=8, width=4, steps=3, warmup=1, device="cpu",
             backend="jax")
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
-
-
-def _one_host_reference() -> subprocess.Popen:
-    """The same spec and global batch on one host and one device, measured here (no store)."""
-    args = [sys.executable, "-m", "dashbench", "run", "--no-store", "--json", "--backend", "jax"]
-    for name, value in TINY.items():
-        if name != "backend":
-            args += [f"--{name.replace('_', '-')}", str(value)]
-    env = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE}
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_host_losses(ray_cluster, pg_url,
@@ -44,22 +32,11 @@ def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_ho
     moves the loss in the second digit). One run is stored, naming both hosts and their devices."""
     monkeypatch.setenv("XLA_FLAGS", f"{FAST_XLA_COMPILE} {TWO_DEVICES}")
     run_id = submit(RunSpec(**TINY), pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
-    reference = _one_host_reference()
-    try:
-        deadline = time.monotonic() + 300
-        # The group's job ends once every host's process has (worker 0 writes the run, the other adds to it).
-        while launch.job_state(ray_cluster.dashboard_url, run_id)[0] not in launch.ENDED and \
-                time.monotonic() < deadline:
-            time.sleep(0.5)
-        with Store(pg_url) as store:
-            row = store.get_run(run_id)
-            runs = store.runs()
-        out, err = reference.communicate(timeout=300)
-    finally:
-        if reference.poll() is None:
-            reference.kill()
+    # The same spec and global batch on one host and one device (no store), measured meanwhile.
+    reference = rc.one_host_reference(TINY, env={**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE})
+    row, runs, out, err = rc.group_run_and_reference(ray_cluster.dashboard_url, pg_url, run_id, reference)
     assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
-    assert list(runs["run_id"]) == [run_id]  # one stored run for the two hosts
+    assert runs == [run_id]  # one stored run for the two hosts
     assert reference.returncode == 0, err[-2000:]
     one_host = json.loads(out)
     result = row["result"]
@@ -70,9 +47,7 @@ def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_ho
     assert placement["hosts"] == list(rc.TPU_HOSTS)
     assert len(placement["devices:0"]) == len(placement["devices:1"]) == 2
     assert sorted(placement["devices:0"] + placement["devices:1"]) == sorted(result.device_names)
-    node_ids = {h["name"]: h["node_id"] for h in json.loads(subprocess.run(
-        [sys.executable, "-m", "dashbench", "devices", "--cluster", ray_cluster.dashboard_url, "--json"],
-        capture_output=True, text=True, timeout=120).stdout)["hosts"]}
+    node_ids = {h.name: h.node_id for h in inventory.hosts(ray_cluster.dashboard_url)}
     assert placement["ray_nodes"] == [node_ids[h] for h in rc.TPU_HOSTS]
     assert row["host"] == rc.TPU_HOSTS[0]  # worker 0 wrote it
     assert launch.job_state(ray_cluster.dashboard_url, run_id)[0] == "SUCCEEDED"

@@ -18,21 +18,10 @@ SLICE = "tpu-lost"
 HOSTS = (f"{SLICE}-0", f"{SLICE}-1")
 
 
-def _start_slice(cluster) -> None:
-    # One after the other: two `ray start` at once timed out under a load average of 50 here.
-    chip = rc.TPU_TYPE.split("-")[0].upper()
-    for worker, host in enumerate(HOSTS):
-        resources = {"TPU": rc.TPU_CHIPS_PER_HOST, SLICE: 1, f"accelerator_type:TPU-{chip}": 1}
-        if worker == 0:
-            resources[rc.HEAD_RESOURCE] = 1
-        cluster.start_node(host, resources=resources, env={
-            "TPU_ACCELERATOR_TYPE": rc.TPU_TYPE, "TPU_NAME": SLICE, "TPU_WORKER_ID": str(worker)})
-
-
 def test_a_slice_host_lost_mid_run_ends_the_run_interrupted_naming_it_and_nothing_retried(ray_cluster, pg_url):
     address = ray_cluster.dashboard_url
     try:
-        _start_slice(ray_cluster)
+        ray_cluster.start_nodes(rc.slice_nodes(SLICE, HOSTS))
         run_id = submit(RunSpec(**{**TINY, "steps": 50000}), pg_url, address, on=SLICE)
         _wait(lambda: len(_group_processes(run_id)) >= 2 and _row(pg_url, run_id)["status"] == "running",
               seconds=240, what="both hosts' processes, the run going")
