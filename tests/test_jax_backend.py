@@ -21,20 +21,54 @@ from dashbench.spec import MODELS, RunSpec, SpecError
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-size", "16", "--width", "4",
                 "--steps", "4", "--warmup", "2", "--device", "cpu"]
-# Runs every workload at its quick shapes on JAX, plus conv2d in both mixed precisions.
+# On JAX: builds every workload at its quick shapes (their FLOPs), trains the ones whose loop differs
+# (conv2d in the three precisions, the Fashion CNN's BatchNorm and dropout, the BiLSTM), and steps
+# the keras.applications models' own part, momentum SGD with its warm-up schedule, through the JAX
+# loop's step on a small model: compiling ResNet-50 and Inception-v3 (~90 s here) would prove
+# Keras's layers on JAX, not dashbench; test_workloads trains both on TensorFlow.
 ALL_WORKLOADS = """
 import json, sys
+import numpy as np
 from dashbench import catalog
-from dashbench.engine import loop
+from dashbench.engine import jax_loop, jax_seed, loop, workloads
 from dashbench.spec import MODELS, RunSpec
-out = {}
-for model, precision in [(m, "float32") for m in MODELS] + [("conv2d", "mixed_float16"), ("conv2d", "mixed_bfloat16")]:
+out = {"runs": {}, "flops": {}}
+for model, precision in [(m, "float32") for m in ("conv2d", "fashion_mnist_cnn")] + [
+        ("conv2d", "mixed_float16"), ("conv2d", "mixed_bfloat16"), ("bilstm", "float32")]:
+    if model == "bilstm":  # Keras's LSTM layer loads TensorFlow, even on JAX
+        out["tensorflow_imported"] = "tensorflow" in sys.modules
     quick = dict(catalog.get(model).quick)
     spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), steps=4, warmup=2, backend="jax",
                    device="cpu", precision=precision, **quick)
-    out[f"{model}/{precision}"] = loop.run(spec).to_dict()
-    import keras
-    assert keras.backend.backend() == "jax"
+    out["runs"][f"{model}/{precision}"] = loop.run(spec).to_dict()
+import jax, keras
+assert keras.backend.backend() == "jax"
+for model in MODELS:
+    quick = dict(catalog.get(model).quick)
+    spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), backend="jax", **quick)
+    built = workloads.build_model(model, catalog.check_spec(spec))
+    out["flops"][model] = workloads.flops_per_example(built)["training"]
+shapes = catalog.check_spec(RunSpec(model="resnet50", batch_size=8, image_size=32))
+small = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(10)])
+optimizer = workloads.make_optimizer("resnet50", shapes)
+optimizer.build(small.trainable_variables)
+step = jax.jit(jax_loop.step_of(small, optimizer, "resnet50", loss_scaling=False))
+state = tuple([v.value for v in variables] for variables in
+              (small.trainable_variables, small.non_trainable_variables, optimizer.variables))
+x = np.random.default_rng(0).normal(size=(32, 8)).astype("float32")
+y = np.argmax(x @ np.random.default_rng(1).normal(size=(8, 10)), axis=1)
+out["sgd_losses"] = []
+for _ in range(12):
+    loss, state = step(state, x, y)
+    out["sgd_losses"].append(float(loss))
+# dashbench's seeding without TensorFlow gives what Keras's own gives (which imports it).
+out["seeded_draws"] = []
+for seed_with in (jax_seed.set_random_seed, keras.utils.set_random_seed):
+    seed_with(7)
+    layer = keras.layers.Dense(3)
+    layer.build((None, 2))
+    out["seeded_draws"].append([np.asarray(layer.kernel).tolist(), np.asarray(keras.random.normal((4,))).tolist(),
+                                np.random.rand(2).tolist()])
 print(json.dumps(out))
 """
 
@@ -59,29 +93,36 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
                           env=child_env())
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
-    for model in MODELS:
-        result = results[f"{model}/float32"]
+    for name, result in results["runs"].items():
+        model, precision = name.split("/")
         losses = result["losses"]
         assert result["backend"] == "jax" and result["backend_version"] == result["env"]["jax"]
         assert result["env"]["keras_backend"] == "jax" and result["xla"] is True
-        assert len(losses) == 6 and all(np.isfinite(losses)), (model, losses)
-        assert not stats.loss_not_falling(losses) and np.mean(losses[-3:]) < np.mean(losses[:3]), (model, losses)
+        assert result["precision"] == precision
+        assert len(losses) == 6 and all(np.isfinite(losses)), (name, losses)
+        assert not stats.loss_not_falling(losses) and np.mean(losses[-3:]) < np.mean(losses[:3]), (name, losses)
         # A 512² probe peak is rough; the other test worker keeps this machine busy (contended).
-        assert set(result["flags"]) <= {"above_peak", "contended"}, (model, result["flags"])
+        assert set(result["flags"]) <= {"above_peak", "contended"}, (name, result["flags"])
         assert result["placement"]["variables"] == ["/device:CPU:0"] == result["placement"]["ops"]
         assert result["unit"] == catalog.get(model).unit and result["examples_per_sec"] > 0
+        assert result["flops_per_example"] == results["flops"][model], name
+    assert {"conv2d", "fashion_mnist_cnn", "bilstm"} <= {name.split("/")[0] for name in results["runs"]}
+    for model in MODELS:
         # The same FLOP count as the model built on TensorFlow (this process's backend).
         quick = dict(catalog.get(model).quick)
         spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), **quick)
         flops = workloads.flops_per_example(workloads.build_model(model, catalog.check_spec(spec)))
-        assert result["flops_per_example"] == flops["training"], model
-    for precision in ("mixed_float16", "mixed_bfloat16"):
-        result = results[f"conv2d/{precision}"]
-        assert result["precision"] == precision and all(np.isfinite(result["losses"])), result["losses"]
-        assert result["losses"][-1] < result["losses"][0]
+        assert results["flops"][model] == flops["training"] > 0, model
+    sgd = results["sgd_losses"]  # ResNet-50's and Inception-v3's optimizer, warm-up and all, on JAX
+    assert all(np.isfinite(sgd)) and all(b < a for a, b in zip(sgd, sgd[1:])), sgd
+    # A JAX run of a CNN never loads TensorFlow (~4 s of CPU a run process); its seeding is still Keras's.
+    assert results["tensorflow_imported"] is False
+    ours, keras_own = results["seeded_draws"]
+    np.testing.assert_array_equal(ours[0], keras_own[0])
+    assert ours[1:] == keras_own[1:]
     # The same keys, in the same order, and the same environment record as a TensorFlow run.
     tf_result = loop.run(RunSpec(model="conv2d", batch_size=8, image_size=16, width=8, steps=2, warmup=0)).to_dict()
-    jax_result = results["conv2d/float32"]
+    jax_result = results["runs"]["conv2d/float32"]
     assert list(tf_result) == list(jax_result)
     assert set(tf_result["env"]) == set(jax_result["env"]) - {"mesh", "jax_devices", "process_count"}
     assert tf_result["backend"] == "tensorflow" and tf_result["env"]["keras_backend"] == "tensorflow"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, calibration, jax_devices, jax_loop, measured, to_accuracy, workloads
+from dashbench.engine import accuracy_data, calibration, jax_devices, jax_loop, jax_seed, measured, to_accuracy, workloads
 from dashbench.result import RunResult
 
 
@@ -65,7 +65,7 @@ class Trainer:
 
         self.keras, self.spec, self.shapes = keras, spec, shapes
         loss_scaling = spec.precision == "mixed_float16"
-        keras.utils.set_random_seed(spec.seed)
+        jax_seed.set_random_seed(spec.seed)  # not keras.utils': it imports TensorFlow
         model = self.model = workloads.build_model(spec.model, shapes)
         optimizer = workloads.make_optimizer(spec.model, shapes)
         if loss_scaling:
@@ -126,7 +126,7 @@ class Trainer:
 
     def set_seed(self, seed: int) -> None:
         """The weights of a model built from `seed`, and the optimizer's initial state."""
-        self.keras.utils.set_random_seed(seed)
+        jax_seed.set_random_seed(seed)
         self.state = self._initial_state(workloads.build_model(self.spec.model, self.shapes))
 
     def train(self, xs, ys) -> float:

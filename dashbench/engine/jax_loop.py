@@ -19,7 +19,7 @@ import time
 from typing import Callable, Optional
 
 from dashbench import catalog
-from dashbench.engine import calibration, jax_devices, measured, workloads
+from dashbench.engine import calibration, jax_devices, jax_seed, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -39,7 +39,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
 
     previous_policy = keras.mixed_precision.global_policy()
     previous_distribution = keras.distribution.distribution()
-    keras.utils.set_random_seed(spec.seed)
+    jax_seed.set_random_seed(spec.seed)  # not keras.utils': it imports TensorFlow
     keras.mixed_precision.set_global_policy(spec.precision)
     distribution = keras.distribution.DataParallel(devices=target.strategy)
     keras.distribution.set_distribution(distribution)
