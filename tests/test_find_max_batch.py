@@ -78,7 +78,7 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.update({memory.BUDGET_ENV: repr(budget / memory.GB), "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
                 "DASHBENCH_CPU_PROBE_SIZE": "256"})
-    done = subprocess.run([sys.executable, "-m", "dashbench", "sweep", "--find-max-batch", "--start-batch", "4",
+    done = subprocess.run([sys.executable, "-m", "dashbench", "sweep", "--find-max-batch", "--start-batch", "16",
                            "--max-batch", "4096", "--model", "conv2d", "--image-size", "64", "--width", "32",
                            "--device", "cpu", "--steps", "2", "--warmup", "1", "--db", str(db), "--json"],
                           capture_output=True, text=True, env=env, timeout=900)
@@ -86,7 +86,10 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     out = json.loads(done.stdout)
     assert abs(out["max_batch_size"] - boundary) <= 1 and out["oom_batch_size"] == out["max_batch_size"] + 1
     points = {p["batch_size"]: p for p in out["points"]}
-    assert {b for b, p in points.items() if p["status"] == "done"} == {4, 8, 16, out["max_batch_size"]}
+    # From 16 it doubles to 32, past the cap, then bisects down to the boundary (the search alone:
+    # test_the_search_finds_the_boundary_exactly); each try below 16 would be one more TF process.
+    assert {b for b, p in points.items() if p["status"] == "done"} == {16, out["max_batch_size"]}
+    assert 32 in points and min(points) == 16
     assert all(p["status"] == "oom" for b, p in points.items() if b > out["max_batch_size"])
     assert all(p["peak_memory_bytes"] > 0 for p in points.values() if p["status"] == "done")
     assert out["best_value_batch_size"] in points
