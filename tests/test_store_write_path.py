@@ -61,12 +61,15 @@ def test_samples_come_back_exactly_as_given(db_at):
         run_id = store.create_run(SPEC)
         store.add_samples(run_id, given)
         store.add_samples(run_id, [dict(given[5], loss=0.5)])  # one index again: the last one given is kept
+        # A batch sent again (its answer lost), with a new index among them: every row lands, once.
+        store.add_samples(run_id, [dict(s, loss=0.25) for s in given[10:20]] + [dict(given[0], index=100)])
         frame = store.samples(run_id)
-    assert list(frame["index"]) == list(range(100)) and set(frame["steps"]) == {3}
-    assert list(frame["duration_s"]) == [s["duration_s"] for s in given]  # exactly, not nearly
-    assert list(frame["warmup"].astype(bool)) == [s["warmup"] for s in given]
+    assert list(frame["index"]) == list(range(101)) and set(frame["steps"]) == {3}
+    assert list(frame["duration_s"])[:100] == [s["duration_s"] for s in given]  # exactly, not nearly
+    assert list(frame["warmup"].astype(bool))[:100] == [s["warmup"] for s in given]
     stored = list(frame["loss"])
-    assert stored[5] == 0.5 and stored[:5] == losses[:5] and stored[6:96] == losses[6:96]
+    assert stored[5] == 0.5 and stored[10:20] == [0.25] * 10 and stored[100] == losses[0]
+    assert stored[:5] == losses[:5] and stored[6:10] == losses[6:10] and stored[20:96] == losses[20:96]
     assert math.isnan(stored[96]) and stored[97:99] == [math.inf, -math.inf] and math.isnan(stored[99])
 
 

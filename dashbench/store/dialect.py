@@ -127,9 +127,12 @@ def array_text(kind: str, values) -> str:
     fifth of the client's CPU that psycopg's array dumper takes for a batch of 100 samples (it looks up
     each element's dumper). Floats in Python's shortest exact form, which the server reads back exactly."""
     if kind == "text":
-        return "{" + ",".join("NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-                              for v in values) + "}"
+        quoted = {v: "NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+                  for v in set(values)}  # a batch's run id, quoted once
+        return "{" + ",".join(map(quoted.__getitem__, values)) + "}"
     number = float if kind in ("double precision", "real") else int
+    if None not in values:
+        return "{" + ",".join(map(repr, map(number, values))) + "}"
     return "{" + ",".join("NULL" if v is None else repr(number(v)) for v in values) + "}"
 
 
@@ -147,9 +150,13 @@ class SQLite:
         return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), rows)}"
 
     @classmethod
-    def upsert_rows(cls, table: str, columns, keys, types, rows: list[tuple]) -> tuple[str, list]:
-        """(sql, params) of one statement that upserts `rows` (their columns' SQL `types` for a server)."""
-        return cls.upsert(table, columns, keys, rows=len(rows)), [value for row in rows for value in row]
+    def insert_rows(cls, table: str, columns, types, rows: list[tuple], replace_on=()) -> tuple[str, list]:
+        """(sql, params) of one statement that inserts `rows` (their columns' SQL `types` for a server),
+        replacing a stored row of the same key `replace_on` if given (else such a row is an IntegrityError)."""
+        params = [value for row in rows for value in row]
+        if replace_on:
+            return cls.upsert(table, columns, replace_on, rows=len(rows)), params
+        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {_marks(len(columns), len(rows))}", params
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:
@@ -186,16 +193,17 @@ class Postgres(SQLite):
                 f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}")
 
     @classmethod
-    def upsert_rows(cls, table: str, columns, keys, types, rows: list[tuple]) -> tuple[str, list]:
+    def insert_rows(cls, table: str, columns, types, rows: list[tuple], replace_on=()) -> tuple[str, list]:
         if len(rows) == 1:
-            return super().upsert_rows(table, columns, keys, types, rows)
+            return super().insert_rows(table, columns, types, rows, replace_on)
         # One array per column: a parameter each, whatever the rows (a statement of 600 parameters costs
         # psycopg more to convert than the server takes to run it), written as the array's text here.
-        update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
         arrays = ", ".join(f"?::{kind}[]" for kind in types)
-        return (f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
-                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}",
-                [array_text(kind, column) for kind, column in zip(types, zip(*rows))])
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
+        if replace_on:
+            update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in replace_on)
+            sql += f" ON CONFLICT ({', '.join(replace_on)}) DO UPDATE SET {update}"
+        return sql, [array_text(kind, column) for kind, column in zip(types, zip(*rows))]
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:
