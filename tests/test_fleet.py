@@ -4,6 +4,7 @@ and a host lost mid-run."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -125,12 +126,19 @@ def test_a_request_no_node_can_hold_is_refused_at_once_naming_what_the_cluster_h
         assert len(store.runs()) == 0
 
 
-def test_ray_keeps_a_second_run_off_a_busy_gpu_and_sigterm_on_run_cluster_ends_the_runs_processes(
-        ray_cluster, pg_url):
+def _run_cluster(argv: list, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dashbench", "run", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_ray_keeps_a_second_run_off_a_busy_gpu_and_a_signal_on_run_cluster_cancels_either_run(ray_cluster, pg_url):
+    """SIGTERM on `run --cluster` cancels its running run on its node (its processes end), as a local run
+    is cancelled; Ctrl-C cancels a queued one, even where the command was started with SIGINT ignored, as
+    a script's background job inherits it (how a CI runner may start the suite)."""
     address = ray_cluster.dashboard_url
-    cli = subprocess.Popen([sys.executable, "-m", "dashbench", "run", *TINY, "--steps", str(LONG["steps"]),
-                            "--warmup", "1", "--cluster", address, "--on", rc.GPU_NODE, "--db", pg_url],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [*TINY, "--steps", str(LONG["steps"]), "--warmup", "1", "--cluster", address, "--on", rc.GPU_NODE,
+            "--db", pg_url]
+    cli, queued_cli = _run_cluster(argv), None
     try:
         def running():
             with Store(pg_url) as store:
@@ -139,25 +147,36 @@ def test_ray_keeps_a_second_run_off_a_busy_gpu_and_sigterm_on_run_cluster_ends_t
         row = _wait(running, what="the first run")
         first = row["run_id"]
         assert row["host"] == rc.GPU_NODE
-        second = submit(RunSpec(**LONG), pg_url, address, on=rc.GPU_NODE)
+        queued_cli = _run_cluster(argv, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+        def stored():
+            with Store(pg_url) as store:
+                return [r for r in store.runs()["run_id"] if r != first]
+        (second,) = _wait(stored, what="the second run stored")
+        _wait(lambda: launch.job_state(address, second)[0], seconds=30, what="the second run's job")
         time.sleep(4)  # a free GPU's job starts in ~1 s
         assert launch.job_state(address, second)[0] == "PENDING"  # Ray queues it: one GPU, one run
         assert _row(pg_url, second)["status"] == "queued"
+        queued_cli.send_signal(signal.SIGINT)  # Ctrl-C in the shell that waits
+        _out, queued_err = queued_cli.communicate(timeout=120)
+        assert queued_cli.returncode == 130, queued_err[-2000:]
         run_pids = [row["pid"], *(c.pid for c in psutil.Process(row["pid"]).children(recursive=True))]
         cli.terminate()  # SIGTERM on `run --cluster`: the run is cancelled on its node, as a local run is
         _out, err = cli.communicate(timeout=120)
     finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
+        for started in (cli, queued_cli):
+            if started is not None and started.poll() is None:
+                started.kill()
+                started.wait()
+    for said in (queued_err, err):
+        assert "cancelling the run on its node" in said and "error: run cancelled" in said
+    assert _row(pg_url, second)["status"] == "cancelled"  # never started: its job stopped
+    _wait(lambda: launch.job_state(address, second)[0] == "STOPPED", seconds=30, what="the second job's stop")
     assert cli.returncode == 143, err[-2000:]
-    assert "cancelling the run on its node" in err and "error: run cancelled" in err
     assert _row(pg_url, first)["status"] == "cancelled"
     _wait(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                           for p in run_pids), seconds=30, what="the run's processes ending")
-    launch.cancel(address, pg_url, second)  # never started: it ends cancelled, its job stopped
-    assert _row(pg_url, second)["status"] == "cancelled"
-    _wait(lambda: launch.job_state(address, second)[0] == "STOPPED", seconds=30, what="the second job's stop")
+    _wait(lambda: launch.job_state(address, first)[0] == "STOPPED", seconds=30, what="the first job's stop")
 
 
 def test_a_host_lost_mid_run_leaves_an_interrupted_run_naming_it_and_nothing_retried(ray_cluster, pg_url):
