@@ -11,7 +11,8 @@ from dashbench.views.format import md_text, unreadable_note
 ctx = ui.open_page("Compare")
 db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
 
-stored = db.count_runs()
+# One look-up per store version for every session (ui.shared): a new visitor only draws what is kept.
+stored, options, newest = ui.shared(ctx, (), compare.overview, ctx.store)
 if not stored:
     st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
     if not ctx.settings.read_only:
@@ -43,8 +44,6 @@ def _runs_changed():
 
 
 with st.expander("Choose runs", expanded=not requested):
-    options = db.facets()
-    newest = db.newest_model()
     cols = st.columns(5)
     selections = {
         # Throughput of different workloads on one axis means nothing: start from one model.
@@ -65,15 +64,14 @@ with st.expander("Choose runs", expanded=not requested):
                                       key="cmp_status", on_change=_filters_changed),
     }
     query = results.query(selections)
-    matching = db.count_runs(**query)
-    default_ids, _scanned = db.newest_per_setup(limit=compare.DEFAULT_RUNS, **query)
+    matching, default_ids, recent = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs, ctx.store,
+                                              query)
     search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
                            key="cmp_search")
     found = db.run_ids(**query, search=search, limit=compare.PICKER_RUNS) if search.strip() else []
-    recent = db.run_ids(**query, limit=compare.PICKER_RUNS)
     picked = st.session_state.get("cmp_runs") or []
     offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
-    offered_runs = db.runs(run_ids=offered)
+    offered_runs = ui.shared(ctx, ("offered", tuple(offered)), compare.runs_by_id, ctx.store, tuple(offered))
     labels = ui.shared(ctx, tuple(offered), compare.labels_by_id, offered_runs)
     offered = [r for r in offered if r in labels]
     default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered

@@ -22,7 +22,8 @@ from test_app import APP, TIMEOUT_S, assert_clean
 
 BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
             (compare, "compare_table"), (results, "results_table"), (results, "overview"),
-            (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table")]
+            (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table"),
+            (compare, "picker_runs"), (compare, "runs_by_id")]
 
 
 @pytest.fixture
@@ -71,6 +72,7 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
     first = visitor("pages/compare.py")
     built = dict(builds)
     assert built["sections"] == 1 and built["compare_frame"] == 1 and built["catalog"] == 1
+    assert built["picker_runs"] == 1 and built["runs_by_id"] == 1  # the run picker's reads, for both visitors
     second = visitor("pages/compare.py")
     assert dict(builds) == built  # the second visitor's first run built nothing: it drew the first one's
     assert [c.value for c in second.caption] == [c.value for c in first.caption]  # and the same page
@@ -99,7 +101,7 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
         assert_clean(at)
         offered = at.multiselect(key="cmp_runs").options
         assert any("arrived later" in option for option in offered)  # Compare offers it too
-    assert builds["sections"] == 2
+    assert builds["sections"] == 2 and builds["picker_runs"] == 2  # read again once, for the new version
 
 
 def test_a_shown_table_is_prepared_once_while_it_lives():

@@ -32,6 +32,24 @@ def picker_caption(chosen: int, matching: int, found: int | None = None) -> str:
     return text
 
 
+def overview(store) -> tuple[int, dict, str | None]:
+    """(runs stored, the filters' options, the newest run's model): what every visitor's first screen reads,
+    read together so that, kept per store version (ui.shared), a new visitor pays one look-up and no copy."""
+    return store.count_runs(), store.facets(), store.newest_model()
+
+
+def picker_runs(store, query: dict) -> tuple[int, list[str], list[str]]:
+    """(runs that pass the filters, the newest run of each setup among them (at most DEFAULT_RUNS), the newest
+    PICKER_RUNS of them): the run picker's reads for one choice of filters, kept per store version alike."""
+    default_ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **query)
+    return store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS)
+
+
+def runs_by_id(store, run_ids: tuple) -> pd.DataFrame:
+    """The stored rows of these runs (the run picker's offer)."""
+    return store.runs(run_ids=list(run_ids))
+
+
 def labels_by_id(runs: pd.DataFrame) -> dict[str, str]:
     """run_id → run_label of every run of a runs frame (the run picker's names)."""
     return dict(zip(runs["run_id"], run_labels(runs)))
