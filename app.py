@@ -22,11 +22,12 @@ if missing:
 from dashbench.views import settings as settings_module  # noqa: E402
 from dashbench.views import ui  # noqa: E402
 from dashbench.views import context  # noqa: E402
+from dashbench.views import store_handles  # noqa: E402
 from dashbench.views.format import path_text  # noqa: E402
 
 settings = settings_module.load()
-store, store_error = context.open_store(settings)
-# Pages read the handle from here; it lives for this script run only (SQLite handles are per thread).
+# One handle per database, shared by every run of every session: never closed here (store_handles).
+store, store_error = store_handles.shared_store(settings)
 app_context = context.AppContext(settings=settings, store=store, store_error=store_error)
 st.session_state[ui.CONTEXT_KEY] = app_context
 
@@ -60,6 +61,4 @@ try:
     page.run()
 finally:
     app_context.ended = True
-    if store is not None:
-        store.close()
 ui.freeze_heap_once(page.url_path)
