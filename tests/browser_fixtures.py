@@ -1,5 +1,5 @@
 """The dashboard in a real browser, for the tests/test_browser*.py tests: `streamlit run` on a free local
-port (bench/dashboard_scale.py's start, one copy) and one headless Chromium per test process.
+port (bench/dashboard_scale.py's start, one copy) and headless Chromium.
 
 Screenshots land in test-artifacts/ (gitignored)."""
 
@@ -25,9 +25,11 @@ def streamlit_server(db: Path, read_only: bool = False):
     return scale.streamlit_server(db, read_only, ARTIFACTS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One Chromium for every browser test of this process (each test opens pages, or contexts, of its own)."""
+    """Headless Chromium through Playwright, one per test module (each test opens pages, or contexts, of its
+    own). Not one per process: while Playwright's sync API is started, its event loop runs in this thread,
+    and a later test's asyncio.run() would fail."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` (as .ci/run does) "
                     "or point DASHBENCH_CHROMIUM at a Chromium binary. This test does not skip.")

@@ -1,6 +1,5 @@
 import pytest
 from pg_server import pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
-from browser_fixtures import browser  # noqa: F401 (fixture: one headless Chromium per test process)
 from ray_cluster import ray_cluster  # noqa: F401 (fixture: a real 4-node Ray cluster, once per process)
 
 

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import accuracy_results
 import dashboard_data
-from browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, ROOT, WINDOW, Recording, open_page, streamlit_server
+from browser_fixtures import (  # noqa: F401 (browser: the fixture)
+    ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, ROOT, WINDOW, Recording, browser, open_page, streamlit_server)
 from browser_tables import assert_figures_and_flags_in_view, grids_of
 from dashbench.costs import prices
 from dashbench.store import Store

@@ -4,7 +4,7 @@ asks another host for anything and every table shows a row's figures and flags w
 (test_every_page_in_a_real_browser, tests/browser_tables.py), and a typed /run on a read-only dashboard
 says why it shows Compare (test_read_only_server_has_no_run_page)."""
 
-from browser_fixtures import open_page, streamlit_server
+from browser_fixtures import browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
 from dashbench.costs import reference
 from dashbench.store import Store
 

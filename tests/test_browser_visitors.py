@@ -6,7 +6,7 @@ The server and the browser are tests/browser_fixtures.py's (one copy of each).""
 import re
 from pathlib import Path
 
-from browser_fixtures import IDLE, PAGE_TIMEOUT_MS, scale
+from browser_fixtures import IDLE, PAGE_TIMEOUT_MS, browser, scale  # noqa: F401 (browser: the fixture)
 
 
 def test_a_failing_page_shows_the_visitor_no_message_or_path_and_the_log_keeps_both(browser, tmp_path):
