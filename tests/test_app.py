@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashbench.views import results
+from dashbench.views import results, store_handles
 from dashbench.spec import RunSpec
 from dashbench.store import Store, watch
 
@@ -159,7 +159,8 @@ def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypa
     (no_price,) = [c.value for c in at.caption if c.value.startswith("No price for")]
     assert "Set one on the Prices page" not in no_price and "writes this database" in no_price
     assert digest(db) == before
-    watch.forget(db)  # the dashboard's process ends: nothing is left beside the database
+    store_handles.forget()  # the dashboard's process ends (its atexit): nothing is left beside the database
+    watch.forget(db)
     assert not list(db.parent.glob(db.name + "-*")) and digest(db) == before
 
 
