@@ -15,6 +15,7 @@ from dashbench.store import BundleError, Store, bundle
 from dashbench.store.queries import CHART_BUCKETS
 from dashbench.store.validate import MAX_ERROR_CHARS
 from dashbench.views.samples import step_samples
+from dashbench.views.compare_view import CHARTS
 
 BIG = 200_000  # loops of a run stored before the bound (the had 1.5 million)
 WARM = 3
@@ -75,7 +76,12 @@ def test_compare_of_a_long_run_charts_bucketed_samples_and_renders(big_store, mo
     at.run()
     assert_clean(at)
     assert [t.value for t in at.title] == ["Compare"] and at.multiselect(key="cmp_runs").value == [big]
-    assert len(at.get("plotly_chart")) >= 4
+    (charts,) = at.get("segmented_control")  # throughput and cost until every chart is picked
+    charts.set_value([kind for kind, label in CHARTS.items() if label in charts.options]).run()
+    assert_clean(at)
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert len(specs) >= 4 and all(len(spec) < 500_000 for spec in specs)  # step times bucketed, not every sample
+    assert any("Step time per run" in spec for spec in specs)
 
 
 def test_results_detail_of_a_long_run_renders_its_charts(big_store, monkeypatch):
