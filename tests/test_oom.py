@@ -83,7 +83,9 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
     the framework alone holds): the run ends `oom`, exit 3, its cause in the row and the JSON."""
     db = tmp_path / "runs.db"
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", memory.BUDGET_ENV)}
-    env.update(DASHBENCH_MEMORY_LIMIT_GB="0.3", DASHBENCH_MEMORY_GRACE_S="5",
+    # Grace 1 s: a JAX run no longer imports TensorFlow, so it can end inside 5 s; the stop asked of its
+    # main thread during JAX's set-up is not always seen (open: see the issue notes), the guard's end is.
+    env.update(DASHBENCH_MEMORY_LIMIT_GB="0.3", DASHBENCH_MEMORY_GRACE_S="1",
                DASHBENCH_LOCK_DIR=str(tmp_path / "locks"), DASHBENCH_CPU_PROBE_SIZE="256")
     done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", "conv2d", "--batch-size", "8",
                            "--image-size", "8", "--width", "2", "--steps", "2", "--warmup", "1", "--device", "cpu",
