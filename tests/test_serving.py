@@ -25,3 +25,18 @@ def test_streamlits_config_polling_slows_to_the_chosen_period_and_still_sees_an_
         assert seen.wait(10), "an edited config file was not seen"
     finally:
         watcher.close()
+
+
+def test_a_process_polling_slowly_still_exits_at_once(tmp_path):
+    """Each poll sleeps on a pool thread the interpreter joins at exit: a Ctrl-C or SIGTERM must not wait out
+    the period (10 s on the dashboard's server; an hour here, so a wait shows as this test's timeout)."""
+    import subprocess
+    import sys
+
+    watched = tmp_path / "config.toml"
+    watched.write_text("[server]\n")
+    script = ("from streamlit.watcher import polling_path_watcher\nfrom dashbench.views import serving\n"
+              "serving.poll_config_files_slowly(3600.0)\n"
+              f"polling_path_watcher.PollingPathWatcher({str(watched)!r}, print)\nprint('watching')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "watching", done.stderr[-2000:]
