@@ -225,6 +225,34 @@ def test_two_processes_opening_an_empty_postgres_database_make_one_store(pg_url,
     assert bookkeeping(pg_url) == (migrations.revision_id(HEAD), HEAD)
 
 
+
+def test_a_v10_postgres_store_upgrades_to_checking_its_samples_key_per_statement(pg_url):
+    """v11 (0011): the samples -> runs key becomes statement-level triggers on PostgreSQL; a v10 store's
+    samples stay, and the key still refuses a missing run's samples and takes a deleted run's."""
+    import psycopg
+
+    assert migrate.upgrade_postgres(pg_url, "db", to=10) == (0, 10)
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        def constraints():
+            return {name for (name,) in conn.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = 'samples'::regclass")}
+
+        assert "samples_run_id_fkey" in constraints()
+        for run_id in ("old-1", "old-2"):
+            conn.execute("INSERT INTO runs (run_id, status, created_at) VALUES (%s, 'done', 1.0)", (run_id,))
+            conn.execute("INSERT INTO samples (run_id, idx, steps, duration_s)"
+                         " SELECT %s, k, 1, 0.5 FROM generate_series(0, 2) k", (run_id,))
+        assert migrate.upgrade_postgres(pg_url, "db") == (10, HEAD)
+        assert "samples_run_id_fkey" not in constraints()
+        counts = conn.execute("SELECT run_id, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()
+        assert counts == [("old-1", 3), ("old-2", 3)]
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute("INSERT INTO samples (run_id, idx, steps, duration_s) VALUES ('none', 0, 1, 0.5)")
+        conn.execute("DELETE FROM runs WHERE run_id = 'old-1'")
+        assert conn.execute("SELECT DISTINCT run_id FROM samples").fetchall() == [("old-2",)]
+    with Store(pg_url) as store:
+        assert store.schema_upgrade is None and len(store.samples("old-2")) == 3
+
 # -- the next schema change -----------------------------------------------------------------------
 
 

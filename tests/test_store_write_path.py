@@ -4,9 +4,10 @@ same answers: a duplicate id, a missing run, a late end that must not overwrite 
 values exactly as given."""
 
 import math
+import threading
 
 import pytest
-from test_store import SPEC, result_for
+from test_store import SPEC, result_for, samples_for
 
 from dashbench.spec import RunSpec
 from dashbench.store import Store, StoreError
@@ -77,3 +78,77 @@ def test_array_text_quotes_what_postgresql_would_misread():
     assert array_text("text", ['a"b', "c\\d", "e,f", None]) == '{"a\\"b","c\\\\d","e,f",NULL}'
     assert array_text("integer", [1, True, None]) == "{1,1,NULL}"
     assert array_text("double precision", [0.1, 1, None, float("nan")]) == "{0.1,1.0,NULL,nan}"
+
+
+def test_the_samples_of_a_missing_run_are_refused_and_a_deleted_runs_go_with_it(db_at):
+    with Store(db_at) as store:
+        kept, dropped = store.create_run(SPEC), store.create_run(SPEC)
+        store.add_samples(kept, samples_for(3))
+        store.add_samples(dropped, samples_for(3))
+        for missing in ("never-made", dropped):
+            if missing == dropped:
+                assert store.delete_runs([dropped]) == 1
+            with pytest.raises(StoreError, match=f"no run {missing} in .*its samples were not stored"):
+                store.add_samples(missing, samples_for(2))
+        assert store._read("SELECT run_id, count(*) FROM samples GROUP BY run_id") == [(kept, 3)]
+        assert len(store.samples(kept)) == 3
+
+
+def _raw(url: str):
+    import psycopg
+
+    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+
+
+def test_every_writer_on_a_server_is_held_to_the_samples_runs_key(pg_url):
+    """The key is checked once per statement on a server (migration 0011), for SQL by hand and a COPY too:
+    a missing run's samples are refused, a deleted run's samples go with it, and a run deleted while its
+    samples are being written leaves none behind, whichever of the two commits first."""
+    import psycopg
+
+    with Store(pg_url) as store:
+        first, second, third = (store.create_run(SPEC) for _ in range(3))
+        store.add_samples(first, samples_for(2))
+    insert = "INSERT INTO samples (run_id, idx, steps, duration_s) VALUES (%s, %s, 1, 0.1)"
+    with _raw(pg_url) as conn:
+        for sql, params in ((insert, ("never-made", 0)),
+                            ("INSERT INTO samples (run_id, idx, steps, duration_s) VALUES (%s, 10, 1, 0.1),"
+                             " (%s, 11, 1, 0.1)", (first, "never-made")),
+                            ("UPDATE samples SET run_id = 'never-made' WHERE run_id = %s", (first,))):
+            with pytest.raises(psycopg.errors.ForeignKeyViolation):
+                conn.execute(sql, params)
+        with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.cursor().copy(
+                "COPY samples (run_id, idx, steps, duration_s) FROM STDIN") as copy:
+            copy.write_row(("never-made", 0, 1, 0.1))
+        conn.execute("DELETE FROM runs WHERE run_id = %s", (first,))  # by hand: its samples go too
+        assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+        # The samples first, the delete waiting on them: the delete takes the samples committed meanwhile.
+        with _raw(pg_url) as other:
+            conn.execute("BEGIN")
+            conn.execute(insert, (second, 0))
+            deleting = threading.Thread(target=other.execute, args=("DELETE FROM runs WHERE run_id = %s", (second,)))
+            deleting.start()
+            deleting.join(0.5)
+            assert deleting.is_alive()  # waiting on the samples' lock on their run
+            conn.execute("COMMIT")
+            deleting.join()
+            # The delete first, the samples waiting on it: refused once the delete commits.
+            other.execute("BEGIN")
+            other.execute("DELETE FROM runs WHERE run_id = %s", (third,))
+            failed = []
+            adding = threading.Thread(target=lambda: _record_failure(conn, insert, (third, 0), failed))
+            adding.start()
+            adding.join(0.5)
+            assert adding.is_alive()
+            other.execute("COMMIT")
+            adding.join()
+            assert [type(exc) for exc in failed] == [psycopg.errors.ForeignKeyViolation]
+        assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def _record_failure(conn, sql, params, failed: list) -> None:
+    try:
+        conn.execute(sql, params)
+    except Exception as exc:  # noqa: BLE001 (handed to the test's thread to assert on)
+        failed.append(exc)

@@ -8,6 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from dashbench.store import queries, states
+from dashbench.store.errors import StoreError
 from dashbench.store.ids import now
 from dashbench.store.retry import retried
 from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_runs, _run_dict
@@ -42,8 +43,15 @@ class SamplesPart:
                 self._write_now("add samples", [self.dialect.insert_rows("samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES,
                                                                          rows), heartbeat])
             except self.dialect.integrity_error:
-                self._write_now("add samples", [self.dialect.insert_rows("samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES,
-                                                                         rows, ("run_id", "idx")), heartbeat])
+                try:
+                    self._write_now("add samples", [self.dialect.insert_rows(
+                        "samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, ("run_id", "idx")), heartbeat])
+                except self.dialect.integrity_error:
+                    # The samples of a run that is not stored (never was, or deleted) are refused by the
+                    # database (a key on SQLite, a check per statement on a server: migration 0011).
+                    if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
+                        raise StoreError(f"no run {run_id} in {self.path}: its samples were not stored") from None
+                    raise
             return
         with self._write("add samples") as conn:
             conn.executemany(conn.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx")), rows)
