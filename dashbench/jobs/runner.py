@@ -9,7 +9,8 @@ too busy to see (a compile or a huge allocation in C code runs no Python signal 
 - memory: the process's resident memory against DASHBENCH_MEMORY_LIMIT_GB (if set), and the host's
   MemAvailable against DASHBENCH_MEMORY_MIN_FREE (a share of MemTotal, default 0.05) while this
   process holds at least half of the memory in use. Past either, the run is asked to stop (SIGUSR1 to
-  the main thread: it ends `failed: out of host memory (N GB of M)`); if it has not ended
+  the main thread: it ends `oom: out of host memory (N GB of M)`; asked again while a stop raised
+  there has not reached the run's end, as one raised inside a gc callback is lost); if it has not ended
   DASHBENCH_MEMORY_GRACE_S (default 2) later, the guard records that itself and ends the process —
   before the kernel's OOM killer has to.
 - cancels: a SIGTERM/SIGINT/SIGHUP reaches the guard through signal.set_wakeup_fd even while the main
@@ -134,7 +135,38 @@ def _deferred_signals(swallow: bool = False):
         if pending is not None and not _signal_state.busy:
             _signal_state.pending = None
             if not swallow:
+                _raising(pending)
                 raise pending
+
+
+# The main thread's stop, for the guard to ask again: a stop raised inside a gc callback (JAX's
+# _xla_gc_callback runs on every collection), a __del__ or a weakref callback is only printed as
+# "Exception ignored in …" and the run goes on to `done`. Reset per run by _cancel_on_signals.
+_stop: dict = {"raised_at": None, "signum": None, "ending": False}
+# How long a raised stop may take to reach execute before the guard raises it again.
+ASK_AGAIN_S = 0.25
+
+
+def _raising(exc: BaseException) -> None:
+    _stop["raised_at"] = time.monotonic()
+    _stop["signum"] = OOM_SIGNAL if isinstance(exc, OutOfHostMemory) else exc.signum
+
+
+def _mark_ending() -> None:
+    """The run reached its end (written or being written): a stop asked again is dropped."""
+    if threading.current_thread() is threading.main_thread():
+        _stop["ending"] = True
+
+
+def _stop_under_way() -> bool:
+    """Whether the code a signal interrupts is already handling a stop (an except or finally block on
+    its way out): raising again there would cut the end's own writes short."""
+    exc = sys.exc_info()[1]
+    while exc is not None:
+        if isinstance(exc, (RunCancelled, OutOfHostMemory)):
+            return True
+        exc = exc.__context__
+    return False
 
 
 # What the guard found when it sent OOM_SIGNAL (the handler raises it in the main thread).
@@ -142,6 +174,8 @@ _oom_message: list[str] = []
 
 
 def _on_signal(signum, _frame):
+    if _stop["ending"] or _stop_under_way():
+        return
     if signum == OOM_SIGNAL:
         exc = OutOfHostMemory(_oom_message[-1] if _oom_message else "out of host memory")
     else:
@@ -149,6 +183,7 @@ def _on_signal(signum, _frame):
     if getattr(_signal_state, "busy", 0):
         _signal_state.pending = exc
         return
+    _raising(exc)
     raise exc
 
 
@@ -167,6 +202,7 @@ def _cancel_on_signals():
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
     # SIGHUP too: a run in a terminal that goes away (a dropped SSH session) ends `cancelled`.
+    _stop.update(raised_at=None, signum=None, ending=False)
     previous = {sig: signal.signal(sig, _on_signal) for sig in (*CANCEL_SIGNALS, OOM_SIGNAL)}
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     try:
@@ -206,6 +242,7 @@ class _Guard(threading.Thread):
         while not self.stopped.is_set():
             self._read_signals()
             self._check_memory()
+            self._ask_again()
             self._ask_store()
             self._beat()
             now = time.monotonic()
@@ -225,8 +262,9 @@ class _Guard(threading.Thread):
         if self.wake_fd is None:
             self.stopped.wait(GUARD_POLL_S)
             return
+        poll = ASK_AGAIN_S if _stop["raised_at"] is not None else GUARD_POLL_S
         try:
-            ready, _, _ = select.select([self.wake_fd], [], [], GUARD_POLL_S)
+            ready, _, _ = select.select([self.wake_fd], [], [], poll)
             data = os.read(self.wake_fd, 512) if ready else b""
         except (OSError, ValueError):  # closed as the run ends
             self.stopped.wait(GUARD_POLL_S)
@@ -234,6 +272,21 @@ class _Guard(threading.Thread):
         for signum in data:
             if signum in CANCEL_SIGNALS and self.cancel is None:
                 self.cancel = (time.monotonic() + self.cancel_grace, signum)
+
+    def _ask_again(self) -> None:
+        """A stop raised in the main thread that has not reached execute ASK_AGAIN_S later may have
+        been lost (see _stop): raise it again, while our handler is still the signal's."""
+        raised, signum = _stop["raised_at"], _stop["signum"]
+        if self.wake_fd is None or raised is None or _stop["ending"] or time.monotonic() - raised < ASK_AGAIN_S:
+            return
+        if (self.oom is None and self.cancel is None) or signal.getsignal(signum) is not _on_signal:
+            return
+        _stop["raised_at"] = None  # set again by the handler when it raises
+        if not self.stopped.is_set():
+            try:
+                signal.pthread_kill(self.main_ident, signum)
+            except (OSError, ValueError):
+                pass
 
     def _ask_store(self) -> None:
         """A cancel asked in the store arms the same timer as the signal: the signal may never come
@@ -354,6 +407,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                             return _join_run(store, role, entry, result, run_id)
                         result = result.replace(placement=multihost.merged_placement(result.placement, entry, role.count))
             except RunCancelled as exc:
+                _mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     # A multi-host run's process is cancelled by its launcher after a lost host or a
@@ -362,6 +416,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
+                _mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else \
@@ -376,6 +431,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True), state["ending"]:
+                _mark_ending()
                 state["ended"] = True
                 result = result.replace(run_id=run_id)
                 if store is not None:
@@ -444,6 +500,7 @@ def _guarded(store: Store | None, wake_fd: int | None):
     try:
         yield state
     finally:
+        _mark_ending()
         guard.stop()
         guard.join(timeout=2 * GUARD_POLL_S + 1)
         for own in watcher + beater:
