@@ -152,3 +152,27 @@ def _record_failure(conn, sql, params, failed: list) -> None:
         conn.execute(sql, params)
     except Exception as exc:  # noqa: BLE001 (handed to the test's thread to assert on)
         failed.append(exc)
+
+
+def test_a_server_write_sends_its_values_as_psycopg_would_or_leaves_them_to_psycopg():
+    from dashbench.store import pg_direct
+
+    assert pg_direct.typed(["é", None, 7, -2**63, 0.1, float("-inf")]) == (
+        (0, 0, 20, 20, 701, 701), ["é".encode(), None, b"7", b"-9223372036854775808", b"0.1", b"-inf"])
+    for other in (True, 2**63, b"x", [1], "a\x00b"):  # a bool, a numeric, bytes, an array, a NUL: psycopg's
+        assert pg_direct.typed(["a", other]) is None
+
+
+def test_a_server_write_survives_its_prepared_statements_discarded_and_stores_odd_floats_exactly(pg_url):
+    with Store(pg_url) as store:
+        run_id = store.create_run(SPEC)
+        odd = [float("nan"), float("inf"), float("-inf"), None, 5e-324, 0.1 + 0.2]
+        for k, loss in enumerate(odd):  # one sample a write: a one-row INSERT, each value a parameter
+            store.add_samples(run_id, [{"index": k, "steps": 1, "duration_s": 0.01 + k, "loss": loss}])
+            if k == 2:  # what a pooler or DISCARD ALL by hand does: the connection's statements are gone
+                with store._connection() as conn:
+                    conn.execute("DEALLOCATE ALL")
+        assert store.finish_run(run_id, "done", result_for(SPEC, 3.0))
+        stored = list(store.samples(run_id)["loss"])
+    assert math.isnan(stored[0]) and stored[1:3] == [math.inf, -math.inf] and math.isnan(stored[3])
+    assert stored[4:] == [5e-324, 0.1 + 0.2]

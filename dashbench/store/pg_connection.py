@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from dashbench.store import dialect, retry
+from dashbench.store import dialect, pg_direct, retry
 from dashbench.store.errors import ReadOnlyError, StoreError
 from dashbench.store.postgres import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
 
@@ -187,9 +187,18 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
     done = " UNION ALL ".join(f"SELECT 1 FROM w{k}" for k in range(len(statements)))
     bump = (f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
             f"{guard} RETURNING 1")
+    sql = f"WITH {', '.join(parts)} {bump}"
+    if _lock_wait_ms(conn) == conn.lock_ms and pg_direct.usable(conn.driver):
+        typed = pg_direct.typed(params)
+        if typed is not None:  # the usual case: libpq's own call, no psycopg cursor (pg_direct.py)
+            try:
+                return pg_direct.execute(conn.driver, sql, *typed) > 0
+            except BaseException as exc:
+                _failed(conn, exc, url, shown, what)
+                raise
     # The pipeline only when the lock wait must be set first: the two statements then go in one trip.
     with _sending(conn, url, shown, what, pipelined=_lock_wait_ms(conn) != conn.lock_ms):
-        cursor = conn.execute(f"WITH {', '.join(parts)} {bump}", params)
+        cursor = conn.execute(sql, params)
     return cursor.rowcount > 0
 
 
