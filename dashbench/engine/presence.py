@@ -10,7 +10,7 @@ set-up early (physical devices only: a CPU run's logical devices are set later).
 from __future__ import annotations
 
 from dashbench import tpu
-from dashbench.engine import backends, devices, frameworks, jax_devices
+from dashbench.engine import backends, devices, driverless, frameworks, jax_devices
 from dashbench.spec import RunSpec, SpecError
 
 
@@ -20,6 +20,11 @@ def require(spec: RunSpec) -> None:
     if spec.device not in ("gpu", "tpu"):
         return  # the CPU is always there; auto becomes whatever is
     backends.select(spec.backend)
+    if spec.backend == "jax" and jax_devices.distributed_settings() is not None:
+        return  # jax.distributed.initialize must come before JAX lists any device
+    said = driverless.missing(spec)  # a host with no GPU driver: told without a framework start
+    if said is not None:
+        raise devices.DeviceError(said)
     if spec.backend == "jax":
         _require_jax(spec)
     else:

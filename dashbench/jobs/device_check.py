@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 
+from dashbench.engine import driverless
 from dashbench.spec import RunSpec
 
 # The discovery command before `--backend B`; a module attribute so tests can count its starts.
@@ -26,6 +27,9 @@ def missing(spec: RunSpec, timeout: float = TIMEOUT_S) -> str | None:
     always can; a discovery that fails says nothing here: each point then finds out for itself."""
     if spec.device not in ("gpu", "tpu"):
         return None
+    said = driverless.missing(spec)  # a host with no GPU driver: no framework start needed to tell
+    if said is not None:
+        return said
     try:
         done = subprocess.run([*DEVICES_COMMAND, "--backend", spec.backend], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
