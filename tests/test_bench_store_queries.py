@@ -56,4 +56,6 @@ def test_the_write_path_alone_takes_turns_and_writes_no_docs(pg_url):
     assert "| query |" not in done.stdout  # no fill, no queries
     assert by_name["a run of 5 samples committed one at a time"][3] == "2 runs"
     assert by_name["one write transaction (one sample; create, finish)"][3] == "14 commits"
+    cpu = by_name["this process's CPU for a run of 5 samples committed 100 at a time"]
+    assert cpu[0].endswith(" ms per run") and cpu[1].endswith(" ms per run") and cpu[3] == "2 runs"
     assert (ROOT / "docs" / "PERFORMANCE.md").read_bytes() == docs
