@@ -37,7 +37,8 @@ def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_without_ray_the_cli_imports_and_a_local_run_runs_as_before_and_the_fleet_says_what_to_install(tmp_path):
-    run = _python("from dashbench.cli import main; sys.exit(main(['run', '--model', 'fashion_mnist_cnn', "
+    # JAX's smallest model: the framework is not under test, and it starts in half TensorFlow's CPU.
+    run = _python("from dashbench.cli import main; sys.exit(main(['run', '--model', 'conv2d', '--backend', 'jax', "
                   "'--image-size', '8', '--width', '4', '--batch-size', '8', '--steps', '2', '--warmup', '1', "
                   "'--device', 'cpu', '--json']))", tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
