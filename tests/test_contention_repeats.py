@@ -152,15 +152,27 @@ def test_a_real_run_stores_three_repeats(tmp_path):
 
 
 def test_a_cpu_hog_beside_a_run_flags_it_contended():
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    hogs = []
+
+    def hogs_through_the_window(event):
+        # Started once compiled: hogs burning both cores through the compile slowed the other test
+        # worker (~10 s of it here) and measured nothing.
+        if event["event"] == "compiled":
+            hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2))
+            time.sleep(0.3)
+        # The measured window holds the events of its samples: a consumer that takes a while (as a
+        # slow terminal does) stretches it past hostload's shortest (0.5 s) at any machine's speed,
+        # where 1500 steps took ~25 s of both cores here.
+        if event["event"] == "sample" and not event["warmup"]:
+            time.sleep(0.25)
+
     try:
-        time.sleep(0.5)
-        # Enough steps for a window past hostload's shortest (0.5 s) on a machine with two hogs.
-        result = loop.run(RunSpec(**TINY, steps=1500))
+        result = loop.run(RunSpec(**TINY, steps=4), hogs_through_the_window)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
+    assert len(hogs) == 2 and result.host_load["window_s"] >= 4 * 0.25
     assert stats.FLAG_CONTENDED in result.flags, result.host_load
     assert result.host_load["other_cores"] > stats.CONTENDED_SHARE * result.host_load["cores"]
 
