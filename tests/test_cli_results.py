@@ -1,8 +1,6 @@
 """`list`, `show`, `delete`, `export`, `import` and a real `sweep`, through the command line."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 from test_store import SPEC, result_for, samples_for
@@ -190,19 +188,21 @@ def test_export_then_import_elsewhere(db, tmp_path, capsys):
     assert code == 2 and err.startswith(f"error: {broken}: not valid JSON") and "nothing was imported" in err
 
 
-def test_real_sweep_of_tiny_runs(tmp_path):
+def test_real_sweep_of_tiny_runs(tmp_path, monkeypatch, capfd):
+    """The sweep in this process, its points real run processes: on JAX (a third of TensorFlow's start-up;
+    the sweep does not depend on the backend) with a CPU peak given by hand, so no point probes the CPU."""
     db = tmp_path / "sweep.sqlite"
-    argv = [sys.executable, "-m", "dashbench", "sweep", "--model", "fashion_mnist_cnn", "--image-size", "8",
-            "--width", "4", "--steps", "2", "--warmup", "1", "--device", "cpu", "--batch-sizes", "2,4",
-            "--db", str(db), "--json"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)  # a guard against hangs only
-    assert out.returncode == 0, out.stderr[-3000:]
-    data = json.loads(out.stdout)
+    monkeypatch.setenv("DASHBENCH_CPU_PEAKS", '{"float32": 0.2}')
+    code = main(["sweep", "--model", "conv2d", "--image-size", "8", "--width", "2", "--steps", "2", "--warmup", "1",
+                 "--device", "cpu", "--backend", "jax", "--batch-sizes", "2,4", "--db", str(db), "--json"])
+    out = capfd.readouterr()
+    assert code == 0, out.err[-3000:]
+    data = json.loads(out.out)
     assert [p["status"] for p in data["points"]] == ["done", "done"]
-    assert "[2/2] batch 4: done" in out.stderr
+    assert "[2/2] batch 4: done" in out.err
     # Each point says what it is doing as it starts a phase, not only when it ends.
-    assert "[1/2] batch 2: setting up (TensorFlow, devices, model)" in out.stderr
-    assert "[2/2] batch 4: setting up (TensorFlow, devices, model)" in out.stderr
+    assert "[1/2] batch 2: setting up (JAX, devices, model)" in out.err
+    assert "[2/2] batch 4: setting up (JAX, devices, model)" in out.err
     with Store(db) as store:
         runs = store.runs(sweep_id=data["sweep_id"]).sort_values("batch_size")
         assert list(runs["batch_size"]) == [2, 4] and (runs["examples_per_sec"] > 0).all()
