@@ -5,10 +5,14 @@ Two AppTest sessions in one process stand for two visitors of one server."""
 import functools
 import gc
 import random
+import threading
+import time
 from collections import Counter
 
 import pandas as pd
+import plotly.basedatatypes
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import dashboard_data
@@ -73,8 +77,17 @@ def test_a_second_visitor_draws_the_figures_the_first_built_and_both_see_a_new_r
     built = dict(builds)
     assert built["sections"] == 1 and built["compare_frame"] == 1 and built["catalog"] == 1
     assert built["picker_runs"] == 1 and built["runs_by_id"] == 1  # the run picker's reads, for both visitors
+    copied = Counter()  # Plotly's deep copy of a figure into the dict st.plotly_chart writes out
+    original_to_dict = plotly.basedatatypes.BaseFigure.to_dict
+
+    def counted_to_dict(figure):
+        copied[type(figure).__name__] += 1
+        return original_to_dict(figure)
+
+    monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "to_dict", counted_to_dict)
     second = visitor("pages/compare.py")
     assert dict(builds) == built  # the second visitor's first run built nothing: it drew the first one's
+    assert len(second.get("plotly_chart")) == 2 and not copied  # and drew its charts from the dicts made once
     assert [c.value for c in second.caption] == [c.value for c in first.caption]  # and the same page
 
     for at in (first, second):
@@ -115,3 +128,44 @@ def test_a_shown_table_is_prepared_once_while_it_lives():
     del frame
     gc.collect()
     assert key not in ui._shown_frames  # forgotten with its frame: nothing kept for ever
+
+
+def test_visitors_asking_together_for_one_value_build_it_once():
+    built = []
+
+    def slow(value):
+        built.append(value)
+        time.sleep(0.2)
+        return [value]
+
+    key = ("together", random.random())
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(ui.memo(key, slow, 7))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert built == [7] and len(got) == 4 and all(value is got[0] for value in got)  # one build, one object
+
+
+def test_clearing_streamlits_resource_cache_empties_memo_from_the_next_run():
+    calls = []
+    key = ("cleared", random.random())
+    ui.memo(key, calls.append, 1)
+    ui.memo(key, calls.append, 1)
+    assert calls == [1]
+    st.cache_resource.clear()  # what a test's or benchmark's "first visit" does
+    ui._fetch_kept()  # a script run's start (ui.page_context)
+    ui.memo(key, calls.append, 1)
+    assert calls == [1, 1]
+
+
+def test_a_kept_value_that_failed_to_build_is_built_again_next_time():
+    key = ("fails once", random.random())
+
+    def fails():
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        ui.memo(key, fails)
+    assert ui.memo(key, lambda: 3) == 3

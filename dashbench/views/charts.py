@@ -106,6 +106,29 @@ def _figure(traces: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
+class SharedFigure(go.Figure):
+    """A finished figure that many sessions draw (kept by ui.memo, never changed once drawn): its dict is
+    made once. st.plotly_chart asks every figure for to_dict(), Plotly's deep copy of it and a walk over
+    every value for arrays to encode, each time it is drawn: most of what a chart cost a new visitor's
+    server. The same dict is handed to every caller, so no caller may change it."""
+
+    _made: dict | None = None
+
+    def to_dict(self):
+        made = self._made
+        if made is None:
+            made = super().to_dict()
+            for trace in made.get("data", []):
+                trace.pop("uid", None)  # as plotly.io.to_json would, on a dict another session may be writing out
+            self._made = made
+        return made
+
+
+def shared(figure: go.Figure | None) -> SharedFigure | None:
+    """`figure` as a SharedFigure (None stays None): for a figure kept and drawn as it is from now on."""
+    return None if figure is None else SharedFigure(figure, _validate=False)
+
+
 def _title(text) -> dict:
     return text if isinstance(text, dict) else dict(text=text)
 

@@ -121,8 +121,7 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store, kinds=tuple(
         sweeps = compare.sweep_frame(rows) if "sweep" in kinds else rows.iloc[0:0]
         base = bases.get(name)
         measured = rows[rows["kind"] == "measured"]
-        out.append(Section(
-            name=name,
+        figures = dict(
             sweep=charts.throughput_vs_batch(sweeps, oom_walls(store, sweeps)) if not sweeps.empty else None,
             throughput=charts.throughput(rows) if "throughput" in kinds else None,
             speedup=charts.speedup(rows, labels.get(base, "—") if base else "—") if "speedup" in kinds else None,
@@ -130,5 +129,7 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store, kinds=tuple(
             if "steps" in kinds and not measured.empty else None,
             cost=charts.cost_per_million(rows) if "cost" in kinds else None,
             memory=charts.peak_memory(measured) if "memory" in kinds and _has_memory(measured) else None,
-        ))
+        )
+        # Kept (ui.memo) and drawn by every session with this choice: each figure's dict made once.
+        out.append(Section(name=name, **{kind: charts.shared(figure) for kind, figure in figures.items()}))
     return out
