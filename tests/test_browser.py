@@ -41,10 +41,9 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         expect(page.get_by_text("Preset (an experiment from the seed articles)")).to_be_visible()
         page.close()
 
-        page = open_page(recording, url + "/", "Compare", "compare.png")  # the root opens Compare
+        # The root opens Compare (/compare typed by hand: the read-only test below).
+        page = open_page(recording, url + "/", "Compare", "compare.png")
         assert page.url.rstrip("/").endswith("/compare"), page.url  # at its own address, so it can be bookmarked
-        page.close()
-        page = open_page(recording, url + "/compare", "Compare", "compare-url.png")  # typed by hand
         grids["compare"] = grids_of(page)
         expect(page.get_by_text("above peak").first).to_be_visible()
         expect(page.locator(".js-plotly-plot").first).to_be_visible()
@@ -141,7 +140,7 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         expect(page.locator("[data-testid='stForm']")).to_have_count(0)
         expect(page.locator("[data-testid='stException']")).to_have_count(0)
         page.close()
-        page = open_page(browser, url + "/compare", "Compare", "read-only-compare.png")
+        page = open_page(browser, url + "/compare", "Compare", "read-only-compare.png")  # typed by hand
         expect(page.get_by_text("This dashboard is read-only")).to_have_count(0)  # not for /compare itself
         page.close()
         assert list(tmp_path.glob("runs.sqlite-*"))  # SQLite's -wal and -shm, while the server reads
