@@ -3,7 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh requirements-dev.txt
-# --dist loadgroup: the Ray tests come in two groups, "ray" (single-host runs) and "ray_multihost" (runs
-# over several hosts, the lost slice host last), each kept on one worker with its own cluster: one
-# group alone made a chain of ~8 min that the rest of the suite waited on.
+# --dist loadgroup: the Ray tests are one group, "ray", kept on one worker with one cluster (a second
+# cluster's start and its idle nodes cost more than the chain's length once its runs were made small).
 exec .venv/bin/python -m pytest -n 2 --dist loadgroup --durations=20 "$@"

@@ -1,6 +1,6 @@
 import pytest
 from pg_server import pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
-from ray_cluster import ray_cluster  # noqa: F401 (fixture: a real 4-node Ray cluster, once per process)
+from ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
 
 
 @pytest.fixture(autouse=True)

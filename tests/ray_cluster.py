@@ -1,4 +1,5 @@
-"""A real Ray cluster for the tests: `ray_cluster`, one per pytest process (each xdist worker its own).
+"""A real Ray cluster for the tests: `ray_cluster`, one per pytest process (under `pytest -n 2 --dist
+loadgroup` every Ray test is in xdist group "ray", so one worker starts one cluster).
 
 Four `ray start` nodes on this machine, each standing for a kind of accelerator host by the resources
 it declares (no GPU or TPU is here; only the hardware is faked):
@@ -254,6 +255,12 @@ def slice_nodes(name: str, hosts: tuple[str, ...]) -> list[tuple[str, dict]]:
     return nodes
 
 
+def other_nodes() -> list[tuple[str, dict]]:
+    """The `start_node` arguments of the cluster's nodes besides its head: the slice's hosts and gpu-2."""
+    return [*slice_nodes(SLICE_NAME, TPU_HOSTS),
+            (GPU_NODE_2, dict(num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1}))]
+
+
 def start_cluster(folder: Path) -> RayTestCluster:
     cluster = RayTestCluster(Path(folder), uuid.uuid4().hex)
     try:
@@ -261,8 +268,7 @@ def start_cluster(folder: Path) -> RayTestCluster:
         cluster.start_node(GPU_NODE, head=True, num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1},
                            env={"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                                 "RAY_health_check_initial_delay_ms": "1000"})
-        cluster.start_nodes([*slice_nodes(SLICE_NAME, TPU_HOSTS),
-                             (GPU_NODE_2, dict(num_gpus=1, resources={f"accelerator_type:{GPU_TYPE}": 1}))])
+        cluster.start_nodes(other_nodes())
         cluster.wait_nodes(4)
     except BaseException:
         cluster.stop()
@@ -270,8 +276,21 @@ def start_cluster(folder: Path) -> RayTestCluster:
     return cluster
 
 
+def restore(cluster: RayTestCluster, names: tuple[str, ...] | None = None) -> RayTestCluster:
+    """The cluster with its nodes (or those of `names`) alive: a node a lost host's test killed
+    (`kill_node`) is started again, under its name, for a test that comes after it. The lost hosts'
+    tests run last (tests/test_fleet_when_hosts_are_lost.py), so a run of the suite starts none again."""
+    missing = [(name, kwargs) for name, kwargs in other_nodes()
+               if name not in cluster.nodes and (names is None or name in names)]
+    cluster.start_nodes(missing)
+    for name, _kwargs in missing:
+        if not cluster._alive(name, seconds=60):
+            raise RuntimeError(f"the test cluster's node {name} did not come back in 60 s")
+    return cluster
+
+
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
+def ray_session_cluster(tmp_path_factory):
     """The session's Ray cluster (see the module's docstring); skipped where Ray is not installed."""
     reason = ray_missing()
     if reason:
@@ -287,3 +306,9 @@ def ray_cluster(tmp_path_factory):
     cluster = start_cluster(folder)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def ray_cluster(ray_session_cluster):
+    """The session's Ray cluster, each of its nodes alive (`restore`): a test may kill any but the head."""
+    return restore(ray_session_cluster)

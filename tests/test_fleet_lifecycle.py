@@ -10,7 +10,7 @@ from datetime import datetime
 import psutil
 import pytest
 import ray_cluster as rc
-from test_fleet import LONG, TINY, _cli, _row, _wait
+from test_fleet import LONG, SHAPE, _cli, _row, _wait
 
 from dashbench.fleet import inventory, launch
 from dashbench.store import Store
@@ -42,7 +42,7 @@ def _ended(pids: list[int]) -> bool:
 
 def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other(ray_cluster, pg_url):
     _gpu_free(ray_cluster.dashboard_url)
-    out = _cli("sweep", *TINY[:6], *TINY[8:], "--steps", "2", "--warmup", "1", "--batch-sizes", "4,8",
+    out = _cli("sweep", *SHAPE, "--device", "cpu", "--steps", "2", "--warmup", "1", "--batch-sizes", "4,8",
                "--cluster", ray_cluster.dashboard_url, "--on", GPU_PLACE, "--db", pg_url, "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     swept = json.loads(out.stdout)
