@@ -144,7 +144,8 @@ def test_costs_reference_and_presets_import_no_tensorflow():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
 
 
-def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_path):
+def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_path, capsys):
+    from dashbench.cli import main
     from dashbench.costs import prices
     from dashbench.store import Store
 
@@ -153,6 +154,7 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
         [sys.executable, "-m", "dashbench", "preset", "colab-conv2d", "--device", "cpu", "--quick", "--steps", "2",
          "--json", "--db", str(db)],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600,  # a guard against hangs only
+        env={**os.environ, "DASHBENCH_CPU_PEAKS": '{"float32": 0.2}'},  # given by hand: no CPU probe first
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
@@ -164,9 +166,8 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
         # Priced per vCPU of this host until "this machine" has a price of its own.
         cpus = os.cpu_count()
         assert list(runs["host_cpus"]) == [cpus]
-        listed = subprocess.run([sys.executable, "-m", "dashbench", "list", "--json", "--db", str(db)],
-                                capture_output=True, text=True, timeout=120)
-        listed_cpus = json.loads(listed.stdout)[0]["host_cpus"]
+        assert main(["list", "--json", "--db", str(db)]) == 0
+        listed_cpus = json.loads(capsys.readouterr().out)[0]["host_cpus"]
         assert listed_cpus == cpus and isinstance(listed_cpus, int)  # a count, not 2.0
         shipped = prices.add_cost_columns(runs, prices.catalog(store)).iloc[0]
         assert shipped["price_key"] == "gcp-n2d-per-vcpu" and shipped["usd_per_hour"] == pytest.approx(0.0312 * cpus)
