@@ -176,3 +176,18 @@ def test_a_server_write_survives_its_prepared_statements_discarded_and_stores_od
         stored = list(store.samples(run_id)["loss"])
     assert math.isnan(stored[0]) and stored[1:3] == [math.inf, -math.inf] and math.isnan(stored[3])
     assert stored[4:] == [5e-324, 0.1 + 0.2]
+
+
+def test_a_server_write_cut_off_by_a_lost_connection_is_one_line_and_the_next_write_reconnects(pg_url):
+    with Store(pg_url) as store:
+        run_id = store.create_run(SPEC)
+        store.add_samples(run_id, samples_for(1))
+        with _raw(pg_url) as admin:  # the server ends this store's session (a restart, a dropped tunnel)
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dashbench'"
+                          " AND datname = current_database()")
+        # Said as the driver read it: the server's goodbye, or the socket found closed.
+        with pytest.raises(StoreError, match="cannot add samples: database .*: (server closed the connection"
+                                             "|terminating connection)"):
+            store.add_samples(run_id, [dict(samples_for(2)[1])])
+        store.add_samples(run_id, [dict(samples_for(3)[2])])  # a fresh connection from the pool
+        assert list(store.samples(run_id)["index"]) == [0, 2]

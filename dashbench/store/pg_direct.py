@@ -90,8 +90,11 @@ class _Names:
 def _check(result, driver) -> None:
     from psycopg import errors, pq
 
-    if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-        raise errors.error_from_result(result, encoding=driver.info.encoding)
+    if result.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        return
+    if driver.pgconn.status == pq.ConnStatus.BAD:  # the server or the wire gone: psycopg says it so too
+        raise errors.OperationalError(pq.error_message(result, encoding=driver.info.encoding))
+    raise errors.error_from_result(result, encoding=driver.info.encoding)
 
 
 _numbered_cache: dict[str, str] = {}
