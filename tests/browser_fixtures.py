@@ -45,7 +45,9 @@ def browser():
 def open_page(browser, url: str, heading: str, shot: str):
     from playwright.sync_api import expect
 
-    page = browser.new_page(viewport={"width": WINDOW, "height": 1000})
+    # A Browser: a context of its own; a BrowserContext or a Recording: a tab of theirs (their viewport).
+    page = browser.new_page(viewport={"width": WINDOW, "height": 1000}) if hasattr(browser, "new_context") \
+        else browser.new_page()
     page.goto(url)
     expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
@@ -59,13 +61,16 @@ def open_page(browser, url: str, heading: str, shot: str):
 
 
 class Recording:
-    """The browser, with every request of every page it opens recorded (host of each http(s)/ws(s) URL)."""
+    """The browser, with every request of every page it opens recorded (host of each http(s)/ws(s) URL).
+    Its pages are tabs of one context (each tab a Streamlit session of its own) that share an HTTP cache:
+    Streamlit's scripts are fetched and compiled once, as a visitor's browser does, not once per page."""
 
     def __init__(self, browser):
-        self.browser, self.hosts = browser, {}
+        self.context = browser.new_context(viewport={"width": WINDOW, "height": 1000})
+        self.hosts = {}
 
-    def new_page(self, **kwargs):
-        page = self.browser.new_page(**kwargs)
+    def new_page(self, **kwargs):  # the viewport is the context's
+        page = self.context.new_page()
         page.on("request", lambda r: self.hosts.setdefault(urlsplit(r.url).netloc, r.url)
                 if urlsplit(r.url).scheme in ("http", "https", "ws", "wss") else None)
         return page

@@ -78,6 +78,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         expect(page.get_by_text("Published reference results")).to_be_visible()
         expect(page.get_by_text("Save price")).to_be_visible()
         page.close()
+        recording.context.close()
         local = urlsplit(url).netloc
         assert set(recording.hosts) == {local}, {h: u for h, u in recording.hosts.items() if h != local}
     assert_figures_and_flags_in_view(grids, every_column)
@@ -123,11 +124,11 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
             expect(page.get_by_text("Runs to delete")).to_have_count(0)
             expect(page.locator("[data-testid='stFileUploader']")).to_have_count(0)
             expect(page.get_by_text("Read-only")).to_be_visible()
-        for context in contexts:
-            context.close()
+            page.close()
 
-        # Must not happen: the launch form, when the Run page's URL is typed in directly.
-        page = browser.new_page(viewport={"width": WINDOW, "height": 1000})
+        # Must not happen: the launch form, when the Run page's URL is typed in directly. (A new tab of the
+        # first visitor's browser: a new session, with Streamlit's scripts in its cache.)
+        page = contexts[0].new_page()
         page.goto(url + "/run")
         expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
@@ -140,9 +141,11 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         expect(page.locator("[data-testid='stForm']")).to_have_count(0)
         expect(page.locator("[data-testid='stException']")).to_have_count(0)
         page.close()
-        page = open_page(browser, url + "/compare", "Compare", "read-only-compare.png")  # typed by hand
+        page = open_page(contexts[0], url + "/compare", "Compare", "read-only-compare.png")  # typed by hand
         expect(page.get_by_text("This dashboard is read-only")).to_have_count(0)  # not for /compare itself
         page.close()
+        for context in contexts:
+            context.close()
         assert list(tmp_path.glob("runs.sqlite-*"))  # SQLite's -wal and -shm, while the server reads
     # Stopped (SIGTERM), the read-only dashboard leaves nothing beside the database.
     assert not list(tmp_path.glob("runs.sqlite-*"))
