@@ -51,7 +51,7 @@ LONGEST_FIRST = (
     "test_app.py::test_a_tiny_real_jax_run_launched_from_the_run_page_shows_on_compare",
     "test_accuracy_real.py::test_real_runs_to_target_give_predictions_parity_and_the_pages",
     "test_contention_repeats.py::test_a_cpu_hog_beside_a_run_flags_it_contended",
-    "test_to_accuracy.py::test_jax_trains_to_the_target_and_ends_not_reached_when_it_cannot",
+    "test_to_accuracy.py::test_jax_trains_to_the_target_and_stops_early",
     "test_to_accuracy.py::test_three_seeds_reach_the_target_and_stop_early_with_three_curves_and_a_median",
     "test_cli_results.py::test_real_sweep_of_tiny_runs",
     "test_app.py::test_the_app_process_never_imports_tensorflow",

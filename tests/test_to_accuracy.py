@@ -103,7 +103,11 @@ JAX_RUN = ["-m", "dashbench", "run", "--backend", "jax", "--json", "--model", "f
            "64", "--width", "16", "--device", "cpu", "--data", "real"]
 
 
-def test_jax_trains_to_the_target_and_ends_not_reached_when_it_cannot(learnable_idx, tmp_path):
+def test_jax_trains_to_the_target_and_stops_early(learnable_idx, tmp_path):
+    """JAX's own part of training to a target: its trainer and evaluation, through a run process. Ending
+    not_reached is the backend-independent engine/to_accuracy.py, proven on TensorFlow here
+    (test_an_unreachable_target_ends_not_reached_with_its_result_stored) and with the CLI's exit 4
+    (test_cli_accuracy_training): a second JAX process for it cost ~10 s of CPU."""
     db = str(tmp_path / "r.sqlite")
     reached = subprocess.run([sys.executable, *JAX_RUN, "--data-path", str(learnable_idx), "--db", db,
                               "--target-accuracy", "0.8", "--max-epochs", "6"],
@@ -113,15 +117,9 @@ def test_jax_trains_to_the_target_and_ends_not_reached_when_it_cannot(learnable_
     assert result.backend == "jax" and result.status == "done"
     run = result.accuracy["runs"][0]
     assert run["reached"] and len(run["curve"]) < 6 and run["curve"][-1]["val_accuracy"] >= 0.8
-    missed = subprocess.run([sys.executable, *JAX_RUN, "--data-path", str(learnable_idx), "--db", db,
-                             "--target-accuracy", "1", "--max-epochs", "1"],
-                            capture_output=True, text=True, timeout=600, env=child_env())
-    assert missed.returncode == 4, missed.stderr[-3000:]
-    missed_result = json.loads(missed.stdout)
-    assert missed_result["status"] == "not_reached" and missed_result["accuracy"]["runs"][0]["reached"] is False
+    assert all(p["val_accuracy"] < 0.8 for p in run["curve"][:-1])  # it stopped at the first past the target
     with Store(db) as store:
         assert store.get_run(result.run_id)["status"] == "done"
-        assert store.get_run(missed_result["run_id"])["status"] == "not_reached"
 
 
 # -- bad input: one line naming the field, before any run exists -----------------------------------
