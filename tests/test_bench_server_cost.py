@@ -20,7 +20,7 @@ def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
     out = tmp_path / "figures.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "server_cost.py"), "--runs", "200", "--samples", "3", "--visits", "1",
-         "--together", "1", "--pages", "prices", "--idle-s", "0.5", "--quiet-s", "0.2", "--no-docs",
+         "--together", "1", "--pages", "prices", "--idle-s", "0.1", "--quiet-s", "0.2", "--no-docs",
          "--keep", str(tmp_path), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
