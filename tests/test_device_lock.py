@@ -9,10 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
+from dashbench.cli import main
 from dashbench.jobs import device_lock, queue
 from dashbench.spec import RunSpec
 from dashbench.store import Store
@@ -109,6 +111,21 @@ def finish(proc):
     return proc.returncode, out, err
 
 
+def refused_here(capfd, holder, *argv):
+    """A command in this process (no start-up of its own) that must be refused while `holder` measures:
+    (exit code, stdout, stderr, whether it waited). Were it to wait for the device instead, the holder's
+    gate opens after HANG_GUARD_S, so that the test fails rather than hangs."""
+    waited = []
+    guard = threading.Timer(HANG_GUARD_S, lambda: (waited.append(True), open_gate(holder)))
+    guard.start()
+    try:
+        code = main([str(a) for a in argv])
+    finally:
+        guard.cancel()
+    out, err = capfd.readouterr()
+    return code, out, err, bool(waited)
+
+
 @pytest.fixture
 def procs():
     started = []
@@ -143,12 +160,13 @@ def test_two_runs_at_once_measure_one_after_the_other(env, procs):
         assert "device_shared" not in json.loads(results[run_id][1])["flags"]
 
 
-def test_no_wait_refuses_at_once_naming_the_holder(env, procs):
+def test_no_wait_refuses_at_once_naming_the_holder(env, procs, capfd):
     holder = start(env, "p1")
     procs.append(holder)
     wait_for(lambda: windows(env), "the holder to measure")
-    code, out, err = finish(start(env, "p2", "--no-wait"))
-    assert code == 2
+    code, out, err, waited = refused_here(capfd, holder, "run", "--model", "conv2d", "--batch-size", "4", "--device",
+                                          "cpu", "--steps", "3", "--db", env["db"], "--run-id", "p2", "--json", "--no-wait")
+    assert code == 2 and not waited
     refusal = json.loads(out)
     assert refusal["status"] == "invalid" and refusal["field"] == "device"
     assert f"pid {holder.pid}, run p1" in refusal["error"] and "--share-device" in refusal["error"]
@@ -240,28 +258,29 @@ def test_auto_takes_every_kind():
         pass
 
 
-def test_preset_refuses_a_held_device_with_no_wait(env, procs):
+def test_preset_refuses_a_held_device_with_no_wait(env, procs, capfd):
     holder = start(env, "p1")
     procs.append(holder)
     wait_for(lambda: windows(env), "the holder to measure")
-    done = subprocess.run([sys.executable, "-m", "dashbench", "preset", "colab-conv2d", "--device", "cpu",
-                           "--quick", "--db", str(env["db"]), "--no-wait", "--json"],
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert done.returncode == 2, done.stderr
-    refusal = json.loads(done.stdout)
+    code, out, err, waited = refused_here(capfd, holder, "preset", "colab-conv2d", "--device", "cpu", "--quick",
+                                          "--db", env["db"], "--no-wait", "--json")
+    assert code == 2 and not waited, err
+    refusal = json.loads(out)
     assert refusal["field"] == "device" and f"pid {holder.pid}, run p1" in refusal["error"]
     open_gate(holder)
     assert finish(holder)[0] == 0
 
 
-def test_bad_input_is_refused_as_bad_input_before_waiting_for_a_held_device(env, procs, tmp_path):
+def test_bad_input_is_refused_as_bad_input_before_waiting_for_a_held_device(env, procs, tmp_path, capfd):
     holder = start(env, "p1")
     procs.append(holder)
     wait_for(lambda: windows(env), "the holder to measure")
     for extra in ([], ["--no-wait"]):  # neither waits for the device to say the input is wrong
-        code, out, _err = finish(start(env, "p2", "--data", "real", "--data-path", str(tmp_path / "none"), *extra))
+        code, out, _err, waited = refused_here(
+            capfd, holder, "run", "--model", "conv2d", "--batch-size", "4", "--device", "cpu", "--steps", "3",
+            "--db", env["db"], "--run-id", "p2", "--json", "--data", "real", "--data-path", tmp_path / "none", *extra)
         refusal = json.loads(out)
-        assert code == 2 and refusal["field"] != "device", refusal
+        assert code == 2 and refusal["field"] != "device" and not waited, refusal
     assert row(env, "p2") is None
     open_gate(holder)
     assert finish(holder)[0] == 0
