@@ -19,7 +19,8 @@ from dashbench.costs import prices
 from dashbench.store import Store
 from dashbench.views import results
 
-VISITORS = 4  # at once, on a server that has run no script yet
+# At once, on a server that has run no script yet: three on Results, one on /compare typed by hand.
+VISITORS = ("/results", "/results", "/results", "/compare")
 
 
 def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
@@ -41,7 +42,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         expect(page.get_by_text("Preset (an experiment from the seed articles)")).to_be_visible()
         page.close()
 
-        # The root opens Compare (/compare typed by hand: the read-only test below).
+        # The root opens Compare (/compare typed by hand: the read-only test's visitors).
         page = open_page(recording, url + "/", "Compare", "compare.png")
         assert page.url.rstrip("/").endswith("/compare"), page.url  # at its own address, so it can be bookmarked
         grids["compare"] = grids_of(page)
@@ -96,7 +97,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
 
 def test_read_only_server_has_no_run_page(browser, tmp_path):
     """Several visitors at once on a freshly started read-only server all get the page; no Run page, import
-    or delete controls; a typed /run shows Compare and says why (issue 21)."""
+    or delete controls; a typed /run shows Compare and says why, a typed /compare does not (issue 21)."""
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"
@@ -104,15 +105,16 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
     with streamlit_server(db, read_only=True) as url:
         # Each visitor its own browser context (its own session); all requests out before any page is read,
         # so their first script runs overlap on a server that has run none yet.
-        contexts = [browser.new_context(viewport={"width": WINDOW, "height": 1000}) for _ in range(VISITORS)]
+        contexts = [browser.new_context(viewport={"width": WINDOW, "height": 1000}) for _ in VISITORS]
         pages = [context.new_page() for context in contexts]
-        for page in pages:
-            page.goto(url + "/results", wait_until="commit")
-        for number, page in enumerate(pages):
-            expect(page.get_by_role("heading", name="Results", exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        for page, path in zip(pages, VISITORS):
+            page.goto(url + path, wait_until="commit")
+        for number, (page, path) in enumerate(zip(pages, VISITORS)):
+            title = path.strip("/").title()
+            expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
             expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
             expect(page.locator("[data-testid='stSkeleton']")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
-            page.screenshot(path=str(ARTIFACTS / f"read-only-results-{number}.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / f"read-only-{title.lower()}-{number}.png"), full_page=True)
             text = page.locator("[data-testid='stApp']").inner_text()
             # Must not happen: a traceback (with the server's paths), or an exception box.
             assert "KeyError" not in text and "Traceback" not in text, f"visitor {number}: {text[:500]}"
@@ -124,6 +126,8 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
             expect(page.get_by_text("Runs to delete")).to_have_count(0)
             expect(page.locator("[data-testid='stFileUploader']")).to_have_count(0)
             expect(page.get_by_text("Read-only")).to_be_visible()
+            if path == "/compare":
+                expect(page.get_by_text("This dashboard is read-only")).to_have_count(0)  # said for /run only
             page.close()
 
         # Must not happen: the launch form, when the Run page's URL is typed in directly. (A new tab of the
@@ -140,9 +144,6 @@ def test_read_only_server_has_no_run_page(browser, tmp_path):
         expect(page.get_by_text("Launch run")).to_have_count(0)
         expect(page.locator("[data-testid='stForm']")).to_have_count(0)
         expect(page.locator("[data-testid='stException']")).to_have_count(0)
-        page.close()
-        page = open_page(contexts[0], url + "/compare", "Compare", "read-only-compare.png")  # typed by hand
-        expect(page.get_by_text("This dashboard is read-only")).to_have_count(0)  # not for /compare itself
         page.close()
         for context in contexts:
             context.close()
