@@ -199,6 +199,7 @@ def test_fuzzed_bundles_are_refused_cleanly_or_leave_the_store_readable(tmp_path
     data, db = exported
     rng = random.Random(20261130)
     original = {run["run_id"] for run in snapshot(db)[1]}
+    read_cleanly = set()  # the stores (every row and sample: all the views read) already read back cleanly
     for attempt in range(50):
         mutated = copy.deepcopy(data)
         what = [_mutate(mutated, rng) for _ in range(rng.randint(1, 3))]
@@ -210,16 +211,19 @@ def test_fuzzed_bundles_are_refused_cleanly_or_leave_the_store_readable(tmp_path
             except StoreError as exc:
                 assert "\n" not in str(exc) and str(path) in str(exc), what
                 assert snapshot(db) == before, what
-        capsys.readouterr()
-        assert main(["list", "--json", "--db", str(db)]) == 0, what
-        json.loads(capsys.readouterr().out)
-        with Store(db, read_only=True) as store:
-            runs = store.runs()
-            results.results_table(runs)
-            compare.compare_frame(runs)
-            for run_id in runs["run_id"]:
-                store.get_run(run_id)
-                store.samples(run_id)
+        after = json.dumps(snapshot(db), sort_keys=True, default=str)
+        if after not in read_cleanly:  # a refusal leaves the store as it was: read back once, not after each
+            capsys.readouterr()
+            assert main(["list", "--json", "--db", str(db)]) == 0, what
+            json.loads(capsys.readouterr().out)
+            with Store(db, read_only=True) as store:
+                runs = store.runs()
+                results.results_table(runs)
+                compare.compare_frame(runs)
+                for run_id in runs["run_id"]:
+                    store.get_run(run_id)
+                    store.samples(run_id)
+            read_cleanly.add(after)
         # Start each attempt from the store as it was, so an accepted mutation does not hide the next.
         with Store(db) as store:
             store.delete_runs([r for r in store.runs()["run_id"] if r not in original])
