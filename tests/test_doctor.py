@@ -4,8 +4,6 @@ own processes, a planted wrong datasheet peak, and a CPU run measured against th
 
 import csv
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -161,17 +159,18 @@ def test_a_doctor_that_cannot_time_stores_prints_and_exits_as_documented(tmp_pat
 # -- the real check, in its own processes ---------------------------------------------------------
 
 
-def doctor_process(db, *args, env=None):
-    import os
+def doctor_here(capsys, monkeypatch, db, *args, env=None):
+    """`doctor` in this process (its checks run in their own processes, as always): (code, summary, stderr)."""
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    code = main(["doctor", "--db", str(db), *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
 
-    proc = subprocess.run([sys.executable, "-m", "dashbench", "doctor", "--db", str(db), *args], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, **(env or {})})
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
 
-
-def test_the_doctor_on_this_machine_stores_a_cpu_peak_and_a_true_stopwatch(tmp_path):
+def test_the_doctor_on_this_machine_stores_a_cpu_peak_and_a_true_stopwatch(tmp_path, capsys, monkeypatch):
     db = tmp_path / "d.sqlite"
-    code, summary, err = doctor_process(db, "--backend", "tensorflow", *CHECK)
+    code, summary, err = doctor_here(capsys, monkeypatch, db, "--backend", "tensorflow", *CHECK)
     (check,) = summary["checks"]
     assert check["device"] == "cpu" and check["backend"] == "tensorflow", err
     assert check["probes"]["float32"]["measured_tflops"] > 0 and check["probes"]["float32"]["datasheet_tflops"] is None
@@ -191,7 +190,7 @@ def test_the_doctor_on_this_machine_stores_a_cpu_peak_and_a_true_stopwatch(tmp_p
     assert row["stopwatch_ratio"] == ratio and row["versions"]["tensorflow"]
 
 
-def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_path):
+def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_path, capsys, monkeypatch):
     planted = tmp_path / "peaks.csv"
     with open(peaks.PEAKS_CSV, newline="") as source, open(planted, "w", newline="") as out:
         reader = csv.DictReader(source)
@@ -199,8 +198,8 @@ def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_p
         writer.writeheader()
         writer.writerows(reader)
         writer.writerow({name: "" for name in reader.fieldnames} | {"accelerator": "CPU", "fp32_tflops": "0.000001"})
-    code, summary, err = doctor_process(tmp_path / "d.sqlite", "--backend", "jax", *CHECK,
-                                        env={peaks.PEAKS_CSV_ENV: str(planted)})
+    code, summary, err = doctor_here(capsys, monkeypatch, tmp_path / "d.sqlite", "--backend", "jax", *CHECK,
+                                     env={peaks.PEAKS_CSV_ENV: str(planted)})
     (check,) = summary["checks"]
     assert code == 1 and summary["verdict"] == "error" == check["verdict"], err
     assert check["probes"]["float32"]["datasheet_tflops"] == 0.000001
