@@ -10,12 +10,9 @@ against the type; a disagreement goes into the run's environment record, it is n
 
 from __future__ import annotations
 
-import http.client
 import math
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -120,6 +117,10 @@ def accelerator_type(
 
 def metadata_accelerator_type(url: str = METADATA_URL, timeout: float = METADATA_TIMEOUT_S) -> Optional[str]:
     """The VM's accelerator-type attribute, or None when the server is absent, slow or says no."""
+    # Imported here: every command imports this module, few ask the metadata server (http.client pulls in ssl and email).
+    import http.client
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
     # The metadata server is link-local: a proxy from the environment would only get in the way.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
