@@ -79,6 +79,7 @@ class RayTestCluster:
     dashboard_url: str = ""  # http://127.0.0.1:PORT, the Jobs API
     client_url: str = ""  # ray://127.0.0.1:PORT
     nodes: list[str] = field(default_factory=list)
+    stopped: bool = False
 
     def env(self, node: str, extra: dict | None = None) -> dict:
         home = self.folder / "home"
@@ -191,6 +192,7 @@ class RayTestCluster:
                 break
             _kill(pids)
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.nodes, self.stopped = [], True
 
 
 def _kill(pids: list[int]) -> None:
@@ -279,7 +281,14 @@ def start_cluster(folder: Path) -> RayTestCluster:
 def restore(cluster: RayTestCluster, names: tuple[str, ...] | None = None) -> RayTestCluster:
     """The cluster with its nodes (or those of `names`) alive: a node a lost host's test killed
     (`kill_node`) is started again, under its name, for a test that comes after it. The lost hosts'
-    tests run last (tests/test_fleet_when_hosts_are_lost.py), so a run of the suite starts none again."""
+    tests run last (tests/test_fleet_when_hosts_are_lost.py), so a run of the suite starts none again.
+    A cluster stopped after what seemed its last test (_StopAfterLastUse) is started afresh."""
+    if cluster.stopped:
+        import tempfile
+
+        fresh = start_cluster(Path(tempfile.mkdtemp(prefix="dbray-", dir=cluster.folder.parent)))
+        cluster.__dict__.update(fresh.__dict__)
+        return cluster
     missing = [(name, kwargs) for name, kwargs in other_nodes()
                if name not in cluster.nodes and (names is None or name in names)]
     cluster.start_nodes(missing)
@@ -289,8 +298,24 @@ def restore(cluster: RayTestCluster, names: tuple[str, ...] | None = None) -> Ra
     return cluster
 
 
+class _StopAfterLastUse:
+    """Stops the cluster after the test whose next test does not use it: the Ray tests are one xdist
+    group, run one after the other on one worker, and the tests after them should not share the
+    machine's two cores with its idle nodes (~0.03 of a core each) until the session ends."""
+
+    def __init__(self, cluster: RayTestCluster):
+        self.cluster = cluster
+
+    def pytest_runtest_teardown(self, item, nextitem):
+        def uses(test) -> bool:
+            return test is not None and "ray_session_cluster" in test.fixturenames
+
+        if uses(item) and not uses(nextitem) and not self.cluster.stopped:
+            self.cluster.stop()
+
+
 @pytest.fixture(scope="session")
-def ray_session_cluster(tmp_path_factory):
+def ray_session_cluster(tmp_path_factory, request):
     """The session's Ray cluster (see the module's docstring); skipped where Ray is not installed."""
     reason = ray_missing()
     if reason:
@@ -304,7 +329,10 @@ def ray_session_cluster(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     folder = Path(tempfile.mkdtemp(prefix="dbray-", dir=base if len(str(base)) < 24 else None))
     cluster = start_cluster(folder)
+    stopper = _StopAfterLastUse(cluster)
+    request.config.pluginmanager.register(stopper)
     yield cluster
+    request.config.pluginmanager.unregister(stopper)
     cluster.stop()
 
 
