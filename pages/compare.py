@@ -18,7 +18,8 @@ if not stored:
     if not ctx.settings.read_only:
         st.page_link("pages/run.py", label="Go to Run", icon=":material/play_arrow:")
 
-requested = db.known_ids([r for r in st.query_params.get("runs", "").split(",") if r])
+linked = [r for r in st.query_params.get("runs", "").split(",") if r]
+requested = db.known_ids(linked) if linked else []  # no look-up (and no cached copy) without a link
 if requested and st.session_state.get("cmp_requested") != requested:
     # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
     # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
@@ -44,21 +45,22 @@ def _runs_changed():
 
 
 with st.expander("Choose runs", expanded=not requested):
-    cols = st.columns(5)
+    # One row that wraps, not st.columns(5): a column is a block of its own, five messages more per visitor.
+    row = st.container(horizontal=True, gap="small")
     selections = {
         # Throughput of different workloads on one axis means nothing: start from one model.
-        "model": cols[0].multiselect("Model", options["model"], key="cmp_model",
+        "model": row.multiselect("Model", options["model"], key="cmp_model",
                                      default=_unless_set("cmp_model", [newest] if newest else []),
                                      on_change=_filters_changed),
-        "accelerator": cols[1].multiselect("Accelerator", options["accelerator"], key="cmp_acc",
+        "accelerator": row.multiselect("Accelerator", options["accelerator"], key="cmp_acc",
                                            on_change=_filters_changed),
-        "precision": cols[2].multiselect("Precision", options["precision"], key="cmp_precision",
+        "precision": row.multiselect("Precision", options["precision"], key="cmp_precision",
                                          on_change=_filters_changed),
-        "backend": cols[3].multiselect("Backend", options["backend"], key="cmp_backend",
+        "backend": row.multiselect("Backend", options["backend"], key="cmp_backend",
                                        on_change=_filters_changed),
         # Runs with a result: done, and to-accuracy runs that missed their target (their throughput and
         # curves still compare).
-        "status": cols[4].multiselect("Status", options["status"],
+        "status": row.multiselect("Status", options["status"],
                                       default=_unless_set("cmp_status", [s for s in ("done", "not_reached")
                                                                          if s in options["status"]]),
                                       key="cmp_status", on_change=_filters_changed),
@@ -146,12 +148,12 @@ for i, section in enumerate(ui.memo(choice + (baseline, drawn), compare_view.sec
         st.plotly_chart(section.sweep, key=f"chart_sweep_{i}")
     figures = [(kind, getattr(section, kind)) for kind in drawn if kind != "sweep"]
     figures = [(kind, figure) for kind, figure in figures if figure is not None]
-    if figures:
-        halves = st.columns(2)
-        for n, (kind, figure) in enumerate(figures):
-            halves[n % 2].plotly_chart(figure, key=f"chart_{kind}_{i}")
+    for n, (kind, figure) in enumerate(figures):
+        if n % 2 == 0:  # two charts a row, in one block (st.columns(2) sent three)
+            pair = st.container(horizontal=True, gap="small")
+        pair.plotly_chart(figure, key=f"chart_{kind}_{i}")
 
-if accuracy_view.to_accuracy_chosen(chosen_runs):
+if ui.memo(choice + ("to_accuracy",), accuracy_view.to_accuracy_chosen, chosen_runs):
     # Read only when a chosen run trained on real data: a throughput-only choice reads no result here.
     target = ui.memo(choice + ("to_target",), accuracy_view.target_section, db, tuple(chosen), catalog)
     if target is not None:
