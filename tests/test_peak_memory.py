@@ -148,13 +148,22 @@ def run_peak(backend: str, batch: int) -> dict:
     return json.loads(done.stdout)["memory"]
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_a_cpu_run_records_its_peak_and_it_grows_with_the_batch(backend):
-    small, big = run_peak(backend, 4), run_peak(backend, 2048)
+def check_host_record(record):
+    assert record["kind"] == "host" and record["peak_bytes"] > 100e6
+    assert record["estimate_bytes"] > 0 and record["estimate_ratio"] > 0
+    assert 0 < record["window_peak_bytes"] <= record["peak_bytes"]
+
+
+def test_a_jax_cpu_run_records_its_peak():
+    """The tracker on the JAX loop's events. The host's figure (VmHWM) and the estimate are the same code
+    for both backends: that it grows with the batch is the TensorFlow test's, one JAX process fewer (~7 s)."""
+    check_host_record(run_peak("jax", 2048))
+
+
+def test_a_cpu_run_records_its_peak_and_it_grows_with_the_batch():
+    small, big = run_peak("tensorflow", 4), run_peak("tensorflow", 2048)
     for record in (small, big):
-        assert record["kind"] == "host" and record["peak_bytes"] > 100e6
-        assert record["estimate_bytes"] > 0 and record["estimate_ratio"] > 0
-        assert 0 < record["window_peak_bytes"] <= record["peak_bytes"]
+        check_host_record(record)
     # 2044 more examples of 32×32×3 inputs and 16×16×16 activations: ~100 MB or more in float32
     assert big["peak_bytes"] > small["peak_bytes"] + 50e6, (small, big)
     assert big["estimate_bytes"] > small["estimate_bytes"]
