@@ -215,36 +215,6 @@ def _kill(pids: list[int]) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def one_host_reference(spec: dict, env: dict | None = None) -> subprocess.Popen:
-    """The same spec on this machine, one host and no store: the losses a group run must give."""
-    argv = [sys.executable, "-m", "dashbench", "run", "--no-store", "--json"]
-    for name, value in spec.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ if env is None else env))
-
-
-def group_run_and_reference(address: str, url: str, run_id: str, reference: subprocess.Popen,
-                            seconds: float = 300) -> tuple[dict, list, str, str]:
-    """A group run's row and the store's run ids once its job has ended (every host's process has:
-    worker 0 writes the run, the others add to it), and the reference's stdout and stderr."""
-    from dashbench.fleet import launch
-    from dashbench.store import Store
-
-    try:
-        deadline = time.monotonic() + seconds
-        while launch.job_state(address, run_id)[0] not in launch.ENDED and time.monotonic() < deadline:
-            time.sleep(0.5)
-        with Store(url) as store:
-            row, runs = store.get_run(run_id), list(store.runs()["run_id"])
-        out, err = reference.communicate(timeout=seconds)
-    finally:
-        if reference.poll() is None:
-            reference.kill()
-            reference.wait()
-    return row, runs, out, err
-
-
 def slice_nodes(name: str, hosts: tuple[str, ...]) -> list[tuple[str, dict]]:
     """The `start_node` arguments of a TPU slice's hosts (worker 0 declares the slice's head)."""
     nodes = []
@@ -299,18 +269,17 @@ def restore(cluster: RayTestCluster, names: tuple[str, ...] | None = None) -> Ra
 
 
 class _StopAfterLastUse:
-    """Stops the cluster after the test whose next test does not use it: the Ray tests are one xdist
-    group, run one after the other on one worker, and the tests after them should not share the
-    machine's two cores with its idle nodes (~0.03 of a core each) until the session ends."""
+    """Stops the cluster after the session's last test that uses it (in the session's order; under
+    `--dist loadgroup` the Ray tests are one group, run in that order on one worker), so the tests
+    after them do not share the machine's two cores with its idle nodes (~0.03 of a core each)."""
 
     def __init__(self, cluster: RayTestCluster):
-        self.cluster = cluster
+        self.cluster, self.last = cluster, None
 
     def pytest_runtest_teardown(self, item, nextitem):
-        def uses(test) -> bool:
-            return test is not None and "ray_session_cluster" in test.fixturenames
-
-        if uses(item) and not uses(nextitem) and not self.cluster.stopped:
+        if self.last is None:
+            self.last = [t.nodeid for t in item.session.items if "ray_session_cluster" in t.fixturenames][-1:]
+        if item.nodeid in self.last and not self.cluster.stopped:
             self.cluster.stop()
 
 

@@ -4,6 +4,7 @@ cluster's two "H200" hosts (tests/ray_cluster.py: gpu-1 and gpu-2) into a Postgr
 
 import json
 
+import group_runs
 import numpy as np
 import pytest
 import ray_cluster as rc
@@ -86,8 +87,8 @@ def test_a_two_host_tensorflow_run_on_two_gpu_hosts_is_one_run_with_the_one_host
         launch.plan(address, RunSpec(**tiny), on=f"gpu:{rc.GPU_TYPE}@3-hosts")
     assert f"3 {rc.GPU_TYPE} hosts asked for; the cluster has 2 live" in str(refused.value)
     run_id = submit(RunSpec(**tiny), pg_url, address, on=f"gpu:{rc.GPU_TYPE}@2-hosts")
-    reference = rc.one_host_reference(tiny)
-    row, runs, out, err = rc.group_run_and_reference(address, pg_url, run_id, reference)
+    reference = group_runs.one_host_reference(tiny)
+    row, runs, out, err = group_runs.group_run_and_reference(address, pg_url, run_id, reference)
     assert row["status"] == "done", (row["status"], row["error"], launch.logs(address, run_id)[-3000:])
     assert runs == [run_id]  # one stored run for the two hosts
     assert reference.returncode == 0, err[-2000:]

@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+import group_runs
 import numpy as np
 import pytest
 import ray_cluster as rc
@@ -35,8 +36,8 @@ def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_ho
     monkeypatch.setenv("XLA_FLAGS", f"{FAST_XLA_COMPILE} {TWO_DEVICES}")
     run_id = submit(RunSpec(**TINY), pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
     # The same spec and global batch on one host and one device (no store), measured meanwhile.
-    reference = rc.one_host_reference(TINY, env={**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE})
-    row, runs, out, err = rc.group_run_and_reference(ray_cluster.dashboard_url, pg_url, run_id, reference)
+    reference = group_runs.one_host_reference(TINY, env={**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE})
+    row, runs, out, err = group_runs.group_run_and_reference(ray_cluster.dashboard_url, pg_url, run_id, reference)
     assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
     assert runs == [run_id]  # one stored run for the two hosts
     assert reference.returncode == 0, err[-2000:]
