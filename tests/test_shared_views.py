@@ -169,3 +169,17 @@ def test_a_kept_value_that_failed_to_build_is_built_again_next_time():
     with pytest.raises(ValueError):
         ui.memo(key, fails)
     assert ui.memo(key, lambda: 3) == 3
+
+
+def test_a_shared_figure_is_written_out_as_plotly_writes_the_figure_and_its_dict_is_made_once():
+    import plotly.graph_objects as go
+    import plotly.io
+
+    from dashbench.views import charts
+
+    frame = pd.DataFrame({"label": ["a", "b"], "examples_per_sec": [10.0, 20.0], "kind": ["measured", "reference"]})
+    expected = plotly.io.to_json(charts.throughput(frame), validate=False)
+    figure = charts.shared(charts.throughput(frame))
+    assert isinstance(figure, go.Figure) and charts.shared(None) is None
+    assert plotly.io.to_json(figure, validate=False) == expected  # the same chart in the browser
+    assert figure.to_dict() is figure.to_dict()  # made once, handed to every session
