@@ -158,3 +158,8 @@ def test_the_signs_of_a_gpu_driver_are_looked_for(tmp_path, monkeypatch):
     assert driverless.gpu_driver() == str(tmp_path / "dxg")
     (tmp_path / "nvidia0").touch()
     assert driverless.gpu_driver() == str(tmp_path / "nvidia0")
+    (tmp_path / "nvidia0").unlink()
+    (tmp_path / "dxg").unlink()
+    monkeypatch.setattr(driverless.sys, "platform", "darwin")  # a Mac's Metal GPU leaves none of the signs
+    assert driverless.gpu_driver() == "darwin"
+    assert driverless.missing(RunSpec(model="conv2d", batch_size=8, device="gpu")) is None

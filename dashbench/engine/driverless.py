@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 
 from dashbench import tpu
 from dashbench.spec import RunSpec
@@ -22,7 +23,10 @@ NO_DRIVER = "no GPU driver on this host: no " + ", ".join(GPU_DRIVER_SIGNS[:-1])
 
 
 def gpu_driver() -> str | None:
-    """The first sign of a GPU driver on this host (a path), or None."""
+    """The first sign of a GPU driver on this host (a path), or None. Off Linux the signs are unknown (a Mac's
+    Metal GPU leaves none of these): the platform's name, so only the framework tells."""
+    if not sys.platform.startswith("linux"):
+        return sys.platform
     for pattern in GPU_DRIVER_SIGNS:
         found = sorted(glob.glob(pattern))
         if found:
