@@ -2,6 +2,7 @@
 draws what an earlier one built, and a change in the store is seen by every session on its next rerun.
 Two AppTest sessions in one process stand for two visitors of one server."""
 
+import copy
 import functools
 import gc
 import random
@@ -128,6 +129,31 @@ def test_a_shown_table_is_prepared_once_while_it_lives():
     del frame
     gc.collect()
     assert key not in ui._shown_frames  # forgotten with its frame: nothing kept for ever
+
+
+def test_a_kept_tables_column_config_is_copied_for_each_visitor_without_deepcopy_and_the_kept_one_stays(monkeypatch):
+    """st.dataframe deep-copies each column's config before changing the copy: a kept table's configs copy
+    themselves by a plain walk (no copy.deepcopy of their dicts), into what Streamlit would have made."""
+    from streamlit.elements.lib.column_config_utils import process_config_mapping
+
+    frame = pd.DataFrame({"label": ["a"], "examples_per_sec": [1.5], "step_time_ms": [2.0], "cost_usd": [0.1]})
+    _, config = ui._shown(frame)
+    plain = {name: {k: (dict(v) if isinstance(v, dict) else v) for k, v in c.items()} for name, c in config.items()}
+    walked = []
+    monkeypatch.setitem(copy._deepcopy_dispatch, dict, lambda x, memo, deepcopy=copy.deepcopy: walked.append(x) or {
+        k: deepcopy(v, memo) for k, v in x.items()})
+    made = process_config_mapping(config)
+    assert walked == []  # no column's dict went through deepcopy's own walk
+    monkeypatch.undo()
+    assert made == process_config_mapping(plain)  # the same mapping as plain dicts give
+    for name, copied in made.items():
+        assert copied is not config[name]
+        copied["label"] = "changed"
+        for value in copied.values():
+            if isinstance(value, dict):
+                value["changed"] = True
+    assert all(c.get("label") != "changed" and all("changed" not in v for v in c.values() if isinstance(v, dict))
+               for c in config.values())  # Streamlit's changes to its copy leave the kept config as it was
 
 
 def test_visitors_asking_together_for_one_value_build_it_once():

@@ -200,7 +200,7 @@ def _shown(frame) -> tuple:
         if known is not None and known[0]() is frame:
             return known[1]
     # st.dataframe deep-copies the config it is given, then drops its None values: dropped here once instead.
-    shown = (_arrow(blank_text(frame)), {name: _set_values(c) for name, c in column_config(frame).items()})
+    shown = (_arrow(blank_text(frame)), {name: _Config(_set_values(c)) for name, c in column_config(frame).items()})
     key = id(frame)
 
     def forget(ref, key=key):
@@ -211,6 +211,23 @@ def _shown(frame) -> tuple:
     with _shown_lock:  # the Arrow table holds no reference to the frame, which stays free to go
         _shown_frames[key] = (weakref.ref(frame, forget), shown)
     return shown
+
+
+class _Config(dict):
+    """A column's config that st.dataframe's copy of it (copy.deepcopy per column, before it changes the copy)
+    makes by a plain walk of its dicts and lists: ~0.1 ms a column for every visitor with deepcopy's memo and
+    dispatch, most of what a kept table still cost a new session."""
+
+    def __deepcopy__(self, memo):
+        return _plain_copy(self)
+
+
+def _plain_copy(value):
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(v) for v in value]
+    return value  # str, numbers, bools, None: never changed in place
 
 
 def _set_values(config: dict) -> dict:
