@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from dashbench import memory
-from dashbench.jobs import oom
+from dashbench.jobs import oom, temp_folder
 from dashbench.spec import RunSpec
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
@@ -203,9 +203,20 @@ def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
                   else (None, ["--db", db]))
     argv = [*RUN_COMMAND, "--run-id", run_id, *where, "--json"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, env=env)
+    # The run's temporary files go in a folder of ours, removed by _reap: a run killed with SIGKILL
+    # cannot remove its own (jobs/temp_folder.py).
+    folder = temp_folder.for_child()
+    if folder is not None:
+        env = {**(env or os.environ), "TMPDIR": folder}
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True, env=env)
+    except BaseException:
+        temp_folder.remove(folder)
+        raise
+    proc.temp_folder = folder
+    return proc
 
 
 def _alive_children(db: str) -> list[str]:
@@ -226,7 +237,7 @@ def _reap(store: Store) -> None:
         ended = [(key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
                  for key, proc in list(_children.items()) if key[0] == db and proc.poll() is not None]
         for key, _code, _kills in ended:
-            del _children[key]
+            temp_folder.remove(getattr(_children.pop(key), "temp_folder", None))
     for (_db, run_id), code, kills in ended:
         row = store.get_run(run_id)
         if row is None or row["status"] not in ACTIVE or store.read_only:

@@ -34,7 +34,7 @@ from typing import Callable
 from dashbench import memory
 from dashbench.accuracy import final_status
 from dashbench.engine import frameworks, peak_memory
-from dashbench.jobs import device_lock, multihost, oom
+from dashbench.jobs import device_lock, multihost, oom, temp_folder
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
@@ -336,6 +336,7 @@ class _Guard(threading.Thread):
                 pass
 
 
+@temp_folder.in_own_folder  # TensorFlow's autograph files go there, gone at the run's end
 def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
             on_event: Callable[[dict], None] | None = None, device_wait: str = device_lock.WAIT) -> RunResult:
     """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with its run_id
@@ -474,6 +475,7 @@ def _guarded(store: Store | None, wake_fd: int | None):
                     hook(status, error, state["run_id"] if state["begun"] else None)
                 except Exception:
                     pass
+            temp_folder.remove_now()  # no finally block or atexit hook runs past os._exit
             os._exit(code)
 
     watcher: list[Store] = []  # the guard thread's own handle, opened on its first question
