@@ -1,6 +1,38 @@
+import os
+import shutil
+import tempfile
+
 import pytest
 from pg_server import pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
 from ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
+
+
+# The session's own temporary folder: whatever goes to tempfile's default folder (TensorFlow's autograph
+# files, a library's scratch files) in this process and every process it starts (TMPDIR), never /tmp.
+# Made by the first process (the xdist controller, before its workers start: they inherit it), removed
+# by it at the end. Short, right under the system's temp dir: Unix sockets made under it (PostgreSQL's
+# -k folder, Ray's sockets ~70 bytes below its temp dir) must stay under 108 bytes.
+SESSION_TMP_ENV = "DASHBENCH_TESTS_TMPDIR"
+_session_tmp: list[str] = []  # the folder, when this process made it
+
+
+def pytest_configure(config):
+    given = os.environ.get(SESSION_TMP_ENV)
+    if given and os.path.isdir(given) and os.environ.get("TMPDIR") == given:
+        tempfile.tempdir = given  # an xdist worker: the controller's folder
+        return
+    # pytest's own tmp_path folders stay where they were (kept for a look after a failure).
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    folder = tempfile.mkdtemp(prefix="dbt-")
+    # As /tmp is: processes a test runs as another user (`postgres`, `nobody`) make their files here too.
+    os.chmod(folder, 0o1777)
+    _session_tmp.append(folder)
+    os.environ[SESSION_TMP_ENV] = os.environ["TMPDIR"] = tempfile.tempdir = folder
+
+
+def pytest_unconfigure(config):
+    for folder in _session_tmp:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -138,3 +138,14 @@ def test_the_queue_removes_the_folder_of_a_run_killed_with_sigkill(tmp_path, mon
                 break
         time.sleep(0.1)
     assert sorted(tmp.iterdir()) == []
+
+
+def test_the_test_session_sends_every_temporary_file_to_a_folder_of_its_own(tmp_path):
+    """tests/conftest.py: this process (an xdist worker too) and every process it starts write there;
+    pytest's own tmp_path folders stay where pytest keeps them."""
+    folder = os.environ["DASHBENCH_TESTS_TMPDIR"]
+    assert tempfile.gettempdir() == os.environ["TMPDIR"] == folder and Path(folder).name.startswith("dbt-")
+    assert Path(folder) not in tmp_path.parents
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == folder
