@@ -127,7 +127,7 @@ def measure(path: Path | str, runs: int, samples: int) -> list[tuple[str, str, s
 def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> list[tuple[str, str, str]]:
     """The write path of a real run: create, samples, finish. Committed one at a time (a run whose loops
     take 0.2 s or more: the runner commits each as it comes) and 100 at a time (the runner's batch when
-    loops come faster, runner.FLUSH_EVERY_N)."""
+    loops come faster, runner.FLUSH_EVERY_N; its last batch is written with the run's end)."""
     spec = RunSpec(model="conv2d", batch_size=32, steps=samples)
     result = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 1.0, "flags": []}
     out = []
@@ -136,15 +136,17 @@ def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> lis
             t, cpu = time.perf_counter(), time.process_time()
             for _ in range(runs):
                 run_id = store.create_run(spec)
-                for k in range(0, samples, batch):
-                    store.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0,
-                                                "warmup": False} for i in range(k, min(k + batch, samples))])
-                store.finish_run(run_id, "done", result)
+                batches = [[{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}
+                            for i in range(k, min(k + batch, samples))] for k in range(0, samples, batch)]
+                last = batches.pop() if batch > 1 else None
+                for given in batches:
+                    store.add_samples(run_id, given)
+                store.finish_run(run_id, "done", result, samples=last)
             seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
-            commits = runs * (-(-samples // batch) + 2)
+            commits = runs * (-(-samples // batch) + (2 if batch == 1 else 1))
             out += [(f"a run of {samples} samples committed {'one' if batch == 1 else batch} at a time",
                      f"{seconds / runs * 1e3:,.2f} ms per run", f"{runs} runs"),
-                    (f"one write transaction ({'one sample' if batch == 1 else f'{batch} samples'}; create, finish)",
+                    (f"one write transaction ({'one sample; create, finish' if batch == 1 else f'{batch} samples; create; the end with the last {batch}'})",
                      f"{seconds / commits * 1e3:,.3f} ms", f"{commits:,} commits")]
         # Of the runner's batches, this process's share (on a server the rest is the server's and the wire's).
         out.append((f"this process's CPU for a run of {samples} samples committed 100 at a time",

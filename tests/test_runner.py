@@ -59,6 +59,23 @@ def test_done_records_result_and_samples(tmp_path, engine):
         assert list(samples["index"]) == [0, 1, 2, 3] and list(samples["warmup"]) == [True, False, False, False]
 
 
+def test_a_runs_last_batch_of_samples_is_written_with_its_end(tmp_path, engine, monkeypatch):
+    engine.loops = 2 * runner.FLUSH_EVERY_N  # fast loops: samples go by the batch, none by the clock
+    monkeypatch.setattr(runner, "FLUSH_EVERY_S", 3600.0)
+    writes = []
+    for name in ("add_samples", "finish_run"):
+        real = getattr(Store, name)
+        monkeypatch.setattr(Store, name, lambda self, *a, real=real, name=name, **k: (
+            writes.append((name, len(k.get("samples") or (a[1] if name == "add_samples" else [])))), real(self, *a, **k))[1])
+    result = runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
+    # The warmup sample goes when the measured phase begins (a phase change writes what is pending).
+    n = runner.FLUSH_EVERY_N
+    assert writes == [("add_samples", 1), ("add_samples", n), ("finish_run", n - 1)]
+    with Store(tmp_path / "r.sqlite") as store:
+        assert list(store.samples(result.run_id)["index"]) == list(range(2 * runner.FLUSH_EVERY_N))
+        assert store.get_run(result.run_id)["status"] == "done"
+
+
 def test_failure_is_recorded_with_its_text_and_raised(tmp_path, engine):
     def broken():  # not a memory error: that one ends oom (tests/test_oom.py)
         raise RuntimeError("the kernel launch failed: invalid argument")

@@ -74,6 +74,49 @@ def test_samples_come_back_exactly_as_given(db_at):
     assert math.isnan(stored[96]) and stored[97:99] == [math.inf, -math.inf] and math.isnan(stored[99])
 
 
+def test_a_runs_last_samples_are_written_with_its_end(db_at, monkeypatch):
+    """finish_run(samples=…): the runner's last batch goes with the end, on a server in the end's one
+    statement; stored even when the run had ended already (as add_samples stores them), a batch sent
+    again replaces its rows, and a missing run is said as before."""
+    from dashbench.store import pg_direct
+
+    with Store(db_at) as store:
+        run_id, ended = store.create_run(SPEC), store.create_run(SPEC)
+        store.add_samples(run_id, samples_for(100))
+        statements = []
+        monkeypatch.setattr(pg_direct, "execute", lambda *a, real=pg_direct.execute: statements.append(a) or real(*a))
+        last = [dict(s, index=s["index"] + 100, loss=0.125) for s in samples_for(50)]
+        assert store.finish_run(run_id, "done", result_for(SPEC, 10.0), samples=last)
+        if on_server(db_at):
+            assert len(statements) == 1  # the samples, the end, its result and the change counter: one trip
+        frame = store.samples(run_id)
+        assert list(frame["index"]) == list(range(150)) and list(frame["loss"])[100:] == [0.125] * 50
+        assert store.get_run(run_id)["status"] == "done"
+        # Ended already: the end stays as it was, the samples still land.
+        assert not store.finish_run(run_id, "failed", error="late", samples=[dict(last[0], index=150)])
+        assert len(store.samples(run_id)) == 151 and store.get_run(run_id)["error"] is None
+        # A batch whose indexes are stored (sent again after its answer was lost): replaced, then the end.
+        store.add_samples(ended, samples_for(10))
+        again = [dict(s, loss=9.0) for s in samples_for(15)[5:]]
+        assert store.finish_run(ended, "failed", error="boom", samples=again)
+        frame = store.samples(ended)
+        assert list(frame["index"]) == list(range(15)) and list(frame["loss"])[5:] == [9.0] * 10
+        assert (store.get_run(ended)["status"], store.get_run(ended)["error"]) == ("failed", "boom")
+        with pytest.raises(StoreError, match="no run nope in .*its samples were not stored"):
+            store.finish_run("nope", "failed", error="x", samples=samples_for(2))
+        assert store._read("SELECT count(*) FROM samples WHERE run_id = 'nope'") == [(0,)]
+
+
+def test_a_batchs_one_run_id_is_sent_to_a_server_once():
+    from dashbench.store.dialect import POSTGRES
+
+    columns, types = ("run_id", "idx"), ("text", "integer")
+    sql, params = POSTGRES.insert_rows("samples", columns, types, [("r", 1), ("r", 2)], same=("run_id",))
+    assert params == ["r", "{1,2}"] and "SELECT ?::text, u.c1 FROM unnest(?::integer[])" in sql
+    sql, params = POSTGRES.insert_rows("samples", columns, types, [("r", 1), ("s", 2)], same=("run_id",))
+    assert params == ['{"r","s"}', "{1,2}"] and "SELECT u.c0, u.c1 FROM unnest(?::text[], ?::integer[])" in sql
+
+
 def test_array_text_quotes_what_postgresql_would_misread():
     assert array_text("text", ['a"b', "c\\d", "e,f", None]) == '{"a\\"b","c\\\\d","e,f",NULL}'
     assert array_text("integer", [1, True, None]) == "{1,1,NULL}"

@@ -98,8 +98,10 @@ class _Recorder:
         if self.store is not None:
             kind = event.get("event")
             if kind == "sample":
+                if len(self.pending) >= FLUSH_EVERY_N:  # a full batch goes when the next sample comes, so
+                    self.flush()                        # a run's last batch goes with its end (execute)
                 self.pending.append(event)
-                if len(self.pending) >= FLUSH_EVERY_N or time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
+                if time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
                     self.flush()
             elif kind in ("phase", "evaluation"):
                 # A to-accuracy run's evaluation line ("epoch 3 of ≤ 20: validation accuracy 0.874")
@@ -109,6 +111,11 @@ class _Recorder:
                     self.store.set_phase(self.run_id, event.get("phase") if kind == "phase" else event.get("text"))
         if self.on_event is not None:
             self.on_event(event)
+
+    def take(self) -> list[dict]:
+        """The samples not written yet, for the caller to write (with the run's end)."""
+        pending, self.pending = self.pending, []
+        return pending
 
     def flush(self) -> None:
         if self.store is None or not self.pending:
@@ -398,7 +405,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     recorder = _Recorder(None if later_worker else store, run_id, tracker.watching(on_event))
                     with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id):
                         result = loop.run(spec, on_event=recorder)
-                    recorder.flush()
+                    # The last samples wait for the run's end and are written with it (one write fewer);
+                    # an end by an error below writes them first (_finish).
                     result = result.replace(memory=_memory_record(tracker, spec))
                     if holding.shared:
                         result = result.replace(flags=[*result.flags, FLAG_DEVICE_SHARED])
@@ -437,7 +445,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 result = result.replace(run_id=run_id)
                 if store is not None:
                     # not_reached: a to-accuracy run whose target at most half its seeds reached.
-                    store.finish_run(run_id, final_status(result.accuracy), result=result.to_dict())
+                    store.finish_run(run_id, final_status(result.accuracy), result=result.to_dict(),
+                                     samples=recorder.take())
             return result
     finally:
         if state_of_run.get("set_run_id_env"):

@@ -393,13 +393,17 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                                          f"process (waited {self.busy_timeout_s:g} s)") from None
                 raise
 
-    def _write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False) -> bool:
+    def _write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False,
+                   also: list[tuple[str, list]] = ()) -> bool:
         """Writes that read nothing, (sql, params) each, as one transaction: on a server one statement
         (pg_connection.write_now), so a run's create, samples, heartbeat and end cost one round trip each.
         `guarded`: the statements after the first are made only if the first changes a row (each ends in
-        its WHERE clause); returns whether it did (True when not guarded)."""
+        its WHERE clause); returns whether it did (True when not guarded). `also`: statements made in the
+        same transaction whatever the guard found (a run's last samples, written with its end)."""
         if self._engine is None or self.read_only:
             with self._write(what) as conn:
+                for sql, params in also:
+                    conn.execute(sql, params)
                 for k, (sql, params) in enumerate(statements):
                     if conn.execute(sql, params).rowcount == 0 and guarded and k == 0:
                         return False
@@ -407,7 +411,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         from dashbench.store import pg_connection
 
         with self._lock, self._connection() as conn:
-            return pg_connection.write_now(conn, self._url, self.path, what, statements, guarded)
+            return pg_connection.write_now(conn, self._url, self.path, what, statements, guarded, also)
 
     def _say_lock_wait(self) -> None:
         LOCK_WAIT_NOTICE(self.path)

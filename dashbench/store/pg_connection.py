@@ -171,14 +171,16 @@ def write(conn: PgConnection, url: str, shown: str, what: str, pipelined: bool =
         conn.execute("COMMIT")
 
 
-def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False) -> bool:
+def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False,
+              also=()) -> bool:
     """Writes that read nothing ((sql, params) each), with the change counter's bump, as ONE statement
     (data-modifying WITH parts) in its own transaction: a run's create, samples, heartbeat and end cost
     one round trip each, as a commit costs on SQLite. `guarded`: the parts after the first, and the bump,
     are made only if the first changes a row (each part ends in its WHERE clause, which the condition
-    joins); returns whether it did (True when not guarded)."""
-    sql = _one_statement(tuple(sql for sql, _params in statements), guarded)
-    params = [value for _sql, values in statements for value in values]
+    joins); returns whether it did (True when not guarded). `also`: parts made whatever the guard found
+    (the bump then always)."""
+    sql = _one_statement(tuple(sql for sql, _params in statements), guarded, tuple(sql for sql, _params in also))
+    params = [value for _sql, values in [*statements, *also] for value in values]
     if _lock_wait_ms(conn) == conn.lock_ms and pg_direct.usable(conn.driver):
         typed = pg_direct.typed(params)
         if typed is not None:  # the usual case: libpq's own call, no psycopg cursor (pg_direct.py)
@@ -194,18 +196,22 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
 
 
 @functools.lru_cache(maxsize=64)
-def _one_statement(sqls: tuple[str, ...], guarded: bool) -> str:
+def _one_statement(sqls: tuple[str, ...], guarded: bool, also: tuple[str, ...] = ()) -> str:
     """write_now's statement for these parts' SQL (built once: a run's writes are a handful of shapes)."""
     # All parts see the statement's snapshot, not each other's rows: a guarded part reads its guard's
     # RETURNING, so it is made exactly when the guard's row was (after the row lock's recheck too).
     guard = " AND EXISTS (SELECT 1 FROM w0)" if guarded else ""
     parts = [f"w{k} AS ({sql}{guard if k else ''} RETURNING 1)" for k, sql in enumerate(sqls)]
+    parts += [f"w{k} AS ({sql} RETURNING 1)" for k, sql in enumerate(also, start=len(sqls))]
     # The parts of a WITH run in no set order; the counter's row is locked last, as in every other write,
     # by bumping it by a sum that needs them all done first (a lock taken in another order could deadlock).
-    done = " UNION ALL ".join(f"SELECT 1 FROM w{k}" for k in range(len(sqls)))
-    bump = (f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
-            f"{guard} RETURNING 1")
-    return f"WITH {', '.join(parts)} {bump}"
+    done = " UNION ALL ".join(f"SELECT 1 FROM w{k}" for k in range(len(sqls) + len(also)))
+    bump = f"UPDATE {CHANGES_TABLE} SET n = n + 1 + 0 * (SELECT count(*) FROM ({done}) AS done) WHERE id = 1"
+    if not also:
+        return f"WITH {', '.join(parts)} {bump}{guard} RETURNING 1"
+    # Made whatever the guard finds, the bump is a part too (every part of a WITH runs to its end, read or
+    # not); the rows answered say whether the guard's row changed.
+    return f"WITH {', '.join(parts)}, bump AS ({bump} RETURNING 1) SELECT 1 FROM {'w0' if guarded else 'bump'}"
 
 
 def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: str) -> None:

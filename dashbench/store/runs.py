@@ -87,10 +87,20 @@ class RunsPart:
             ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", [now(), run_id])])
 
     @retried
-    def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None) -> bool:
-        """Record the end. Returns False when the run had already ended (done/failed/cancelled)."""
+    def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None,
+                   samples: list[dict] | None = None) -> bool:
+        """Record the end. Returns False when the run had already ended (done/failed/cancelled).
+        `samples`: the run's last ones (add_samples' events), stored in the same transaction, and stored
+        even when the run had already ended, as add_samples would have."""
         if status not in TERMINAL:
             raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
+        also = []
+        if samples:
+            insert = self._samples_insert(self._sample_rows(run_id, samples))  # SamplesPart's
+            if insert is None:
+                self.add_samples(run_id, samples)
+            else:
+                also = [insert]
         values = {"finished_at": now(), "error": error, "phase": None}
         if result is not None:
             # A spec never changes once stored: this handle's own runs' are known, others' read first.
@@ -106,7 +116,16 @@ class RunsPart:
         statements = [_move_sql(run_id, status, values)]
         if result is not None:
             statements.append(("UPDATE run_blobs SET result_json = ? WHERE run_id = ?", [json.dumps(result), run_id]))
-        if self._write_now("finish a run", statements, guarded=True):
+        try:
+            moved = self._write_now("finish a run", statements, guarded=True, also=also)
+        except self.dialect.integrity_error:
+            if not also:
+                raise
+            # An index stored already (the batch sent again), or no such run: add_samples sorts out
+            # both (it replaces the rows, or says the run is missing); then the end alone.
+            self.add_samples(run_id, samples)
+            return self.finish_run(run_id, status, result, error)
+        if moved:
             self._specs.pop(run_id)
             return True
         if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):

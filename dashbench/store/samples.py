@@ -27,25 +27,19 @@ class SamplesPart:
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
         if not samples:
             return
-        rows = [
-            (run_id, int(s["index"]), int(s["steps"]), float(s["duration_s"]),
-             None if s.get("loss") is None else float(s["loss"]), int(bool(s.get("warmup", False))))
-            for s in samples
-        ]
+        rows = self._sample_rows(run_id, samples)
         # A run that reports is alive: its samples are its heartbeat (queue.HEARTBEAT_LAPSE_S).
         heartbeat = ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
-        rows = list({row[1]: row for row in rows}.values())  # one row per index, the last one given
         if len(rows) <= _ROWS_PER_STATEMENT:  # the usual case: one statement, one round trip to a server
             # Plainly inserted first: an upsert costs a server a third more per row. An index stored
             # already (a batch sent again after its answer was lost) fails that whole statement; then
             # the rows replace theirs.
             try:
-                self._write_now("add samples", [self.dialect.insert_rows("samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES,
-                                                                         rows), heartbeat])
+                self._write_now("add samples", [self._samples_insert(rows), heartbeat])
             except self.dialect.integrity_error:
                 try:
                     self._write_now("add samples", [self.dialect.insert_rows(
-                        "samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, ("run_id", "idx")), heartbeat])
+                        "samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, ("run_id", "idx"), ("run_id",)), heartbeat])
                 except self.dialect.integrity_error:
                     # The samples of a run that is not stored (never was, or deleted) are refused by the
                     # database (a key on SQLite, a check per statement on a server: migration 0011).
@@ -56,6 +50,23 @@ class SamplesPart:
         with self._write("add samples") as conn:
             conn.executemany(conn.dialect.upsert("samples", _SAMPLE_COLUMNS, ("run_id", "idx")), rows)
             conn.execute(*heartbeat)
+
+    @staticmethod
+    def _sample_rows(run_id: str, samples: list[dict]) -> list[tuple]:
+        """The samples table's rows of a run's sample events: one per index, the last one given."""
+        rows = [
+            (run_id, int(s["index"]), int(s["steps"]), float(s["duration_s"]),
+             None if s.get("loss") is None else float(s["loss"]), int(bool(s.get("warmup", False))))
+            for s in samples
+        ]
+        return list({row[1]: row for row in rows}.values())
+
+    def _samples_insert(self, rows: list[tuple]) -> tuple[str, list] | None:
+        """(sql, params) of one plain INSERT of a run's sample rows (_sample_rows), or None when they
+        are too many for one statement."""
+        if len(rows) > _ROWS_PER_STATEMENT:
+            return None
+        return self.dialect.insert_rows("samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, same=("run_id",))
 
     def samples(self, run_id: str | list[str]) -> pd.DataFrame:
         """A run's samples (queries.SAMPLE_COLUMNS), or several runs' with a run_id column."""
