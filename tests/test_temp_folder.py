@@ -103,15 +103,17 @@ def test_no_folder_to_be_had_leaves_the_default_and_the_run_goes_on(tmp_path, mo
     monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     with temp_folder.own_folder() as own:
         assert own is None and tempfile.gettempdir() == str(tmp_path)
-    assert temp_folder.for_child() is None
 
 
-# A run process that writes a temporary file and waits to be killed.
+# A run process that writes a temporary file in its own folder, as a run does, and waits to be killed.
 WRITES_AND_WAITS = textwrap.dedent('''
     import tempfile, time
-    with tempfile.NamedTemporaryFile(prefix="__autograph_generated_file", suffix=".py", delete=False) as f:
-        f.write(b"x = 1")
-    time.sleep(120)
+    from dashbench.jobs import temp_folder
+
+    with temp_folder.own_folder():
+        with tempfile.NamedTemporaryFile(prefix="__autograph_generated_file", suffix=".py", delete=False) as f:
+            f.write(b"x = 1")
+        time.sleep(120)
 ''')
 
 
@@ -127,9 +129,11 @@ def test_the_queue_removes_the_folder_of_a_run_killed_with_sigkill(tmp_path, mon
     deadline = time.monotonic() + 60
     while not list(tmp.glob(f"*/{AUTOGRAPH}")) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert list(tmp.glob(f"*/{AUTOGRAPH}"))  # the run's file, in the folder the queue gave it
     with Store(db) as store:
         pid = store.get_run(run_id)["pid"]
+    assert [p.parent.name.split("-")[2] for p in tmp.glob(f"*/{AUTOGRAPH}")] == [str(pid)]  # the run's own folder
+    other = tmp / f"{temp_folder.PREFIX}{pid}0-another-run"  # another process's: left alone
+    other.mkdir()
     os.kill(pid, signal.SIGKILL)
     while time.monotonic() < deadline:
         queue.pump(db)  # reaps the child, then removes its folder
@@ -137,7 +141,7 @@ def test_the_queue_removes_the_folder_of_a_run_killed_with_sigkill(tmp_path, mon
             if store.get_run(run_id)["status"] == "interrupted":
                 break
         time.sleep(0.1)
-    assert sorted(tmp.iterdir()) == []
+    assert sorted(tmp.iterdir()) == [other]
 
 
 def test_the_test_session_sends_every_temporary_file_to_a_folder_of_its_own(tmp_path):

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -203,19 +204,17 @@ def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
                   else (None, ["--db", db]))
     argv = [*RUN_COMMAND, "--run-id", run_id, *where, "--json"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The run's temporary files go in a folder of ours, removed by _reap: a run killed with SIGKILL
-    # cannot remove its own (jobs/temp_folder.py).
-    folder = temp_folder.for_child()
-    if folder is not None:
-        env = {**(env or os.environ), "TMPDIR": folder}
+    # The run makes its temporary folder in ours, named for its pid: _reap removes it if a SIGKILL left
+    # it (jobs/temp_folder.py).
     try:
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, env=env)
-    except BaseException:
-        temp_folder.remove(folder)
-        raise
-    proc.temp_folder = folder
+        temp_root = tempfile.gettempdir()
+        env = {**(env or os.environ), "TMPDIR": temp_root}
+    except OSError:  # no usable temporary folder here: the run goes on without one (so does the run)
+        temp_root = None
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True, env=env)
+    proc.temp_root = temp_root
     return proc
 
 
@@ -237,7 +236,8 @@ def _reap(store: Store) -> None:
         ended = [(key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
                  for key, proc in list(_children.items()) if key[0] == db and proc.poll() is not None]
         for key, _code, _kills in ended:
-            temp_folder.remove(getattr(_children.pop(key), "temp_folder", None))
+            proc = _children.pop(key)
+            temp_folder.remove_left_by(proc.pid, getattr(proc, "temp_root", None))
     for (_db, run_id), code, kills in ended:
         row = store.get_run(run_id)
         if row is None or row["status"] not in ACTIVE or store.read_only:

@@ -8,8 +8,8 @@ hook, so each such run left its files in the user's /tmp. While a run goes, temp
 native code it starts) point at a folder of the run's own, removed at its end: on the way out of
 execute, and by `remove_now` just before an os._exit.
 
-A process killed with SIGKILL cleans nothing: its launcher (jobs/queue.py) gives it a TMPDIR of the
-launcher's own making and removes that once it has reaped the process.
+A process killed with SIGKILL cleans nothing: its launcher (jobs/queue.py), which knows its pid and the
+temporary folder it gave it, removes the folder (named for the pid) once it has reaped the process.
 """
 
 from __future__ import annotations
@@ -74,16 +74,14 @@ def remove_now() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def for_child() -> str | None:
-    """A fresh folder for a child run process's TMPDIR, which this (launching) process removes with
-    `remove` once it has reaped the child: what a child killed with SIGKILL left there goes too.
-    None when none can be made (the child then uses the default)."""
+def remove_left_by(pid: int, where: str | None) -> None:
+    """Remove the folders a run process `pid` made in `where` (the temporary folder it was given): for
+    its launcher, once it has reaped the process (a SIGKILL leaves them; the pid is not reused before)."""
+    if not where:
+        return
     try:
-        return tempfile.mkdtemp(prefix="dashbench-launch-")
+        names = [name for name in os.listdir(where) if name.startswith(f"{PREFIX}{pid}-")]
     except OSError:
-        return None
-
-
-def remove(path: str | None) -> None:
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
+        return
+    for name in names:
+        shutil.rmtree(os.path.join(where, name), ignore_errors=True)  # a symlink is refused, not followed
