@@ -153,3 +153,16 @@ def test_the_test_session_sends_every_temporary_file_to_a_folder_of_its_own(tmp_
     child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
                            capture_output=True, text=True, check=True)
     assert child.stdout.strip() == folder
+
+
+def test_a_multi_host_runs_ray_task_removes_the_folder_of_its_process_killed_with_sigkill(tmp_path, monkeypatch):
+    """fleet/slices.py's task runs one host's process and waits for it (called here without Ray)."""
+    from dashbench.fleet import slices
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    script = tmp_path / "killed.py"
+    script.write_text(WRITES_AND_WAITS.replace("time.sleep(120)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    assert slices._run_here([sys.executable, str(script)], {}, 1.0) == -signal.SIGKILL
+    assert sorted(tmp.iterdir()) == []

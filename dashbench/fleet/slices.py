@@ -28,10 +28,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from dashbench.fleet import FleetError, launch
 from dashbench.fleet.address import ClusterAddress, parse
+from dashbench.jobs import temp_folder
 from dashbench.spec import RunSpec
 
 GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
@@ -283,7 +285,11 @@ def _free_port_here() -> tuple[str, int]:
 def _run_here(argv: list, env: dict, grace_s: float) -> int:
     """One host's process of the run, in its own session; Ray's cancel (KeyboardInterrupt here) ends
     its process group, SIGTERM first; the kernel sends SIGTERM if this worker dies."""
-    proc = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True, preexec_fn=_die_with_parent)
+    # The run makes its temporary folder in the one given here, named for its pid: removed below if a
+    # SIGKILL (ours, after the grace) left it (jobs/temp_folder.py).
+    temp_root = tempfile.gettempdir()
+    proc = subprocess.Popen(argv, env={**os.environ, **env, "TMPDIR": temp_root}, start_new_session=True,
+                            preexec_fn=_die_with_parent)
     try:
         while True:
             try:
@@ -293,6 +299,9 @@ def _run_here(argv: list, env: dict, grace_s: float) -> int:
     except BaseException:
         _end_group(proc, grace_s)
         raise
+    finally:
+        if proc.poll() is not None:
+            temp_folder.remove_left_by(proc.pid, temp_root)
 
 
 def _die_with_parent() -> None:
