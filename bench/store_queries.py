@@ -127,7 +127,9 @@ def measure(path: Path | str, runs: int, samples: int) -> list[tuple[str, str, s
 def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> list[tuple[str, str, str]]:
     """The write path of a real run: create, samples, finish. Committed one at a time (a run whose loops
     take 0.2 s or more: the runner commits each as it comes) and 100 at a time (the runner's batch when
-    loops come faster, runner.FLUSH_EVERY_N; its last batch is written with the run's end)."""
+    loops come faster, runner.FLUSH_EVERY_N; its last batch is written with the run's end). Mid-run
+    batches go as the runner sends them: on a server without waiting for the answer, which the run's next
+    write reads first (Store.add_samples(wait=False))."""
     spec = RunSpec(model="conv2d", batch_size=32, steps=samples)
     result = {"device": "cpu", "accelerator": "CPU", "examples_per_sec": 1.0, "flags": []}
     out = []
@@ -139,8 +141,8 @@ def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> lis
                 batches = [[{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}
                             for i in range(k, min(k + batch, samples))] for k in range(0, samples, batch)]
                 last = batches.pop() if batch > 1 else None
-                for given in batches:
-                    store.add_samples(run_id, given)
+                for given in batches:  # mid-run, as the runner sends them: not waited for on a server
+                    store.add_samples(run_id, given, wait=False)
                 store.finish_run(run_id, "done", result, samples=last)
             seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
             commits = runs * (-(-samples // batch) + (2 if batch == 1 else 1))

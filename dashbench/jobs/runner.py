@@ -117,11 +117,13 @@ class _Recorder:
         pending, self.pending = self.pending, []
         return pending
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = False) -> None:
         if self.store is None or not self.pending:
             return
         with _deferred_signals():
-            self.store.add_samples(self.run_id, self.pending)
+            # Not waited for on a server: the run trains on while the batch travels (its answer is read
+            # by the run's next write, which raises if it was not stored).
+            self.store.add_samples(self.run_id, self.pending, wait=wait)
         self.pending = []
         self.last_flush = time.monotonic()
 
@@ -660,7 +662,7 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
         state["ended"] = True
         try:
             if recorder is not None:
-                recorder.flush()
+                recorder.flush(wait=True)
         finally:
             if only_if_going:  # a presumed end: never over one a launcher already judged (store/placement.py)
                 from dashbench.store.placement import end_group_run

@@ -133,6 +133,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         self._conn = None
         self._engine = None
         self._server_conn = None  # the pooled connection this store holds while open (a server's)
+        self._in_flight = None  # (what, write again) of a write sent to the server not yet answered (_send_now)
         self._specs = SpecMemo()  # the specs of the runs this handle started (finish_run reads none)
         if self._url:
             self._open_server()
@@ -182,11 +183,44 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
         if self._server_conn is None:
             self._server_conn = pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
+        if self._in_flight is not None:  # its answer first: nothing else may use the connection before
+            self._answer_in_flight()
         try:
             yield self._server_conn
         finally:
             if self._server_conn is not None and pg_connection.is_broken(self._server_conn):
                 self._drop_server_conn()  # the next read or write takes a fresh one from the pool
+
+    def _send_now(self, what: str, statements: list[tuple[str, list]], again: Callable[[], None]) -> bool:
+        """_write_now's statements sent to a server without waiting for the answer, which this handle's
+        next call reads first (raising a failure there); False where they cannot go so (SQLite, a
+        statement libpq cannot take as it is): write them the waiting way. `again` writes them the waiting
+        way when the server refused them for what that way sorts out (a stored key, a lock in the way)."""
+        if self._engine is None or self.read_only:
+            return False
+        from dashbench.store import pg_connection
+
+        with self._lock, self._connection() as conn:
+            if not pg_connection.send_now(conn, self._url, self.path, what, statements):
+                return False
+            self._in_flight = (what, again)
+        return True
+
+    def _answer_in_flight(self) -> None:
+        import psycopg
+
+        from dashbench.store import pg_connection, retry
+
+        what, again = self._in_flight
+        self._in_flight = None
+        try:
+            pg_connection.answer(self._server_conn, self._url, self.path, what)
+        except (retry.Retryable, psycopg.errors.IntegrityError, psycopg.errors.InvalidSqlStatementName):
+            again()
+        except BaseException as exc:
+            if not isinstance(exc, psycopg.Error) or pg_connection.is_broken(self._server_conn):
+                self._drop_server_conn()  # cut off mid-answer, or gone: the next call takes a fresh one
+            raise
 
     def _drop_server_conn(self) -> None:
         conn, self._server_conn = self._server_conn, None
@@ -326,6 +360,12 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             if self._engine is not None:
                 from dashbench.store import pg_connection, postgres
 
+                if self._in_flight is not None:
+                    what = self._in_flight[0]
+                    try:
+                        self._answer_in_flight()
+                    except Exception as exc:  # closing after a failure: say it, do not hide the first one
+                        print(f"warning: cannot {what}: {exc}", file=sys.stderr)
                 if self._server_conn is not None:
                     with contextlib.suppress(Exception):
                         pg_connection.give_back(self._server_conn)  # back to the pool

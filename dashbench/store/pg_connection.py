@@ -195,6 +195,31 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
     return cursor.rowcount > 0
 
 
+def send_now(conn: PgConnection, url: str, shown: str, what: str, statements) -> bool:
+    """write_now's statement sent without waiting for its answer (pg_direct.send; answer() reads it), where
+    it can go by libpq as it is; False where it must go the waiting way."""
+    if _lock_wait_ms(conn) != conn.lock_ms or not pg_direct.usable(conn.driver):
+        return False
+    typed = pg_direct.typed([value for _sql, values in statements for value in values])
+    if typed is None:
+        return False
+    try:
+        pg_direct.send(conn.driver, _one_statement(tuple(sql for sql, _params in statements), False), *typed)
+    except BaseException as exc:
+        _failed(conn, exc, url, shown, what)
+        raise
+    return True
+
+
+def answer(conn: PgConnection, url: str, shown: str, what: str) -> None:
+    """The answer to what send_now sent; a failure said as write_now says it."""
+    try:
+        pg_direct.answer(conn.driver)
+    except BaseException as exc:
+        _failed(conn, exc, url, shown, what)
+        raise
+
+
 @functools.lru_cache(maxsize=64)
 def _one_statement(sqls: tuple[str, ...], guarded: bool, also: tuple[str, ...] = ()) -> str:
     """write_now's statement for these parts' SQL (built once: a run's writes are a handful of shapes)."""

@@ -11,6 +11,7 @@ Errors are psycopg's own exception classes (psycopg.errors.error_from_result), s
 
 from __future__ import annotations
 
+import select
 import weakref
 
 # Per psycopg connection, its prepared statements (_Names). Bounded: past KEEP, a statement is sent
@@ -48,6 +49,58 @@ def typed(params) -> tuple[tuple, list] | None:
     return tuple(types), values
 
 
+def send(driver, sql: str, types: tuple, values: list) -> None:
+    """Send one statement as execute() runs it, without waiting for its answer (libpq's pipeline mode: the
+    connection stays in it until answer()). A run's samples go so while it trains; nothing else may use
+    the connection before answer() is called."""
+    pgconn = driver.pgconn
+    name = _name(driver, sql, types)  # prepared first, if new, while nothing is in flight
+    _prepared[driver].in_flight = (sql, types)
+    pgconn.enter_pipeline_mode()
+    if name is None:
+        pgconn.send_query_params(_numbered(sql).encode(), values, types)
+    else:
+        pgconn.send_query_prepared(name, values)
+    pgconn.pipeline_sync()
+    while pgconn.flush() == 1:  # a nonblocking connection whose socket is full: wait until it takes the rest
+        select.select([], [pgconn.socket], [])
+
+
+def answer(driver) -> None:
+    """Wait for the answer of what send() sent and leave pipeline mode; a failure raises psycopg's error
+    (a prepared statement discarded under us: its name is forgotten, the caller sends it again)."""
+    from psycopg import pq
+
+    pgconn, failed = driver.pgconn, None
+    while True:
+        while pgconn.is_busy():
+            select.select([pgconn.socket], [], [])
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:  # the end of one statement's results
+            continue
+        if result.status == pq.ExecStatus.PIPELINE_SYNC:
+            break
+        if failed is None and result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            failed = result
+    pgconn.exit_pipeline_mode()
+    if failed is not None:
+        if failed.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME:
+            _prepared[driver].names.pop(_prepared[driver].in_flight, None)
+        _check(failed, driver)
+
+
+def _name(driver, sql: str, types: tuple) -> bytes | None:
+    """The name of this statement prepared on this connection (prepared now if new), or None past KEEP."""
+    known = _prepared.setdefault(driver, _Names())
+    name = known.names.get((sql, types))
+    if name is None and len(known.names) < KEEP:
+        name = known.new_name()
+        _check(driver.pgconn.prepare(name, _numbered(sql).encode(), types), driver)
+        known.names[(sql, types)] = name
+    return name
+
+
 def execute(driver, sql: str, types: tuple, values: list) -> int:
     """Run one statement of the store's `?` SQL on a psycopg connection in autocommit, waiting for it with
     the GIL released; its row count (a RETURNING statement's rows). A failure raises psycopg's error."""
@@ -57,11 +110,7 @@ def execute(driver, sql: str, types: tuple, values: list) -> int:
     known = _prepared.setdefault(driver, _Names())
     key = (sql, types)
     for attempt in (1, 2):
-        name = known.names.get(key)
-        if name is None and len(known.names) < KEEP:
-            name = known.new_name()
-            _check(pgconn.prepare(name, _numbered(sql).encode(), types), driver)
-            known.names[key] = name
+        name = _name(driver, sql, types)
         if name is None:
             result = pgconn.exec_params(_numbered(sql).encode(), values, types)
         else:
@@ -81,6 +130,7 @@ class _Names:
     def __init__(self):
         self.names: dict = {}
         self.made = 0
+        self.in_flight = None  # the (SQL, types) send() sent last
 
     def new_name(self) -> bytes:
         self.made += 1

@@ -24,12 +24,18 @@ class SamplesPart:
     """Samples and bundles' rows (mixed into Store, which provides _write, _read and path)."""
 
     @retried
-    def add_samples(self, run_id: str, samples: list[dict]) -> None:
+    def add_samples(self, run_id: str, samples: list[dict], wait: bool = True) -> None:
+        """Store a run's samples (events: index, steps, duration_s, loss, warmup). `wait=False`: on a
+        server, sent without waiting for the answer (a running run goes on training meanwhile), which
+        this handle's next call reads first and raises if the batch could not be stored."""
         if not samples:
             return
         rows = self._sample_rows(run_id, samples)
         # A run that reports is alive: its samples are its heartbeat (queue.HEARTBEAT_LAPSE_S).
         heartbeat = ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
+        if not wait and len(rows) <= _ROWS_PER_STATEMENT and self._send_now(
+                "add samples", [self._samples_insert(rows), heartbeat], lambda: self.add_samples(run_id, samples)):
+            return
         if len(rows) <= _ROWS_PER_STATEMENT:  # the usual case: one statement, one round trip to a server
             # Plainly inserted first: an upsert costs a server a third more per row. An index stored
             # already (a batch sent again after its answer was lost) fails that whole statement; then
