@@ -201,8 +201,13 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         from dashbench.store import pg_connection
 
         with self._lock, self._connection() as conn:
-            if not pg_connection.send_now(conn, self._url, self.path, what, statements):
-                return False
+            try:
+                if not pg_connection.send_now(conn, self._url, self.path, what, statements):
+                    return False
+            except BaseException:
+                if conn.driver.pgconn.pipeline_status:  # cut off half sent: no one may read what follows
+                    self._drop_server_conn()
+                raise
             self._in_flight = (what, again)
         return True
 
