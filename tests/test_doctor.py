@@ -156,6 +156,27 @@ def test_a_doctor_that_cannot_time_stores_prints_and_exits_as_documented(tmp_pat
     assert json.loads(capsys.readouterr().out)["checks"][0]["stopwatch"]["ratio"] is None
 
 
+def test_a_check_process_killed_at_its_timeout_leaves_no_temporary_files(tmp_path, monkeypatch):
+    """Killed, the child runs no atexit hook (TensorFlow's autograph files): its folder is removed here."""
+    import subprocess
+    import tempfile
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = []
+
+    def killed_at_timeout(argv, env, timeout, **kwargs):
+        seen.append(env["TMPDIR"])
+        with open(f"{env['TMPDIR']}/__autograph_generated_file_x.py", "w") as f:
+            f.write("# left by a child that never reached its atexit hooks\n")
+        raise subprocess.TimeoutExpired(argv, timeout)
+
+    monkeypatch.setattr(doctor_cmd.subprocess, "run", killed_at_timeout)
+    reports = doctor_cmd._run_child("tensorflow", SimpleNamespace(device=None, steps=None, tries=None))
+    assert "did not finish" in reports[0]["error"]
+    assert seen and seen[0].startswith(str(tmp_path)) and list(tmp_path.iterdir()) == []
+
+
 # -- the real check, in its own processes ---------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown_lines
@@ -113,11 +114,15 @@ def _run_child(backend: str, args) -> list[dict]:
         if getattr(args, name) is not None:
             argv += [f"--{name}", str(getattr(args, name))]
     env = {k: v for k, v in os.environ.items() if k != CPU_PEAKS_ENV}  # the check probes for itself
-    try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=CHILD_TIMEOUT_S, env=env)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [_failed(backend, f"the check process did not finish: {exc}")]
+    # Its temporary files (TensorFlow's autograph sources) in a folder removed here: a child killed at
+    # its timeout runs no atexit hook of its own (jobs/temp_folder.py says why runs need the same).
+    with tempfile.TemporaryDirectory(prefix="dashbench-doctor-", ignore_cleanup_errors=True) as tmp:
+        env["TMPDIR"] = tmp
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=CHILD_TIMEOUT_S, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return [_failed(backend, f"the check process did not finish: {exc}")]
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(_MARK):
             try:
