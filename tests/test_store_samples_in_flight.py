@@ -91,3 +91,26 @@ def test_a_batch_in_flight_when_the_connection_is_lost_is_one_line_and_the_handl
             store.samples(run_id)
         store.add_samples(run_id, [dict(samples_for(7)[6])], wait=False)  # a fresh connection from the pool
         assert list(store.samples(run_id)["index"]) == [6]
+
+
+def test_a_runs_end_goes_behind_its_batch_in_flight_in_the_same_trip(pg_url, monkeypatch):
+    from dashbench.store import pg_direct
+
+    with Store(pg_url) as store:
+        for attempt in range(2):  # the second run after the connection's prepared statements were discarded
+            run_id = store.create_run(SPEC)
+            store.add_samples(run_id, samples_for(10))
+            waited = []
+            monkeypatch.setattr(pg_direct, "execute", lambda *a, real=pg_direct.execute: waited.append(a) or real(*a))
+            # Sent again with new values (its answer lost): refused on the server, replaced after the end.
+            store.add_samples(run_id, [dict(s, loss=7.0) for s in samples_for(20)[5:]], wait=False)
+            assert store.finish_run(run_id, "done", result_for(SPEC, 5.0),
+                                    samples=[dict(s, index=s["index"] + 20) for s in samples_for(5)])
+            monkeypatch.undo()
+            frame = store.samples(run_id)
+            assert list(frame["index"]) == list(range(25)) and list(frame["loss"])[5:20] == [7.0] * 15
+            assert store.get_run(run_id)["status"] == "done"
+            if attempt == 0:  # the end went behind the batch: not a statement of its own waited for
+                assert not [a for a in waited if "UPDATE runs SET status" in a[1]]
+                with store._connection() as conn:
+                    conn.execute("DEALLOCATE ALL")  # what a pooler or DISCARD ALL by hand does

@@ -172,8 +172,9 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             raise
 
     @contextlib.contextmanager
-    def _connection(self):
-        """The connection for one read or one transaction: SQLite's one, or one from the server's pool."""
+    def _connection(self, answered: bool = True):
+        """The connection for one read or one transaction: SQLite's one, or one from the server's pool,
+        with the answer to a write in flight read first (unless not `answered`: _write_now's own)."""
         if self._engine is None:
             if self._conn is None:
                 raise StoreError("the store is closed")
@@ -183,7 +184,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
         if self._server_conn is None:
             self._server_conn = pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
-        if self._in_flight is not None:  # its answer first: nothing else may use the connection before
+        if self._in_flight is not None and answered:  # nothing else may use the connection before
             self._answer_in_flight()
         try:
             yield self._server_conn
@@ -211,21 +212,38 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             self._in_flight = (what, again)
         return True
 
-    def _answer_in_flight(self) -> None:
+    def _answer_in_flight(self, behind: str | None = None) -> int:
+        """Read the answer to the write in flight (a refusal that the waiting way sorts out: written again
+        that way), and to the one sent `behind` it if any, whose row count this returns or error raises."""
         import psycopg
 
         from dashbench.store import pg_connection, retry
 
         what, again = self._in_flight
         self._in_flight = None
-        try:
-            pg_connection.answer(self._server_conn, self._url, self.path, what)
-        except (retry.Retryable, psycopg.errors.IntegrityError, psycopg.errors.InvalidSqlStatementName):
+        answers = []
+        for said in [what] if behind is None else [what, behind]:
+            try:
+                answers.append(pg_connection.answer(self._server_conn, self._url, self.path, said))
+            except (psycopg.Error, StoreError) as exc:
+                answers.append(exc)
+                if pg_connection.is_broken(self._server_conn):
+                    self._drop_server_conn()  # gone: the next call takes a fresh one
+                    break
+            except BaseException:
+                self._drop_server_conn()  # cut off mid-answer: no one may read what follows
+                raise
+        first = answers[0]
+        if isinstance(first, (retry.Retryable, psycopg.errors.IntegrityError,
+                              psycopg.errors.InvalidSqlStatementName)) and self._server_conn is not None:
             again()
-        except BaseException as exc:
-            if not isinstance(exc, psycopg.Error) or pg_connection.is_broken(self._server_conn):
-                self._drop_server_conn()  # cut off mid-answer, or gone: the next call takes a fresh one
-            raise
+        elif isinstance(first, BaseException):
+            raise first
+        if behind is None:
+            return 0
+        if isinstance(answers[-1], BaseException) or len(answers) < 2:
+            raise answers[-1]
+        return answers[1]
 
     def _drop_server_conn(self) -> None:
         conn, self._server_conn = self._server_conn, None
@@ -453,9 +471,19 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                     if conn.execute(sql, params).rowcount == 0 and guarded and k == 0:
                         return False
             return True
+        import psycopg
+
         from dashbench.store import pg_connection
 
-        with self._lock, self._connection() as conn:
+        with self._lock, self._connection(answered=False) as conn:
+            if self._in_flight is not None:  # in the same trip, behind it, if it can go so: both answers read
+                if pg_connection.send_now(conn, self._url, self.path, what, statements, guarded, also):
+                    try:
+                        return self._answer_in_flight(behind=what) > 0
+                    except psycopg.errors.InvalidSqlStatementName:  # discarded under us: prepared again below
+                        pass
+                else:
+                    self._answer_in_flight()
             return pg_connection.write_now(conn, self._url, self.path, what, statements, guarded, also)
 
     def _say_lock_wait(self) -> None:

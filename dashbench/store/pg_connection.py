@@ -195,26 +195,28 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
     return cursor.rowcount > 0
 
 
-def send_now(conn: PgConnection, url: str, shown: str, what: str, statements) -> bool:
+def send_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False,
+             also=()) -> bool:
     """write_now's statement sent without waiting for its answer (pg_direct.send; answer() reads it), where
     it can go by libpq as it is; False where it must go the waiting way."""
     if _lock_wait_ms(conn) != conn.lock_ms or not pg_direct.usable(conn.driver):
         return False
-    typed = pg_direct.typed([value for _sql, values in statements for value in values])
+    typed = pg_direct.typed([value for _sql, values in [*statements, *also] for value in values])
     if typed is None:
         return False
+    sql = _one_statement(tuple(sql for sql, _params in statements), guarded, tuple(sql for sql, _params in also))
     try:
-        pg_direct.send(conn.driver, _one_statement(tuple(sql for sql, _params in statements), False), *typed)
+        pg_direct.send(conn.driver, sql, *typed)
     except BaseException as exc:
         _failed(conn, exc, url, shown, what)
         raise
     return True
 
 
-def answer(conn: PgConnection, url: str, shown: str, what: str) -> None:
-    """The answer to what send_now sent; a failure said as write_now says it."""
+def answer(conn: PgConnection, url: str, shown: str, what: str) -> int:
+    """The answer to the oldest statement send_now sent (its row count); a failure said as write_now says it."""
     try:
-        pg_direct.answer(conn.driver)
+        return pg_direct.answer(conn.driver)
     except BaseException as exc:
         _failed(conn, exc, url, shown, what)
         raise

@@ -51,27 +51,35 @@ def typed(params) -> tuple[tuple, list] | None:
 
 def send(driver, sql: str, types: tuple, values: list) -> None:
     """Send one statement as execute() runs it, without waiting for its answer (libpq's pipeline mode: the
-    connection stays in it until answer()). A run's samples go so while it trains; nothing else may use
-    the connection before answer() is called."""
+    connection stays in it until answer() has read every answer due). A run's samples go so while it
+    trains, and the run's next write goes behind them; nothing else may use the connection meanwhile."""
+    from psycopg import pq
+
     pgconn = driver.pgconn
-    name = _name(driver, sql, types)  # prepared first, if new, while nothing is in flight
-    _prepared[driver].in_flight = (sql, types)
-    pgconn.enter_pipeline_mode()
+    known = _prepared.setdefault(driver, _Names())
+    if pgconn.pipeline_status == pq.PipelineStatus.OFF:
+        name = _name(driver, sql, types)  # prepared first, if new, while nothing is due
+        pgconn.enter_pipeline_mode()
+    else:  # answers are due: nothing can be prepared now (a new statement goes unprepared, once)
+        name = known.names.get((sql, types))
     if name is None:
         pgconn.send_query_params(_numbered(sql).encode(), values, types)
     else:
         pgconn.send_query_prepared(name, values)
     pgconn.pipeline_sync()
+    known.due.append((sql, types))
     while pgconn.flush() == 1:  # a nonblocking connection whose socket is full: wait until it takes the rest
         select.select([], [pgconn.socket], [])
 
 
-def answer(driver) -> None:
-    """Wait for the answer of what send() sent and leave pipeline mode; a failure raises psycopg's error
-    (a prepared statement discarded under us: its name is forgotten, the caller sends it again)."""
+def answer(driver) -> int:
+    """Wait for the answer of the oldest statement send() sent, leaving pipeline mode after the last one
+    due; its row count, as execute() returns it. A failure raises psycopg's error (a prepared statement
+    discarded under us: its name is forgotten, so the caller's next try prepares it again)."""
     from psycopg import pq
 
-    pgconn, failed = driver.pgconn, None
+    pgconn, known = driver.pgconn, _prepared[driver]
+    rows, failed = 0, None
     while True:
         while pgconn.is_busy():
             select.select([pgconn.socket], [], [])
@@ -81,13 +89,24 @@ def answer(driver) -> None:
             continue
         if result.status == pq.ExecStatus.PIPELINE_SYNC:
             break
-        if failed is None and result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        if result.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            rows = int(result.command_tuples or 0)
+        elif failed is None:
             failed = result
-    pgconn.exit_pipeline_mode()
+    key = known.due.pop(0)
+    if not known.due:
+        pgconn.exit_pipeline_mode()
     if failed is not None:
         if failed.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME:
-            _prepared[driver].names.pop(_prepared[driver].in_flight, None)
+            known.names.pop(key, None)
         _check(failed, driver)
+    return rows
+
+
+def due(driver) -> int:
+    """How many statements send() sent on this connection whose answers are not read yet."""
+    known = _prepared.get(driver)
+    return 0 if known is None else len(known.due)
 
 
 def _name(driver, sql: str, types: tuple) -> bytes | None:
@@ -130,7 +149,7 @@ class _Names:
     def __init__(self):
         self.names: dict = {}
         self.made = 0
-        self.in_flight = None  # the (SQL, types) send() sent last
+        self.due: list = []  # the (SQL, types) of each statement send() sent, not answered yet
 
     def new_name(self) -> bytes:
         self.made += 1
