@@ -91,6 +91,17 @@ def test_a_batch_in_flight_when_the_connection_is_lost_is_one_line_and_the_handl
             store.samples(run_id)
         store.add_samples(run_id, [dict(samples_for(7)[6])], wait=False)  # a fresh connection from the pool
         assert list(store.samples(run_id)["index"]) == [6]
+        # Lost again with a batch in flight, the run's end sent behind it: said, and the end can be made.
+        pid = store._read("SELECT pg_backend_pid()")[0][0]
+        blocker.execute("BEGIN")
+        blocker.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        store.add_samples(run_id, [dict(samples_for(8)[7])], wait=False)
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        blocker.execute("ROLLBACK")
+        with pytest.raises(StoreError, match="cannot (add samples|finish a run): database "):
+            store.finish_run(run_id, "done", result_for(SPEC, 2.0), samples=[dict(samples_for(9)[8])])
+        assert store.finish_run(run_id, "done", result_for(SPEC, 2.0), samples=[dict(samples_for(9)[8])])
+        assert list(store.samples(run_id)["index"]) == [6, 8] and store.get_run(run_id)["status"] == "done"
 
 
 def test_a_runs_end_goes_behind_its_batch_in_flight_in_the_same_trip(pg_url, monkeypatch):

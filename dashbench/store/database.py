@@ -246,6 +246,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         return answers[1]
 
     def _drop_server_conn(self) -> None:
+        self._in_flight = None  # its answer went with the connection (the error that dropped it is raised)
         conn, self._server_conn = self._server_conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -477,7 +478,12 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
         with self._lock, self._connection(answered=False) as conn:
             if self._in_flight is not None:  # in the same trip, behind it, if it can go so: both answers read
-                if pg_connection.send_now(conn, self._url, self.path, what, statements, guarded, also):
+                try:
+                    sent = pg_connection.send_now(conn, self._url, self.path, what, statements, guarded, also)
+                except BaseException:
+                    self._drop_server_conn()  # cut off half sent: no one may read what follows
+                    raise
+                if sent:
                     try:
                         return self._answer_in_flight(behind=what) > 0
                     except psycopg.errors.InvalidSqlStatementName:  # discarded under us: prepared again below
