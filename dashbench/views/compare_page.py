@@ -1,0 +1,217 @@
+"""Compare's widgets: throughput, step time, cost and speed-up of chosen runs, next to published figures.
+
+pages/compare.py only calls show(). Streamlit compiles a page's file again for a visitor who finds no other
+session open (it empties its script cache when the last session leaves): ~3 ms of a new visitor's server
+CPU for these ~200 lines, paid by every visitor one after another. A module is compiled once per process."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashbench.views import ui
+
+from dashbench.costs import prices, reference
+from dashbench.views import accuracy_view, compare, compare_view, context, parity, results
+from dashbench.views.format import md_text, unreadable_note
+
+
+def _unless_set(key, value):
+    """A widget's default, or None once Session State holds its value (Streamlit warns about both)."""
+    return None if key in st.session_state else value
+
+
+def _filters_changed():
+    st.session_state.pop("cmp_runs", None)  # the run list follows the filters again
+    _runs_changed()
+
+
+def _runs_changed():
+    st.session_state.pop("cmp_ref_rows", None)  # published rows follow the chosen runs' models again
+
+
+def show() -> None:
+    """The page, top to bottom (st.stop() ends it early, as in a page file)."""
+    ctx = ui.open_page("Compare")
+    db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
+
+    # One look-up per store version for every session (ui.shared): a new visitor only draws what is kept.
+    stored, options, newest = ui.shared(ctx, (), compare.overview, ctx.store)
+    if not stored:
+        st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
+        if not ctx.settings.read_only:
+            st.page_link("pages/run.py", label="Go to Run", icon=":material/play_arrow:")
+
+    linked = [r for r in st.query_params.get("runs", "").split(",") if r]
+    requested = db.known_ids(linked) if linked else []  # no look-up (and no cached copy) without a link
+    if requested and st.session_state.get("cmp_requested") != requested:
+        # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
+        # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
+        st.session_state["cmp_requested"] = requested
+        st.session_state["cmp_runs"] = requested
+        st.session_state["cmp_model"] = compare.models_of(db.runs(run_ids=requested), requested)
+        for key in ("cmp_acc", "cmp_backend", "cmp_precision", "cmp_status", "cmp_ref_rows", "cmp_search"):
+            st.session_state.pop(key, None)
+
+    with st.expander("Choose runs", expanded=not requested):
+        # One row that wraps, not st.columns(5): a column is a block of its own, five messages more per visitor.
+        row = st.container(horizontal=True, gap="small")
+        selections = {
+            # Throughput of different workloads on one axis means nothing: start from one model.
+            "model": row.multiselect("Model", options["model"], key="cmp_model",
+                                         default=_unless_set("cmp_model", [newest] if newest else []),
+                                         on_change=_filters_changed),
+            "accelerator": row.multiselect("Accelerator", options["accelerator"], key="cmp_acc",
+                                               on_change=_filters_changed),
+            "precision": row.multiselect("Precision", options["precision"], key="cmp_precision",
+                                             on_change=_filters_changed),
+            "backend": row.multiselect("Backend", options["backend"], key="cmp_backend",
+                                           on_change=_filters_changed),
+            # Runs with a result: done, and to-accuracy runs that missed their target (their throughput and
+            # curves still compare).
+            "status": row.multiselect("Status", options["status"],
+                                          default=_unless_set("cmp_status", [s for s in ("done", "not_reached")
+                                                                             if s in options["status"]]),
+                                          key="cmp_status", on_change=_filters_changed),
+        }
+        query = results.query(selections)
+        matching, default_ids, recent = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs, ctx.store,
+                                                  query)
+        search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
+                               key="cmp_search")
+        found = db.run_ids(**query, search=search, limit=compare.PICKER_RUNS) if search.strip() else []
+        picked = st.session_state.get("cmp_runs") or []
+        offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
+        offered_runs = ui.shared(ctx, ("offered", tuple(offered)), compare.runs_by_id, ctx.store, tuple(offered))
+        labels = ui.shared(ctx, tuple(offered), compare.labels_by_id, offered_runs)
+        offered = [r for r in offered if r in labels]
+        default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
+        if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
+            st.session_state["cmp_runs"] = [r for r in picked if r in labels]
+        chosen = st.multiselect("Runs", offered, default=_unless_set("cmp_runs", default_ids), format_func=labels.get,
+                                key="cmp_runs", on_change=_runs_changed)
+        st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None))
+        show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
+        published = ui.memo((), reference.rows)  # the shipped rows: one frame per process, only read here
+        ref_names = dict(zip(published["key"], published["name"]))
+        chosen_runs = ui.shared(ctx, ("chosen", tuple(offered), tuple(chosen)), compare.runs_of, offered_runs, chosen)
+        chosen_models = chosen_runs["model"].unique().tolist()
+        ref_default = None if "cmp_ref_rows" in st.session_state else ui.shared(
+            ctx, ("ref_default", tuple(chosen)), compare.reference_for_models, published, chosen_models,
+            chosen_runs["label"].tolist())
+        # Pills, not a multiselect: every row stays in view (a multiselect's box cut the 13 chosen by default on
+        # the empty store off after three lines), and a click adds or drops one.
+        ref_keys = st.pills("Published rows (default: those for the chosen runs' models)", list(ref_names),
+                            selection_mode="multi", default=ref_default, format_func=ref_names.get, key="cmp_ref_rows",
+                            disabled=not show_reference, width="stretch") or []
+    if unreadable_note(offered_runs):
+        st.warning(unreadable_note(offered_runs))
+
+    catalog = ui.shared(ctx, (), prices.catalog, db)
+    # Everything below is built once per store version and choice, for every session: a rerun that changed
+    # nothing, or a new visitor who chose what another did, only draws it.
+    choice = (ui.token(ctx), tuple(chosen), tuple(ref_keys) if show_reference else None)
+    frame = ui.memo(choice, compare.compare_frame, chosen_runs, catalog,
+                    ui.memo(tuple(ref_keys), compare.runs_of, published, ref_keys, "key") if show_reference else None)
+    if frame.empty:
+        st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
+        st.stop()
+
+    frame = ui.memo(choice + ("memory",), compare_view.with_memory, frame, db)  # each run's measured peak
+    baselines = ui.memo(choice, compare.baseline_choices, frame)
+    baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
+                            help="Speed-up is examples/s over this row's, only between rows of the same workload and "
+                                 "shape; every other workload is compared with its own first run.")
+    frame, group_bases = ui.memo(choice + (baseline,), compare_view.with_speedups, frame, baseline)
+    groups = list(group_bases)
+
+    flag_lines = ui.memo(choice + (baseline,), compare.flag_lines, frame)
+    if flag_lines:
+        st.warning("**Flagged: judge these figures with care**\n\n" + "\n".join(flag_lines), icon=":material/warning:")
+    unpriced = ui.memo(choice + (baseline,), compare.unpriced_labels, frame)
+    notes = []  # one caption: each element is a message every new visitor's server sends
+    if unpriced:
+        # Read-only has no price form: prices are set where the results are written.
+        where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
+                 else "Set one on the Prices page.")
+        notes.append("No price for: " + ", ".join(md_text(label) for label in unpriced) + ". " + where)
+    if len(groups) > 1:
+        names = ", ".join(md_text(name) for name in groups)
+        notes.append(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
+                     "compared only within one workload and shape.")
+    if notes:
+        st.caption("\n\n".join(notes))
+    if unpriced and not ctx.settings.read_only:
+        st.page_link("pages/prices.py", label="Set a price", icon=":material/sell:")
+
+    # Only the charts picked here are built and drawn (the table below holds every figure of them).
+    kinds = ui.memo(choice, compare_view.chart_kinds, frame)
+    picked_charts = st.segmented_control(
+        "Charts", kinds, selection_mode="multi", format_func=compare_view.CHARTS.get, key="cmp_charts",
+        default=_unless_set("cmp_charts", [k for k in compare_view.DEFAULT_CHARTS if k in kinds])) or []
+    drawn = tuple(k for k in compare_view.CHARTS if k in picked_charts)
+    for i, section in enumerate(ui.memo(choice + (baseline, drawn), compare_view.sections, frame, group_bases,
+                                        baselines, db, drawn)):
+        st.subheader(f"Workload: {md_text(section.name)}")
+        if section.sweep is not None:
+            st.plotly_chart(section.sweep, key=f"chart_sweep_{i}")
+        figures = [(kind, getattr(section, kind)) for kind in drawn if kind != "sweep"]
+        figures = [(kind, figure) for kind, figure in figures if figure is not None]
+        for n, (kind, figure) in enumerate(figures):
+            if n % 2 == 0:  # two charts a row, in one block (st.columns(2) sent three)
+                pair = st.container(horizontal=True, gap="small")
+            pair.plotly_chart(figure, key=f"chart_{kind}_{i}")
+
+    if ui.memo(choice + ("to_accuracy",), accuracy_view.to_accuracy_chosen, chosen_runs):
+        # Read only when a chosen run trained on real data: a throughput-only choice reads no result here.
+        target = ui.memo(choice + ("to_target",), accuracy_view.target_section, db, tuple(chosen), catalog)
+        if target is not None:
+            st.subheader("Time and cost to target")
+            left, right = st.columns(2)
+            left.plotly_chart(target.time, key="chart_to_target_time")
+            right.plotly_chart(target.cost, key="chart_to_target_cost")
+            left.plotly_chart(target.against_time, key="chart_accuracy_time")
+            right.plotly_chart(target.against_cost, key="chart_accuracy_cost")
+            ui.table(target.table)
+            st.caption(target.caption)
+    verdicts = ui.memo(choice + ("parity",), accuracy_view.parity_verdicts, db, chosen_runs)
+    if verdicts:
+        st.subheader("Convergence parity")
+        parity_lines = parity.flag_lines(verdicts)
+        if any(v.flags for v in verdicts):
+            st.warning("**Trains differently on another device**\n\n" + "\n".join(parity_lines),
+                       icon=":material/warning:")
+        elif parity_lines:
+            st.caption("\n".join(parity_lines))
+        summary = parity.summary(verdicts)
+        if summary:
+            st.caption(md_text(summary))
+
+    st.subheader("The numbers")
+    table = ui.memo(choice + (baseline,), compare.compare_table, frame)
+    ui.table(table)
+    # Written only when clicked.
+    st.download_button("Download CSV", lambda: compare.csv_bytes(table), file_name="dashbench-compare.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+
+    # Built only while open: a closed expander's table would cost every filter change its price matching.
+    with st.expander("Time and cost of N epochs", key="cmp_epochs_open", on_change="rerun") as epochs_box:
+        if epochs_box.open:
+            cols = st.columns(2)
+            dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
+                                                key="cmp_dataset")
+            epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
+            ui.table(ui.memo(choice + (baseline, int(dataset_size), float(epochs)), compare.epochs_table, frame,
+                             catalog, int(dataset_size), float(epochs)))
+            left_out = compare.epochs_left_out(frame)
+            if left_out:
+                st.caption("Left out, not at full size (their time is not the full-size model's): "
+                           + ", ".join(md_text(label) for label in left_out) + ".")
+
+    if show_reference:
+        ratios = ui.memo(tuple(chosen_models), compare.published_ratios_for, published, chosen_models)
+        if not ratios.empty:
+            # Built only while open, as the epochs table: a closed expander's table still cost every visit its Arrow.
+            with st.expander("Published ratios (computed from raw figures where the article gave them)",
+                             key="cmp_ratios_open", on_change="rerun") as ratios_box:
+                if ratios_box.open:
+                    ui.table(ratios)
