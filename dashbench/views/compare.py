@@ -55,6 +55,16 @@ def labels_by_id(runs: pd.DataFrame) -> dict[str, str]:
     return dict(zip(runs["run_id"], run_labels(runs)))
 
 
+def reference_names(reference: pd.DataFrame) -> dict[str, str]:
+    """key → name of every published row (the pills' names)."""
+    return dict(zip(reference["key"], reference["name"]))
+
+
+def models_and_labels(runs: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The distinct models of a runs frame, in its order, and every row's label."""
+    return runs["model"].unique().tolist(), runs["label"].tolist()
+
+
 def runs_of(runs: pd.DataFrame, run_ids: Iterable[str], column: str = "run_id") -> pd.DataFrame:
     """The rows of `runs` whose `column` is one of these (the chosen runs; the chosen published rows
     by `key`), in the frame's order."""
