@@ -57,17 +57,22 @@ def send(driver, sql: str, types: tuple, values: list) -> None:
 
     pgconn = driver.pgconn
     known = _prepared.setdefault(driver, _Names())
+    key, fresh = (sql, types), False
     if pgconn.pipeline_status == pq.PipelineStatus.OFF:
         name = _name(driver, sql, types)  # prepared first, if new, while nothing is due
         pgconn.enter_pipeline_mode()
-    else:  # answers are due: nothing can be prepared now (a new statement goes unprepared, once)
-        name = known.names.get((sql, types))
+    else:  # answers are due: a new statement is prepared in the pipeline, answered with it
+        name = known.names.get(key)
+        if name is None and len(known.names) < KEEP:
+            name, fresh = known.new_name(), True
+            pgconn.send_prepare(name, _numbered(sql).encode(), types)
+            known.names[key] = name
     if name is None:
         pgconn.send_query_params(_numbered(sql).encode(), values, types)
     else:
         pgconn.send_query_prepared(name, values)
     pgconn.pipeline_sync()
-    known.due.append((sql, types))
+    known.due.append((key, fresh))
     while pgconn.flush() == 1:  # a nonblocking connection whose socket is full: wait until it takes the rest
         select.select([], [pgconn.socket], [])
 
@@ -79,7 +84,7 @@ def answer(driver) -> int:
     from psycopg import pq
 
     pgconn, known = driver.pgconn, _prepared[driver]
-    rows, failed = 0, None
+    rows, failed, results = 0, None, 0
     while True:
         while pgconn.is_busy():
             select.select([pgconn.socket], [], [])
@@ -89,16 +94,17 @@ def answer(driver) -> int:
             continue
         if result.status == pq.ExecStatus.PIPELINE_SYNC:
             break
+        results += 1
         if result.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
             rows = int(result.command_tuples or 0)
         elif failed is None:
-            failed = result
-    key = known.due.pop(0)
+            failed, failed_first = result, results == 1
+    key, fresh = known.due.pop(0)
     if not known.due:
         pgconn.exit_pipeline_mode()
     if failed is not None:
-        if failed.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME:
-            known.names.pop(key, None)
+        if (fresh and failed_first) or failed.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME:
+            known.names.pop(key, None)  # prepared again by the next try (under a new name)
         _check(failed, driver)
     return rows
 
@@ -149,7 +155,7 @@ class _Names:
     def __init__(self):
         self.names: dict = {}
         self.made = 0
-        self.due: list = []  # the (SQL, types) of each statement send() sent, not answered yet
+        self.due: list = []  # ((SQL, types), prepared with it) of each statement send() sent, not answered yet
 
     def new_name(self) -> bytes:
         self.made += 1
