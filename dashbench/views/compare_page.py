@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench.views import ui
-
 from dashbench.costs import prices, reference
-from dashbench.views import accuracy_view, compare, compare_view, context, parity, results
+from dashbench.views import accuracy_view, compare, compare_view, context, parity, results, ui
 from dashbench.views.format import md_text, unreadable_note
 
 

@@ -1,0 +1,141 @@
+"""Results' widgets: stored runs a page at a time (filtered, searched and sorted in SQL), a run's detail from
+its selected row, and bundle export / import / delete.
+
+pages/results.py only calls show(): a page file is compiled again for each visitor who finds no other session
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashbench.costs import prices
+from dashbench.views import accuracy_view, charts, context, results, ui
+from dashbench.views.format import md_text, unreadable_note
+from dashbench.views.samples import prepare_samples
+
+
+def _query_changed():
+    st.session_state["res_page"] = 1  # a new filter, search or order starts at its first page
+
+
+def show() -> None:
+    """The page, top to bottom (st.stop() ends it early, as in a page file)."""
+    ctx = ui.open_page("Results", flash_key="res_flash")
+    db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
+    read_only = ctx.settings.read_only
+
+    # One look-up per store version for every session (ui.shared): a new visitor only draws what is kept.
+    stored, facets = ui.shared(ctx, (), results.overview, ctx.store)
+    if not stored:
+        st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
+
+    cols = st.columns([1, 1, 1, 1, 1, 2])
+    selections = {
+        "model": cols[0].multiselect("Model", facets["model"], key="res_model", on_change=_query_changed),
+        "accelerator": cols[1].multiselect("Accelerator", facets["accelerator"], key="res_acc",
+                                           on_change=_query_changed),
+        "precision": cols[2].multiselect("Precision", facets["precision"], key="res_precision",
+                                         on_change=_query_changed),
+        "backend": cols[3].multiselect("Backend", facets["backend"], key="res_backend", on_change=_query_changed),
+        "status": cols[4].multiselect("Status", facets["status"], key="res_status", on_change=_query_changed),
+    }
+    search = cols[5].text_input("Search (label, host, id, model, error, …)", key="res_search",
+                                on_change=_query_changed)
+    query = results.query(selections, search)
+    total = db.count_runs(**query) if query else stored
+    pages = results.page_count(total)
+    if st.session_state.get("res_page", 1) > pages:  # the store or the filters shrank under the page shown
+        st.session_state["res_page"] = pages
+    cols = st.columns([2, 1, 3])
+    sort = cols[0].selectbox("Sort by", list(results.SORTS), format_func=lambda k: results.SORTS[k][0], key="res_sort",
+                             on_change=_query_changed)
+    page = cols[1].number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="res_page")
+    # Built once per store version, query and page for every session: a new visitor only draws it.
+    catalog = ui.shared(ctx, (), prices.catalog, db)
+    shown, table = ui.shared(ctx, (ui.key_of(query), sort, page), results.page_of_runs, ctx.store, query, sort, page,
+                             catalog)
+    if unreadable_note(shown):
+        st.warning(unreadable_note(shown))
+    cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0]))
+
+    # Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
+    event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
+                     on_select="rerun", selection_mode="multi-row")
+    selected = [table["run_id"].iloc[i] for i in event.selection.rows if i < len(table)]
+    st.session_state["res_selected"] = selected
+
+    st.subheader("Run detail")
+    if not selected:
+        st.caption("Select a run (the box at the left of its row) to see its loss curve, step times, environment "
+                   "and spec here; select several to delete them below.")
+    else:
+        run_id = selected[0]
+        if len(selected) > 1:
+            st.caption(f"{len(selected)} runs selected: the first one's detail.")
+        run = db.get_run(run_id)
+        detail = results.run_detail(run) if run is not None else None
+        if detail is None:
+            st.warning(f"Run {md_text(run_id)} is no longer stored.")
+        else:
+            if detail["unreadable"]:
+                st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
+            ui.run_summary(detail)
+            curve = ui.shared(ctx, ("curve", run_id), accuracy_view.run_curve, run)
+            if curve is not None:  # a to-accuracy run: its validation accuracy and loss per evaluation, per seed
+                st.plotly_chart(curve, key="detail_accuracy")
+            samples = prepare_samples(db.sample_buckets(run_id))
+            left, right = st.columns(2)
+            left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
+            right.plotly_chart(charts.step_time_series(samples), key="detail_steps")
+            st.page_link("pages/compare.py", label="Compare " + ("these runs" if len(selected) > 1 else "this run"),
+                         icon=":material/bar_chart:", query_params={"runs": ",".join(selected)})
+            with st.expander("Environment and placement"):
+                st.json({"env": detail["env"], "placement": detail["placement"]})
+            with st.expander("Spec"):
+                st.json(detail["spec"])
+
+    st.subheader("Export")
+    if total:
+        # Built only when clicked, in its own read-only connection (this run's handle is closed by then).
+        st.download_button(f"Download bundle of the {total:,} runs that pass the filters",
+                           lambda: results.bundle_bytes(ctx.settings.db_path, **query),
+                           file_name="dashbench-bundle.json", mime="application/json", on_click="ignore")
+    else:
+        st.caption("Nothing to export.")
+
+    if not read_only:
+        def _delete():
+            # A callback (before the next run draws anything), so the table shows the store without them.
+            doomed = st.session_state.get("res_selected") or []
+            with context.own_store(ctx.settings) as store:
+                message, ok = results.delete_runs(store, doomed)
+            if not ok:  # a queued or running run: kept, and the selection stays for after a cancel
+                st.session_state["res_delete_refused"] = message
+                return
+            st.session_state["res_flash"] = message
+            st.session_state["res_delete_confirm"] = False
+
+        st.subheader("Import")
+        # A new key empties the uploader once its files are in (its value cannot be set from Python).
+        upload_key = f"res_import_{st.session_state.get('res_import_round', 0)}"
+        uploads = st.file_uploader("Bundles made with `python -m dashbench export`", accept_multiple_files=True,
+                                   key=upload_key)
+        if uploads and st.button("Import", key="res_import_go"):
+            message, ok = results.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])
+            if ok:  # drawn again from the top, so the table above lists what came in
+                st.session_state["res_flash"] = message
+                st.session_state["res_import_round"] = st.session_state.get("res_import_round", 0) + 1
+                st.rerun()
+            st.error(message)
+
+        st.subheader("Delete")
+        if not selected:
+            st.caption("Select the runs to delete in the table above.")
+        else:
+            st.markdown(f"Delete the {len(selected)} selected run{'s' if len(selected) > 1 else ''}: "
+                        + ", ".join(md_text(results.short_label(shown, r)) for r in selected) + ".")
+            st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
+            ready = st.session_state.get("res_delete_confirm", False)
+            st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)
+        if "res_delete_refused" in st.session_state:
+            st.error(st.session_state.pop("res_delete_refused"))

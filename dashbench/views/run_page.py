@@ -1,0 +1,237 @@
+"""Run's widgets: launch a run or a batch-size sweep through the job runner and watch it live.
+
+pages/run.py only calls show(): a page file is compiled again for each visitor who finds no other session
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashbench.jobs import checks, max_batch, queue
+from dashbench.views import charts, ui
+from dashbench.views import devices as device_views
+from dashbench.views import fleet as fleet_views
+from dashbench.views import checks as check_views
+from dashbench.views import context, live, results, run_form
+from dashbench.views.format import md_text, run_label
+from dashbench.spec import BACKENDS, DATA_SOURCES, MODELS, PRECISIONS, SpecError
+
+
+def _apply_preset():
+    slug = st.session_state["run_preset"]
+    if slug:
+        st.session_state.update(run_form.preset_form_values(slug, st.session_state["run_device"],
+                                                         quick=st.session_state["run_quick"]))
+    else:
+        if st.session_state.get("run_label", "").startswith("preset:"):
+            st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
+        st.session_state.update(run_form.quick_toggle_values(st.session_state))
+
+
+def show() -> None:
+    """The page, top to bottom (st.stop() ends it early, as in a page file)."""
+    ctx = ui.page_context()
+    st.title("Run")
+    if ctx.settings.read_only or ctx.store is None:
+        st.error(md_text(ctx.store_error) or "This dashboard is read-only: runs are launched elsewhere.")
+        st.stop()
+    db_path = ctx.settings.db_path
+
+    with st.spinner("Looking for devices on this machine…"):
+        devices = device_views.device_info()
+    if devices.error:
+        st.warning(md_text(devices.error))
+    places = fleet_views.places()  # "this machine", and a Ray cluster's places when RAY_ADDRESS names one
+    if places.error:
+        st.warning(f"The cluster at {md_text(places.address)}: {md_text(places.error)}")
+
+    def machine_check_panel():
+        """The host's last `dashbench doctor` verdict and a button that runs it again in the background;
+        refreshes on its own while a check started here is running."""
+        with context.own_store(ctx.settings) as store:
+            status = check_views.machine_check(store)
+        state = checks.state(db_path)
+        with st.container(border=True, key="machine_check"):
+            cols = st.columns([5, 1])
+            getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
+            running = bool(state and state["running"])
+            if cols[1].button("Check this machine", key="run_check_machine", disabled=running,
+                              help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
+                                   "stopwatch and placement, per device and backend."):
+                checks.launch(db_path)
+                st.rerun(scope="app")
+            line = check_views.check_progress(state, checks.log_tail(state["log_path"]) if state else "")
+            if line:
+                (st.info if running else st.error)(md_text(line))
+            for detail in status.details:
+                st.caption(md_text(detail))
+        if st.session_state.get("check_was_running") and not running:
+            st.session_state["check_was_running"] = False
+            st.rerun(scope="app")  # the check landed: redraw once with its verdict
+        st.session_state["check_was_running"] = running
+
+    check_state = checks.state(db_path)
+    st.fragment(machine_check_panel, run_every=2.0 if check_state and check_state["running"] else None)()
+
+    for key, value in run_form.run_form_defaults(devices.kinds).items():
+        st.session_state.setdefault(key, value)
+
+    preset_names = run_form.preset_choices()
+    cols = st.columns([3, 1])
+    cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(preset_names), key="run_preset",
+                      format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
+                      on_change=_apply_preset)
+    cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
+                     help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
+                          "batch and a few steps — seconds on a CPU, for trying it out.")
+    if st.session_state["run_preset"]:
+        st.caption(run_form.preset_description(st.session_state["run_preset"]))
+    quick_shapes = run_form.quick_without_preset(st.session_state)
+    if quick_shapes:  # the shape boxes show the model the form last submitted; the launch uses its own
+        st.session_state.update(run_form.quick_shape_values(st.session_state["run_model"]))
+        st.caption(run_form.quick_caption(st.session_state["run_model"]))
+
+    # What to measure sits outside the form: choosing a mode redraws the page at once with only that
+    # mode's boxes; inside a form the choice would wait for a launch.
+    with st.container(border=True, key="run_accuracy_box"):
+        st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
+                 format_func=run_form.MODES.get,
+                 help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
+                      "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
+                      "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
+                      "data loading are reported apart.")
+        cols = st.columns([1, 3])
+        cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
+        cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
+                           "folder: train/ and validation/)", key="run_data_path")
+        boxes = run_form.mode_boxes(st.session_state["run_mode"])
+        for col, (key, box) in zip(st.columns(5) if boxes else [], boxes):  # 5: the most a mode has
+            col.number_input(key=key, **box)
+
+    # Enter in a field must never launch anything: only a click on a button does.
+    with st.form("run_form", enter_to_submit=False):
+        cols = st.columns(5)
+        cols[0].selectbox("Model", MODELS, key="run_model")
+        # No min_value on the whole-number boxes: a value out of range is refused on launch in words
+        # ("Not launched: batch size: …"), never by a red box that quietly keeps the launch from happening.
+        cols[1].number_input("Global batch size", step=1, key="run_batch_size")
+        cols[2].selectbox("Device", devices.kinds, key="run_device",
+                          format_func=lambda k: devices.description.get(k, k.upper()))
+        cols[3].selectbox("Backend", BACKENDS, key="run_backend",
+                          help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
+        cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
+        if len(places.options) > 1:
+            st.selectbox("Where", places.options, key="run_place", format_func=places.labels.get,
+                         help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
+                              "above is what the run uses there. A cluster run lands in the team store.")
+        cols = st.columns(5)
+        cols[0].number_input("Measured steps", step=1, key="run_steps")
+        cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
+        cols[2].number_input("Steps per host loop", step=1, key="run_steps_per_loop")
+        cols[3].number_input("Repeats", step=1, key="run_repeats",
+                             help="Measure the steps this many times after one compile: the median is the figure, "
+                                  "and a spread (CV) over 5% is flagged unstable.")
+        cols[4].checkbox("XLA (jit_compile)", key="run_xla")
+        st.text_input("Label (optional, stored with the run)", key="run_label")
+        with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
+            cols = st.columns(3)
+            cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)
+            cols[1].number_input("Sequence length", step=1, key="run_seq_len", disabled=quick_shapes)
+            cols[2].number_input("Width (filters / hidden units)", step=1, key="run_width", disabled=quick_shapes)
+        st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
+        cols = st.columns(3)
+        launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
+        launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
+        find_max = cols[2].form_submit_button(
+            "Find the largest batch", key="run_find_max",
+            help="Doubling from the batch size above until a try runs out of memory, then binary search: each try "
+                 "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).")
+
+    unclear = run_form.launch_conflict(st.session_state, launch)
+    if unclear:
+        st.warning(unclear)
+    elif launch or launch_sweep:
+        try:
+            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
+            place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
+            warnings = run_form.memory_warnings(specs) if place == fleet_views.THIS_MACHINE else []
+            ids = ([queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
+                   if place == fleet_views.THIS_MACHINE
+                   else fleet_views.launch(specs, db_path, places.address, place, sweep_id))
+        except SpecError as exc:
+            st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
+        else:
+            for warning in warnings:
+                st.warning(f"Memory: {md_text(warning)}")
+            st.session_state.setdefault("my_runs", []).extend(ids)
+            st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
+            if place != fleet_views.THIS_MACHINE and (note := fleet_views.password_note(db_path)):
+                st.info(f"Note: {md_text(note)}.")
+
+    if find_max and not unclear:
+        try:
+            if st.session_state.get("run_place"):
+                raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
+            base, _sweep = run_form.specs_from_form(st.session_state)
+            max_batch.launch(base[0], db_path)
+        except SpecError as exc:
+            st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
+
+    def search_panel():
+        """The largest-batch search started here: going (its tries are the active runs below), or its answer."""
+        search = max_batch.state(db_path)
+        if search is None:
+            return
+        if search["running"]:
+            st.info(f"Finding the largest batch of {md_text(search['model'])} that fits: each try is a run below.")
+        elif search["summary"]:
+            st.success("  \n".join(md_text(line) for line in max_batch.summary_lines(search["summary"])))
+        else:
+            st.error(f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
+                     f"{md_text(checks.log_tail(search['log_path']))}")
+        if st.session_state.get("search_was_running") and not search["running"]:
+            st.session_state["search_was_running"] = False
+            st.rerun(scope="app")  # the answer landed: redraw once with it and its runs
+        st.session_state["search_was_running"] = search["running"]
+
+    search_state = max_batch.state(db_path)
+    st.fragment(search_panel, run_every=2.0 if search_state and search_state["running"] else None)()
+
+    active = ctx.store.runs(status=["queued", "running"])
+
+    def live_panel():
+        """Refreshes on its own while runs are active; a plain function of the store underneath."""
+        with context.own_store(ctx.settings) as store:
+            queue.pump(db_path)
+            fleet_views.settle(db_path, places.address)  # cluster runs whose host was lost or whose job ended
+            current = live.running_first(store.runs(status=["queued", "running"]))
+        if current.empty:
+            st.rerun(scope="app")  # all finished: redraw the page once with their headlines
+        st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count
+        for _, row in current.iterrows():
+            run_id = row["run_id"]
+            view = live.live_view(queue.progress(run_id, db_path))
+            with st.container(border=True):
+                cols = st.columns([5, 1])
+                cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
+                if cols[1].button("Cancel", key=f"cancel_{run_id}"):
+                    if not fleet_views.cancel(run_id, db_path, places.address):
+                        queue.cancel(run_id, db_path)
+                st.progress(view.fraction)
+                if not view.samples.empty:
+                    st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")
+
+    if not active.empty:
+        st.fragment(live_panel, run_every=1.0)()
+
+    mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
+    if mine:
+        st.subheader("Finished")
+        for run in mine:
+            detail = results.run_detail(run)
+            with st.container(border=True):
+                ui.run_summary(detail)
+                for line in run_form.accuracy_headline(run):  # a to-accuracy run: reached or not, time to target
+                    st.caption(md_text(line))
+        st.page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
+                     query_params={"runs": ",".join(r["run_id"] for r in mine)})
