@@ -22,8 +22,8 @@ PICKER_RUNS = 50  # the newest matching runs (and search hits) offered in the ru
 def picker_caption(chosen: int, matching: int, found: int | None = None) -> str:
     """What the run picker holds against what passes the filters: the runs left out are said."""
     text = (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
-            f"newest run of each setup (model, device, batch size, precision, backend, shape), at most "
-            f"{DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
+            f"newest run of each setup (model, device, batch size, precision, backend, shape, data, throughput "
+            f"or to accuracy), at most {DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
     left_out = matching - chosen
     if left_out > 0:
         text += f" {left_out:,} left out: search to add others."
@@ -43,6 +43,38 @@ def picker_runs(store, query: dict) -> tuple[int, list[str], list[str]]:
     PICKER_RUNS of them): the run picker's reads for one choice of filters, kept per store version alike."""
     default_ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **query)
     return store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS)
+
+
+LINK_IDS = 200  # ids of one ?runs= link looked up at most: each id that is not a full one costs a query
+
+
+def linked_runs(store, given: tuple) -> tuple[list[str], list[str]]:
+    """(the runs a ?runs= link names, in its order and each once; what it gave that names no run, or
+    several, as a note each): the full ids, the unique prefixes and the short forms ('0e8b0a', '#0e8b0a')
+    that the command line takes (Store.resolve_run_id), looked up once per store version (ui.shared)."""
+    from dashbench.store import StoreError
+
+    wanted = list(dict.fromkeys(text.strip() for text in given if text.strip()))[:LINK_IDS]
+    stored = set(store.known_ids(wanted)) if wanted else set()  # full ids: one query for all of them
+    ids, unknown, several = [], [], []
+    for text in wanted:
+        if text in stored:
+            run_id = text
+        else:
+            try:
+                run_id = store.resolve_run_id(text)
+            except StoreError as exc:
+                (several if "several" in str(exc) else unknown).append(text)
+                continue
+        if run_id not in ids:
+            ids.append(run_id)
+    notes = []
+    if unknown:
+        notes.append("Not found in this store: " + ", ".join(md_text(t) for t in unknown) + ".")
+    if several:
+        notes.append("Each of these is the start or end of several run ids; give more characters: "
+                     + ", ".join(md_text(t) for t in several) + ".")
+    return ids, notes
 
 
 def runs_by_id(store, run_ids: tuple) -> pd.DataFrame:

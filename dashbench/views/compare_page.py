@@ -39,13 +39,17 @@ def show() -> None:
         if not ctx.settings.read_only:
             st.page_link("pages/run.py", label="Go to Run", icon=":material/play_arrow:")
 
-    linked = [r for r in st.query_params.get("runs", "").split(",") if r]
-    requested = db.known_ids(linked) if linked else []  # no look-up (and no cached copy) without a link
+    linked = tuple(r for r in st.query_params.get("runs", "").split(",") if r.strip())
+    # No look-up (and no kept copy) without a link; a short id is resolved as the command line resolves it.
+    requested, link_notes = (ui.shared(ctx, ("link", linked), compare.linked_runs, ctx.store, linked) if linked
+                             else ([], []))
+    if link_notes:
+        st.warning("**Link to runs (?runs=)**: " + " ".join(link_notes), icon=":material/link_off:")
     if requested and st.session_state.get("cmp_requested") != requested:
         # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
         # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
         st.session_state["cmp_requested"] = requested
-        st.session_state["cmp_runs"] = requested
+        st.session_state["cmp_runs"] = list(requested)  # a copy: the kept list is every visitor's
         st.session_state["cmp_model"] = compare.models_of(db.runs(run_ids=requested), requested)
         for key in ("cmp_acc", "cmp_backend", "cmp_precision", "cmp_status", "cmp_ref_rows", "cmp_search"):
             st.session_state.pop(key, None)
