@@ -57,6 +57,21 @@ def test_newest_per_setup_keeps_a_sweep_and_counts_a_repeated_setup_once(db_at):
         assert store.known_ids([other, "nope", repeated[0]]) == [other, repeated[0]]
 
 
+def test_a_to_accuracy_run_is_not_the_newer_run_of_a_throughput_runs_setup(db_at):
+    with Store(db_at) as store:
+        throughput = _run(store, model="fashion_mnist_cnn", batch=64, eps=400.0)
+        spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, data="real", data_path="/x", target_accuracy=0.9)
+        target = store.create_run(spec)
+        store.finish_run(target, "not_reached", result={"examples_per_sec": 61.0, "accelerator": "CPU", "flags": []})
+        fixed = store.create_run(spec.replace(target_accuracy=None, epochs=2))
+        store.finish_run(fixed, "done", result={"examples_per_sec": 60.0, "accelerator": "CPU", "flags": []})
+        real = _run(store, model="fashion_mnist_cnn", batch=64, eps=390.0)
+        # A newer throughput run still replaces the older one, a newer run to accuracy the older one.
+        assert store.newest_per_setup()[0] == [real, fixed]
+        assert store.newest_per_setup(status="not_reached")[0] == [target]
+        assert throughput not in store.newest_per_setup(status="done")[0]
+
+
 def test_sorting_and_paging_happen_in_sql(db_at):
     with Store(db_at) as store:
         speeds = [30.0, 10.0, None, 20.0, 40.0]

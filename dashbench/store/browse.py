@@ -13,7 +13,15 @@ Read = queries.Read
 FACET_COLUMNS = ("model", "accelerator", "precision", "backend", "status")
 # What makes two runs the same measurement setup: Compare's default shows the newest run of each.
 SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "precision", "backend", "xla",
-                 "image_size", "seq_len", "width")
+                 "image_size", "seq_len", "width", "data")
+
+
+def _to_accuracy(dialect) -> str:
+    """SQL of whether a run of `runs` trains to accuracy (its spec sets a target or an epoch count): such a
+    run and a throughput run of the same model and batch are two setups, not an older and a newer one."""
+    spec = "run_blobs.spec_json"
+    return (f"(SELECT {dialect.json_text(spec, 'target_accuracy')} IS NOT NULL OR "
+            f"{dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs WHERE run_blobs.run_id = runs.run_id)")
 
 
 def facets(read: Read, columns=FACET_COLUMNS) -> dict[str, list]:
@@ -29,11 +37,12 @@ def newest_model(read: Read, status: str = "done") -> str | None:
 
 
 def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) -> tuple[list[str], int]:
-    """(ids, scanned): the newest run of each setup (SETUP_COLUMNS) among the newest `scan` runs that
-    pass `filters`, at most `limit` of them, newest first; a sweep's batch sizes are distinct setups,
-    so a sweep stays whole while a setup measured twenty times counts once."""
-    where, params, _limit = queries.where_clause(filters, queries.dialect_of(read))
-    columns = ", ".join(SETUP_COLUMNS)
+    """(ids, scanned): the newest run of each setup (SETUP_COLUMNS, and whether it trains to accuracy)
+    among the newest `scan` runs that pass `filters`, at most `limit` of them, newest first; a sweep's
+    batch sizes are distinct setups, so a sweep stays whole while a setup measured twenty times counts once."""
+    dialect = queries.dialect_of(read)
+    where, params, _limit = queries.where_clause(filters, dialect)
+    columns = ", ".join((*SETUP_COLUMNS, _to_accuracy(dialect)))
     rows = read(f"SELECT run_id, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}", params)
     seen, ids = set(), []
     for run_id, *setup in rows:
