@@ -19,9 +19,11 @@ DEFAULT_RUNS = 12  # the runs Compare plots until the user picks: the newest of 
 PICKER_RUNS = 50  # the newest matching runs (and search hits) offered in the run picker
 
 
-def picker_caption(chosen: int, matching: int, found: int | None = None) -> str:
-    """What the run picker holds against what passes the filters: the runs left out are said."""
-    text = (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
+def picker_caption(chosen: int, matching: int, found: int | None = None, hidden: dict | None = None) -> str:
+    """What the run picker holds against what passes the filters: the runs left out are said, and first
+    the newest runs of other models that the Model filter hides (`hidden`: model → runs, picker_runs')."""
+    text = hidden_text(hidden) + "\n\n" if hidden else ""
+    text += (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
             f"newest run of each setup (model, device, batch size, precision, backend, shape, data, throughput "
             f"or to accuracy), at most {DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
     left_out = matching - chosen
@@ -38,11 +40,45 @@ def overview(store) -> tuple[int, dict, str | None]:
     return store.count_runs(), store.facets(), store.newest_model()
 
 
-def picker_runs(store, query: dict) -> tuple[int, list[str], list[str]]:
+def picker_runs(store, query: dict) -> tuple[int, list[str], list[str], dict[str, int]]:
     """(runs that pass the filters, the newest run of each setup among them (at most DEFAULT_RUNS), the newest
-    PICKER_RUNS of them): the run picker's reads for one choice of filters, kept per store version alike."""
+    PICKER_RUNS of them, {model: runs} of the newest runs of each setup the Model filter alone hides): the run
+    picker's reads for one choice of filters, kept per store version alike."""
     default_ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **query)
-    return store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS)
+    return (store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS),
+            hidden_models(store, query))
+
+
+def hidden_models(store, query: dict) -> dict[str, int]:
+    """{model: runs} of the newest runs of each setup (at most DEFAULT_RUNS, as the default choice) that pass
+    every filter but Model, whose model it leaves out, in the order of their newest run: what the user just
+    did on another model, which the default view (the newest run's model) would not show."""
+    models = query.get("model")
+    if not models:
+        return {}
+    wanted = set(models) if isinstance(models, (list, tuple)) else {models}
+    others = {k: v for k, v in query.items() if k != "model"}
+    ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **others)
+    newest = store.runs(run_ids=ids) if ids else None
+    hidden: dict[str, int] = {}
+    if newest is not None and not newest.empty:
+        order = {run_id: i for i, run_id in enumerate(ids)}
+        for run_id, model in sorted(zip(newest["run_id"], newest["model"]), key=lambda pair: order[pair[0]]):
+            if model not in wanted:
+                hidden[model] = hidden.get(model, 0) + 1
+    return hidden
+
+
+def hidden_text(hidden: dict[str, int]) -> str:
+    """hidden_models said in words, and how to show them."""
+    total = sum(hidden.values())
+    names = [md_text(m) for m in hidden]
+    if len(names) == 1:
+        return (f"{total} of the newest runs {'is' if total == 1 else 'are'} of {names[0]}, which the Model filter "
+                f"hides: add {names[0]} to Model above to show its section.")
+    listed = ", ".join(f"{name} ({n})" for name, n in zip(names, hidden.values()))
+    return (f"{total} of the newest runs are of {len(names)} other models, {listed}, which the Model filter hides: "
+            "add them to Model above to show each model's section.")
 
 
 LINK_IDS = 200  # ids of one ?runs= link looked up at most: each id that is not a full one costs a query

@@ -76,8 +76,8 @@ def show() -> None:
                                           key="cmp_status", on_change=_filters_changed),
         }
         query = results.query(selections)
-        matching, default_ids, recent = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs, ctx.store,
-                                                  query)
+        matching, default_ids, recent, hidden = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs,
+                                                          ctx.store, query)
         search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
                                key="cmp_search")
         found = db.run_ids(**query, search=search, limit=compare.PICKER_RUNS) if search.strip() else []
@@ -91,7 +91,7 @@ def show() -> None:
             st.session_state["cmp_runs"] = [r for r in picked if r in labels]
         chosen = st.multiselect("Runs", offered, default=_unless_set("cmp_runs", default_ids), format_func=labels.get,
                                 key="cmp_runs", on_change=_runs_changed)
-        st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None))
+        st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None, hidden))
         show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
         published = ui.memo((), reference.rows)  # the shipped rows: one frame per process, only read here
         ref_names = ui.memo((), compare.reference_names, published)
