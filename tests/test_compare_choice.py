@@ -64,9 +64,11 @@ def test_each_rows_speedup_names_its_own_baseline(tmp_path, monkeypatch):
         quick = throughput_run(store, model="resnet50", batch_size=8, image_size=32, width=None)
         full = throughput_run(store, model="resnet50", batch_size=8, eps=30.0, width=None)
     at = show(start(monkeypatch, db), "pages/compare.py")
-    table = at.dataframe[0].value
-    assert "speedup_vs" in table.columns
-    rows = {row["label"]: row for row in table.to_dict("records")}
+    parts = [d.value for d in at.dataframe if "speedup" in d.value.columns]
+    assert len(parts) == 2  # the numbers split as the charts are, one table per section
+    assert [len(set(part["speedup_vs"].dropna())) for part in parts] == [1, 1]  # one baseline each, named
+    assert texts(at).count(" · speed-up against ") == 2  # and above each table
+    rows = {row["label"]: row for part in parts for row in part.to_dict("records")}
     by_run = {row["run_id"]: row for row in rows.values() if row["kind"] == "measured"}
     assert by_run[quick]["speedup_vs"] == by_run[quick]["label"]  # each section's first run is its own baseline
     assert by_run[full]["speedup_vs"] == by_run[full]["label"]

@@ -38,6 +38,8 @@ COLUMNS: dict[str, Column] = {
     "kind": Column("kind", help="measured here, or a published figure"),
     "examples_per_sec": Column("examples/s", "number", "%.1f", "throughput, warm-up and compile excluded"),
     "speedup": Column("speed-up ×", "number", "%.2f×", "examples/s against the chosen baseline"),
+    "speedup_vs": Column("speed-up against", help="the row whose examples/s this speed-up is over: the baseline "
+                                                  "of its workload and shape", width=330),
     "step_time_median_ms": Column("step median", "number", MS, width=110),  # a CPU's "12877.61 ms"
     "step_time_p10_ms": Column("step p10", "number", MS, width=110),
     "step_time_p90_ms": Column("step p90", "number", MS, width=110),

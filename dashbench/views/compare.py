@@ -426,7 +426,7 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # The figures first (columns.MUST_SEE: seen at a 1400 px window), what ran next, bookkeeping last; also the
 # CSV's columns, in this order.
 COMPARE_COLUMNS = [
-    "label", "examples_per_sec", "speedup", "mfu", "usd_per_million_examples", "flag_text", "kind",
+    "label", "examples_per_sec", "speedup", "mfu", "usd_per_million_examples", "flag_text", "speedup_vs", "kind",
     "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "usd_per_million_examples_spot",
     "examples_per_usd", "examples_per_usd_spot", "model", "image_size", "seq_len", "width", "backend",
     "backend_version", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",

@@ -191,7 +191,11 @@ def show() -> None:
 
     st.subheader("The numbers")
     table = ui.memo(choice + (baseline,), compare.compare_table, frame)
-    ui.table(table)
+    # One table per workload section when there are several: each has its own speed-up baseline.
+    for head, part in ui.memo(choice + (baseline, "parts"), compare_view.table_parts, table, frame, group_bases):
+        if head:
+            st.markdown(head)
+        ui.table(part)
     # Written only when clicked.
     st.download_button("Download CSV", lambda: compare.csv_bytes(table), file_name="dashbench-compare.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from dashbench.frames import records
 from dashbench.views import charts, compare
-from dashbench.views.format import is_missing, is_number
+from dashbench.views.format import is_missing, is_number, md_text
 from dashbench.views.samples import step_samples
 
 
@@ -18,7 +18,7 @@ def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFra
     """(frame with `speedup`, {group: its baseline id or None}): each workload (and shape) against its
     own baseline, the chosen one in its group and the group's first run elsewhere. Rows as dicts: a
     frame per group cost ~20 ms per choice."""
-    columns = [c for c in ("id", "kind", "examples_per_sec") if c in frame]
+    columns = [c for c in ("id", "kind", "examples_per_sec", "label") if c in frame]
     rows = records(frame[columns])
     groups = compare.group_of(frame).tolist()
     members: dict = {}
@@ -26,13 +26,33 @@ def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFra
         members.setdefault(name, []).append(row)
     bases = {name: compare.baseline_of(group, baseline) for name, group in members.items()}
     throughput = {row["id"]: row.get("examples_per_sec") for row in rows}
-    speedups = []
+    labels = {row["id"]: row.get("label") for row in rows}
+    speedups, against = [], []
     for row, name in zip(rows, groups):
         base = throughput.get(bases[name]) if bases[name] else None
         eps = row.get("examples_per_sec")
         ok = is_number(base) and base > 0 and not is_missing(eps)
         speedups.append(eps / float(base) if ok else float("nan"))
-    return frame.assign(speedup=speedups), bases
+        # Each row names its baseline: the table's sections each have their own, and 1.00× reads alike in all.
+        against.append(labels.get(bases[name]) if ok else None)
+    return frame.assign(speedup=speedups, speedup_vs=against), bases
+
+
+def table_parts(table: pd.DataFrame, frame: pd.DataFrame, bases: dict) -> list[tuple[str, pd.DataFrame]]:
+    """compare_table's rows split by workload section (the frame's groups, in the table's row order), each
+    with the line that heads it: the workload and its speed-up baseline. One part, headed "", for one section."""
+    groups = compare.group_of(frame).tolist()
+    names = list(dict.fromkeys(groups))
+    if len(names) < 2:
+        return [("", table)]
+    labels = dict(zip(frame["id"], frame["label"])) if "label" in frame else {}
+    parts = []
+    for name in names:
+        rows = table[[g == name for g in groups]].reset_index(drop=True)
+        base = labels.get(bases.get(name))
+        head = f"**{md_text(name)}**" + (f" · speed-up against {md_text(base)}" if base else " · no speed-up")
+        parts.append((head, rows))
+    return parts
 
 
 def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
