@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dashbench.frames import records
-from dashbench.views import accuracy_charts, parity, to_target
+from dashbench.views import accuracy_charts, charts, parity, to_target
 from dashbench.views.format import is_number
 
 TABLE_COLUMNS = {
@@ -23,7 +23,8 @@ TABLE_COLUMNS = {
 
 @dataclass
 class TargetSection:
-    """What Compare shows of the chosen to-accuracy runs (figures None where nothing is to draw)."""
+    """What Compare shows of the chosen to-accuracy runs (figures None where nothing is to draw: an empty
+    chart took ~300 px to say so, `note` says it in one line)."""
 
     table: pd.DataFrame
     time: object
@@ -31,6 +32,7 @@ class TargetSection:
     against_time: object
     against_cost: object
     caption: str
+    note: str = ""
 
 
 def to_accuracy_chosen(runs: pd.DataFrame) -> bool:
@@ -53,10 +55,23 @@ def target_section(store, run_ids, catalog) -> TargetSection | None:
         for seed_run in run["accuracy"]["runs"]:
             curves.append({"name": name, "seed": int(seed_run.get("seed", 0)), "target": run["accuracy"].get("target"),
                            "usd_per_hour": price_of(run), "points": seed_run.get("curve") or []})
-    return TargetSection(table=target_table(rows), time=accuracy_charts.to_target_bars(rows, "time"),
-                         cost=accuracy_charts.to_target_bars(rows, "cost"),
-                         against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
-                         against_cost=accuracy_charts.accuracy_against(curves, "usd"), caption=caption(rows))
+    figures = dict(time=accuracy_charts.to_target_bars(rows, "time"), cost=accuracy_charts.to_target_bars(rows, "cost"),
+                   against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
+                   against_cost=accuracy_charts.accuracy_against(curves, "usd"))
+    # Kept (ui.memo) and drawn by every session with this choice: each figure's dict made once.
+    figures = {name: charts.shared(figure) if figure.data else None for name, figure in figures.items()}
+    return TargetSection(table=target_table(rows), caption=caption(rows) if figures["time"] else "",
+                         note=missing_note(figures), **figures)
+
+
+def missing_note(figures: dict) -> str:
+    """One line for the charts target_section leaves out, "" when it draws them all."""
+    if figures["time"] is None:
+        text = "No time or cost to target: no chosen run reached its target."
+        return text + (" Its validation accuracy, below, shows how far it got." if figures["against_time"] else "")
+    if figures["cost"] is None:
+        return "No cost to target: no price for the device it ran on (set one on the Prices page)."
+    return ""
 
 
 def target_table(rows: list[dict]) -> pd.DataFrame:

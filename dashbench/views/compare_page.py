@@ -169,13 +169,18 @@ def show() -> None:
         target = ui.memo(choice + ("to_target",), accuracy_view.target_section, db, tuple(chosen), catalog)
         if target is not None:
             st.subheader("Time and cost to target")
-            left, right = st.columns(2)
-            left.plotly_chart(target.time, key="chart_to_target_time")
-            right.plotly_chart(target.cost, key="chart_to_target_cost")
-            left.plotly_chart(target.against_time, key="chart_accuracy_time")
-            right.plotly_chart(target.against_cost, key="chart_accuracy_cost")
+            if target.note:  # one line, not an empty chart, for what is not there to draw
+                st.caption(target.note)
+            figures = [(key, figure) for key, figure in (
+                ("to_target_time", target.time), ("to_target_cost", target.cost),
+                ("accuracy_time", target.against_time), ("accuracy_cost", target.against_cost)) if figure is not None]
+            for n, (key, figure) in enumerate(figures):
+                if n % 2 == 0:
+                    pair = st.container(horizontal=True, gap="small")
+                pair.plotly_chart(figure, key=f"chart_{key}")
             ui.table(target.table)
-            st.caption(target.caption)
+            if target.caption:
+                st.caption(target.caption)
     verdicts = ui.memo(choice + ("parity",), accuracy_view.parity_verdicts, db, chosen_runs)
     if verdicts:
         st.subheader("Convergence parity")
