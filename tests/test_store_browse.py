@@ -72,6 +72,16 @@ def test_a_to_accuracy_run_is_not_the_newer_run_of_a_throughput_runs_setup(db_at
         assert throughput not in store.newest_per_setup(status="done")[0]
 
 
+def test_newest_setups_names_the_model_of_each_setups_newest_run_in_the_statuses_asked_for(db_at):
+    with Store(db_at) as store:
+        done = _run(store, model="bilstm", batch=32, eps=10.0)
+        _run(store, model="bilstm", batch=32)  # failed since: left out when only finished runs are asked for
+        other = _run(store, model="conv2d", batch=8, eps=5.0)
+        assert store.newest_setups(statuses=["done", "not_reached"]) == [(other, "conv2d"), (done, "bilstm")]
+        assert store.newest_setups(statuses="done", limit=1) == [(other, "conv2d")]
+        assert store.newest_setups(model="bilstm")[0][1] == "bilstm" and len(store.newest_setups()) == 3
+
+
 def test_sorting_and_paging_happen_in_sql(db_at):
     with Store(db_at) as store:
         speeds = [30.0, 10.0, None, 20.0, 40.0]

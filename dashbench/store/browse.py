@@ -18,10 +18,12 @@ SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "pre
 
 def _to_accuracy(dialect) -> str:
     """SQL of whether a run of `runs` trains to accuracy (its spec sets a target or an epoch count): such a
-    run and a throughput run of the same model and batch are two setups, not an older and a newer one."""
+    run and a throughput run of the same model and batch are two setups, not an older and a newer one. Only
+    a run on real data can be one, and only its spec is read: parsing every scanned run's tripled the scan."""
     spec = "run_blobs.spec_json"
-    return (f"(SELECT {dialect.json_text(spec, 'target_accuracy')} IS NOT NULL OR "
-            f"{dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs WHERE run_blobs.run_id = runs.run_id)")
+    return (f"CASE WHEN data IN ('real', 'folder') THEN (SELECT {dialect.json_text(spec, 'target_accuracy')} "
+            f"IS NOT NULL OR {dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs "
+            f"WHERE run_blobs.run_id = runs.run_id) END")
 
 
 def facets(read: Read, columns=FACET_COLUMNS) -> dict[str, list]:
@@ -40,19 +42,39 @@ def newest_per_setup(read: Read, limit: int = 12, scan: int = 500, **filters) ->
     """(ids, scanned): the newest run of each setup (SETUP_COLUMNS, and whether it trains to accuracy)
     among the newest `scan` runs that pass `filters`, at most `limit` of them, newest first; a sweep's
     batch sizes are distinct setups, so a sweep stays whole while a setup measured twenty times counts once."""
+    rows = _setup_rows(read, scan, filters)
+    return [run_id for run_id, _status, *_setup in _newest_of_each(rows, limit)], len(rows)
+
+
+def newest_setups(read: Read, statuses=(), limit: int = 12, scan: int = 100, **filters) -> list[tuple[str, str]]:
+    """(run id, model) of newest_per_setup's runs among the newest `scan` runs that pass `filters`, of those in
+    `statuses` only (every status when none is given). The statuses are kept here, as the rows come: in SQL,
+    two of them made SQLite sort every run of them by time before it could take the newest."""
+    wanted = {statuses} if isinstance(statuses, str) else set(statuses)
+    rows = [row for row in _setup_rows(read, scan, filters) if not wanted or row[1] in wanted]
+    return [(run_id, model) for run_id, _status, model, *_setup in _newest_of_each(rows, limit)]
+
+
+def _setup_rows(read: Read, scan: int, filters: dict) -> list:
+    """(run_id, status, *SETUP_COLUMNS, to-accuracy) of the newest `scan` runs that pass `filters`."""
     dialect = queries.dialect_of(read)
     where, params, _limit = queries.where_clause(filters, dialect)
     columns = ", ".join((*SETUP_COLUMNS, _to_accuracy(dialect)))
-    rows = read(f"SELECT run_id, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}", params)
-    seen, ids = set(), []
-    for run_id, *setup in rows:
-        key = tuple(setup)
+    return read(f"SELECT run_id, status, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}",
+                params)
+
+
+def _newest_of_each(rows: list, limit: int) -> list:
+    """The first of `rows` (newest first) of each setup (all but their run_id and status), at most `limit`."""
+    seen, kept = set(), []
+    for row in rows:
+        key = tuple(row[2:])
         if key not in seen:
             seen.add(key)
-            ids.append(run_id)
-            if len(ids) >= limit:
+            kept.append(row)
+            if len(kept) >= limit:
                 break
-    return ids, len(rows)
+    return kept
 
 
 def run_ids(read: Read, **filters) -> list[str]:

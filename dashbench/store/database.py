@@ -586,6 +586,10 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         """The newest run of each setup among the newest `scan` matching runs (browse.newest_per_setup)."""
         return browse.newest_per_setup(self._read, limit=limit, scan=scan, **filters)
 
+    def newest_setups(self, statuses=(), limit: int = 12, scan: int = 100, **filters) -> list[tuple[str, str]]:
+        """(run id, model) of the newest run of each setup in these statuses (browse.newest_setups)."""
+        return browse.newest_setups(self._read, statuses=statuses, limit=limit, scan=scan, **filters)
+
     def run_ids(self, **filters) -> list[str]:
         """The ids of the runs that pass the filters (as runs(), limit included), newest first."""
         return browse.run_ids(self._read, **filters)

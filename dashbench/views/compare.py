@@ -10,6 +10,7 @@ import pandas as pd
 
 from dashbench.frames import records
 from dashbench.result import short_id
+from dashbench.views import compare_choice
 from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of, blank_text,
                                     duration_text, flag_list, flag_text, is_missing, is_number, md_text, mixed_backends,
                                     nullable_ints, run_label, run_labels, run_shape, shape_text, with_ms, workload_text)
@@ -22,7 +23,7 @@ PICKER_RUNS = 50  # the newest matching runs (and search hits) offered in the ru
 def picker_caption(chosen: int, matching: int, found: int | None = None, hidden: dict | None = None) -> str:
     """What the run picker holds against what passes the filters: the runs left out are said, and first
     the newest runs of other models that the Model filter hides (`hidden`: model → runs, picker_runs')."""
-    text = hidden_text(hidden) + "\n\n" if hidden else ""
+    text = compare_choice.hidden_text(hidden) + "\n\n" if hidden else ""
     text += (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
             f"newest run of each setup (model, device, batch size, precision, backend, shape, data, throughput "
             f"or to accuracy), at most {DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
@@ -46,71 +47,7 @@ def picker_runs(store, query: dict) -> tuple[int, list[str], list[str], dict[str
     picker's reads for one choice of filters, kept per store version alike."""
     default_ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **query)
     return (store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS),
-            hidden_models(store, query))
-
-
-def hidden_models(store, query: dict) -> dict[str, int]:
-    """{model: runs} of the newest runs of each setup (at most DEFAULT_RUNS, as the default choice) that pass
-    every filter but Model, whose model it leaves out, in the order of their newest run: what the user just
-    did on another model, which the default view (the newest run's model) would not show."""
-    models = query.get("model")
-    if not models:
-        return {}
-    wanted = set(models) if isinstance(models, (list, tuple)) else {models}
-    others = {k: v for k, v in query.items() if k != "model"}
-    ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **others)
-    newest = store.runs(run_ids=ids) if ids else None
-    hidden: dict[str, int] = {}
-    if newest is not None and not newest.empty:
-        order = {run_id: i for i, run_id in enumerate(ids)}
-        for run_id, model in sorted(zip(newest["run_id"], newest["model"]), key=lambda pair: order[pair[0]]):
-            if model not in wanted:
-                hidden[model] = hidden.get(model, 0) + 1
-    return hidden
-
-
-def hidden_text(hidden: dict[str, int]) -> str:
-    """hidden_models said in words, and how to show them."""
-    total = sum(hidden.values())
-    names = [md_text(m) for m in hidden]
-    if len(names) == 1:
-        return (f"{total} of the newest runs {'is' if total == 1 else 'are'} of {names[0]}, which the Model filter "
-                f"hides: add {names[0]} to Model above to show its section.")
-    listed = ", ".join(f"{name} ({n})" for name, n in zip(names, hidden.values()))
-    return (f"{total} of the newest runs are of {len(names)} other models, {listed}, which the Model filter hides: "
-            "add them to Model above to show each model's section.")
-
-
-LINK_IDS = 200  # ids of one ?runs= link looked up at most: each id that is not a full one costs a query
-
-
-def linked_runs(store, given: tuple) -> tuple[list[str], list[str]]:
-    """(the runs a ?runs= link names, in its order and each once; what it gave that names no run, or
-    several, as a note each): the full ids, the unique prefixes and the short forms ('0e8b0a', '#0e8b0a')
-    that the command line takes (Store.resolve_run_id), looked up once per store version (ui.shared)."""
-    from dashbench.store import StoreError
-
-    wanted = list(dict.fromkeys(text.strip() for text in given if text.strip()))[:LINK_IDS]
-    stored = set(store.known_ids(wanted)) if wanted else set()  # full ids: one query for all of them
-    ids, unknown, several = [], [], []
-    for text in wanted:
-        if text in stored:
-            run_id = text
-        else:
-            try:
-                run_id = store.resolve_run_id(text)
-            except StoreError as exc:
-                (several if "several" in str(exc) else unknown).append(text)
-                continue
-        if run_id not in ids:
-            ids.append(run_id)
-    notes = []
-    if unknown:
-        notes.append("Not found in this store: " + ", ".join(md_text(t) for t in unknown) + ".")
-    if several:
-        notes.append("Each of these is the start or end of several run ids; give more characters: "
-                     + ", ".join(md_text(t) for t in several) + ".")
-    return ids, notes
+            compare_choice.hidden_models(store, query, DEFAULT_RUNS))
 
 
 def runs_by_id(store, run_ids: tuple) -> pd.DataFrame:

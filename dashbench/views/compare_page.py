@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views import accuracy_view, compare, compare_view, context, parity, results, ui
+from dashbench.views import accuracy_view, compare, compare_choice, compare_view, context, parity, results, ui
 from dashbench.views.format import md_text, unreadable_note
 
 
@@ -41,7 +41,7 @@ def show() -> None:
 
     linked = tuple(r for r in st.query_params.get("runs", "").split(",") if r.strip())
     # No look-up (and no kept copy) without a link; a short id is resolved as the command line resolves it.
-    requested, link_notes = (ui.shared(ctx, ("link", linked), compare.linked_runs, ctx.store, linked) if linked
+    requested, link_notes = (ui.shared(ctx, ("link", linked), compare_choice.linked_runs, ctx.store, linked) if linked
                              else ([], []))
     if link_notes:
         st.warning("**Link to runs (?runs=)**: " + " ".join(link_notes), icon=":material/link_off:")
