@@ -42,6 +42,8 @@ def test_the_default_keeps_the_throughput_run_beside_a_to_accuracy_run_of_its_se
         target = to_accuracy_run(store, reached=False)
     at = show(start(monkeypatch, db), "pages/compare.py")
     assert sorted(at.multiselect(key="cmp_runs").value) == sorted([tf, jax, target])
+    # And speed-ups are over a throughput run, not over the to-accuracy run's training steps.
+    assert at.selectbox(key="cmp_baseline").value == tf
 
 
 def test_runs_of_other_models_the_model_filter_hides_are_counted_and_named(tmp_path, monkeypatch):
