@@ -70,7 +70,7 @@ def missing_note(figures: dict) -> str:
         text = "No time or cost to target: no chosen run reached its target."
         return text + (" Its validation accuracy, below, shows how far it got." if figures["against_time"] else "")
     if figures["cost"] is None:
-        return "No cost to target: no price for the device it ran on (set one on the Prices page)."
+        return "No cost to target: no price for the device it ran on."  # where to set one is said above
     return ""
 
 

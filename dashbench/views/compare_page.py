@@ -48,8 +48,8 @@ def show() -> None:
     if requested and st.session_state.get("cmp_requested") != requested:
         # A link (?runs=...) was followed: it wins over the selection left from an earlier visit, and
         # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
-        st.session_state["cmp_requested"] = requested
-        st.session_state["cmp_runs"] = list(requested)  # a copy: the kept list is every visitor's
+        st.session_state["cmp_requested"] = list(requested)  # copies: the kept list is every visitor's
+        st.session_state["cmp_runs"] = list(requested)
         st.session_state["cmp_model"] = compare.models_of(db.runs(run_ids=requested), requested)
         for key in ("cmp_acc", "cmp_backend", "cmp_precision", "cmp_status", "cmp_ref_rows", "cmp_search"):
             st.session_state.pop(key, None)
