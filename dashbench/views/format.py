@@ -63,9 +63,32 @@ def md_text(value: Any) -> str:
     st.caption, st.error/warning/info/success, metric or expander labels."""
     if is_missing(value):
         return ""
-    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(value)).replace(":", ":" + _WORD_BREAK)
+    return _lines(_escaped(str(value)))
+
+
+def _escaped(text: str) -> str:
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text).replace(":", ":" + _WORD_BREAK)
+
+
+def _lines(text: str) -> str:
     # Lines stay lines (hard breaks); leading blanks would start a code block, so they go.
     return "  \n".join(line.strip() for line in text.splitlines())
+
+
+# A command in backticks, as dashbench's own notes name one ("run `python -m dashbench doctor`"): only the
+# characters of a command line, so no colon (icons), bracket or markup can ride in one.
+_COMMAND_SPAN = re.compile(r"`([A-Za-z0-9 ._/=+,-]+)`")
+
+
+def md_text_with_commands(value: Any) -> str:
+    """md_text, except that a `command` in backticks shows as code, not as literal backticks."""
+    if is_missing(value):
+        return ""
+    text, parts, last = str(value), [], 0
+    for match in _COMMAND_SPAN.finditer(text):
+        parts += [_escaped(text[last:match.start()]), f"`{match.group(1)}`"]
+        last = match.end()
+    return _lines("".join(parts) + _escaped(text[last:]))
 
 
 # ------------------------------------------------------------------------------------------ shapes

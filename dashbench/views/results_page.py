@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashbench import accuracy_text
 from dashbench.costs import prices
 from dashbench.views import accuracy_view, charts, context, results, ui
 from dashbench.views.format import md_text, unreadable_note
@@ -79,7 +80,7 @@ def show() -> None:
         else:
             if detail["unreadable"]:
                 st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
-            ui.run_summary(detail)
+            ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
             curve = ui.shared(ctx, ("curve", run_id), accuracy_view.run_curve, run)
             if curve is not None:  # a to-accuracy run: its validation accuracy and loss per evaluation, per seed
                 st.plotly_chart(curve, key="detail_accuracy")

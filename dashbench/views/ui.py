@@ -11,7 +11,7 @@ import weakref
 import streamlit as st
 
 from dashbench.views import pages_folder
-from dashbench.views.format import md_text
+from dashbench.views.format import md_text, md_text_with_commands
 
 CONTEXT_KEY = "dashbench"
 
@@ -283,9 +283,10 @@ def open_page(title: str, flash_key: str | None = None):
     return ctx
 
 
-def run_summary(detail: dict) -> None:
-    """A stored run's title, status, error, flags and headline figures (views.results.run_detail).
-    Every stored string goes through md_text: a bundle from elsewhere may hold any markup."""
+def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
+    """A stored run's title, status, error, flags and headline figures (views.results.run_detail), and a
+    to-accuracy run's headline lines (accuracy_text.result_lines). Every stored string goes through
+    md_text: a bundle from elsewhere may hold any markup."""
     st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")
     if detail["error"]:
         st.error(md_text(detail["error"]))
@@ -294,4 +295,6 @@ def run_summary(detail: dict) -> None:
     if detail["headline"]:
         for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
             col.metric(md_text(label), value)
-            col.caption(md_text(more))
+            col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
+    for line in accuracy:  # a to-accuracy run: reached or not, time to target, a hint at chance
+        st.caption(md_text(line))
