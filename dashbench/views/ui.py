@@ -16,10 +16,23 @@ from dashbench.views.format import md_text, md_text_with_commands
 CONTEXT_KEY = "dashbench"
 
 
+# Widths that Streamlit's own layout leaves too small at a 1400 px window. A multiselect in a row that
+# wraps (st.container(horizontal=True): Compare's and Results' filters) is as wide as its chips, at least
+# as wide as its placeholder and at most the row: a chip reads "fashion_mnist_cnn", not "fashion…".
+# The input is kept from widening the box: its own width would push every filter onto a row of its own.
+LAYOUT_CSS = """<style>
+[data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"]:has(> .stMultiSelect) {
+  flex: 1 1 auto; width: max-content; min-width: 10.5rem; max-width: 100%; }
+[data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] > .stMultiSelect input { width: 0; }
+[data-testid="stSidebar"] code { overflow-wrap: anywhere; }
+</style>"""
+
+
 def page_context():
     """The AppContext that app.py built for this script run (app.py runs first, see pages_folder)."""
     ctx = st.session_state.get(CONTEXT_KEY)
     _fetch_kept()
+    st.html(LAYOUT_CSS)  # style only: Streamlit sends it aside, it takes no room on the page
     pages_folder.run_app_instead_of_legacy_page(app_has_run=ctx is not None and not ctx.ended)
     return st.session_state[CONTEXT_KEY]
 
