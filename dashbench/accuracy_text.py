@@ -69,6 +69,32 @@ def epochs_trained(run: dict) -> Optional[float]:
     return _num(curve[-1].get("epoch")) if curve else None
 
 
+def chance_hint(accuracy: Optional[dict]) -> str:
+    """'accuracy stayed at chance (0.50 for 2 classes): …' when no evaluation of any seed left 1/classes
+    (a model that answers one class for every image: labels that do not follow the images, or a learning
+    rate that threw the weights away); '' otherwise."""
+    if not isinstance(accuracy, dict) or not isinstance(accuracy.get("dataset"), dict):
+        return ""
+    classes = accuracy["dataset"].get("classes")
+    if not isinstance(classes, int) or isinstance(classes, bool) or classes < 2:
+        return ""
+    chance = 1 / classes
+    # Close enough to call chance: an unbalanced validation split puts a one-class model a little off 1/k.
+    tolerance = min(0.02, 0.5 / classes)
+    points = [_num(p.get("val_accuracy")) for r in _runs(accuracy) for p in r.get("curve") or [] if isinstance(p, dict)]
+    if not points or any(v is None or abs(v - chance) > tolerance for v in points):
+        return ""
+    shown = f"{chance:.2f}" if chance >= 0.01 else f"{chance:.2g}"
+    return f"accuracy stayed at chance ({shown} for {classes} classes): check the labels and the learning rate"
+
+
+def result_lines(result) -> list[str]:
+    """A finished run's headline lines on the pages ("To accuracy: target 0.9 NOT reached …"); none for a
+    throughput run. `result` is a RunResult or None."""
+    lines = headline(getattr(result, "accuracy", None))
+    return [f"To accuracy: {lines[0]}", *lines[1:]] if lines else []
+
+
 def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> list[str]:
     """What the run came to, in a few lines: reached or not, time (and cost) to target as a median with
     its spread over seeds, epochs to target, compile and loading apart, the evaluation's share."""
@@ -115,6 +141,9 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
             parts.append(f"{'they' if epochs else 'training'} took {seconds(median(totals))}{several}, "
                          "evaluations included")
         lines.append(f"{epochs or 'no'} epochs, no target: " + "; ".join(parts))
+    hint = chance_hint(accuracy)
+    if hint:
+        lines.append(hint)
     apart = [f"{what} {seconds(_num(accuracy.get(key)))}" for key, what in
              (("compile_s", "compile"), ("load_s", "data loading")) if _num(accuracy.get(key)) is not None]
     share = eval_share(accuracy)

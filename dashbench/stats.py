@@ -125,12 +125,14 @@ def finite_or_none(value: Optional[float]) -> Optional[float]:
 
 
 def ci95_text(ci) -> str:
-    """'95% CI lo–hi', or '95% CI ≥ lo' when the interval is unbounded above (few, noisy samples:
-    the step-time interval reaches zero); '' without a lower bound."""
+    """'95% CI lo–hi', or the lower end in words when the interval is unbounded above (few, noisy
+    samples: the step-time interval reaches zero); '' without a lower bound."""
     lo, hi = (list(ci or []) + [None, None])[:2]
     if not _finite_number(lo):
         return ""
-    return f"95% CI {lo:,.1f}–{hi:,.1f}" if _finite_number(hi) else f"95% CI ≥ {lo:,.1f}"
+    if _finite_number(hi):
+        return f"95% CI {lo:,.1f}–{hi:,.1f}"
+    return f"95% CI at least {lo:,.1f}, no upper end: too few or too noisy samples"
 
 
 def _finite_number(value) -> bool:

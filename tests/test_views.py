@@ -502,10 +502,11 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
         queued = s.create_run(two, status="queued")
         runs = s.runs().set_index("run_id")
         detail = results.run_detail(s.get_run(run_id))
-    labels = dict(zip(runs.index, results.results_table(runs.reset_index())["run"]))
+    # The Results table names a run id first (a long name is cut at the column's edge, the id is not).
+    labels = {i: label.split(" · ", 1)[1] for i, label in zip(runs.index, results.results_table(runs.reset_index())["run"])}
     assert labels[run_id].startswith("fashion_mnist_cnn · CPU · 2 replicas · b64 · fp32 · quick 28px w8")
     assert "replicas" not in labels[one_id] and labels[one_id].startswith("fashion_mnist_cnn · CPU · b64")
-    assert "2 replicas" in labels[queued] and detail["title"] == labels[run_id]
+    assert "2 replicas" in labels[queued] and detail["title"] == f"{labels[run_id]} (#{run_id[-6:]})"
     # A count the device already says (two GPUs, two replicas) is not said twice.
     gpus = run_label({"model": "resnet50", "accelerator": "V100", "accelerator_count": 2, "replicas": 2, "batch_size": 8})
     assert "2×V100 · b8" in gpus and "replicas" not in gpus

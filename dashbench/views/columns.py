@@ -32,7 +32,7 @@ MS = "%.2f ms"
 USD = "$%.3f"
 
 COLUMNS: dict[str, Column] = {
-    "run": Column("run", pinned=True, help="model · device · batch · precision (label #id)", width=330),
+    "run": Column("run", pinned=True, help="#id · model · device · batch · precision (label)", width=330),
     "label": Column("run / published row", pinned=True, width=330),
     "name": Column("published row", pinned=True, width=330),
     "kind": Column("kind", help="measured here, or a published figure"),

@@ -63,9 +63,32 @@ def md_text(value: Any) -> str:
     st.caption, st.error/warning/info/success, metric or expander labels."""
     if is_missing(value):
         return ""
-    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(value)).replace(":", ":" + _WORD_BREAK)
+    return _lines(_escaped(str(value)))
+
+
+def _escaped(text: str) -> str:
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text).replace(":", ":" + _WORD_BREAK)
+
+
+def _lines(text: str) -> str:
     # Lines stay lines (hard breaks); leading blanks would start a code block, so they go.
     return "  \n".join(line.strip() for line in text.splitlines())
+
+
+# A command in backticks, as dashbench's own notes name one ("run `python -m dashbench doctor`"): only the
+# characters of a command line, so no colon (icons), bracket or markup can ride in one.
+_COMMAND_SPAN = re.compile(r"`([A-Za-z0-9 ._/=+,-]+)`")
+
+
+def md_text_with_commands(value: Any) -> str:
+    """md_text, except that a `command` in backticks shows as code, not as literal backticks."""
+    if is_missing(value):
+        return ""
+    text, parts, last = str(value), [], 0
+    for match in _COMMAND_SPAN.finditer(text):
+        parts += [_escaped(text[last:match.start()]), f"`{match.group(1)}`"]
+        last = match.end()
+    return _lines("".join(parts) + _escaped(text[last:]))
 
 
 # ------------------------------------------------------------------------------------------ shapes
@@ -132,15 +155,20 @@ LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerat
                  "precision", "xla", "backend", *SHAPE_COLUMNS)
 
 
-def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None) -> list[str]:
+def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None,
+               id_first: bool = False) -> list[str]:
     """run_label of every row of a runs frame, reading only the columns it needs."""
-    return [run_label(r, with_model, with_backend) for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])]
+    return [run_label(r, with_model, with_backend, id_first)
+            for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])]
 
 
-def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None) -> str:
+def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None,
+              id_first: bool = False) -> str:
     """Short, unique name for a run on a chart axis: what ran, where (and on how many replicas when the
     device count does not say it), and its id. The backend is named when it is not TensorFlow
-    (with_backend None), always (True: runs of both backends side by side) or never (False)."""
+    (with_backend None), always (True: runs of both backends side by side) or never (False).
+    id_first: "#ea38f1 · resnet50 · CPU · b8 (label)", for a table column that cuts a long name short:
+    the id a command takes stays in view, as `git log --oneline` keeps it."""
     # A run that never started has no accelerator yet (NaN from the store): name the device asked for.
     acc = next((str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)),
                "?")
@@ -166,9 +194,10 @@ def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool
     if with_backend or (with_backend is None and backend != DEFAULT_BACKEND):
         parts.append(backend)
     label = row.get("label")
-    tail = short_id(str(row.get("run_id", "")))
-    if isinstance(label, str) and label:
-        tail = f"{label} {tail}"
+    run_id = short_id(str(row.get("run_id", "")))
+    if id_first:
+        return f"{run_id} · " + " · ".join(parts) + (f" ({label})" if isinstance(label, str) and label else "")
+    tail = f"{label} {run_id}" if isinstance(label, str) and label else run_id
     return " · ".join(parts) + f" ({tail})"
 
 

@@ -93,7 +93,7 @@ def short_label(runs: pd.DataFrame, run_id: str) -> str:
 def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every stored run, one row each, key figures first; step times in ms; cost if a catalog is given."""
     table = with_ms(runs).rename(columns={"label": "run_label"})
-    table["run"] = run_labels(runs)
+    table["run"] = run_labels(runs, id_first=True)  # the id in view, however long the rest
     if "flags" in table:
         table["flags"] = [flag_text(f) for f in table["flags"]]
     if catalog is not None and not table.empty:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashbench import accuracy_text
 from dashbench.costs import prices
 from dashbench.views import accuracy_view, charts, context, results, ui
 from dashbench.views.format import md_text, unreadable_note
@@ -29,18 +30,19 @@ def show() -> None:
     if not stored:
         st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if read_only else context.EMPTY_STORE_TEXT)
 
-    cols = st.columns([1, 1, 1, 1, 1, 2])
+    # One row that wraps, as Compare's: each filter as wide as its chips (ui.LAYOUT_CSS), where fixed columns
+    # cut "fashion_mnist_cnn" and even the placeholder short.
+    row = st.container(horizontal=True, gap="small")
+    any_of = {"placeholder": "any", "on_change": _query_changed}
     selections = {
-        "model": cols[0].multiselect("Model", facets["model"], key="res_model", on_change=_query_changed),
-        "accelerator": cols[1].multiselect("Accelerator", facets["accelerator"], key="res_acc",
-                                           on_change=_query_changed),
-        "precision": cols[2].multiselect("Precision", facets["precision"], key="res_precision",
-                                         on_change=_query_changed),
-        "backend": cols[3].multiselect("Backend", facets["backend"], key="res_backend", on_change=_query_changed),
-        "status": cols[4].multiselect("Status", facets["status"], key="res_status", on_change=_query_changed),
+        "model": row.multiselect("Model", facets["model"], key="res_model", **any_of),
+        "accelerator": row.multiselect("Accelerator", facets["accelerator"], key="res_acc", **any_of),
+        "precision": row.multiselect("Precision", facets["precision"], key="res_precision", **any_of),
+        "backend": row.multiselect("Backend", facets["backend"], key="res_backend", **any_of),
+        "status": row.multiselect("Status", facets["status"], key="res_status", **any_of),
     }
-    search = cols[5].text_input("Search (label, host, id, model, error, …)", key="res_search",
-                                on_change=_query_changed)
+    search = row.text_input("Search (label, host, id, model, error, …)", key="res_search",
+                            on_change=_query_changed)
     query = results.query(selections, search)
     total = db.count_runs(**query) if query else stored
     pages = results.page_count(total)
@@ -79,7 +81,7 @@ def show() -> None:
         else:
             if detail["unreadable"]:
                 st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
-            ui.run_summary(detail)
+            ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
             curve = ui.shared(ctx, ("curve", run_id), accuracy_view.run_curve, run)
             if curve is not None:  # a to-accuracy run: its validation accuracy and loss per evaluation, per seed
                 st.plotly_chart(curve, key="detail_accuracy")

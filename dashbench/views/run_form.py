@@ -87,6 +87,18 @@ def quick_toggle_values(state) -> dict:
     return out
 
 
+def model_change_values(state) -> dict:
+    """What choosing another model puts in the form: with Quick try ticked and no preset, that model's
+    quick recipe (shapes, batch size, steps), as ticking the box with it chosen does; else nothing."""
+    if not quick_without_preset(state):
+        return {}
+    from dashbench import catalog
+
+    recipe = catalog.get(state.get("run_model")).quick_recipe()
+    return {**quick_shape_values(state.get("run_model")), "run_batch_size": recipe["batch_size"],
+            "run_steps": recipe["steps"]}
+
+
 def quick_caption(model: str) -> str:
     """What Quick try (no preset) runs, from the catalog: "fashion_mnist_cnn's quick try: width 16, …"."""
     from dashbench import catalog
@@ -125,6 +137,42 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
         specs, sweep_id = [base.replace(batch_size=size) for size in sizes], new_sweep_id()
     memory_warnings(specs)  # a point that cannot fit refuses the whole launch before anything is queued
     return specs, sweep_id
+
+
+def mode_change_values(state) -> dict:
+    """What choosing a mode puts in the form: a to-accuracy mode needs real data with a held-out split,
+    so synthetic data becomes Fashion-MNIST (real); an image folder or real data stays."""
+    if state.get("run_mode") in ("target", "epochs") and state.get("run_data") == "synthetic":
+        return {"run_data": "real"}
+    return {}
+
+
+def data_note(state) -> str | None:
+    """Where a to-accuracy run's data must be, said before launch when it is not there: Fashion-MNIST's
+    four IDX files (train and t10k) in the data path or Keras's cache, or an image folder; None when
+    the files are found, or for a throughput run (synthetic data needs no files)."""
+    from dashbench import datasets
+
+    if state.get("run_mode") not in ("target", "epochs"):
+        return None
+    path = (state.get("run_data_path") or "").strip() or None
+    if state.get("run_data") == "folder":
+        if path:
+            return None  # its train/ and validation/ are checked on launch, where a bad folder is named
+        return ("An image folder needs its path: a folder with train/ and validation/, a subfolder per class "
+                "(train/cat/1.png, validation/cat/7.png, …).")
+    if state.get("run_data") != "real":
+        return None
+    try:
+        datasets.fashion_mnist_dir(path, datasets.FASHION_FILES + datasets.FASHION_TEST_FILES)
+    except SpecError:
+        folder = path or str(datasets.KERAS_FASHION_CACHE)
+        names = ", ".join(datasets.FASHION_FILES + datasets.FASHION_TEST_FILES)
+        return (f"No Fashion-MNIST files in {folder}: put the four IDX files ({names}; .gz or not) in a "
+                f"folder and give it as Data path, or leave Data path empty and fill {datasets.KERAS_FASHION_CACHE} "
+                "(keras.datasets.fashion_mnist.load_data() does, where the machine is online). Or choose Data "
+                "folder: an image folder with train/ and validation/, a subfolder per class.")
+    return None
 
 
 def mode_values(state) -> dict:
@@ -178,13 +226,11 @@ def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
     return out
 
 
-def accuracy_headline(run: dict) -> list[str]:
-    """A finished to-accuracy run's headline lines (accuracy_text.headline); none for a throughput run."""
-    from dashbench import accuracy_text
-
-    result = run.get("result")
-    lines = accuracy_text.headline(getattr(result, "accuracy", None))
-    return [f"To accuracy: {lines[0]}", *lines[1:]] if lines else []
+def recent_finished(store, limit: int = 3) -> list[dict]:
+    """The newest runs of this store that have ended, newest first: what a fresh visit to the Run page
+    (a reload, another tab) shows in place of this session's runs, which it has none of."""
+    run_ids = store.run_ids(status=sorted(TERMINAL), limit=limit)
+    return [run for run in (store.get_run(run_id) for run_id in run_ids) if run]
 
 
 def build_spec(values: dict) -> RunSpec:

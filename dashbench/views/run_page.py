@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashbench import accuracy_text
 from dashbench.jobs import checks, max_batch, queue
 from dashbench.views import charts, ui
 from dashbench.views import devices as device_views
@@ -26,6 +27,14 @@ def _apply_preset():
         if st.session_state.get("run_label", "").startswith("preset:"):
             st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
         st.session_state.update(run_form.quick_toggle_values(st.session_state))
+
+
+def _model_changed():
+    st.session_state.update(run_form.model_change_values(st.session_state))  # a quick try follows its model
+
+
+def _mode_changed():
+    st.session_state.update(run_form.mode_change_values(st.session_state))  # to accuracy: real data
 
 
 def show() -> None:
@@ -77,11 +86,14 @@ def show() -> None:
         st.session_state.setdefault(key, value)
 
     preset_names = run_form.preset_choices()
-    cols = st.columns([3, 1])
+    cols = st.columns([3, 2, 1.3])
     cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(preset_names), key="run_preset",
                       format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
                       on_change=_apply_preset)
-    cols[1].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
+    # Outside the form: the quick try's caption, batch and shapes follow a model as soon as it is chosen;
+    # inside, the page would only see the choice on launch.
+    cols[1].selectbox("Model", MODELS, key="run_model", on_change=_model_changed)
+    cols[2].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
                      help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
                           "batch and a few steps — seconds on a CPU, for trying it out.")
     if st.session_state["run_preset"]:
@@ -95,7 +107,7 @@ def show() -> None:
     # mode's boxes; inside a form the choice would wait for a launch.
     with st.container(border=True, key="run_accuracy_box"):
         st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
-                 format_func=run_form.MODES.get,
+                 format_func=run_form.MODES.get, on_change=_mode_changed,
                  help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
                       "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
                       "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
@@ -104,22 +116,24 @@ def show() -> None:
         cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
         cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
                            "folder: train/ and validation/)", key="run_data_path")
+        note = run_form.data_note(st.session_state)
+        if note:  # before launch: an offline machine has no Keras cache to fill
+            st.info(md_text(note), icon=":material/folder_open:")
         boxes = run_form.mode_boxes(st.session_state["run_mode"])
         for col, (key, box) in zip(st.columns(5) if boxes else [], boxes):  # 5: the most a mode has
             col.number_input(key=key, **box)
 
     # Enter in a field must never launch anything: only a click on a button does.
     with st.form("run_form", enter_to_submit=False):
-        cols = st.columns(5)
-        cols[0].selectbox("Model", MODELS, key="run_model")
-        # No min_value on the whole-number boxes: a value out of range is refused on launch in words
-        # ("Not launched: batch size: …"), never by a red box that quietly keeps the launch from happening.
-        cols[1].number_input("Global batch size", step=1, key="run_batch_size")
-        cols[2].selectbox("Device", devices.kinds, key="run_device",
+        cols = st.columns([1, 2, 1, 1])  # the device's name is long ("CPU: Intel(R) Xeon(R) CPU @ 2.20GHz")
+        # The batch box stops at 1; the other whole-number boxes have no min_value: a value out of range is
+        # refused on launch in words ("Not launched: steps: …").
+        cols[0].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
+        cols[1].selectbox("Device", devices.kinds, key="run_device",
                           format_func=lambda k: devices.description.get(k, k.upper()))
-        cols[3].selectbox("Backend", BACKENDS, key="run_backend",
+        cols[2].selectbox("Backend", BACKENDS, key="run_backend",
                           help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
-        cols[4].selectbox("Precision", PRECISIONS, key="run_precision")
+        cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
         if len(places.options) > 1:
             st.selectbox("Where", places.options, key="run_place", format_func=places.labels.get,
                          help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
@@ -225,13 +239,16 @@ def show() -> None:
         st.fragment(live_panel, run_every=1.0)()
 
     mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
+    earlier = not mine  # a reload or a new tab: this session launched nothing, the store's last runs instead
+    if earlier:
+        mine = run_form.recent_finished(ctx.store)
     if mine:
-        st.subheader("Finished")
+        st.subheader("Last finished in this store" if earlier else "Finished")
         for run in mine:
             detail = results.run_detail(run)
             with st.container(border=True):
-                ui.run_summary(detail)
-                for line in run_form.accuracy_headline(run):  # a to-accuracy run: reached or not, time to target
-                    st.caption(md_text(line))
-        st.page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
-                     query_params={"runs": ",".join(r["run_id"] for r in mine)})
+                ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
+        cols = st.columns(2)
+        cols[0].page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
+                          query_params={"runs": ",".join(r["run_id"] for r in mine)})
+        cols[1].page_link("pages/results.py", label="Every stored run in Results", icon=":material/table_rows:")

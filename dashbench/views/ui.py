@@ -11,15 +11,28 @@ import weakref
 import streamlit as st
 
 from dashbench.views import pages_folder
-from dashbench.views.format import md_text
+from dashbench.views.format import md_text, md_text_with_commands
 
 CONTEXT_KEY = "dashbench"
+
+
+# Widths that Streamlit's own layout leaves too small at a 1400 px window. A multiselect in a row that
+# wraps (st.container(horizontal=True): Compare's and Results' filters) is as wide as its chips, at least
+# as wide as its placeholder and at most the row: a chip reads "fashion_mnist_cnn", not "fashion…".
+# The input is kept from widening the box: its own width would push every filter onto a row of its own.
+LAYOUT_CSS = """<style>
+[data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"]:has(> .stMultiSelect) {
+  flex: 1 1 auto; width: max-content; min-width: 10.5rem; max-width: 100%; }
+[data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] > .stMultiSelect input { width: 0; }
+[data-testid="stSidebar"] code { overflow-wrap: anywhere; }
+</style>"""
 
 
 def page_context():
     """The AppContext that app.py built for this script run (app.py runs first, see pages_folder)."""
     ctx = st.session_state.get(CONTEXT_KEY)
     _fetch_kept()
+    st.html(LAYOUT_CSS)  # style only: Streamlit sends it aside, it takes no room on the page
     pages_folder.run_app_instead_of_legacy_page(app_has_run=ctx is not None and not ctx.ended)
     return st.session_state[CONTEXT_KEY]
 
@@ -283,9 +296,10 @@ def open_page(title: str, flash_key: str | None = None):
     return ctx
 
 
-def run_summary(detail: dict) -> None:
-    """A stored run's title, status, error, flags and headline figures (views.results.run_detail).
-    Every stored string goes through md_text: a bundle from elsewhere may hold any markup."""
+def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
+    """A stored run's title, status, error, flags and headline figures (views.results.run_detail), and a
+    to-accuracy run's headline lines (accuracy_text.result_lines). Every stored string goes through
+    md_text: a bundle from elsewhere may hold any markup."""
     st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")
     if detail["error"]:
         st.error(md_text(detail["error"]))
@@ -294,4 +308,6 @@ def run_summary(detail: dict) -> None:
     if detail["headline"]:
         for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
             col.metric(md_text(label), value)
-            col.caption(md_text(more))
+            col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
+    for line in accuracy:  # a to-accuracy run: reached or not, time to target, a hint at chance
+        st.caption(md_text(line))
