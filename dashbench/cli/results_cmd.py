@@ -12,7 +12,7 @@ import pandas as pd
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown, shown_tree
-from dashbench.spec import BACKENDS, MAX_INT32
+from dashbench.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
                              default_db_path, is_server_url, location,
                              export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
@@ -146,7 +146,7 @@ def _bounded_int(name: str, text: str, what: str) -> int:
     """A filter's integer within run's bounds (1 to MAX_INT32): beyond them SQLite overflows, and a
     negative --limit would mean "no limit" to SQLite."""
     try:
-        value = int(text.strip())
+        value = ascii_int(text)
     except ValueError:
         value = None
     if value is None or not 1 <= value <= MAX_INT32:
