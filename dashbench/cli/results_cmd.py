@@ -99,8 +99,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
-    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; never over an SQLite "
-                                                 "file; a FIFO or device is written through)")
+    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; an existing file only "
+                                                 "with --force, never an SQLite file; a FIFO or device is written through)")
+    p.add_argument("--force", action="store_true", help="replace the --out file if it exists")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("import", help="merge bundle files into the database")
@@ -441,7 +442,7 @@ def cmd_export(args) -> int:
     if store is None:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
-        count = export_bundle(store, args.out, **resolve_device_filters(filters, store))
+        count = export_bundle(store, args.out, replace=args.force, **resolve_device_filters(filters, store))
     # With --out - the bundle is stdout's only content; the count goes to stderr.
     print(f"exported {count} run{'s' if count != 1 else ''} to {'stdout' if args.out == '-' else shown(args.out)}",
           file=sys.stderr if args.out == "-" else sys.stdout)

@@ -38,8 +38,9 @@ MAX_BUNDLE_BYTES = 256 * 2**20
 MAX_NESTING = 64
 
 
-def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
-    """Write the runs matching `filters` (as Store.runs) to `path` ("-": stdout). Returns how many."""
+def export_bundle(store: Store, path: str | os.PathLike, replace: bool = False, **filters) -> int:
+    """Write the runs matching `filters` (as Store.runs) to `path` ("-": stdout); an existing file only
+    with `replace`. Returns how many."""
     runs = [{name: run[name] for name in RUN_FIELDS} for run in store.export_rows(**filters)]
     bundle = {
         "format": FORMAT,
@@ -55,7 +56,7 @@ def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
         "runs": runs,
     }
     # Never over the database or another SQLite file; through a FIFO or a device; "-" is stdout.
-    export_target.write_bundle(path, lambda fh: json.dump(bundle, fh, default=str), store.path)
+    export_target.write_bundle(path, lambda fh: json.dump(bundle, fh, default=str), store.path, replace=replace)
     return len(runs)
 
 
