@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -360,16 +361,41 @@ def cmd_show(args) -> int:
     with store:
         run = store.get_run(store.resolve_run_id(args.run_id))
         samples = store.samples(run["run_id"])
+        cost = cost_to_target(run["result"], store)
     if args.json:
         run["result"] = run["result"].to_dict() if run["result"] else None
         run["samples"] = json.loads(samples.to_json(orient="records"))
+        if cost is not None:
+            run["cost_to_target"] = cost
         print(strict_json.dumps(run, indent=2, default=str))
         return 0
-    print(describe_run(run, samples))
+    print(describe_run(run, samples, cost))
     return 0
 
 
-def describe_run(run: dict, samples: pd.DataFrame) -> str:
+def cost_to_target(result, store: Store) -> dict | None:
+    """A to-accuracy run that reached its target: the median time to target at the on-demand price of the
+    catalog row its device matches, as Compare prices it (None for any other run). `usd` is None, with
+    `price_note`, where no row matches."""
+    from dashbench import accuracy_text
+
+    seconds = accuracy_text.columns_of(getattr(result, "accuracy", None))["time_to_target_s"]
+    if seconds is None:
+        return None
+    price = None
+    with contextlib.suppress(ImportError):
+        from dashbench.costs import prices
+
+        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store),
+                                   (result.env or {}).get("cpu_count"))
+    if price is None:
+        return {"usd": None, "time_to_target_s": seconds, "usd_per_hour": None, "price_key": None,
+                "price_note": "no price"}
+    return {"usd": seconds * price["usd_per_hour"] / 3600.0, "time_to_target_s": seconds,
+            "usd_per_hour": price["usd_per_hour"], "price_key": price["key"], "price_note": None}
+
+
+def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> str:
     # Every stored text escaped (terminal.py): a host, label or error forges no line, sends no escape.
     run = shown_tree(run)
     spec, result = run["spec"], run["result"]
@@ -387,6 +413,10 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
         # The first line already names the run; its id need not come twice.
         lines += ["  " + line for line in result.replace(run_id=None).describe().splitlines()]
         lines += accuracy_lines(spec, result)
+        if cost is not None:
+            lines.append("  cost to target: " + (f"${cost['usd']:,.4g} at {cost['price_key']} "
+                                                 f"(${cost['usd_per_hour']:,.4g}/h, on-demand)" if cost["usd"] is not None
+                                                 else "no price for this device (set one: python -m dashbench prices set …)"))
     if len(samples):
         warm = int(samples["warmup"].sum())
         losses = samples["loss"].dropna()
