@@ -7,11 +7,13 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import sys
 
 import pandas as pd
 
 from dashbench.cli import strict_json
+from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
@@ -83,6 +85,8 @@ def register(subparsers) -> None:
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
     p.add_argument("--json", action="store_true", help="JSON records (with cost columns)")
+    p.add_argument("--wide", action="store_true",
+                   help="every column and the full run ids, however wide the terminal (what a pipe or file gets)")
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="one run in full")
@@ -262,8 +266,19 @@ def cmd_list(args) -> int:
     if frame.empty:
         print("no runs match")
         return 0
-    print(format_table(frame))
+    print(format_table(frame, width=None if args.wide else terminal_width()))
     return 0
+
+
+def terminal_width() -> int | None:
+    """The width to fit `list` to: a terminal's ($COLUMNS first, as shutil reads it); None when stdout is
+    a pipe or a file, which get every column for grep, awk and cut to read."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
 
 
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
@@ -280,77 +295,6 @@ def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     columns = {**memory.memory_columns(results), **accuracy_text.accuracy_columns(results)}
     return frame.assign(**{name: pd.array(values, dtype="Float64").astype(float) if len(values) else []
                            for name, values in columns.items()})
-
-
-COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus",
-                 "reached", "seeds")
-
-
-def records(frame: pd.DataFrame) -> list[dict]:
-    """JSON-ready rows: ISO times, null for missing, whole counts as integers."""
-    out = []
-    for row in frame.to_dict("records"):
-        item = {}
-        for key, value in row.items():
-            if isinstance(value, pd.Timestamp):
-                value = value.isoformat()
-            elif isinstance(value, (list, dict)):
-                pass
-            elif pd.isna(value):
-                value = None
-            elif key in COUNT_COLUMNS:
-                value = int(value)
-            elif hasattr(value, "item"):  # numpy scalar
-                value = value.item()
-            item[key] = value
-        out.append(item)
-    return out
-
-
-def format_table(frame: pd.DataFrame) -> str:
-    local = frame["created_at"].dt.tz_convert(None) if len(frame) else frame["created_at"]
-    table = pd.DataFrame({
-        "run_id": frame["run_id"],
-        "created": local.dt.strftime("%Y-%m-%d %H:%M") if len(frame) else local,
-        "status": frame["status"],
-        "model": frame["model"],
-        # A run that never measured has no accelerator yet: its kind as asked, in the same case.
-        "device": frame["accelerator"].fillna(frame["device"].map(lambda d: d if d == "auto" else str(d).upper())),
-        "backend": frame["backend"].fillna("tensorflow"),
-        "batch": frame["batch_size"],
-        "replicas": [str(int(v)) if not pd.isna(v) else "1" if d == "cpu" else "all"
-                     for v, d in zip(frame["replicas"], frame["device"])],  # not asked: the engine's default
-        "precision": frame["precision"],
-        "xla": frame["xla"].map(lambda v: "xla" if v else ""),
-        "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
-        "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
-        **({"peak mem": frame["peak_memory_bytes"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.2f} GB")}
-           if "peak_memory_bytes" in frame else {}),
-        **(accuracy_table(frame) if frame.get("seeds", pd.Series(dtype=float)).notna().any() else {}),
-        "flags": frame["flags"].map(lambda f: ",".join(f)),
-        "sweep": frame["sweep_id"].fillna(""),
-        # The spec's shape overrides; blank: the workload's full-size default (`models` lists them).
-        **{name: frame[name].map(lambda v: "" if pd.isna(v) else str(int(v)))
-           for name in ("image_size", "seq_len", "width") if name in frame},
-    })
-    return table.map(lambda v: shown(v) if isinstance(v, str) else v).to_string(index=False)
-
-
-def accuracy_table(frame: pd.DataFrame) -> dict:
-    """`list`'s to-accuracy columns, shown when some listed run trained to accuracy: the target, seeds
-    that reached it, median time and epochs to it, the final validation accuracy."""
-    def blank_or(fmt):
-        return lambda v: "" if pd.isna(v) else fmt(v)
-
-    reached = [("" if pd.isna(t) else f"{int(r)}/{int(n)}") if not pd.isna(n) else ""
-               for t, r, n in zip(frame["target_accuracy"], frame["reached"], frame["seeds"])]
-    return {
-        "target": frame["target_accuracy"].map(blank_or(lambda v: f"{v:g}")),
-        "reached": reached,
-        "to target": frame["time_to_target_s"].map(blank_or(lambda v: f"{v:.1f} s")),
-        "epochs→target": frame["epochs_to_target"].map(blank_or(lambda v: f"{v:g}")),
-        "val acc": frame["final_val_accuracy"].map(blank_or(lambda v: f"{v:.4f}")),
-    }
 
 
 @reports_store_errors
