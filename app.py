@@ -14,10 +14,7 @@ serving.poll_config_files_slowly()  # process-wide; before anything else, on eve
 
 # An emoji, not a Material symbol: the browser fetched that icon from fonts.gstatic.com (none offline).
 st.set_page_config(page_title="dashbench", page_icon="⏱️", layout="wide")
-missing = needs.missing_message()  # before the imports below, which need what it checks
-if missing:
-    st.error(missing)
-    st.stop()
+needs.stop_if_missing()  # before the imports below, which need what it checks
 
 from dashbench.views import settings as settings_module  # noqa: E402
 from dashbench.views import ui  # noqa: E402

@@ -272,6 +272,28 @@ def divisibility_message(batch_size: int, replicas: int) -> str:
     )
 
 
+# What a number typed on the command line may look like: ASCII digits, a sign, spaces around it. Python's
+# int() and float() also read fullwidth and other scripts' digits (８ is 8) and underscores (1_000).
+_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+_ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def ascii_int(text: str) -> int:
+    """int(text) for ASCII decimal digits only (`0x10`, `８`, `1_000` raise ValueError, as int() raises for 0x10)."""
+    stripped = str(text).strip()
+    if not _ASCII_INT.fullmatch(stripped):
+        raise ValueError(f"not a whole number in ASCII digits: {_short(text)}")
+    return int(stripped)
+
+
+def ascii_float(text: str) -> float:
+    """float(text) for an ASCII decimal number only (no `inf`, `nan`, `８`, `1_0`); raises ValueError."""
+    stripped = str(text).strip()
+    if not _ASCII_FLOAT.fullmatch(stripped):
+        raise ValueError(f"not a number in ASCII digits: {_short(text)}")
+    return float(stripped)
+
+
 def parse_batch_sizes(text: str) -> list[int]:
     """A sweep's batch sizes, '32, 64,128' → [32, 64, 128] (the CLI's --batch-sizes and the Run page's
     sweep field). Commas, spaces or semicolons separate; a repeated size is measured once. An empty
@@ -283,7 +305,7 @@ def parse_batch_sizes(text: str) -> list[int]:
         raise SpecError("batch_sizes", f"empty item between commas in {_short(text)}: {rule}")
     for part in (word for item in items for word in item.split()):
         try:
-            value = int(part)
+            value = ascii_int(part)
         except ValueError:
             raise SpecError("batch_sizes", f"{rule}; {_short(part)} is not") from None
         if value < 1:

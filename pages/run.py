@@ -1,5 +1,8 @@
 """Run: launch a run or a batch-size sweep through the job runner and watch it live."""
 
-from dashbench.views import run_page
+from dashbench.views import needs
+
+needs.stop_if_missing()  # Streamlit may run this file before app.py (views/pages_folder.py)
+from dashbench.views import run_page  # noqa: E402
 
 run_page.show()  # its widgets live in a module, compiled once per process (see there)

@@ -223,3 +223,25 @@ def test_the_run_form_sends_the_chosen_mode_and_the_live_panel_reads_each_evalua
     assert "step 999" not in view.text  # a to-accuracy run's steps are not a throughput run's measured steps
     ended = live.live_view({"status": "not_reached"})
     assert ended.finished and ended.fraction == 1.0 and "without reaching its target" in ended.text
+
+
+def test_show_json_carries_the_cost_to_target_at_the_price_row_it_matches(db, capsys):
+    # The runs measured on the CPU: no price until one is set for this machine.
+    code, out, _ = run_cli(capsys, "show", "--db", db, "acc-reached", "--json")
+    cost = json.loads(out)["cost_to_target"]
+    assert code == 0 and cost["usd"] is None and cost["price_key"] is None and cost["price_note"] == "no price"
+    assert "cost to target: no price for this device" in run_cli(capsys, "show", "--db", db, "acc-reached")[1]
+
+    assert run_cli(capsys, "prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "3.6", "--db", db)[0] == 0
+    code, out, _ = run_cli(capsys, "show", "--db", db, "acc-reached", "--json")
+    cost = json.loads(out)["cost_to_target"]
+    median_s = (4.5 + 6.01) / 2  # the two seeds that reached the target
+    assert code == 0 and cost["time_to_target_s"] == pytest.approx(median_s) and cost["usd_per_hour"] == 3.6
+    assert cost["usd"] == pytest.approx(median_s * 3.6 / 3600) and cost["price_key"] and cost["price_note"] is None
+    code, out, _ = run_cli(capsys, "show", "--db", db, "acc-reached")
+    assert f"cost to target: ${median_s * 3.6 / 3600:,.4g} at {cost['price_key']} ($3.6/h, on-demand)" in out
+
+    # Nothing to price where no seed reached the target, nor for a throughput run.
+    for run_id in ("acc-missed", "plain"):
+        code, out, _ = run_cli(capsys, "show", "--db", db, run_id, "--json")
+        assert code == 0 and "cost_to_target" not in json.loads(out)

@@ -252,3 +252,31 @@ def test_unsound_idx_files_are_refused_before_a_row(tmp_path, capsys, no_trainin
     code, out, _ = run_cli(capsys, "run", "--model", "fashion_mnist_cnn", "--batch-size", "4", "--data", "real",
                            "--data-path", str(tmp_path), "--db", str(db), "--json")
     assert code == 2 and json.loads(out)["field"] == "data_path" and stored_runs(db) == 0
+
+
+# Python's int() and float() read fullwidth and other scripts' digits (８ is 8, ٨ is 8) and underscores.
+NOT_ASCII = [
+    (["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes=８"], "batch_sizes"),
+    (["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "16,٨"], "batch_sizes"),
+    (["sweep", "--model", "conv2d", "--device", "cpu", "--find-max-batch", "--start-batch", "８"], "start_batch"),
+    (["run", "--model", "conv2d", "--device", "cpu", "--batch-size", "８"], "batch_size"),
+    (["run", "--model", "conv2d", "--device", "cpu", "--batch-size", "8", "--steps", "1_0"], "steps"),
+    (["run", "--model", "fashion_mnist_cnn", "--batch-size", "8", "--target-accuracy", "０.９"], "target_accuracy"),
+    (["list", "--limit", "８"], "limit"),
+    (["list", "--batch-size", "３２"], "batch_size"),
+    (["prices", "set", "--device", "V100", "--unit", "GPU-hour", "--on-demand", "１.５"], "on_demand_usd_per_hour"),
+    (["prices", "set", "--device", "V100", "--unit", "GPU-hour", "--on-demand", "1", "--chips", "４"],
+     "chips_per_unit"),
+]
+
+
+@pytest.mark.parametrize("argv, field", NOT_ASCII, ids=[" ".join(a[-2:]) for a, _ in NOT_ASCII])
+def test_numbers_on_the_command_line_are_ascii_digits_only(argv, field, tmp_path, capsys, no_training):
+    db = tmp_path / "n.sqlite"
+    code, out, err = run_cli(capsys, *argv, "--db", str(db))
+    assert code == 2 and out == "", (out, err)
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: ") and field in line, line
+    if db.exists():
+        with Store(db) as store:
+            assert len(store.runs()) == 0 and store.price_overrides() == []

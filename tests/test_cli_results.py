@@ -243,3 +243,56 @@ def test_list_carries_the_shape_overrides(tmp_path, capsys):
     assert code == 0 and "width" in out.splitlines()[0]
     line = next(l for l in out.splitlines() if l.startswith(quick))
     assert line.split()[-2:] == ["28", "8"]
+
+
+def list_in_a_terminal(db, columns: int, *extra) -> tuple[int, str]:
+    """`list` run with a real terminal (a pty of `columns` columns) as its stdout, as a user types it."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "dashbench", "list", "--db", str(db), *extra], stdout=slave,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    proc.wait(timeout=300)
+    return proc.returncode, b"".join(chunks).decode().replace("\r\n", "\n").rstrip("\n")
+
+
+def test_list_fits_the_terminal_and_wide_or_a_pipe_gets_every_column(db, capsys):
+    code, piped, _ = run_cli(capsys, "list", "--db", str(db))  # not a terminal: every column, full ids
+    wide_lines = piped.rstrip("\n").splitlines()
+    assert code == 0 and max(map(len, wide_lines)) > 120 and "sweep-x" in piped
+
+    code, out = list_in_a_terminal(db, 80)
+    lines = out.splitlines()
+    assert code == 0 and max(map(len, lines)) <= 80, out
+    header, *rows = lines[:4]
+    note = " ".join(lines[4:])
+    assert {"run_id", "status", "model", "examples/s"} <= set(header.split()) and "sweep" not in header.split()
+    assert "left out to fit 80 characters: " in note and "sweep" in note and "--wide" in note, note
+    short = rows[0].split()[0]
+    assert short.startswith("#") and len(short) == 7
+    code, shown_run, _ = run_cli(capsys, "show", "--db", str(db), short)  # the short id printed is taken
+    assert code == 0 and shown_run.startswith("run ")
+
+    code, out = list_in_a_terminal(db, 80, "--wide")
+    assert code == 0 and out.splitlines() == wide_lines  # --wide: what a pipe gets
+    code, out = list_in_a_terminal(db, 400)  # room for every column: nothing left out
+    assert code == 0 and out.splitlines() == wide_lines

@@ -93,12 +93,23 @@ def test_export_to_dash_prints_the_bundle_alone_on_stdout(db, capsys, tmp_path, 
     assert not (tmp_path / "-").exists()
 
 
-def test_export_over_an_earlier_bundle_replaces_it(db, tmp_path, capsys):
+@pytest.mark.parametrize("how", ["file", "symlink"])
+def test_export_over_an_earlier_bundle_is_refused_unless_forced(db, tmp_path, capsys, how):
     bundle = tmp_path / "b.json"
-    bundle.write_text('{"format": "dashbench-bundle", "runs": []}')
-    code, out, err = run_cli(capsys, "export", "--db", db, "--out", bundle)
+    earlier = '{"format": "dashbench-bundle", "runs": []}'
+    bundle.write_text(earlier)
+    target = bundle
+    if how == "symlink":
+        target = tmp_path / "alias.json"
+        target.symlink_to(bundle)
+    code, out, err = run_cli(capsys, "export", "--db", db, "--out", target)
+    assert code == 2 and out == ""
+    refused_in_one_line(err, f"{target} already exists", "nothing was written", "--force")
+    assert bundle.read_text() == earlier and not (tmp_path / "b.json.tmp").exists()
+    code, out, err = run_cli(capsys, "export", "--db", db, "--out", target, "--force")
     assert code == 0, err
     assert stat.S_ISREG(os.lstat(bundle).st_mode) and len(json.loads(bundle.read_text())["runs"]) == 3
+    assert os.path.islink(target) == (how == "symlink")  # a link stays a link to the replaced bundle
 
 
 def test_export_onto_a_folder_is_refused(db, tmp_path, capsys):

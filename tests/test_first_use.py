@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashbench.views import needs
@@ -15,27 +16,68 @@ from test_app import start  # AppTest of app.py on a store in tmp_path
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
-# AppTest in a fresh interpreter where `import plotly` fails, as in a Python without requirements-app.txt.
-WITHOUT_PLOTLY = f"""
+PAGES = ["app.py", *sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))]
+
+# The app in a fresh interpreter where `import MODULE` fails, as in a Python without requirements-app.txt:
+# its root address and each page opened directly (a browser's first request, which Streamlit may run
+# before app.py: views/pages_folder.py). A module Streamlit itself imports cannot be missing there.
+WITHOUT = f"""
 import json, sys
-sys.modules["plotly"] = None
-from streamlit.testing.v1 import AppTest
-at = AppTest.from_file({APP!r}, default_timeout=120)
-at.run()
-print(json.dumps({{"errors": [e.value for e in at.error], "exceptions": [e.value for e in at.exception],
-                  "titles": [t.value for t in at.title]}}))
+name = sys.argv[1]
+sys.modules[name] = None
+try:
+    from streamlit.testing.v1 import AppTest
+except ImportError:
+    print(json.dumps({{"streamlit_needs_it": True}}))
+    raise SystemExit
+shown = {{}}
+for page in {PAGES!r}:
+    at = AppTest.from_file({APP!r}, default_timeout=120)
+    if page != "app.py":
+        at.switch_page(page)
+    at.run()
+    shown[page] = {{"errors": [e.value for e in at.error], "exceptions": [e.value for e in at.exception],
+                   "titles": [t.value for t in at.title]}}
+print(json.dumps(shown))
 """
 
 
-def test_the_app_without_plotly_says_in_one_line_what_is_missing_and_how_to_install_it(tmp_path):
+@pytest.mark.parametrize("module", needs.APP_MODULES)
+def test_the_app_without_a_requirement_says_in_one_line_what_is_missing_on_every_page(tmp_path, module):
     env = {"DASHBENCH_DB": str(tmp_path / "runs.sqlite"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", WITHOUT_PLOTLY], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=300)
+    done = subprocess.run([sys.executable, "-c", WITHOUT, module], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     shown = json.loads(done.stdout.strip().splitlines()[-1])
-    assert shown["exceptions"] == [] and shown["titles"] == []  # no traceback, and no page under it
-    (line,) = shown["errors"]
-    assert "\n" not in line and "missing: plotly" in line and "`bash scripts/serve.sh`" in line, line
+    if shown.get("streamlit_needs_it"):
+        pytest.skip(f"Streamlit imports {module} itself: it cannot be missing where Streamlit runs")
+    assert sorted(shown) == sorted(PAGES)
+    for page, on_it in shown.items():
+        assert on_it["exceptions"] == [] and on_it["titles"] == [], (page, on_it)  # no traceback, no page under it
+        (line,) = on_it["errors"]
+        assert "\n" not in line and f"missing: {module}" in line and "`bash scripts/serve.sh`" in line, (page, line)
+
+
+# Every third-party package a page's modules import comes with those the check names.
+IMPORTS = f"""
+import json, sys
+import streamlit, streamlit.testing.v1
+for name in {needs.APP_MODULES!r}:
+    __import__(name)
+before = {{name.split(".")[0] for name in sys.modules}}
+sys.path.insert(0, {str(ROOT)!r})
+for page in ("compare_page", "results_page", "prices_page", "run_page"):
+    __import__(f"dashbench.views.{{page}}")
+new = {{name.split(".")[0] for name in sys.modules}} - before - set(sys.stdlib_module_names) - {{"dashbench"}}
+print(json.dumps(sorted(new)))
+"""
+
+
+def test_every_package_the_pages_import_is_one_the_check_names():
+    done = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    unchecked = [name for name in json.loads(done.stdout.strip().splitlines()[-1]) if not name.startswith("_")]
+    assert unchecked == [], f"the pages import {unchecked}: add them to needs.APP_MODULES and requirements-app.txt"
 
 
 def test_the_checked_modules_are_requirements_app_txt():

@@ -437,3 +437,43 @@ def test_a_write_error_mid_import_is_one_line_and_the_store_keeps_its_runs(tmp_p
     assert snapshot(db) == before
     with Store(db) as store:  # and the store still takes writes: no transaction was left open
         assert bundle.import_bundles(store, [write(tmp_path, data, "good.json")])["runs_added"] == 4
+
+
+def _import_here(capsys, db, path) -> str:
+    """`import` in this process: its one error line (exit 2, no traceback)."""
+    from dashbench.cli import main
+
+    code = main(["import", "--db", str(db), str(path)])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("where, field", [
+    (("runs", 0, "pid"), "run #1 ("),
+    (("runs", 1, "result", "samples"), "run #2 ("),
+    (("runs", 0, "samples", 1, 0), "run #1 ("),
+    (("schema_version",), "schema_version: "),
+])
+def test_an_integer_of_5000_digits_names_the_file_and_the_field(tmp_path, exported, capsys, where, field):
+    data, db = exported
+    set_path(data, where, 777)
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data).replace("777", "9" * 5000, 1))
+    before = snapshot(db)
+    line = _import_here(capsys, db, path)
+    named = ".".join(str(k) for k in where[2:]).replace(".1.0", "[1][0]") if where[0] == "runs" else where[0]
+    assert str(path) in line and field in line and f"{named}: a whole number of 5000 digits" in line, line
+    assert line.endswith("nothing was imported") and "set_int_max_str_digits" not in line, line
+    assert snapshot(db) == before
+
+
+def test_a_result_that_is_not_an_object_is_named_with_a_colon(tmp_path, exported, capsys):
+    data, db = exported
+    data["runs"][0]["result"] = "str"
+    before = snapshot(db)
+    line = _import_here(capsys, db, write(tmp_path, data))
+    assert "): result: must be a JSON object or null, got 'str'; nothing was imported" in line, line
+    assert "result.must" not in line
+    assert snapshot(db) == before

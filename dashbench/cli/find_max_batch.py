@@ -22,10 +22,23 @@ from dashbench import catalog
 from dashbench.cli import strict_json
 from dashbench.jobs import oom, queue
 from dashbench.jobs.max_batch import summarise, summary_lines
-from dashbench.spec import LIMITS, RunSpec, SpecError
+from dashbench.spec import LIMITS, RunSpec, SpecError, ascii_int
 
 QUICK_STEPS, QUICK_WARMUP = 4, 1
 DEFAULT_START, DEFAULT_MAX = 8, 65536
+
+
+def _whole(name: str):
+    """An option's whole number in ASCII digits (int() alone takes ８ for 8)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            return ascii_int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: must be a whole number, got {text[:40]!r}") from None
+
+    return parse
 
 
 def register_arguments(parser) -> None:
@@ -33,9 +46,9 @@ def register_arguments(parser) -> None:
                         help="find the largest batch that fits: doubling from --start-batch, then binary search "
                              "between the last fit and the first out-of-memory try, each try its own run "
                              f"({QUICK_STEPS} steps unless --steps); needs no --batch-sizes")
-    parser.add_argument("--start-batch", type=int, default=None,
+    parser.add_argument("--start-batch", type=_whole("start_batch"), default=None,
                         help=f"--find-max-batch: the first batch tried (default {DEFAULT_START})")
-    parser.add_argument("--max-batch", type=int, default=None,
+    parser.add_argument("--max-batch", type=_whole("max_batch"), default=None,
                         help=f"--find-max-batch: never try a batch above this (default {DEFAULT_MAX})")
 
 

@@ -10,7 +10,7 @@ from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.costs import prices
-from dashbench.spec import SpecError
+from dashbench.spec import SpecError, ascii_int
 
 
 def register(subparsers) -> None:
@@ -141,7 +141,7 @@ def _int_or_none(name: str, text):
     if text is None:
         return None
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         shown_text = repr(text) if len(text) <= 40 else f"{text[:20]!r}… ({len(text)} characters)"
         raise SpecError(name, f"must be an integer >= 1, got {shown_text}") from None

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import shutil
 import sys
 
 import pandas as pd
 
 from dashbench.cli import strict_json
+from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
-from dashbench.spec import BACKENDS, MAX_INT32
+from dashbench.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
                              default_db_path, is_server_url, location,
                              export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
@@ -82,6 +85,8 @@ def register(subparsers) -> None:
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
     p.add_argument("--json", action="store_true", help="JSON records (with cost columns)")
+    p.add_argument("--wide", action="store_true",
+                   help="every column and the full run ids, however wide the terminal (what a pipe or file gets)")
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="one run in full")
@@ -99,8 +104,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
-    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; never over an SQLite "
-                                                 "file; a FIFO or device is written through)")
+    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; an existing file only "
+                                                 "with --force, never an SQLite file; a FIFO or device is written through)")
+    p.add_argument("--force", action="store_true", help="replace the --out file if it exists")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("import", help="merge bundle files into the database")
@@ -146,7 +152,7 @@ def _bounded_int(name: str, text: str, what: str) -> int:
     """A filter's integer within run's bounds (1 to MAX_INT32): beyond them SQLite overflows, and a
     negative --limit would mean "no limit" to SQLite."""
     try:
-        value = int(text.strip())
+        value = ascii_int(text)
     except ValueError:
         value = None
     if value is None or not 1 <= value <= MAX_INT32:
@@ -260,8 +266,19 @@ def cmd_list(args) -> int:
     if frame.empty:
         print("no runs match")
         return 0
-    print(format_table(frame))
+    print(format_table(frame, width=None if args.wide else terminal_width()))
     return 0
+
+
+def terminal_width() -> int | None:
+    """The width to fit `list` to: a terminal's ($COLUMNS first, as shutil reads it); None when stdout is
+    a pipe or a file, which get every column for grep, awk and cut to read."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
 
 
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
@@ -280,77 +297,6 @@ def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
                            for name, values in columns.items()})
 
 
-COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus",
-                 "reached", "seeds")
-
-
-def records(frame: pd.DataFrame) -> list[dict]:
-    """JSON-ready rows: ISO times, null for missing, whole counts as integers."""
-    out = []
-    for row in frame.to_dict("records"):
-        item = {}
-        for key, value in row.items():
-            if isinstance(value, pd.Timestamp):
-                value = value.isoformat()
-            elif isinstance(value, (list, dict)):
-                pass
-            elif pd.isna(value):
-                value = None
-            elif key in COUNT_COLUMNS:
-                value = int(value)
-            elif hasattr(value, "item"):  # numpy scalar
-                value = value.item()
-            item[key] = value
-        out.append(item)
-    return out
-
-
-def format_table(frame: pd.DataFrame) -> str:
-    local = frame["created_at"].dt.tz_convert(None) if len(frame) else frame["created_at"]
-    table = pd.DataFrame({
-        "run_id": frame["run_id"],
-        "created": local.dt.strftime("%Y-%m-%d %H:%M") if len(frame) else local,
-        "status": frame["status"],
-        "model": frame["model"],
-        # A run that never measured has no accelerator yet: its kind as asked, in the same case.
-        "device": frame["accelerator"].fillna(frame["device"].map(lambda d: d if d == "auto" else str(d).upper())),
-        "backend": frame["backend"].fillna("tensorflow"),
-        "batch": frame["batch_size"],
-        "replicas": [str(int(v)) if not pd.isna(v) else "1" if d == "cpu" else "all"
-                     for v, d in zip(frame["replicas"], frame["device"])],  # not asked: the engine's default
-        "precision": frame["precision"],
-        "xla": frame["xla"].map(lambda v: "xla" if v else ""),
-        "examples/s": frame["examples_per_sec"].map(lambda v: "" if pd.isna(v) else f"{v:,.1f}"),
-        "mfu": frame["mfu"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
-        **({"peak mem": frame["peak_memory_bytes"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.2f} GB")}
-           if "peak_memory_bytes" in frame else {}),
-        **(accuracy_table(frame) if frame.get("seeds", pd.Series(dtype=float)).notna().any() else {}),
-        "flags": frame["flags"].map(lambda f: ",".join(f)),
-        "sweep": frame["sweep_id"].fillna(""),
-        # The spec's shape overrides; blank: the workload's full-size default (`models` lists them).
-        **{name: frame[name].map(lambda v: "" if pd.isna(v) else str(int(v)))
-           for name in ("image_size", "seq_len", "width") if name in frame},
-    })
-    return table.map(lambda v: shown(v) if isinstance(v, str) else v).to_string(index=False)
-
-
-def accuracy_table(frame: pd.DataFrame) -> dict:
-    """`list`'s to-accuracy columns, shown when some listed run trained to accuracy: the target, seeds
-    that reached it, median time and epochs to it, the final validation accuracy."""
-    def blank_or(fmt):
-        return lambda v: "" if pd.isna(v) else fmt(v)
-
-    reached = [("" if pd.isna(t) else f"{int(r)}/{int(n)}") if not pd.isna(n) else ""
-               for t, r, n in zip(frame["target_accuracy"], frame["reached"], frame["seeds"])]
-    return {
-        "target": frame["target_accuracy"].map(blank_or(lambda v: f"{v:g}")),
-        "reached": reached,
-        "to target": frame["time_to_target_s"].map(blank_or(lambda v: f"{v:.1f} s")),
-        "epochs→target": frame["epochs_to_target"].map(blank_or(lambda v: f"{v:g}")),
-        "val acc": frame["final_val_accuracy"].map(blank_or(lambda v: f"{v:.4f}")),
-    }
-
-
 @reports_store_errors
 def cmd_show(args) -> int:
     store = _open(args)
@@ -359,16 +305,41 @@ def cmd_show(args) -> int:
     with store:
         run = store.get_run(store.resolve_run_id(args.run_id))
         samples = store.samples(run["run_id"])
+        cost = cost_to_target(run["result"], store)
     if args.json:
         run["result"] = run["result"].to_dict() if run["result"] else None
         run["samples"] = json.loads(samples.to_json(orient="records"))
+        if cost is not None:
+            run["cost_to_target"] = cost
         print(strict_json.dumps(run, indent=2, default=str))
         return 0
-    print(describe_run(run, samples))
+    print(describe_run(run, samples, cost))
     return 0
 
 
-def describe_run(run: dict, samples: pd.DataFrame) -> str:
+def cost_to_target(result, store: Store) -> dict | None:
+    """A to-accuracy run that reached its target: the median time to target at the on-demand price of the
+    catalog row its device matches, as Compare prices it (None for any other run). `usd` is None, with
+    `price_note`, where no row matches."""
+    from dashbench import accuracy_text
+
+    seconds = accuracy_text.columns_of(getattr(result, "accuracy", None))["time_to_target_s"]
+    if seconds is None:
+        return None
+    price = None
+    with contextlib.suppress(ImportError):
+        from dashbench.costs import prices
+
+        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store),
+                                   (result.env or {}).get("cpu_count"))
+    if price is None:
+        return {"usd": None, "time_to_target_s": seconds, "usd_per_hour": None, "price_key": None,
+                "price_note": "no price"}
+    return {"usd": seconds * price["usd_per_hour"] / 3600.0, "time_to_target_s": seconds,
+            "usd_per_hour": price["usd_per_hour"], "price_key": price["key"], "price_note": None}
+
+
+def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> str:
     # Every stored text escaped (terminal.py): a host, label or error forges no line, sends no escape.
     run = shown_tree(run)
     spec, result = run["spec"], run["result"]
@@ -386,6 +357,10 @@ def describe_run(run: dict, samples: pd.DataFrame) -> str:
         # The first line already names the run; its id need not come twice.
         lines += ["  " + line for line in result.replace(run_id=None).describe().splitlines()]
         lines += accuracy_lines(spec, result)
+        if cost is not None:
+            lines.append("  cost to target: " + (f"${cost['usd']:,.4g} at {cost['price_key']} "
+                                                 f"(${cost['usd_per_hour']:,.4g}/h, on-demand)" if cost["usd"] is not None
+                                                 else "no price for this device (set one: python -m dashbench prices set …)"))
     if len(samples):
         warm = int(samples["warmup"].sum())
         losses = samples["loss"].dropna()
@@ -441,7 +416,7 @@ def cmd_export(args) -> int:
     if store is None:
         raise StoreError(f"db: no database at {args.db or default_db_path()}")
     with store:
-        count = export_bundle(store, args.out, **resolve_device_filters(filters, store))
+        count = export_bundle(store, args.out, replace=args.force, **resolve_device_filters(filters, store))
     # With --out - the bundle is stdout's only content; the count goes to stderr.
     print(f"exported {count} run{'s' if count != 1 else ''} to {'stdout' if args.out == '-' else shown(args.out)}",
           file=sys.stderr if args.out == "-" else sys.stdout)

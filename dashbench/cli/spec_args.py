@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from dashbench.spec import BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec
+from dashbench.spec import (BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec, ascii_float,
+                            ascii_int)
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, batch_size: bool = True,
@@ -81,7 +82,7 @@ def spec_from_args(args: argparse.Namespace, **overrides) -> RunSpec:
 def _int(field_name: str):
     def parse(text: str) -> int:
         try:
-            return int(text)
+            return ascii_int(text)  # int() reads ８ as 8
         except ValueError:
             shown = text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
             raise argparse.ArgumentTypeError(f"{field_name}: must be an integer, got {shown!r}") from None
@@ -94,7 +95,7 @@ def _float(field_name: str):
     """A finite number (a fraction such as 0.9 is checked in range by RunSpec)."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = ascii_float(text)
         except ValueError:
             value = None
         if value is None or value != value or value in (float("inf"), float("-inf")):

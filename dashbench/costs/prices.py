@@ -32,7 +32,7 @@ import pandas as pd
 
 from dashbench import frames
 from dashbench.store.schema import PRICE_COLUMNS
-from dashbench.spec import SpecError
+from dashbench.spec import SpecError, ascii_float
 
 # One list of catalog columns, shared with the store's price_overrides table.
 COLUMNS = PRICE_COLUMNS
@@ -206,9 +206,9 @@ def _price(name: str, value, *, required: bool) -> Optional[float]:
             raise SpecError(name, "is required: USD per hour, a number >= 0")
         return None
     try:
-        number = float(value)
+        number = ascii_float(value) if isinstance(value, str) else float(value)  # float() reads ８ as 8
     except (TypeError, ValueError):
-        raise SpecError(name, f"must be a number of USD per hour, got {value!r}") from None
+        raise SpecError(name, f"must be a finite number of USD per hour, got {_short(value)}") from None
     if not math.isfinite(number) or not 0 <= number <= MAX_USD_PER_HOUR:
         raise SpecError(name, f"must be a finite number from 0 to {MAX_USD_PER_HOUR} USD per hour, got {_short(value)}")
     return number + 0.0  # -0 is 0: never "$-0/h"

@@ -38,8 +38,9 @@ MAX_BUNDLE_BYTES = 256 * 2**20
 MAX_NESTING = 64
 
 
-def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
-    """Write the runs matching `filters` (as Store.runs) to `path` ("-": stdout). Returns how many."""
+def export_bundle(store: Store, path: str | os.PathLike, replace: bool = False, **filters) -> int:
+    """Write the runs matching `filters` (as Store.runs) to `path` ("-": stdout); an existing file only
+    with `replace`. Returns how many."""
     runs = [{name: run[name] for name in RUN_FIELDS} for run in store.export_rows(**filters)]
     bundle = {
         "format": FORMAT,
@@ -55,7 +56,7 @@ def export_bundle(store: Store, path: str | os.PathLike, **filters) -> int:
         "runs": runs,
     }
     # Never over the database or another SQLite file; through a FIFO or a device; "-" is stdout.
-    export_target.write_bundle(path, lambda fh: json.dump(bundle, fh, default=str), store.path)
+    export_target.write_bundle(path, lambda fh: json.dump(bundle, fh, default=str), store.path, replace=replace)
     return len(runs)
 
 
@@ -136,6 +137,49 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+class _HugeInt:
+    """An integer literal too long for int(): kept as its length, so the field holding it can be named."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+
+def _huge_integer(text: str) -> str:
+    """Why json.loads refused `text` with a ValueError (not a JSONDecodeError): the field whose integer has
+    more digits than Python converts, found by parsing again with such integers kept aside."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+
+    def parse_int(literal: str):
+        return _HugeInt(literal) if limit and len(literal.lstrip("-")) > limit else int(literal)
+
+    data = json.loads(text, parse_int=parse_int)
+    pending: list[tuple[object, tuple]] = [(data, ())]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, _HugeInt):
+            return (f"{_field_text(data, path)}: a whole number of {value.digits} digits, past every field's "
+                    f"bound (at most {len(str(validate.INT_LIMIT - 1))} digits)")
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        pending.extend((inner, (*path, key)) for key, inner in items)
+    return "a number this Python cannot read"
+
+
+def _field_text(data, path: tuple) -> str:
+    """`path` in a bundle as import's messages name a field: run #N (id): result.losses[3]."""
+    def dotted(keys) -> str:
+        text = ""
+        for key in keys:
+            text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+        return text or "(the whole file)"
+
+    if len(path) >= 2 and path[0] == "runs" and isinstance(path[1], int):
+        run = data["runs"][path[1]]
+        run_id = run.get("run_id") if isinstance(run, dict) else None
+        sane = isinstance(run_id, str) and validate.RUN_ID.fullmatch(run_id)
+        return f"run #{path[1] + 1} ({run_id if sane else 'no id'}): {dotted(path[2:]) if path[2:] else 'the run'}"
+    return dotted(path)
+
+
 def read_bundle(path: Path) -> list[dict]:
     """Parse and check one bundle; returns runs ready for Store.import_rows. Raises BundleError naming the fault."""
     def fail(message: str) -> BundleError:
@@ -148,6 +192,8 @@ def read_bundle(path: Path) -> list[dict]:
         raise fail(f"not valid JSON (truncated or damaged?): {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is") from None
+    except ValueError:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
+        raise fail(_huge_integer(text)) from None
     if _too_deep(data):
         raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is")
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -5,8 +5,9 @@ named: the live database (replaced by JSON), a FIFO, and, run as root, /dev/null
 - a FIFO or a character device (/dev/null, a terminal) is written through, and stays what it was;
 - a folder, a block device or a socket is refused;
 - "-" is stdout;
-- a regular file (an earlier bundle) is replaced whole: written aside and renamed, so a crash never
-  leaves half a bundle under the real name.
+- a regular file (an earlier bundle) is refused unless `replace` (`export --force`), as `cp -n` keeps
+  it; replaced, it is replaced whole: written aside and renamed, so a crash never leaves half a bundle
+  under the real name.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 
 
-def write_bundle(out: str | os.PathLike, write: Callable[[TextIO], None], database: Path) -> None:
-    """Call `write` with a text file for `out` (see the module's rules); a refusal or a write error is
-    a StoreError naming `out`, with nothing written."""
+def write_bundle(out: str | os.PathLike, write: Callable[[TextIO], None], database: Path,
+                 replace: bool = False) -> None:
+    """Call `write` with a text file for `out` (see the module's rules; `replace`: an existing regular
+    file may be replaced); a refusal or a write error is a StoreError naming `out`, with nothing written."""
     if str(out) == STDOUT:
         write(sys.stdout)
         sys.stdout.write("\n")
@@ -38,6 +40,9 @@ def write_bundle(out: str | os.PathLike, write: Callable[[TextIO], None], databa
     refusal = _refusal(path, status, database)
     if refusal:
         raise StoreError(f"out: {refusal}; nothing was written")
+    if status is not None and stat.S_ISREG(status.st_mode) and not replace:
+        raise StoreError(f"out: {path} already exists; nothing was written (pass --force to replace it, "
+                         "or give another name)")
     if status is not None and not stat.S_ISREG(status.st_mode):
         try:  # no rename: the FIFO or device stays in its place
             with open(path, "w", encoding="utf-8") as fh:

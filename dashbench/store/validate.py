@@ -143,8 +143,10 @@ def check_run_fields(run: dict) -> None:
 
 def check_result(result: Any) -> None:
     if result is not None:
+        if not isinstance(result, dict):
+            raise InvalidField(f"result: must be a JSON object or null, got {_short(result)}")
         try:
-            RunResult.check(result)
+            RunResult.check(result)  # its messages start with the key: "examples_per_sec: …"
         except ValueError as exc:
             raise InvalidField(f"result.{exc}") from None
         # RunResult.from_dict keeps a newer writer's keys; a bundle is only read up to this schema,

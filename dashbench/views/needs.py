@@ -1,6 +1,7 @@
-"""What the dashboard needs installed, checked by app.py before anything imports it: `streamlit run
-app.py` from a Python without requirements-app.txt is one line naming what is missing and the command
-that installs it, not a ModuleNotFoundError on every page. Standard library only, for that reason."""
+"""What the dashboard needs installed, checked by app.py and by every page file before anything imports it
+(Streamlit may run a page file before app.py: views/pages_folder.py): `streamlit run app.py` from a Python
+without requirements-app.txt is one line naming what is missing and the command that installs it, not a
+ModuleNotFoundError on every page. Standard library only (and the running Streamlit), for that reason."""
 
 from __future__ import annotations
 
@@ -28,3 +29,13 @@ def missing_message(modules=APP_MODULES) -> str | None:
         return None
     return (f"The dashboard's requirements are not installed in this Python (missing: {', '.join(missing)}): "
             f"run `{INSTALL_COMMAND}`, which installs them into .venv and starts the dashboard.")
+
+
+def stop_if_missing(modules=APP_MODULES) -> None:
+    """In a script run: the one line and st.stop() when a requirement is missing; nothing otherwise."""
+    message = missing_message(modules)
+    if message:
+        import streamlit as st
+
+        st.error(message)
+        st.stop()
