@@ -237,3 +237,57 @@ def test_read_only_mode_copies_nothing(tmp_path, capsys, monkeypatch):
     code, out, err = copy(tmp_path / "a.sqlite", tmp_path / "b.sqlite", capsys)
     assert code == 2 and out == "" and err.startswith("error: to: cannot copy into --to: read-only mode"), err
     assert not (tmp_path / "b.sqlite").exists()
+
+
+# -- a store at an older schema ----------------------------------------------------------------------
+
+
+def old_store(path) -> dict:
+    """A v7 SQLite file as dashbench before alembic left it (WAL, as a store is), with two runs: what
+    `contents` of the store it upgrades to holds."""
+    import contextlib
+    import sqlite3
+
+    from test_store_migrations import old_file
+
+    runs = [(f"old-{batch}", SPEC.replace(batch_size=batch).to_dict(),
+             result_for(SPEC.replace(batch_size=batch), 10.0 * batch)) for batch in (8, 16)]
+    old_file(path, 7, runs)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    upgraded = path.parent.parent / "upgraded-by-hand.sqlite"
+    old_file(upgraded, 7, runs)
+    with Store(upgraded) as store:
+        return contents(store)
+
+
+def test_a_store_at_an_older_schema_is_copied_and_left_as_it_was(tmp_path, capsys, pg_url):
+    skip_unless_the_store_takes_urls(pg_url)
+    (tmp_path / "home").mkdir()
+    old = tmp_path / "home" / "old.sqlite"
+    expected = old_store(old)
+    before = old.read_bytes()
+    for target in (tmp_path / "b.sqlite", pg_url):
+        code, out, err = copy(old, target, capsys)
+        assert (code, err) == (0, ""), err
+        assert "runs: 2 added (6 samples), 0 already there" in out
+        with Store(target) as store:
+            assert contents(store) == expected and len(store.samples("old-8")) == 3
+        assert old.read_bytes() == before  # not upgraded, not even touched
+        assert sorted(p.name for p in old.parent.iterdir()) == ["old.sqlite"]  # nor anything left beside it
+    code, out, _ = copy(old, pg_url, capsys)
+    assert code == 0 and "runs: 0 added (0 samples), 2 already there and kept" in out
+
+
+def test_a_postgres_store_at_an_older_schema_names_the_command_that_upgrades_it(tmp_path, capsys, pg_url):
+    from dashbench.store import migrate
+
+    assert migrate.upgrade_postgres(pg_url, "db", to=10) == (0, 10)
+    team = pg_url.replace("postgres@", "postgres:s3cret@", 1)
+    code, out, err = copy(team, tmp_path / "b.sqlite", capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "has schema v10" in err and "s3cret" not in err
+    shown = team.replace("s3cret", "***")
+    assert f"python -m dashbench store upgrade --db '{shown}'" in err, err
+    assert not (tmp_path / "b.sqlite").exists()

@@ -4,6 +4,8 @@ store into a file to take home. Only the Store's public methods; a second copy a
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from pathlib import Path
 
 from dashbench.cli.terminal import shown
@@ -68,16 +70,40 @@ def _scrub(message: str, stores: tuple[str, ...]) -> str:
     return message
 
 
-def _open(text: str, field: str, read_only: bool):
+def _open(text: str, field: str, read_only: bool, upgrade_hint: bool = False):
     from dashbench.cli.results_cmd import one_field
-    from dashbench.store import Store, StoreError
+    from dashbench.store import Store, StoreError, schema
 
     if not text.strip():
         raise SpecError(field, "give a SQLite file path or a postgresql+psycopg:// URL (an empty one is refused)")
     try:
         return Store(text, read_only=read_only)
     except StoreError as exc:
-        raise SpecError(field, one_field(str(exc))) from None
+        message = one_field(str(exc))
+        if upgrade_hint and "run `dashbench store upgrade` first" in message:
+            message = message.replace("run `dashbench store upgrade` first", "upgrade it first (then only a "
+                                      f"dashbench at v{schema.SCHEMA_VERSION} opens it): python -m dashbench "
+                                      f"store upgrade --db '{masked(text)}'")
+        raise SpecError(field, message) from None
+
+
+@contextlib.contextmanager
+def _source(text: str):
+    """--from, read-only; one at an older schema read through a copy upgraded in a temporary folder (an
+    SQLite file), or named with the command that upgrades it (a server's database, too big to copy)."""
+    from dashbench.store import StoreError, migrate, url_scheme
+
+    if url_scheme(text) or not text.strip():
+        with _open(text, "from", read_only=True, upgrade_hint=True) as store:
+            yield store
+        return
+    with tempfile.TemporaryDirectory(prefix="dashbench-copy-") as folder:
+        try:
+            upgraded = migrate.upgraded_copy(Path(text).expanduser(), folder)
+        except StoreError as exc:
+            raise SpecError("from", str(exc)) from None
+        with _open(str(upgraded) if upgraded else text, "from", read_only=True) as store:
+            yield store
 
 
 def _same_store(source: str, target: str) -> bool:
@@ -123,7 +149,7 @@ def _copy(args) -> int:
         refuse_if_read_only(args, "copy into --to")
         if _same_store(args.source, args.target):
             raise SpecError("to", f"{masked(args.target)} is the store given as --from; copy into another one")
-        with _open(args.source, "from", read_only=True) as source, _open(args.target, "to", read_only=False) as target:
+        with _source(args.source) as source, _open(args.target, "to", read_only=False) as target:
             report = copy_store(source, target)
     except SpecError as exc:
         raise SpecError(exc.field, _scrub(str(exc).split(": ", 1)[1], stores)) from None

@@ -1,4 +1,5 @@
-"""One run on one host of a Ray cluster: a Ray job running `python -m dashbench run --run-id ID` there.
+"""One run on one host of a Ray cluster: a Ray job running `python -m dashbench run --run-id ID` there,
+with the Python of the host's Ray workers (fleet.node_python), not whatever `python` its PATH finds.
 
 Why Ray's Jobs API and not a task or a detached actor: a job belongs to the cluster, not to the
 process that submitted it, so a run outlives the dashboard (or `run --cluster`) that launched it, and
@@ -27,10 +28,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import dataclass
 
-from dashbench.fleet import FleetError, inventory
+from dashbench.fleet import FleetError, inventory, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.spec import RunSpec
 
@@ -38,7 +40,7 @@ JOB_PREFIX = "dashbench-"
 HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it
 # Ray's SIGKILL after its SIGTERM: later than the run's own end of a stuck run (runner.CANCEL_GRACE_S).
 STOP_WAIT_S = 15
-PYTHON_ENV = "DASHBENCH_FLEET_PYTHON"  # the Python on the nodes that has dashbench (default: python)
+PYTHON_ENV = node_python.PYTHON_ENV  # the Python on the nodes that has dashbench (default: their Ray's)
 # Settings of how a run measures, passed on to the node as they are here.
 FORWARD_ENV = ("DASHBENCH_CPU_PROBE_SIZE", "DASHBENCH_CANCEL_GRACE_S", "DASHBENCH_MEMORY_LIMIT_GB",
                "DASHBENCH_MEMORY_MIN_FREE", "DASHBENCH_MEMORY_GRACE_S", "DASHBENCH_LOCK_DIR", "XLA_FLAGS")
@@ -108,10 +110,11 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
     from dashbench.store import Store
 
     host = placement.hosts[0]
+    python = node_python.python_on(address, [host])[host.node_id]  # a host without dashbench: nothing stored
     with Store(url) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=HOST_PREFIX + host.name)
     try:
-        start_job(address, run_id, url, placement)
+        start_job(address, run_id, url, placement, python=python)
     except Exception as exc:
         with Store(url) as store:
             store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {_one_line(exc)}")
@@ -120,17 +123,18 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
 
 
 def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placement, host=None,
-              extra_env: dict | None = None) -> str:
-    """The Ray job of one process of run `run_id` on `host` (default: the placement's only host)."""
+              extra_env: dict | None = None, python: str | None = None) -> str:
+    """The Ray job of one process of run `run_id` on `host` (default: the placement's only host), run
+    by `python` (default: the one of the host's Ray workers, node_python)."""
     host = host or placement.hosts[0]
     env = {name: os.environ[name] for name in FORWARD_ENV if os.environ.get(name)}
     env.update({"DASHBENCH_DB": sent_url(url), "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
                 "DASHBENCH_RAY_JOB": job_id(run_id), "DASHBENCH_RAY_CLUSTER": str(address),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), **(extra_env or {})})
-    python = os.environ.get(PYTHON_ENV) or "python"
+    python = python or node_python.python_on(address, [host])[host.node_id]
     sid = job_id(run_id) if not extra_env else f"{job_id(run_id)}-{host.name}"
     inventory.jobs_client(address).submit_job(
-        entrypoint=f"{python} -m dashbench run --run-id {run_id} --json", submission_id=sid,
+        entrypoint=f"{shlex.quote(python)} -m dashbench run --run-id {run_id} --json", submission_id=sid,
         entrypoint_num_gpus=placement.num_gpus or None, entrypoint_num_cpus=placement.num_cpus or None,
         entrypoint_resources=placement.resources or None,
         entrypoint_label_selector={"ray.io/node-id": host.node_id},

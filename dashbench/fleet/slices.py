@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from dashbench.fleet import FleetError, launch
+from dashbench.fleet import FleetError, launch, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.jobs import temp_folder
 from dashbench.spec import RunSpec
@@ -50,6 +51,14 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
     hosts = list(placement.hosts)
     head = hosts[0]  # a GPU group's queued row names its freest host; worker 0's host once it starts
     wanted = bundles(placement)  # refuses a GPU count that does not split over the hosts, before storing
+    # So is a host without dashbench; the driver runs on the cluster's head (as any job that asks for
+    # nothing), with the Python there.
+    from dashbench.fleet import inventory
+
+    driver = next((h for h in inventory.hosts(address) if h.head and h.alive), None)
+    if driver is None:
+        raise FleetError("cluster", f"the cluster at {address} has no live head")
+    pythons = node_python.python_on(address, [driver, *(h for h in hosts if h.node_id != driver.node_id)])
     with Store(db) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=launch.HOST_PREFIX + head.name)
     orders = {"run_id": run_id, "backend": spec.backend, "cluster": str(address),
@@ -58,13 +67,10 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
     env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
     env.update({"DASHBENCH_DB": launch.sent_url(db), GROUP_ENV: json.dumps(orders),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
-    python = os.environ.get(launch.PYTHON_ENV) or "python"
     try:
-        from dashbench.fleet import inventory
-
         inventory.jobs_client(address).submit_job(
-            entrypoint=f"{python} -m dashbench.fleet.slices", submission_id=launch.job_id(run_id),
-            runtime_env={"env_vars": env},
+            entrypoint=f"{shlex.quote(pythons[driver.node_id])} -m dashbench.fleet.slices",
+            submission_id=launch.job_id(run_id), runtime_env={"env_vars": env},
             metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)})
     except Exception as exc:
         with Store(db) as store:

@@ -14,6 +14,7 @@ stamped at its number, then upgraded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 import sys
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from dashbench.store import migrations, postgres, retry
+from dashbench.store import migrations, postgres, retry, sidecars
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
 
 LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)
@@ -153,6 +154,35 @@ def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None,
         raise exc.orig from None
     finally:
         _sqlite_file.target = None
+
+
+def upgraded_copy(path, folder) -> Path | None:
+    """A copy of the SQLite store at `path`, taken to the head in `folder`, when `path` holds an older
+    schema; None when it does not (at the head, newer, not a store: opening it says so). The file is only
+    read, as a read-only Store reads it, and no -wal or -shm is left beside it: a store moved into the
+    team's keeps the version it had for whoever still runs an older dashbench on it."""
+    source = Path(path)
+    try:
+        conn = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return None  # the Store names the reason when it opens the file
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if not 0 < version < migrations.head_number():
+            return None
+        copy = Path(folder) / source.name
+        with contextlib.closing(sqlite3.connect(copy)) as target:
+            conn.backup(target)  # one consistent snapshot, WAL content included, written page by page
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read database {source}: {exc}") from None
+    finally:
+        conn.close()
+        sidecars.tidy(source)
+    try:
+        upgrade_sqlite(copy)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot upgrade a copy of database {source} (v{version}): {exc}") from None
+    return copy
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------
