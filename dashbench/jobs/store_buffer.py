@@ -257,7 +257,9 @@ class RunWrites:
         path = _write_bundle(run.get("run_id") or "run", bundle)
         where = f"; the run and its {len(self._samples)} samples are in {path}: `python -m dashbench import {path}` " \
                 f"once the store is back" if path else "; no local file could take the run either"
-        return RunStoreLost(f"{self._limit_text()}: the run stopped{where}", path)
+        lost = RunStoreLost(f"{self._limit_text()}: the run stopped{where}", path)
+        lost.run_id = run.get("run_id")  # for `run --json`'s error object, as the runner tags its errors
+        return lost
 
 
 def _finish(store: Store, run_id: str, status: str, result=None, error=None, samples=None, finished_at=None,

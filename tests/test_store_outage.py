@@ -1,0 +1,106 @@
+"""A run outlives an outage of its store (jobs/store_buffer.py): a real PostgreSQL server of the test's own,
+crashed as `pg_ctl -m immediate stop` does (SIGQUIT to the postmaster) mid-run and started again; a real
+SQLite file whose writes fail for a while (a file-size limit on the run process, lifted later). The run is a
+real JAX run process (`python -m dashbench run`), as a user starts it."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FAST_XLA_COMPILE
+
+from dashbench.store import Store
+
+# ~4,000 samples over ~10 s of measuring on this machine: the outage falls while it measures.
+LONG_RUN = ["--model", "conv2d", "--backend", "jax", "--batch-size", "4", "--image-size", "8", "--width", "4",
+            "--device", "cpu", "--steps", "40000", "--steps-per-loop", "10", "--warmup", "10"]
+SAMPLES = 1 + 40000 // 10  # one warm-up loop and the measured ones
+
+
+def _start_run(db: str, home: Path, **env) -> subprocess.Popen:
+    environment = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE, "HOME": str(home), **env}
+    return subprocess.Popen([sys.executable, "-m", "dashbench", "run", "--db", db, *LONG_RUN, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+
+
+def _database(server) -> str:
+    with server.connect() as conn:
+        conn.execute("CREATE DATABASE outage")
+    return server.url("outage")
+
+
+def _until_measuring(server, proc, count: int = 20) -> None:
+    """Until the run has stored `count` samples (it is measuring), asked straight of the server."""
+    while proc.poll() is None:
+        try:
+            with server.connect("outage") as conn:
+                if conn.execute("SELECT count(*) FROM samples").fetchone()[0] >= count:
+                    return
+        except Exception:  # the schema not made yet
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the run ended before it measured: {proc.communicate()[1][-3000:]}")
+
+
+def _stderr_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if not line.startswith(("  step", "  warm-up"))]
+
+
+@pytest.mark.parametrize("down_s", [5, 60])
+def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, tmp_path, down_s):
+    url = _database(pg_own_server)
+    proc = _start_run(url, tmp_path)
+    _until_measuring(pg_own_server, proc)
+    pg_own_server.crash()
+    time.sleep(down_s)
+    pg_own_server.restart()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    said = _stderr_lines(err)
+    assert any(line.startswith("warning: the team store") and "cannot be reached" in line for line in said), said
+    assert any("answers again after" in line and "nothing lost" in line for line in said), said
+    run_id = json.loads(out)["run_id"]
+    with Store(url, read_only=True) as store:
+        row = store.get_run(run_id)
+        samples = store.samples(run_id)
+    assert row["status"] == "done", row["error"]
+    assert sorted(samples["index"]) == list(range(SAMPLES))  # every sample, once
+    outage = row["result"].store_outage
+    assert outage["outages"] == 1 and outage["seconds"] >= down_s, outage
+    assert "store_outage" in row["result"].flags
+    assert f"the team store was unreachable for {outage['seconds']:.1f} s; nothing lost" in outage["text"]
+    shown = subprocess.run([sys.executable, "-m", "dashbench", "show", run_id, "--db", url, "--read-only"],
+                           capture_output=True, text=True)
+    assert "the team store was unreachable for" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_back(pg_own_server, tmp_path):
+    url = _database(pg_own_server)
+    proc = _start_run(url, tmp_path, DASHBENCH_STORE_OUTAGE_S="3")
+    _until_measuring(pg_own_server, proc)
+    pg_own_server.crash()
+    out, err = proc.communicate(timeout=600)  # the server stays down until the run has ended
+    errors = [line for line in _stderr_lines(err) if line.startswith("error:")]
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert len(errors) == 1 and "could not be reached for 3 s (DASHBENCH_STORE_OUTAGE_S" in errors[0], errors
+    bundles = list((tmp_path / ".local" / "share" / "dashbench" / "unsent").glob("*.json"))
+    assert len(bundles) == 1 and str(bundles[0]) in errors[0], (bundles, errors)
+    run_id = json.loads(out)["run_id"]
+    pg_own_server.restart()
+    imported = subprocess.run([sys.executable, "-m", "dashbench", "import", str(bundles[0]), "--db", url],
+                              capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert "1 stored without an end, completed" in imported.stdout, imported.stdout
+    with Store(url, read_only=True) as store:
+        row = store.get_run(run_id)
+        indexes = sorted(store.samples(run_id)["index"])
+    measured = json.loads(bundles[0].read_text())["runs"][0]["samples"]
+    assert row["status"] == "interrupted" and "could not be reached" in row["error"]
+    assert indexes == list(range(len(measured))) and len(measured) > 20  # whole: every sample it measured
