@@ -104,3 +104,28 @@ def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_
     measured = json.loads(bundles[0].read_text())["runs"][0]["samples"]
     assert row["status"] == "interrupted" and "could not be reached" in row["error"]
     assert indexes == list(range(len(measured))) and len(measured) > 20  # whole: every sample it measured
+
+
+def test_a_sweep_waits_out_its_stores_outage_and_goes_on(pg_own_server, tmp_path):
+    """The sweep's own polls meet the outage too (its queue pump, its reads): it waits and goes on, its
+    queued point stays queued and starts after, the measuring one rides it out in its own process."""
+    url = _database(pg_own_server)
+    env = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE, "HOME": str(tmp_path)}
+    at = LONG_RUN.index("--batch-size")
+    sweep = LONG_RUN[:at] + LONG_RUN[at + 2:]
+    proc = subprocess.Popen([sys.executable, "-m", "dashbench", "sweep", "--db", url, *sweep, "--batch-sizes", "4,8",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    _until_measuring(pg_own_server, proc)
+    pg_own_server.crash()
+    time.sleep(5)
+    pg_own_server.restart()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    said = _stderr_lines(err)
+    assert any(line.startswith("waiting for the store") for line in said), said
+    points = json.loads(out)["points"]
+    assert [p["status"] for p in points] == ["done", "done"], points
+    with Store(url, read_only=True) as store:
+        for point in points:
+            assert sorted(store.samples(point["run_id"])["index"]) == list(range(SAMPLES))
