@@ -129,3 +129,18 @@ def test_a_sweep_waits_out_its_stores_outage_and_goes_on(pg_own_server, tmp_path
     with Store(url, read_only=True) as store:
         for point in points:
             assert sorted(store.samples(point["run_id"])["index"]) == list(range(SAMPLES))
+
+
+@pytest.mark.parametrize("outage, lapse, limit", [(None, None, 600.0), ("1200", None, 780.0), ("30", "900", 30.0),
+                                                  (None, "9", 3.0)])
+def test_a_run_gives_up_on_its_store_before_any_host_may_presume_it_dead(monkeypatch, outage, lapse, limit):
+    """The outage limit is held under the heartbeat lapse less two beats (the run cannot beat while its store
+    is away), so another host never gives up the claim of a run that is still waiting for the store."""
+    from dashbench.jobs import runner, store_buffer
+
+    for name, value in (("DASHBENCH_STORE_OUTAGE_S", outage), ("DASHBENCH_HEARTBEAT_LAPSE_S", lapse)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert store_buffer.limit_s(runner.beat_every_s()) == limit
