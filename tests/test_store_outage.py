@@ -63,7 +63,7 @@ def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, 
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     said = _stderr_lines(err)
-    assert any(line.startswith("warning: the team store") and "cannot be reached" in line for line in said), said
+    assert any(line.startswith("warning: the team store") and "is unreachable" in line for line in said), said
     assert any("answers again after" in line and "nothing lost" in line for line in said), said
     run_id = json.loads(out)["run_id"]
     with Store(url, read_only=True) as store:
@@ -89,7 +89,7 @@ def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_
     errors = [line for line in _stderr_lines(err) if line.startswith("error:")]
     assert proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert len(errors) == 1 and "could not be reached for 3 s (DASHBENCH_STORE_OUTAGE_S" in errors[0], errors
+    assert len(errors) == 1 and "was unreachable for 3 s (DASHBENCH_STORE_OUTAGE_S" in errors[0], errors
     bundles = list((tmp_path / ".local" / "share" / "dashbench" / "unsent").glob("*.json"))
     assert len(bundles) == 1 and str(bundles[0]) in errors[0], (bundles, errors)
     run_id = json.loads(out)["run_id"]
@@ -102,7 +102,7 @@ def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_
         row = store.get_run(run_id)
         indexes = sorted(store.samples(run_id)["index"])
     measured = json.loads(bundles[0].read_text())["runs"][0]["samples"]
-    assert row["status"] == "interrupted" and "could not be reached" in row["error"]
+    assert row["status"] == "interrupted" and "was unreachable for 3 s" in row["error"]
     assert indexes == list(range(len(measured))) and len(measured) > 20  # whole: every sample it measured
 
 
@@ -144,3 +144,36 @@ def test_a_run_gives_up_on_its_store_before_any_host_may_presume_it_dead(monkeyp
         else:
             monkeypatch.setenv(name, value)
     assert store_buffer.limit_s(runner.beat_every_s()) == limit
+
+
+def test_a_run_on_sqlite_outlives_a_full_disk_that_frees_up(tmp_path):
+    """The run process's files may not grow for a while (RLIMIT_FSIZE lowered under it, then lifted: SQLite's
+    writes fail as on a full disk, SQLITE_FULL or SQLITE_IOERR); the run goes on and stores everything."""
+    import sqlite3
+
+    db = tmp_path / "results.sqlite"
+    proc = _start_run(str(db), tmp_path)
+    while proc.poll() is None:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                if conn.execute("SELECT count(*) FROM samples").fetchone()[0] >= 20:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    files = [path for path in tmp_path.iterdir() if path.name.startswith(db.name)]
+    full = max(path.stat().st_size for path in files)
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (full, resource.RLIM_INFINITY))
+    time.sleep(5)
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    said = _stderr_lines(err)
+    assert any(line.startswith("warning: the database file") and "is unwritable" in line for line in said), said
+    run_id = json.loads(out)["run_id"]
+    with Store(db, read_only=True) as store:
+        row = store.get_run(run_id)
+        indexes = sorted(store.samples(run_id)["index"])
+    assert row["status"] == "done" and indexes == list(range(SAMPLES))
+    assert "the database file was unwritable for" in row["result"].store_outage["text"]

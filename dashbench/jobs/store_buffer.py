@@ -78,6 +78,7 @@ class RunWrites:
         self.store = store
         self.limit = limit_s(beat_every_s)
         self.what = "the team store" if store.is_server else "the database file"
+        self.away_word = "unreachable" if store.is_server else "unwritable"  # a full or vanished disk
         self._lock = threading.Lock()
         self._waiting: list[list] = []  # [function, args, kwargs] each, oldest first: function(store, ...)
         self._unanswered = None  # the last batch sent without its answer (add_samples(wait=False))
@@ -109,7 +110,7 @@ class RunWrites:
 
     def outage_record(self) -> dict | None:
         """The result's `store_outage` for the outages ridden out so far (None: there was none)."""
-        return _record(self._away_s, self._outages, self.what, lost=False) if self._outages else None
+        return _record(self._away_s, self._outages, self, lost=False) if self._outages else None
 
     def finish(self, run_id: str, status: str, result: dict | None = None, error: str | None = None,
                samples: list[dict] | None = None, end=None) -> None:
@@ -178,7 +179,7 @@ class RunWrites:
         self._unanswered = None
         for function, args, kwargs in waiting:
             self._keep(function, args, kwargs)
-        _say(f"warning: {self.what} {self.store.path} cannot be reached ({_first_line(exc)}); the run goes on, "
+        _say(f"warning: {self.what} {self.store.path} is {self.away_word} ({_first_line(exc)}); the run goes on, "
              f"its writes wait in memory and are tried again for up to {self.limit:g} s ({OUTAGE_ENV})")
         self._thread = threading.Thread(target=self._write_waiting, name="dashbench-store-retry", daemon=True)
         self._thread.start()
@@ -187,7 +188,7 @@ class RunWrites:
         return self._away_since is not None and time.monotonic() - self._away_since >= self.limit
 
     def _limit_text(self) -> str:
-        return (f"{self.what} {self.store.path} could not be reached for {self.limit:g} s ({OUTAGE_ENV}, "
+        return (f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s ({OUTAGE_ENV}, "
                 f"held under {HEARTBEAT_LAPSE_ENV})")
 
     def _write_waiting(self) -> None:
@@ -235,7 +236,7 @@ class RunWrites:
     def _bundled(self, status: str, result: dict | None, error: str | None, finished: float) -> RunStoreLost:
         """The run, whole, in a local bundle (RunStoreLost names it: a one-line end)."""
         run = self._run
-        record = _record(self.away_s(), self._outages, self.what, lost=True)
+        record = _record(self.away_s(), self._outages, self, lost=True)
         if result is not None:
             result = with_outage(result, record)
         if status in ("running", "queued"):
@@ -266,14 +267,14 @@ def _finish(store: Store, run_id: str, status: str, result=None, error=None, sam
             writes: RunWrites | None = None) -> None:
     """The run's end as it is written: its result given the outages known by then (one may be ending now)."""
     if result is not None and writes is not None and writes.away_s() > 0:
-        result = with_outage(result, _record(writes.away_s(), max(writes._outages, 1), writes.what, lost=False))
+        result = with_outage(result, _record(writes.away_s(), max(writes._outages, 1), writes, lost=False))
     store.finish_run(run_id, status, result=result, error=error, samples=samples, finished_at=finished_at)
 
 
-def _record(seconds: float, outages: int, what: str, lost: bool) -> dict:
+def _record(seconds: float, outages: int, writes: RunWrites, lost: bool) -> dict:
     tail = "the run stopped and went to a local bundle" if lost else "nothing lost"
     return {"seconds": round(seconds, 1), "outages": outages,
-            "text": f"{what} was unreachable for {seconds:.1f} s; {tail}"}
+            "text": f"{writes.what} was {writes.away_word} for {seconds:.1f} s; {tail}"}
 
 
 def with_outage(result: dict, record: dict) -> dict:
