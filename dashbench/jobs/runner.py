@@ -38,7 +38,7 @@ from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folde
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
-from dashbench.store import Store, StoreError, this_host
+from dashbench.store import Store, StoreError, new_run_id, this_host
 from dashbench.store.queue import heartbeat_lapse_s
 
 # Samples are committed at least this often; between commits they wait in memory.
@@ -394,7 +394,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 if later_worker:
                     return
                 if store is not None and not state["begun"]:
-                    state["run_id"] = _begin(store, spec, run_id, stored)
+                    # Its id chosen here, so a create tried again after an outage makes no second row.
+                    state["run_id"] = writes.wait_for(_begin, spec, run_id or new_run_id(), stored)
                     writes.begun(state["run_id"], spec.to_dict(), os.getpid())
                     if role is not None and multihost.RUN_ID_ENV not in os.environ:
                         # What a JAX run's later workers take when they were given no id; this run's only.

@@ -108,6 +108,30 @@ class RunWrites:
         """Any other write of the run (function(store, *args, **kwargs)), in its place among the others."""
         self._call(function, args, kwargs)
 
+    def wait_for(self, function, *args, **kwargs):
+        """A write the run cannot go on without (its row, as it begins: nothing is measured yet), made now:
+        tried with backoff while the store is away, up to the limit; its answer returned."""
+        since, pause = None, FIRST_PAUSE_S
+        while True:
+            try:
+                answer = function(self.store, *args, **kwargs)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                if since is None:
+                    since = time.monotonic()
+                    _say(f"waiting for {self.what} {self.store.path}: {_first_line(exc)} (up to {self.limit:g} s, "
+                         f"{OUTAGE_ENV})")
+                if time.monotonic() - since >= self.limit:
+                    raise StoreUnreachable(f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s "
+                                           f"({OUTAGE_ENV}) before the run began: {_first_line(exc)}") from None
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(2 * pause, MOST_PAUSE_S)
+                continue
+            if since is not None:
+                _say(f"note: {self.what} {self.store.path} answers again after {time.monotonic() - since:.1f} s")
+            return answer
+
     def outage_record(self) -> dict | None:
         """The result's `store_outage` for the outages ridden out so far (None: there was none)."""
         return _record(self._away_s, self._outages, self, lost=False) if self._outages else None
