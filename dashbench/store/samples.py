@@ -112,7 +112,7 @@ class SamplesPart:
         themselves: _completed), and runs_differing: for each skipped run whose stored copy differs
         from the one offered (same id, other content), "run_id: field" naming the first difference;
         the stored copy is kept as it is."""
-        counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0, "runs_differing": [], "runs_completed": 0}
+        counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0, "runs_differing": []}
         with self._write("import runs", pipelined=False) as conn:  # COPY on a server (insert_many)
             batch: list[dict] = []
             for run in runs:
@@ -160,6 +160,8 @@ def _completed(conn, runs: list[dict], counts: dict) -> list[dict]:
     """Complete the stored runs that never recorded their end (still running, or presumed dead) from an
     ended copy of the same run and spec (the bundle a run wrote when its store stayed away): its samples
     and its end written over the store's; returns the other runs, skipped as before."""
+    if not runs:
+        return runs
     ids = list(dict.fromkeys(run["run_id"] for run in runs))
     marks = ",".join("?" * len(ids))
     open_runs = {run_id: json.loads(spec) for run_id, spec in conn.execute(
