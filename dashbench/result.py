@@ -25,6 +25,7 @@ FLAG_TEXT = {
     stats.FLAG_DEVICE_SHARED: "device shared: another run measured on the same device at the same time",
     stats.FLAG_CONTENDED: "contended: other processes kept the machine busy while it measured",
     stats.FLAG_UNSTABLE: "unstable: the repeats' throughputs differ by more than 5% (CV)",
+    stats.FLAG_STORE_OUTAGE: "store outage: its writes waited for the store (the figures are unaffected)",
 }
 FLAG_SHORT = {
     stats.FLAG_ABOVE_PEAK: "above peak",
@@ -34,6 +35,7 @@ FLAG_SHORT = {
     stats.FLAG_DEVICE_SHARED: "device shared",
     stats.FLAG_CONTENDED: "contended",
     stats.FLAG_UNSTABLE: "unstable",
+    stats.FLAG_STORE_OUTAGE: "store outage",
 }
 
 # What a run is doing, in words: the engine's phase events (the CLI's progress lines, sweep lines, the
@@ -110,6 +112,8 @@ class RunResult:
     memory: Optional[dict[str, Any]] = None
     # A to-accuracy run's curves, time to target and seeds (dashbench/accuracy.py holds its shape).
     accuracy: Optional[dict[str, Any]] = None
+    # The store unreachable while the run went (jobs/store_buffer.py): seconds, outages, text.
+    store_outage: Optional[dict[str, Any]] = None
     spec: dict[str, Any] = field(default_factory=dict)
     run_id: Optional[str] = None  # set once the run is stored; absent from the JSON while None
     # Keys this version does not know (a newer writer's): kept, and written back as they came.
@@ -261,7 +265,8 @@ class RunResult:
 
     def flag_notes(self) -> list[tuple[str, str]]:
         """(flag, what it means) for each flag the run raised."""
-        figures = {stats.FLAG_CONTENDED: self.load_text(), stats.FLAG_UNSTABLE: self.repeats_text()}
+        figures = {stats.FLAG_CONTENDED: self.load_text(), stats.FLAG_UNSTABLE: self.repeats_text(),
+                   stats.FLAG_STORE_OUTAGE: (self.store_outage or {}).get("text")}
         return [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
 
     def describe(self) -> str:
@@ -292,7 +297,7 @@ class RunResult:
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy")
+                      "accuracy", "store_outage")
 
 
 def _json_fields():
@@ -409,7 +414,7 @@ _RULES = {
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
-    "accuracy": accuracy_shape.check,
+    "accuracy": accuracy_shape.check, "store_outage": _object_or_null,
 }
 
 

@@ -18,8 +18,9 @@ FLAG_PLACEMENT_MISMATCH = "placement_mismatch"
 FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside another run on the device
 FLAG_CONTENDED = "contended"  # other processes used more than CONTENDED_SHARE of the cores while it measured
 FLAG_UNSTABLE = "unstable"  # the repeats' throughputs spread more than UNSTABLE_CV
+FLAG_STORE_OUTAGE = "store_outage"  # the store was unreachable for a while: the run's writes waited (figures unchanged)
 FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH, FLAG_DEVICE_SHARED,
-         FLAG_CONTENDED, FLAG_UNSTABLE)
+         FLAG_CONTENDED, FLAG_UNSTABLE, FLAG_STORE_OUTAGE)
 CONTENDED_SHARE = 0.25
 UNSTABLE_CV = 0.05
 

@@ -3,7 +3,7 @@ import shutil
 import tempfile
 
 import pytest
-from pg_server import pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
+from pg_server import pg_own_server, pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
 from ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
 
 

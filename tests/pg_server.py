@@ -61,6 +61,8 @@ class PgServer:
     folder: Path
     port: int
     process: subprocess.Popen
+    argv: list = None  # the postmaster's command, to start it again on the same port and data (restart)
+    user: dict = None
 
     @property
     def pid(self) -> int:
@@ -73,6 +75,25 @@ class PgServer:
         import psycopg
 
         return psycopg.connect(host="127.0.0.1", port=self.port, user=user, dbname=dbname, autocommit=True)
+
+    def crash(self) -> None:
+        """What `pg_ctl -m immediate stop` does: SIGQUIT to the postmaster, which ends every backend at
+        once, no checkpoint (the next start recovers from the WAL, as after a power cut)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGQUIT)
+            self.process.wait(timeout=60)
+
+    def restart(self) -> None:
+        """Start the crashed (or stopped) server again on its port and data folder; returns once it answers."""
+        for attempt in range(50):  # the port may be in TIME_WAIT for a moment after the crash
+            with open(self.folder / f"server-restart-{attempt}.log", "wb") as log:
+                self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True, preexec_fn=_die_with_parent(), **self.user)
+            if _wait_ready(self):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("PostgreSQL did not start again: " +
+                           (self.folder / f"server-restart-{attempt}.log").read_text(errors="replace")[-2000:])
 
     def stop(self) -> None:
         """Fast shutdown of our own postmaster by its pid, SIGKILL if it lingers; then remove its folder."""
@@ -97,8 +118,10 @@ def _die_with_parent():
     return lambda: prctl(PR_SET_PDEATHSIG, SIGQUIT)
 
 
-def start_server() -> PgServer:
-    """A fresh server on a free port (also for bench/ scripts); Unavailable when none can start here."""
+def start_server(durable: bool = False) -> PgServer:
+    """A fresh server on a free port (also for bench/ scripts); Unavailable when none can start here.
+    `durable`: commits wait for the WAL to reach the OS (synchronous_commit on, as a real server has it), so
+    a crash (PgServer.crash) keeps every commit it answered; otherwise the last ~0.6 s of them may go."""
     found = bindir()
     if found is None:
         raise Unavailable("PostgreSQL server not installed (Debian: apt-get install postgresql)")
@@ -108,25 +131,25 @@ def start_server() -> PgServer:
     if user:
         os.chown(folder, pwd.getpwnam("postgres").pw_uid, user["group"])
     try:
-        return _start_in(folder, found, user)
+        return _start_in(folder, found, user, durable)
     except BaseException:  # a failed initdb or start, an interrupt: no folder (or server) left behind
         shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _start_in(folder: Path, found: Path, user: dict) -> PgServer:
+def _start_in(folder: Path, found: Path, user: dict, durable: bool = False) -> PgServer:
     data = folder / "data"
     subprocess.run([found / "initdb", "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C",
                     "--no-sync", "--no-instructions"], check=True, capture_output=True, **user)
     for attempt in range(3):  # another process may take the free port between the probe and the bind
         port = _free_port()
+        argv = [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
+                "-c", "fsync=off", "-c", f"synchronous_commit={'on' if durable else 'off'}", "-c", "full_page_writes=off",
+                "-c", "max_connections=200"]
         with open(folder / f"server-{attempt}.log", "wb") as log:
-            process = subprocess.Popen(
-                [found / "postgres", "-D", data, "-p", str(port), "-k", folder, "-c", "listen_addresses=127.0.0.1",
-                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=200"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(), **user)
-        server = PgServer(folder, port, process)
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                       preexec_fn=_die_with_parent(), **user)
+        server = PgServer(folder, port, process, argv, user)
         try:
             if _wait_ready(server):
                 return server
@@ -155,10 +178,10 @@ def _wait_ready(server: PgServer, seconds: float = 60) -> bool:
     return False
 
 
-def start_or_skip() -> PgServer:
+def start_or_skip(durable: bool = False) -> PgServer:
     """start_server, or the test skipped where no server can start (failed in CI, which installs one)."""
     try:
-        return start_server()
+        return start_server(durable)
     except Unavailable as exc:
         if os.environ.get("CI"):  # a missing server must not pass there as skipped tests
             pytest.fail(str(exc))
@@ -168,6 +191,15 @@ def start_or_skip() -> PgServer:
 @pytest.fixture(scope="session")
 def pg_server():
     server = start_or_skip()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_own_server():
+    """A server of this test's own, on its own port and data folder, that it may crash and restart: durable,
+    so a crash loses no commit it answered (fsync stays off: the OS, which does not crash here, keeps them)."""
+    server = start_or_skip(durable=True)
     yield server
     server.stop()
 

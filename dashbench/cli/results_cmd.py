@@ -429,7 +429,8 @@ def cmd_import(args) -> int:
     with Store(args.db) as store:
         counts = import_bundles(store, args.files)
     print(f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
-          f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present")
+          f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present"
+          + (f"; {counts['runs_completed']} stored without an end, completed" if counts.get("runs_completed") else ""))
     differing = counts.get("runs_differing") or []
     if differing:
         # Same run id, other content: the stored copy is kept; say so rather than skip in silence.

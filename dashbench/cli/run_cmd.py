@@ -188,6 +188,8 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
         return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
     except device_lock.DeviceBusy as exc:  # --no-wait: refused before any row was written
         return report_invalid(SpecError("device", str(exc)), json_out, spec), None
+    except runner.store_buffer.RunStoreLost as exc:  # measured, but its store stayed away: a local bundle has it
+        return _report_end(spec, json_out, "interrupted", str(exc), 1, getattr(exc, "run_id", None)), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
         return report_invalid(SpecError("db", one_field(_one_line(exc))), json_out, spec,
                               getattr(exc, "run_id", None)), None

@@ -154,16 +154,21 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict
     """`tick`: called on every poll (a cluster's points: their lost hosts and ended jobs)."""
     reported: set[str] = set()
     phases: dict[str, str] = {}  # what each point was last said to be doing
+    away = _StoreAway(db)
     while True:
         try:
             queue.pump(db)
+            if tick is not None:
+                tick()
+            with Store(db) as store:
+                runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         except StoreBusyError:  # another process holds the write lock: the points wait, not fail
             time.sleep(POLL_S)
             continue
-        if tick is not None:
-            tick()
-        with Store(db) as store:
-            runs = {run_id: store.get_run(run_id) for run_id in run_ids}
+        except StoreError as exc:  # a store that is away (a server restarting): the points wait, not fail
+            away.wait(exc)
+            continue
+        away.back()
         for number, (run_id, size) in enumerate(zip(run_ids, sizes), start=1):
             run = runs[run_id]
             if run["status"] == "running" and run.get("phase") and phases.get(run_id) != run["phase"]:
@@ -177,6 +182,35 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict
         if len(reported) == len(run_ids):
             return [_point(runs[run_id], size) for run_id, size in zip(run_ids, sizes)]
         time.sleep(POLL_S)
+
+
+class _StoreAway:
+    """The sweep's wait for a store it cannot reach (store/outage.py): said once as it starts and once as
+    it ends; past DASHBENCH_STORE_OUTAGE_S the error is raised. Its points' own processes wait it out too,
+    and the queued ones stay queued in the store."""
+
+    def __init__(self, db):
+        from dashbench.store import location
+
+        self.db, self.since = location(db), None  # shown with its password masked
+
+    def wait(self, exc: StoreError) -> None:
+        from dashbench.store import outage
+
+        if not outage.is_outage(exc):
+            raise exc
+        if self.since is None:
+            self.since = time.monotonic()
+            _say(f"waiting for the store {self.db}: {shown(str(exc))}; the points wait (up to "
+                 f"{outage.outage_s():g} s, {outage.OUTAGE_ENV})")
+        elif time.monotonic() - self.since >= outage.outage_s():
+            raise exc
+        time.sleep(POLL_S)
+
+    def back(self) -> None:
+        if self.since is not None:
+            _say(f"the store {self.db} answers again after {time.monotonic() - self.since:.1f} s; the sweep goes on")
+            self.since = None
 
 
 def _summary(run: dict) -> str:

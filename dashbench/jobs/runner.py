@@ -34,11 +34,11 @@ from typing import Callable
 from dashbench import memory
 from dashbench.accuracy import final_status
 from dashbench.engine import frameworks, peak_memory
-from dashbench.jobs import device_lock, multihost, oom, temp_folder
+from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
 from dashbench.result import RunResult
 from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.stats import FLAG_DEVICE_SHARED
-from dashbench.store import Store, StoreError, this_host
+from dashbench.store import Store, StoreError, new_run_id, this_host
 from dashbench.store.queue import heartbeat_lapse_s
 
 # Samples are committed at least this often; between commits they wait in memory.
@@ -52,6 +52,7 @@ WRITE_RETRY_S = 600.0
 GUARD_POLL_S = 0.5
 CANCEL_POLL_S = 2.0  # how often the guard asks the store whether a cancel was asked
 HEARTBEAT_EVERY_S = 60.0  # the guard's heartbeat for the run: this often, or a third of the lapse if less
+BEAT_AGAIN_S = 5.0  # after a heartbeat the store did not take
 MEMORY_MIN_FREE = 0.05  # DASHBENCH_MEMORY_MIN_FREE: share of MemTotal that must stay available
 MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to ending it
 CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
@@ -86,10 +87,16 @@ class OutOfHostMemory(BaseException):
     with this message: `out of host memory (N GB of M)`."""
 
 
-class _Recorder:
-    """Turns engine events into store writes, batching samples by time."""
+def beat_every_s() -> float:
+    """How often the guard beats for its run: every HEARTBEAT_EVERY_S, or a third of the lapse if less."""
+    return min(HEARTBEAT_EVERY_S, heartbeat_lapse_s() / 3)
 
-    def __init__(self, store: Store | None, run_id: str | None, on_event: Callable[[dict], None] | None):
+
+class _Recorder:
+    """Turns engine events into store writes (through the run's RunWrites), batching samples by time."""
+
+    def __init__(self, store: "store_buffer.RunWrites | None", run_id: str | None,
+                 on_event: Callable[[dict], None] | None):
         self.store, self.run_id, self.on_event = store, run_id, on_event
         self.pending: list[dict] = []
         self.last_flush = time.monotonic()
@@ -319,9 +326,9 @@ class _Guard(threading.Thread):
             return
         try:
             if self.beat():
-                self.next_beat = now + min(HEARTBEAT_EVERY_S, heartbeat_lapse_s() / 3)
-        except Exception:  # a locked or unreachable database: tried again on the next poll
-            return
+                self.next_beat = now + beat_every_s()
+        except Exception:  # a locked or unreachable database: tried again a few polls on
+            self.next_beat = now + BEAT_AGAIN_S
 
     def _check_memory(self) -> None:
         if self.oom is not None:
@@ -362,6 +369,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
     store = Store(db_path, write_retry_s=WRITE_RETRY_S) if record else None
+    # Every write of the run goes through `writes`, which waits out an outage of the store (store_buffer.py).
+    writes = store_buffer.RunWrites(store, beat_every_s()) if store is not None else None
     # A later worker of a multi-host run writes no row of its own: worker 0 writes the run, this
     # process adds its host to it at the end (jobs/multihost.py).
     role = multihost.role()
@@ -385,7 +394,9 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 if later_worker:
                     return
                 if store is not None and not state["begun"]:
-                    state["run_id"] = _begin(store, spec, run_id, stored)
+                    # Its id chosen here, so a create tried again after an outage makes no second row.
+                    state["run_id"] = writes.wait_for(_begin, spec, run_id or new_run_id(), stored)
+                    writes.begun(state["run_id"], spec.to_dict(), os.getpid())
                     if role is not None and multihost.RUN_ID_ENV not in os.environ:
                         # What a JAX run's later workers take when they were given no id; this run's only.
                         os.environ[multihost.RUN_ID_ENV] = state["run_id"]
@@ -393,7 +404,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 state["begun"] = True
 
             def waiting(kind: str, holder: str):
-                _Recorder(None if later_worker else store, state["run_id"], on_event)(
+                _Recorder(None if later_worker else writes, state["run_id"], on_event)(
                     {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"})
 
             try:
@@ -404,7 +415,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     holding.name_run(run_id)
                     tracker = peak_memory.Tracker()
                     tracker.backend = spec.backend
-                    recorder = _Recorder(None if later_worker else store, run_id, tracker.watching(on_event))
+                    recorder = _Recorder(None if later_worker else writes, run_id, tracker.watching(on_event))
                     with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id):
                         result = loop.run(spec, on_event=recorder)
                     # The last samples wait for the run's end and are written with it (one write fewer);
@@ -423,7 +434,7 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 if store is not None and state["begun"]:
                     # A multi-host run's process is cancelled by its launcher after a lost host or a
                     # failed worker ended the run: that end, already written, stays (fleet/slices.py).
-                    _finish(store, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None)
+                    _finish(writes, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None)
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
@@ -433,11 +444,13 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                     status = "cancelled" if isinstance(exc, KeyboardInterrupt) else \
                         oom.STATUS if oom.is_oom(exc) else "failed"
                     error = _error_text(exc)
+                    if isinstance(exc, store_buffer.OutageLimit):  # its end and samples go to a local bundle
+                        status, error = "interrupted", str(exc)
                     if status == "failed" and role is not None and multihost.peer_lost(error):
                         # Not this host's failure: a peer stopped answering. Presumed, so the launcher
                         # (fleet/slices.py) may still name the lost host or the failed worker.
                         status, error = "interrupted", f"a peer host of this {role.count}-host run stopped answering: {error}"
-                    _finish(store, run_id, status, None, error, recorder, state,
+                    _finish(writes, run_id, status, None, error, recorder, state,
                             only_if_going=status == "interrupted" or (status == "cancelled" and role is not None))
                     _tag(exc, run_id)
                 raise
@@ -447,8 +460,8 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 result = result.replace(run_id=run_id)
                 if store is not None:
                     # not_reached: a to-accuracy run whose target at most half its seeds reached.
-                    store.finish_run(run_id, final_status(result.accuracy), result=result.to_dict(),
-                                     samples=recorder.take())
+                    writes.finish(run_id, final_status(result.accuracy), result=result.to_dict(),
+                                  samples=recorder.take())
             return result
     finally:
         if state_of_run.get("set_run_id_env"):
@@ -653,7 +666,7 @@ def _tag(exc: BaseException, run_id: str) -> None:
         pass
 
 
-def _finish(store: Store, run_id: str, status: str, result, error: str, recorder, state: dict,
+def _finish(writes: "store_buffer.RunWrites", run_id: str, status: str, result, error: str, recorder, state: dict,
             only_if_going: bool = False) -> None:
     # Keep what was measured before the end; a second signal must not cut this write short.
     with _deferred_signals(swallow=True), state["ending"]:
@@ -667,9 +680,10 @@ def _finish(store: Store, run_id: str, status: str, result, error: str, recorder
             if only_if_going:  # a presumed end: never over one a launcher already judged (store/placement.py)
                 from dashbench.store.placement import end_group_run
 
-                end_group_run(store, run_id, status, error, only_from=("queued", "running"))
+                writes.finish(run_id, status, error=error, end=lambda store: end_group_run(
+                    store, run_id, status, error, only_from=("queued", "running")))
             else:
-                store.finish_run(run_id, status, result=result, error=error)
+                writes.finish(run_id, status, result=result, error=error)
 
 
 def _error_text(exc: BaseException) -> str:

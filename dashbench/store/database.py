@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
-from dashbench.store import browse, dialect, migrate, queries, schema, watch
+from dashbench.store import browse, dialect, migrate, outage, queries, schema, watch
 from dashbench.store.dialect import ServerURL, is_server_url, masked, url_refusal, url_scheme  # noqa: F401
 from dashbench.store.errors import (BundleError, ReadOnlyError, RollBack, SchemaVersionError,  # noqa: F401
                                     StoreBusyError, StoreError)
@@ -144,6 +144,11 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def is_server(self) -> bool:
         """Whether this store lives on a PostgreSQL server (else in an SQLite file)."""
         return self._url is not None
+
+    @property
+    def answer_pending(self) -> bool:
+        """Whether a write was sent to the server without its answer read yet (add_samples(wait=False))."""
+        return self._in_flight is not None
 
     @property
     def location(self) -> "str | ServerURL":
@@ -562,8 +567,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                     return pg_connection.read(conn, sql, params, self._say_lock_wait)
                 except psycopg.OperationalError as exc:
                     if attempt == 2 or not pg_connection.is_broken(conn):
-                        raise StoreError(f"cannot read database {self.path}: "
-                                         f"{postgres.one_line(exc, self._url)}") from None
+                        raise outage.unreachable(exc, f"cannot read database {self.path}: "
+                                                      f"{postgres.one_line(exc, self._url)}") from None
 
 
     def runs(self, **filters) -> pd.DataFrame:

@@ -9,7 +9,8 @@ import contextlib
 import functools
 
 from dashbench.store import dialect, pg_direct, retry
-from dashbench.store.errors import ReadOnlyError, StoreError
+from dashbench.store.errors import ReadOnlyError
+from dashbench.store.outage import unreachable
 from dashbench.store.postgres import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
 
 # A write transaction that changed nothing (the dashboard's queue pump on every rerun, with nothing to
@@ -114,7 +115,7 @@ def checkout(engine, url: str, shown: str, lock_timeout_s: float) -> PgConnectio
     try:
         return PgConnection(engine.raw_connection(), lock_timeout_s)
     except (sa.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
-        raise StoreError(f"cannot open database {shown}: {one_line(exc, url)}") from None
+        raise unreachable(exc, f"cannot open database {shown}: {one_line(exc, url)}") from None
 
 
 def give_back(conn: PgConnection) -> None:
@@ -124,7 +125,23 @@ def give_back(conn: PgConnection) -> None:
     if not is_broken(conn) and conn.lock_ms != conn.full_lock_ms:
         with contextlib.suppress(psycopg.Error):
             conn.set_lock_wait(conn.full_lock_ms)
+    if is_broken(conn) or _hung_up(conn):  # the pool's reset would fail on it, and log a traceback
+        with contextlib.suppress(Exception):
+            conn.raw.invalidate()
+        return
     conn.raw.close()
+
+
+def _hung_up(conn: PgConnection) -> bool:
+    """Whether the server closed this idle connection (a restart since its last use): its socket then reads
+    as ready, at end of file. Asked without waiting; a notice waiting to be read also counts, harmlessly."""
+    import select
+
+    try:
+        ready, _, _ = select.select([conn.driver.pgconn.socket], [], [], 0)
+    except Exception:  # no socket left: gone
+        return True
+    return bool(ready)
 
 
 def is_broken(conn: PgConnection) -> bool:
@@ -261,7 +278,7 @@ def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: 
         raise retry.Retryable(f"cannot {what}: database {shown} is locked by another writer "
                               f"({one_line(exc, url)})", kind) from None
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
-        raise StoreError(f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
+        raise unreachable(exc, f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
 
 
 def read(conn: PgConnection, sql: str, params, say_wait) -> list[tuple]:

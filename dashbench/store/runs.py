@@ -88,10 +88,11 @@ class RunsPart:
 
     @retried
     def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None,
-                   samples: list[dict] | None = None) -> bool:
+                   samples: list[dict] | None = None, finished_at: float | None = None) -> bool:
         """Record the end. Returns False when the run had already ended (done/failed/cancelled).
         `samples`: the run's last ones (add_samples' events), stored in the same transaction, and stored
-        even when the run had already ended, as add_samples would have."""
+        even when the run had already ended, as add_samples would have. `finished_at`: when it ended, if
+        not now (an end that waited out an outage of the store)."""
         if status not in TERMINAL:
             raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
         also = []
@@ -101,7 +102,7 @@ class RunsPart:
                 self.add_samples(run_id, samples)
             else:
                 also = [insert]
-        values = {"finished_at": now(), "error": error, "phase": None}
+        values = {"finished_at": finished_at or now(), "error": error, "phase": None}
         if result is not None:
             # A spec never changes once stored: this handle's own runs' are known, others' read first.
             spec = self._specs.get(run_id)
@@ -124,7 +125,7 @@ class RunsPart:
             # An index stored already (the batch sent again), or no such run: add_samples sorts out
             # both (it replaces the rows, or says the run is missing); then the end alone.
             self.add_samples(run_id, samples)
-            return self.finish_run(run_id, status, result, error)
+            return self.finish_run(run_id, status, result, error, finished_at=finished_at)
         if moved:
             self._specs.pop(run_id)
             return True

@@ -7,11 +7,11 @@ from typing import Iterable
 
 import pandas as pd
 
-from dashbench.store import queries, states
+from dashbench.store import queries, schema, states
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import now
 from dashbench.store.retry import retried
-from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_runs, _run_dict
+from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_runs, _move, _run_dict
 
 
 _SAMPLE_COLUMNS = ("run_id", "idx", "steps", "duration_s", "loss", "warmup")
@@ -108,7 +108,8 @@ class SamplesPart:
         """Add whole runs from elsewhere in ONE transaction; a run id already here is skipped.
         Each run: RUN_FIELDS with the times in epoch seconds and an ended status (states.IMPORTED),
         and "samples" as lists in queries.SAMPLE_COLUMNS order. Returns counts: runs_added,
-        runs_skipped, samples_added, and runs_differing: for each skipped run whose stored copy differs
+        runs_skipped, samples_added, runs_completed (stored runs that had no end, completed by an ended copy of
+        themselves: _completed), and runs_differing: for each skipped run whose stored copy differs
         from the one offered (same id, other content), "run_id: field" naming the first difference;
         the stored copy is kept as it is."""
         counts = {"runs_added": 0, "runs_skipped": 0, "samples_added": 0, "runs_differing": []}
@@ -148,10 +149,43 @@ def _import_batch(conn, runs: list[dict], counts: dict) -> None:
                           for run in new for idx, steps, duration_s, loss, warmup in run.get("samples") or []])
         counts["runs_added"] += len(new)
         counts["samples_added"] += sum(len(run.get("samples") or []) for run in new)
+    again = _completed(conn, again, counts)
     if again:
         counts["runs_skipped"] += len(again)
         counts["runs_differing"] += [f"{run['run_id']}: {difference}" for run, difference
                                      in zip(again, _differences(conn, again)) if difference is not None]
+
+
+def _completed(conn, runs: list[dict], counts: dict) -> list[dict]:
+    """Complete the stored runs that never recorded their end (still running, or presumed dead) from an
+    ended copy of the same run and spec (the bundle a run wrote when its store stayed away): its samples
+    and its end written over the store's; returns the other runs, skipped as before."""
+    if not runs:
+        return runs
+    ids = list(dict.fromkeys(run["run_id"] for run in runs))
+    marks = ",".join("?" * len(ids))
+    open_runs = {run_id: json.loads(spec) for run_id, spec in conn.execute(
+        f"SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id) WHERE run_id IN ({marks})"
+        " AND status IN ('running', 'interrupted')", ids).fetchall()}
+    rest, done = [], set()
+    for run in runs:
+        stored = open_runs.get(run["run_id"])
+        if stored is None or run["run_id"] in done or _normal(stored) != _normal(run["spec"]) \
+                or run["status"] in ("running", "queued"):
+            rest.append(run)
+            continue
+        done.add(run["run_id"])
+        conn.execute("DELETE FROM samples WHERE run_id = ?", (run["run_id"],))
+        conn.insert_many("samples", _SAMPLE_COLUMNS, [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
+                                                      for idx, steps, duration_s, loss, warmup in run.get("samples") or []])
+        values = {"finished_at": run.get("finished_at"), "error": run.get("error"), "phase": None}
+        values.update(schema.flat_values(run["spec"], run.get("result")))
+        _move(conn, run["run_id"], run["status"], values, only_from=("running", "interrupted"))
+        conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?",
+                     (None if run.get("result") is None else json.dumps(run["result"]), run["run_id"]))
+        counts["runs_completed"] = counts.get("runs_completed", 0) + 1
+        counts["samples_added"] += len(run.get("samples") or [])
+    return rest
 
 
 def _differences(conn, runs: list[dict]) -> list[str | None]:

@@ -1,0 +1,85 @@
+"""A store that cannot be reached for a while: which errors say so, and how long a run waits one out.
+
+A team store is a server, and servers restart (an upgrade, a failover, a crash); an SQLite file lives on a
+disk that may fill up or, on a network mount, vanish for a moment. None of these means the run is wrong:
+the write is tried again once the store is back. Which errors are such an outage is decided here, once, so
+the run process (jobs/store_buffer.py), the queue and `sweep` agree. Everything else (a refusal, a missing
+right, bad data) is not an outage and is raised as before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from dashbench.store.errors import StoreError
+from dashbench.store.ids import env_seconds
+
+# How long a run waits for a store it cannot reach before it ends (its samples then go to a local bundle).
+OUTAGE_S = 600.0
+OUTAGE_ENV = "DASHBENCH_STORE_OUTAGE_S"
+
+# The SQLite errors of a disk that is full or gone for a moment (SQLITE_FULL: ENOSPC or a file-size
+# limit; SQLITE_IOERR*: a network mount that stopped answering; SQLITE_CANTOPEN: its folder gone).
+_SQLITE_OUTAGES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+# What libpq or the server says when the connection is refused, cut, or the server is restarting.
+_SERVER_OUTAGES = ("connection refused", "server closed the connection", "connection is lost",
+                   "could not connect", "the database system is", "terminating connection",
+                   "connection to server", "no route to host", "timeout expired", "network is unreachable",
+                   "consuming input failed", "sending query failed", "connection timed out",
+                   "could not receive data", "could not send data", "ssl syscall error", "eof detected",
+                   "connection failed", "the connection is closed", "server conn crashed")
+# Connection failures that are answers, not silence: a wrong password or database does not heal by waiting.
+_REFUSALS = ("password authentication failed", "no password supplied", "does not exist", "permission denied",
+             "no pg_hba.conf entry")
+# SQLSTATE classes of a connection cut (08) and of a server shutting down or starting up (57P0x).
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def outage_s() -> float:
+    """DASHBENCH_STORE_OUTAGE_S: how long a run waits for an unreachable store (seconds, 0: not at all)."""
+    return env_seconds(OUTAGE_ENV, OUTAGE_S, 0, 7 * 86400)
+
+
+class StoreUnreachable(StoreError):
+    """The store could not be reached (a server down or restarting, a cut connection, a full or vanished
+    disk): nothing of the write was stored; the same call may succeed once the store is back."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether `exc` (a store error, or the driver's error it was raised from) is the store being away."""
+    if isinstance(exc, StoreUnreachable):
+        return True
+    for cause in _chain(exc):
+        if isinstance(cause, sqlite3.Error):
+            name = getattr(cause, "sqlite_errorname", "") or ""
+            return name.startswith(_SQLITE_OUTAGES) or "disk is full" in str(cause) or "disk I/O error" in str(cause)
+        if _is_psycopg_outage(cause):
+            return True
+    return False
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _is_psycopg_outage(exc: BaseException) -> bool:
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return False
+    state = getattr(exc, "sqlstate", None) or ""
+    if state:
+        return state.startswith(_OUTAGE_STATES)
+    text = str(exc).lower()
+    return any(words in text for words in _SERVER_OUTAGES) and not any(words in text for words in _REFUSALS)
+
+
+def unreachable(exc: BaseException, message: str) -> StoreError:
+    """The one-line StoreError to raise for a driver's `exc`: a StoreUnreachable when it is an outage."""
+    return StoreUnreachable(message) if is_outage(exc) else StoreError(message)
