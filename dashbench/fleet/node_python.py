@@ -62,13 +62,13 @@ def _ask(address, node_ids: list[str]) -> dict:
 
     driver = _gcs_address(address) if address.kind == "jobs" else address.text
     # Ray adds a driver's working folder to its workers' sys.path: from a checkout, every host would
-    # seem to have dashbench. The child starts elsewhere and finds this dashbench by PYTHONPATH.
+    # seem to have dashbench. The child starts in an empty folder and finds this dashbench by PYTHONPATH.
     here = str(Path(dashbench.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     try:
-        done = subprocess.run([sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids],
-                              capture_output=True, text=True, timeout=ASK_TIMEOUT_S, env=env,
-                              cwd=tempfile.gettempdir())
+        with tempfile.TemporaryDirectory(prefix="dashbench-ask-") as empty:
+            done = subprocess.run([sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids],
+                                  capture_output=True, text=True, timeout=ASK_TIMEOUT_S, env=env, cwd=empty)
     except subprocess.TimeoutExpired:
         raise FleetError("cluster", f"the cluster at {address} did not say in {ASK_TIMEOUT_S:g} s which Python "
                                     f"its hosts run") from None
