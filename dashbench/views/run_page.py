@@ -32,6 +32,8 @@ def show() -> None:
     """The page, top to bottom (st.stop() ends it early, as in a page file)."""
     ctx = ui.page_context()
     st.title("Run")
+    if ctx.store is None and ctx.store_error:
+        ui.show_store_error(ctx.settings, ctx.store_error)  # an outage of the team store: it retries
     if ctx.settings.read_only or ctx.store is None:
         st.error(md_text(ctx.store_error) or "This dashboard is read-only: runs are launched elsewhere.")
         st.stop()
