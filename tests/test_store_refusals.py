@@ -53,7 +53,7 @@ def commands(db: str, run_id: str, bundle, tmp_path) -> dict[str, list]:
         "run": ["run", *TINY, "--db", db], "run --json": ["run", *TINY, "--json", "--db", db],
         "sweep": ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--db", db],
         "preset": ["preset", "colab-conv2d", "--device", "cpu", "--quick", "--db", db],
-        "prices": ["prices", "--db", db],
+        "prices": ["prices", "--db", db], "doctor": ["doctor", "--db", db],
         "prices set": ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "1", "--db", db],
         "store upgrade": ["store", "upgrade", "--db", db],
         "store copy --from": ["store", "copy", "--from", db, "--to", tmp_path / "copy.sqlite"],
@@ -96,7 +96,8 @@ def test_a_role_that_may_only_read_is_told_to_open_it_read_only_by_every_writing
     before = held(url)
     reader = create_reader(url)
     every = commands(reader, ids[0], bundle, tmp_path)
-    for name in ("delete", "import", "run", "sweep", "preset", "prices set", "store upgrade", "store copy --to"):
+    for name in ("delete", "import", "run", "sweep", "preset", "prices set", "doctor", "store upgrade",
+                 "store copy --to"):
         line = one_line(capsys, every[name], field_of(name))
         assert "may only SELECT" in line and "read-only" in line, (name, line)
     for name in ("list", "list --read-only", "show", "export --read-only", "prices", "store copy --from"):
