@@ -30,8 +30,9 @@ def no_rights_role(url: str) -> str:
 
 @pytest.fixture
 def team(pg_url, tmp_path, capsys):
-    """A team store with runs in it, a bundle of them to import, and what it holds now."""
+    """A team store with runs in it, a bundle of them to import, and a local store to copy in."""
     ids = fill(pg_url, runs=BUNDLE_RUNS)
+    fill(tmp_path / "local.sqlite")
     bundle = tmp_path / "bundle.json"
     assert run_cli(capsys, "export", "--db", pg_url, "--out", bundle)[0] == 0
     return pg_url, ids, bundle
@@ -79,7 +80,6 @@ def field_of(name: str) -> str:
 def test_a_role_with_no_rights_is_one_line_naming_what_to_grant_on_every_command(team, tmp_path, capsys,
                                                                                  no_training):
     url, ids, bundle = team
-    fill(tmp_path / "local.sqlite")
     w = no_rights_role(url)
     before = held(url)
     role = make_url(w).username
@@ -92,7 +92,6 @@ def test_a_role_with_no_rights_is_one_line_naming_what_to_grant_on_every_command
 def test_a_role_that_may_only_read_is_told_to_open_it_read_only_by_every_writing_command(team, tmp_path, capsys,
                                                                                         no_training):
     url, ids, bundle = team
-    fill(tmp_path / "local.sqlite")
     before = held(url)
     reader = create_reader(url)
     every = commands(reader, ids[0], bundle, tmp_path)
