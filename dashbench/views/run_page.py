@@ -224,7 +224,7 @@ def show() -> None:
                     st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")
 
     if not active.empty:
-        st.fragment(live_panel, run_every=1.0)()
+        st.fragment(ui.through_outages(live_panel), run_every=1.0)()
 
     mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
     if mine:

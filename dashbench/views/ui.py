@@ -299,6 +299,20 @@ def show_store_error(settings, message: str) -> None:
     st.stop()
 
 
+def through_outages(panel):
+    """A fragment's body that, while the team store's server cannot be reached, says so instead of failing:
+    its next timed run tries again, and shows the panel once the server answers."""
+    @functools.wraps(panel)
+    def shown():
+        from dashbench.views import context, store_handles
+
+        try:
+            return panel()
+        except store_handles.StoreUnreachable as exc:
+            st.warning(md_text(context.outage_text(exc)), icon=":material/cloud_off:")
+    return shown
+
+
 @st.fragment(run_every=OUTAGE_RETRY_S)
 def _retry_when_back(settings) -> None:
     from dashbench.views import store_handles
