@@ -12,7 +12,6 @@ from dashbench import __version__
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
 from dashbench.spec import SpecError
-from dashbench.store.errors import StoreError, db_line
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
 COMMAND_MODULES = [
@@ -66,6 +65,13 @@ def _refuse_db_url(text: str | None) -> None:
         raise SpecError("DASHBENCH_DB", url_refusal(text))
 
 
+def _store_error() -> type:
+    # Looked up only when something was raised: the store (and pandas) load with the commands that use it.
+    from dashbench.store import StoreError
+
+    return StoreError
+
+
 def _database_errors() -> tuple:
     """The drivers' errors, of those loaded (a command that never opened a server never imports them)."""
     import sqlite3
@@ -98,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             field = exc.field if isinstance(exc, SpecError) else usage_field(str(exc))
             print(strict_json.dumps({"status": "invalid", "field": field, "error": str(exc)}))
         return 2
-    except StoreError as exc:  # a store refusal no command said itself: one line, never a traceback
+    except _store_error() as exc:  # a store refusal no command said itself: one line, never a traceback
+        from dashbench.store import db_line
+
         print(f"error: {shown(db_line(exc))}", file=sys.stderr)
         return 2
     except _database_errors() as exc:  # the driver's own, past every edge that says it as a StoreError
