@@ -25,11 +25,14 @@ from dashbench.views.format import path_text  # noqa: E402
 settings = settings_module.load()
 # One handle per database, shared by every run of every session: never closed here (store_handles).
 store, store_error = store_handles.shared_store(settings)
+if not settings.read_only and store is not None:
+    try:
+        context.pump_jobs(settings)  # start queued runs whose device is free; idempotent
+    except store_handles.StoreUnreachable as exc:  # the team store's server went away: the page says so and retries
+        store, store_error = None, context.outage_text(exc)
+
 app_context = context.AppContext(settings=settings, store=store, store_error=store_error)
 st.session_state[ui.CONTEXT_KEY] = app_context
-
-if not settings.read_only and store is not None:
-    context.pump_jobs(settings)  # start queued runs whose device is free; idempotent
 
 pages = []
 if not settings.read_only:
@@ -56,6 +59,8 @@ with st.sidebar:
 
 try:
     page.run()
+except store_handles.StoreUnreachable as exc:  # the server went away while this page read it
+    ui.show_store_error(settings, context.outage_text(exc))
 finally:
     app_context.ended = True
 ui.freeze_heap_once(page.url_path)

@@ -65,6 +65,32 @@ def _refuse_db_url(text: str | None) -> None:
         raise SpecError("DASHBENCH_DB", url_refusal(text))
 
 
+def _store_error() -> type:
+    # Looked up only when something was raised: the store (and pandas) load with the commands that use it.
+    from dashbench.store import StoreError
+
+    return StoreError
+
+
+def _database_errors() -> tuple:
+    """The drivers' errors, of those loaded (a command that never opened a server never imports them)."""
+    import sqlite3
+
+    found = [sqlite3.Error]
+    for module, name in (("psycopg", "Error"), ("sqlalchemy.exc", "SQLAlchemyError")):
+        if module in sys.modules:
+            found.append(getattr(sys.modules[module], name))
+    return tuple(found)
+
+
+def _driver_line(exc: BaseException) -> str:
+    if type(exc).__module__.split(".")[0] in ("psycopg", "sqlalchemy"):
+        from dashbench.store import postgres
+
+        return str(postgres.refused(exc, None, "the team store", "use")).replace("database the team", "the team")
+    return f"db: {' '.join(str(exc).split()) or type(exc).__name__}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -77,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         if "--json" in argv and next((a for a in argv if not a.startswith("-")), None) in JSON_ERROR_COMMANDS:
             field = exc.field if isinstance(exc, SpecError) else usage_field(str(exc))
             print(strict_json.dumps({"status": "invalid", "field": field, "error": str(exc)}))
+        return 2
+    except _store_error() as exc:  # a store refusal no command said itself: one line, never a traceback
+        from dashbench.store import db_line
+
+        print(f"error: {shown(db_line(exc))}", file=sys.stderr)
+        return 2
+    except _database_errors() as exc:  # the driver's own, past every edge that says it as a StoreError
+        print(f"error: {shown(_driver_line(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (`... | head`): not an error worth a traceback. Point stdout at

@@ -17,7 +17,7 @@ from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
-                             default_db_path, is_server_url, location,
+                             db_line, default_db_path, is_server_url, location,
                              export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
 
 
@@ -72,7 +72,7 @@ def reports_store_errors(handler):
         try:
             return handler(args)
         except StoreError as exc:
-            print(f"error: {shown(exc)}", file=sys.stderr)
+            print(f"error: {shown(db_line(exc))}", file=sys.stderr)
             return 2
         except ValueError as exc:  # a bad filter value, e.g. --since yesterday
             print(f"error: {shown(exc)}", file=sys.stderr)

@@ -59,7 +59,9 @@ def _upgrade(args) -> int:
             done = f"upgraded from v{before}" if before != after else "nothing to upgrade"
             print(f"{store.path}: schema v{store.schema_version}, this dashbench's ({done})")
     except StoreError as exc:
-        raise SpecError("db", str(exc)) from None
+        from dashbench.cli.results_cmd import one_field
+
+        raise SpecError("db", one_field(str(exc))) from None
     return 0
 
 
@@ -150,7 +152,9 @@ def _copy(args) -> int:
         if _same_store(args.source, args.target):
             raise SpecError("to", f"{masked(args.target)} is the store given as --from; copy into another one")
         with _source(args.source) as source, _open(args.target, "to", read_only=False) as target:
-            report = copy_store(source, target)
+            report = copy_store(_Side(source, "from"), _Side(target, "to"))
+    except _SideFailed as exc:
+        raise SpecError(exc.side, _scrub(exc.line, stores)) from None
     except SpecError as exc:
         raise SpecError(exc.field, _scrub(str(exc).split(": ", 1)[1], stores)) from None
     except (StoreError, ValueError) as exc:  # the target refused a write (read-only, locked, full)
@@ -162,6 +166,38 @@ def _copy(args) -> int:
     for line in report_lines(report):
         print(shown(line))
     return 0
+
+
+class _SideFailed(Exception):
+    """A store of the copy failed mid-way: `side` ("from" or "to") names which, `line` says what."""
+
+    def __init__(self, side: str, line: str):
+        super().__init__(line)
+        self.side, self.line = side, line
+
+
+class _Side:
+    """A store of the copy whose failures name its side (--from or --to): a read that the source's server
+    refused and a write the target's refused say different things to do."""
+
+    def __init__(self, store, side: str):
+        self._store, self._side = store, side
+
+    def __getattr__(self, name: str):
+        from dashbench.cli.results_cmd import one_field
+        from dashbench.store import StoreError, db_line
+
+        method = getattr(self._store, name)
+
+        def call(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except StoreError as exc:
+                raise _SideFailed(self._side, one_field(db_line(exc))) from None
+            except _database_errors() as exc:
+                raise _SideFailed(self._side, f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
+                                              f"what was copied is kept, run the copy again to finish") from None
+        return call
 
 
 def copy_store(source, target) -> dict:

@@ -164,17 +164,63 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         return self.path.resolve().parent / "logs"
 
     def _open_server(self) -> None:
+        import psycopg
+
         from dashbench.store import postgres
 
-        self._engine_key, self._engine = postgres.acquire_engine(self._url, self.read_only, self.busy_timeout_s)
+        try:
+            self._engine_key, self._engine = postgres.acquire_engine(self._url, self.read_only, self.busy_timeout_s)
+        except ValueError as exc:  # SQLAlchemy's reading of the URL (a port that is no number); ArgumentError too
+            raise StoreError(f"db: the URL {self.path} cannot be read: {exc}") from None
         try:
             with self._connection() as conn:
-                if postgres.open_schema(conn, self._url, self.path, self.read_only):
+                try:
+                    upgrade = postgres.open_schema(conn, self._url, self.path, self.read_only)
+                except psycopg.Error as exc:
+                    raise postgres.refused(exc, self._url, self.path) from None
+            if upgrade:
+                try:
                     self.schema_upgrade = migrate.upgrade_postgres(self._url, self.path, self.busy_timeout_s,
                                                                      say_wait=self._say_lock_wait)
+                except ReadOnlyError as exc:
+                    if not isinstance(getattr(exc.__context__, "orig", None), psycopg.errors.InsufficientPrivilege):
+                        raise
+                    role, _database = postgres._role_and_database(self._url)
+                    raise ReadOnlyError(f"db: the role {role} may not create the store's tables in {self.path}: "
+                                        f"make the store once with the owner's role (`dashbench store upgrade "
+                                        f"--db` its URL), or grant this one CREATE on the schema") from None
         except BaseException:
             self.close()
             raise
+
+    def _checkout(self):
+        """A pooled connection for this store; a server that refuses or cannot be reached is one line."""
+        from dashbench.store import pg_connection, postgres
+
+        try:
+            return pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
+        except StoreError as exc:
+            if exc.__context__ is None:
+                raise
+            raise postgres.refused(exc.__context__, self._url, self.path) from None
+
+    def _on_server(self, ask: Callable, doing: str = "read"):
+        """ask(connection), again once on a fresh connection where the server dropped this one since its
+        last use (a restart, a dropped tunnel); a driver's error said as the store's one line (refused)."""
+        import psycopg
+
+        from dashbench.store import pg_connection, postgres
+
+        for attempt in (1, 2):
+            with self._connection() as conn:
+                try:
+                    return ask(conn)
+                except psycopg.Error as exc:
+                    if attempt == 2 or not pg_connection.is_broken(conn):
+                        error = postgres.refused(exc, self._url, self.path, doing)
+                        if outage.is_outage(exc) and not isinstance(error, outage.StoreUnreachable):
+                            error = outage.StoreUnreachable(str(error))  # one class the writers wait out
+                        raise error from None
 
     @contextlib.contextmanager
     def _connection(self, answered: bool = True):
@@ -188,7 +234,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         from dashbench.store import pg_connection
 
         if self._server_conn is None:
-            self._server_conn = pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
+            self._server_conn = self._checkout()
         if self._in_flight is not None and answered:  # nothing else may use the connection before
             self._answer_in_flight()
         try:
@@ -379,8 +425,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         if self._engine is not None:
             from dashbench.store import postgres
 
-            with self._lock, self._connection() as conn:
-                return postgres.version(conn)[0]
+            with self._lock:
+                return self._on_server(lambda conn: postgres.version(conn)[0])
         with self._lock:
             return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
@@ -557,19 +603,9 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             return self._conn.execute(sql, list(params)).fetchall()
 
     def _read_server(self, sql: str, params: Iterable) -> list[tuple]:
-        import psycopg
+        from dashbench.store import pg_connection
 
-        from dashbench.store import pg_connection, postgres
-
-        for attempt in (1, 2):  # a connection the server dropped since its last use: once more on a fresh one
-            with self._connection() as conn:
-                try:
-                    return pg_connection.read(conn, sql, params, self._say_lock_wait)
-                except psycopg.OperationalError as exc:
-                    if attempt == 2 or not pg_connection.is_broken(conn):
-                        raise outage.unreachable(exc, f"cannot read database {self.path}: "
-                                                      f"{postgres.one_line(exc, self._url)}") from None
-
+        return self._on_server(lambda conn: pg_connection.read(conn, sql, params, self._say_lock_wait))
 
     def runs(self, **filters) -> pd.DataFrame:
         """One row per run, newest first, flat columns (see queries.RUN_COLUMNS).
@@ -609,8 +645,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         if self._engine is not None:
             from dashbench.store import postgres
 
-            with self._lock, self._connection() as conn:
-                return ("postgresql", self.path, postgres.change_count(conn))
+            with self._lock:
+                return ("postgresql", self.path, self._on_server(postgres.change_count))
         return watch.change_token(self.path)
 
     def count_runs(self, **filters) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from dashbench.store.errors import StoreError
+from dashbench.store.errors import StoreError, StoreUnreachable  # noqa: F401 (raised by the store's callers)
 from dashbench.store.ids import env_seconds
 
 # How long a run waits for a store it cannot reach before it ends (its samples then go to a local bundle).
@@ -38,11 +38,6 @@ _OUTAGE_STATES = ("08", "57P01", "57P02", "57P03")
 def outage_s() -> float:
     """DASHBENCH_STORE_OUTAGE_S: how long a run waits for an unreachable store (seconds, 0: not at all)."""
     return env_seconds(OUTAGE_ENV, OUTAGE_S, 0, 7 * 86400)
-
-
-class StoreUnreachable(StoreError):
-    """The store could not be reached (a server down or restarting, a cut connection, a full or vanished
-    disk): nothing of the write was stored; the same call may succeed once the store is back."""
 
 
 def is_outage(exc: BaseException) -> bool:

@@ -12,12 +12,14 @@ one counter row before it commits: the change token the pages' cache is keyed on
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 import zlib
 
 from dashbench.store import dialect, schema
-from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreError
+from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreError, StoreUnreachable
 
 # The one row every write bumps in its own transaction: a reader that sees a new count sees the change.
 CHANGES_TABLE = "dashbench_changes"
@@ -44,6 +46,7 @@ def acquire_engine(url: str, read_only: bool, lock_timeout_s: float):
         if entry is None:
             import sqlalchemy as sa
 
+            _quiet_pool_log()
             options = f"-c lock_timeout={int(lock_timeout_s * 1000)}"
             if read_only:  # every transaction of these sessions is READ ONLY: the server refuses any write
                 options += " -c default_transaction_read_only=on"
@@ -54,6 +57,16 @@ def acquire_engine(url: str, read_only: bool, lock_timeout_s: float):
             entry = _engines[key] = [engine, 0]
         entry[1] += 1
         return key, entry[0]
+
+
+def _quiet_pool_log() -> None:
+    # The pool logs a connection it could not reset or close (a server that restarted under it) with its
+    # traceback, which Python's last-resort handler printed on the user's terminal: the Store says what
+    # went wrong in its own one line, so the pool's record goes nowhere.
+    pool_log = logging.getLogger("sqlalchemy.pool")
+    if not pool_log.handlers:
+        pool_log.addHandler(logging.NullHandler())
+    pool_log.propagate = False
 
 
 def release_engine(key) -> None:
@@ -120,6 +133,71 @@ PASSWORD_HINT = ("the URL has no password: libpq reads it from ~/.pgpass on this
                  "$PGPASSFILE names, or $PGPASSWORD")
 
 
+# What a server that is not there now says (down, restarting, a dropped link): the same call may work later.
+_UNREACHABLE_WORDS = ("connection refused", "could not connect", "timeout expired", "timed out", "no route to host",
+                      "network is unreachable", "server closed the connection", "connection is lost",
+                      "terminating connection", "the database system is", "consuming input failed",
+                      "connection reset", "could not receive data", "could not send data", "ssl syscall error",
+                      "failed to resolve host", "connection not open", "connection is closed", "sending query failed")
+_LIBPQ_PREFIX = re.compile(r'^(?:connection (?:failed|is bad): )?(?:connection to server (?:at|on socket) "[^"]*"'
+                           r'(?: \([^)]*\))?(?:, port \d+)? failed: )?(?:FATAL: +)?')
+SSL_MODES = "disable, allow, prefer, require, verify-ca, verify-full"
+
+
+def refused(exc: BaseException, url: str | None, shown, doing: str = "open") -> StoreError:
+    """The driver's error `exc` (met opening or reading the store) as the store's one `db: …` line naming
+    what is missing and the way out: StoreUnreachable for a server not there now, ReadOnlyError for a
+    role that may read but not write, StoreError otherwise. `doing`: "open" or "read", for the rest."""
+    import psycopg
+
+    exc = getattr(exc, "orig", None) or exc  # SQLAlchemy's wrapper: the driver's error inside it
+    reason = _LIBPQ_PREFIX.sub("", one_line(exc, url))
+    low = reason.lower()
+    role, database = _role_and_database(url)
+    if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
+                        psycopg.errors.CrashShutdown)) or any(words in low for words in _UNREACHABLE_WORDS):
+        return StoreUnreachable(f"db: the server of {shown} is unreachable ({reason}); try again once it answers")
+    denied = re.search(r'permission denied for (table|relation|sequence|view|schema|database) "?([^"\s]+)"?', reason)
+    if denied and denied.group(1) == "database":
+        return StoreError(f"db: the role {role} may not connect to {shown}: grant it CONNECT (GRANT CONNECT ON "
+                          f"DATABASE {database} TO {role}), or use the writer's role")
+    if denied and denied.group(1) == "schema":
+        return StoreError(f"db: the role {role} may not use schema {denied.group(2)} in {shown}: grant it "
+                          f"pg_read_all_data, or use the writer's role")
+    if denied:
+        return StoreError(f"db: the role {role} cannot read {denied.group(2)} in {shown}: grant it "
+                          f"pg_read_all_data, or use the writer's role")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return ReadOnlyError(f"db: database {shown} is read-only for this session ({reason})")
+    sslmode = re.search(r'invalid sslmode value: "([^"]*)"', reason)
+    if sslmode:
+        return StoreError(f'db: the URL\'s sslmode "{sslmode.group(1)}" is not one of {SSL_MODES}')
+    option = re.search(r'invalid connection option "([^"]*)"', reason)
+    if option:
+        return StoreError(f'db: the URL\'s "{option.group(1)}" is not a libpq connection parameter (such as '
+                          f'sslmode, connect_timeout, application_name)')
+    return StoreError(f"db: cannot {doing} database {shown}: {reason}")
+
+
+def _role_and_database(url: str | None) -> tuple[str, str]:
+    """The role and database a URL names; the role libpq takes when it names none (PGUSER, else the login)."""
+    import getpass
+
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+        role, database = parsed.username, parsed.database
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot read: its own error says so
+        role = database = None
+    if not role:
+        try:
+            role = os.environ.get("PGUSER") or getpass.getuser()
+        except Exception:  # noqa: BLE001 - no login name to be found
+            role = "of this login"
+    return role, database or role
+
+
 def version(conn) -> tuple[int, int]:
     """(schema version, 0 when this is no store; tables in the current schema): one statement."""
     row = conn.execute(
@@ -136,19 +214,19 @@ def open_schema(conn, url: str, shown: str, read_only: bool) -> bool:
     and the other finds it done)."""
     current, _tables = version(conn)
     if current > schema.SCHEMA_VERSION:
-        raise SchemaVersionError(f"database {shown} has schema v{current}, newer than this dashbench "
+        raise SchemaVersionError(f"db: database {shown} has schema v{current}, newer than this dashbench "
                                  f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; it was not changed")
     if current == schema.SCHEMA_VERSION:
         if not read_only and not conn.execute("SELECT has_table_privilege('runs', 'INSERT')").fetchone()[0]:
             # A results server's SELECT-only role: said at once, not by the first page that tries to write.
             role = conn.execute("SELECT current_user").fetchone()[0]
-            raise ReadOnlyError(f"database {shown} is read-only for role {role} (it may only SELECT): open it "
+            raise ReadOnlyError(f"db: database {shown} is read-only for role {role} (it may only SELECT): open it "
                                 f"read-only (--read-only, or DASHBENCH_READ_ONLY=1 for the dashboard)")
         return False
     if read_only:
-        raise StoreError(f"database {shown} is empty or not a dashbench database (read-only mode cannot "
+        raise StoreError(f"db: database {shown} is empty or not a dashbench database (read-only mode cannot "
                          f"create one)" if current == 0 else
-                         f"database {shown} has schema v{current}; run `dashbench store upgrade` first")
+                         f"db: database {shown} has schema v{current}; run `dashbench store upgrade` first")
     return True
 
 

@@ -45,9 +45,23 @@ class AppContext:
     token: Any = None
 
 
+# What a page shows while the team store's server cannot be reached (ui.open_page then tries again by itself).
+OUTAGE_TEXT = "The team store is unreachable, retrying"
+
+
+def outage_text(exc) -> str:
+    """The page's line for a server that cannot be reached now (a StoreUnreachable): the outage, then why."""
+    detail = str(exc)
+    return f"{OUTAGE_TEXT} … ({detail[4:] if detail.startswith('db: ') else detail})"
+
+
+def is_outage(message: str | None) -> bool:
+    return bool(message) and message.startswith(OUTAGE_TEXT)
+
+
 def open_store(settings) -> tuple[Any, str | None]:
     """(store, None) or (None, message): a missing read-only database is a message, not a traceback."""
-    from dashbench.store import StoreError, database_file_exists, url_refusal
+    from dashbench.store import StoreError, StoreUnreachable, database_file_exists, url_refusal
 
     if url_refusal(settings.db_path):
         return None, (f"Cannot open the database: {url_refusal(settings.db_path)}. Set DASHBENCH_DB (or pass "
@@ -60,6 +74,8 @@ def open_store(settings) -> tuple[Any, str | None]:
         return None, f"Cannot open the database `{settings.db_path}`: {exc}"
     try:
         return own_store(settings), None
+    except StoreUnreachable as exc:  # a server down or restarting: the page says so and tries again
+        return None, outage_text(exc)
     except Exception as exc:  # a broken or foreign file: say which and why instead of crashing every page
         return None, f"Cannot open the database `{settings.db_path}`: {exc}"
 

@@ -41,6 +41,8 @@ def show() -> None:
     """The page, top to bottom (st.stop() ends it early, as in a page file)."""
     ctx = ui.page_context()
     st.title("Run")
+    if ctx.store is None and ctx.store_error:
+        ui.show_store_error(ctx.settings, ctx.store_error)  # an outage of the team store: it retries
     if ctx.settings.read_only or ctx.store is None:
         st.error(md_text(ctx.store_error) or "This dashboard is read-only: runs are launched elsewhere.")
         st.stop()
@@ -236,7 +238,7 @@ def show() -> None:
                     st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")
 
     if not active.empty:
-        st.fragment(live_panel, run_every=1.0)()
+        st.fragment(ui.through_outages(live_panel), run_every=1.0)()
 
     mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
     earlier = not mine  # a reload or a new tab: this session launched nothing, the store's last runs instead

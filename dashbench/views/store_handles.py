@@ -17,6 +17,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from dashbench.store import StoreUnreachable  # noqa: F401  (app.py's: a server gone, said as an outage)
+
 _KEEP = 8  # handles kept open (a dashboard has one database; a test process opens many)
 _lock = threading.Lock()
 _handles: OrderedDict = OrderedDict()  # (location, read_only) -> (file identity or None, Store)
@@ -42,6 +44,22 @@ def shared_store(settings) -> tuple[Any, str | None]:
         while len(_handles) > _KEEP:
             _close(_handles.popitem(last=False)[1])
         return store, None
+
+
+def reachable(settings) -> bool:
+    """Whether the store answers now: one read of its change token on the shared handle (which gives up a
+    connection the server dropped and takes a fresh one), or a first open where none is kept."""
+    from dashbench.store import StoreError
+    from dashbench.views import context
+
+    store, error = shared_store(settings)
+    if store is None:
+        return not context.is_outage(error)  # another refusal is no outage: the page's own run shows it
+    try:
+        store.change_token()
+    except StoreError:
+        return False
+    return True
 
 
 def forget() -> None:

@@ -289,11 +289,49 @@ def open_page(title: str, flash_key: str | None = None):
     if st.session_state.pop(READ_ONLY_RUN_KEY, False):
         st.info(READ_ONLY_RUN_TEXT)
     if ctx.store is None:
-        st.error(md_text(ctx.store_error))
-        st.stop()
+        show_store_error(ctx.settings, ctx.store_error)
     if flash_key and flash_key in st.session_state:
         st.success(st.session_state.pop(flash_key))  # markdown whose stored parts were escaped when written
     return ctx
+
+
+# How often a page shown during a team-store outage asks the server again.
+OUTAGE_RETRY_S = 3.0
+
+
+def show_store_error(settings, message: str) -> None:
+    """The store's error instead of the page; during a team-store outage the page asks again every few
+    seconds and reruns by itself once the server answers (no restart of the dashboard, no click)."""
+    from dashbench.views import context
+
+    if context.is_outage(message):
+        st.warning(md_text(message), icon=":material/cloud_off:")
+        _retry_when_back(settings)
+    else:
+        st.error(md_text(message))
+    st.stop()
+
+
+def through_outages(panel):
+    """A fragment's body that, while the team store's server cannot be reached, says so instead of failing:
+    its next timed run tries again, and shows the panel once the server answers."""
+    @functools.wraps(panel)
+    def shown():
+        from dashbench.views import context, store_handles
+
+        try:
+            return panel()
+        except store_handles.StoreUnreachable as exc:
+            st.warning(md_text(context.outage_text(exc)), icon=":material/cloud_off:")
+    return shown
+
+
+@st.fragment(run_every=OUTAGE_RETRY_S)
+def _retry_when_back(settings) -> None:
+    from dashbench.views import store_handles
+
+    if store_handles.reachable(settings):
+        st.rerun(scope="app")
 
 
 def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
