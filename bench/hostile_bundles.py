@@ -311,7 +311,7 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
         target_ids = fill(store, "target")
     good = folder / "good.json"
     with Store(source, read_only=True) as store:
-        bundle.export_bundle(store, good)
+        bundle.export_bundle(store, good, replace=True)  # a rerun in the same folder
     valid = json.loads(good.read_text())
     # A valid import first: the target then holds the source's runs too, and must keep holding them.
     code, err = import_one(target, good)

@@ -295,4 +295,4 @@ def test_list_fits_the_terminal_and_wide_or_a_pipe_gets_every_column(db, capsys)
     code, out = list_in_a_terminal(db, 80, "--wide")
     assert code == 0 and out.splitlines() == wide_lines  # --wide: what a pipe gets
     code, out = list_in_a_terminal(db, 400)  # room for every column: nothing left out
-    assert code == 0 and out.splitlines() == wide_lines
+    assert code == 0 and out.splitlines() == [line.rstrip() for line in wide_lines]

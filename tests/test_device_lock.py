@@ -190,6 +190,35 @@ def test_share_device_measures_at_once_and_is_flagged(env, procs):
     assert row(env, "p2")["result"].flags == ["device_shared"]  # stored with the run
     open_gate(holder)
     code, out, _err = finish(holder)
+    # The holder's window was disturbed as much as the sharer's: flagged too.
+    assert code == 0 and json.loads(out)["flags"] == ["device_shared"]
+    assert row(env, "p1")["result"].flags == ["device_shared"]
+    left = [p.name for p in device_lock.lock_dir().iterdir() if p.name != "cpu.lock"]
+    assert left == []  # no mark or sharer's file outlives the runs
+
+
+def test_a_run_that_takes_the_lock_while_a_sharer_still_measures_is_flagged_too(env, procs):
+    holder = start(env, "p1")
+    procs.append(holder)
+    wait_for(lambda: windows(env), "the holder to measure")
+    sharer = start(env, "p2", "--share-device")
+    waiter = start(env, "p3")
+    procs += [sharer, waiter]
+    wait_for(lambda: len(windows(env)) == 2 and (phase(env, "p3") or "").startswith("waiting"), "p3 to wait")
+    open_gate(holder)  # p3 takes the lock while p2 still measures beside it
+    assert finish(holder)[0] == 0
+    wait_for(lambda: len(windows(env)) == 3, "the waiting run to measure")
+    open_gate(sharer)
+    assert finish(sharer)[0] == 0
+    open_gate(waiter)
+    code, out, _err = finish(waiter)
+    assert code == 0 and json.loads(out)["flags"] == ["device_shared"]
+    # A run alone on the device afterwards is not flagged.
+    alone = start(env, "p4")
+    procs.append(alone)
+    wait_for(lambda: len(windows(env)) == 4, "the last run to measure")
+    open_gate(alone)
+    code, out, _err = finish(alone)
     assert code == 0 and json.loads(out)["flags"] == []
 
 

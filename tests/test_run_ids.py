@@ -76,7 +76,7 @@ def _round_trip(tmp_path, runs: list[tuple[str, str | None, str | None]]) -> set
     """Store each (run id, sweep id, label) as `run` and the queue do, export them, import them into an
     empty store; returns the ids that came back."""
     source, target, path = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "b.json"
-    for db in (source, target):
+    for db in (source, target, path):
         db.unlink(missing_ok=True)
     with Store(source) as store:
         for run_id, sweep_id, label in runs:

@@ -42,8 +42,10 @@ def format_table(frame: pd.DataFrame, width: int | None = None) -> str:
     wide, each line cut with "…"."""
     table = _table(frame)
     text = _text(table)
-    if width is None or _widest(text) <= width:
+    if width is None:
         return text
+    if _widest(text) <= width:
+        return "\n".join(line.rstrip() for line in text.split("\n"))
     table = table.assign(run_id=[short_id(r) for r in frame["run_id"]])
     table = table.map(lambda v: v[:CELL_CHARS - 1] + "…" if isinstance(v, str) and len(v) > CELL_CHARS else v)
     # A column blank on every row says nothing: left out first, and not named.
@@ -65,8 +67,8 @@ def format_table(frame: pd.DataFrame, width: int | None = None) -> str:
 
 # Left out first when a terminal is too narrow for every column: the least needed first. The run id,
 # status, model, device, batch, throughput, flags and time to target stay.
-DROP_ORDER = ("image_size", "seq_len", "width", "sweep", "xla", "replicas", "epochs→target", "val acc", "created",
-              "precision", "peak mem", "backend", "reached", "target", "mfu")
+DROP_ORDER = ("image_size", "seq_len", "width", "sweep", "xla", "replicas", "epochs→target", "val acc", "precision",
+              "backend", "peak mem", "created", "reached", "target", "mfu")
 CELL_CHARS = 28  # a longer cell (a model's name, several flags) is cut with "…" in a fitted table
 
 
@@ -75,10 +77,11 @@ def _text(table: pd.DataFrame) -> str:
 
 
 def _widest(text: str) -> int:
-    return max((len(line) for line in text.split("\n")), default=0)
+    return max((len(line.rstrip()) for line in text.split("\n")), default=0)
 
 
 def _cut(line: str, width: int) -> str:
+    line = line.rstrip()  # the padding of blank cells at the end is no content to cut
     return line if len(line) <= width else line[:max(width - 1, 0)] + "…"
 
 

@@ -8,6 +8,11 @@ when set (a folder every user can write, to exclude other users' runs too), else
 (fixed, so runs started with different environments still meet). The holder writes who it is into
 the file, so a waiting or refused run can name it. `auto` may become any kind, so it takes every
 kind's lock, always in one order (no deadlock). No TensorFlow here.
+
+A run that measures beside the holder (--share-device) disturbs the holder's window as much as the holder
+disturbs its own, so both are flagged device_shared. The sharer leaves a mark for the holder it found
+(`KIND.shared-with.TOKEN`, the holder's token from the lock file) and, while it measures, holds a lock on
+a file of its own (`KIND.sharing.…`), so that a run taking the lock while it still measures knows too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import socket
 import stat
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -134,7 +140,17 @@ class Holding:
     """What `hold` yields: whether the device is shared, and a way to name the run once it has an id."""
 
     def __init__(self, info: dict, held: list[_Held]):
-        self.info, self._held, self.shared = info, held, False
+        self.info, self._held = info, held
+        self.beside = False  # this run measures beside a holder (SHARE)
+        self.shared_at_start = False  # a sharer was measuring when this run took the lock
+
+    @property
+    def shared(self) -> bool:
+        """Whether another run measured on the device while this one held it or measured beside it: read
+        at the run's end, when the marks of every sharer that came meanwhile are there."""
+        if self.beside or self.shared_at_start:
+            return True
+        return any(_marked(item.kind, self.info["token"]) or _sharing(item.kind) for item in self._held)
 
     def name_run(self, run_id: str | None) -> None:
         self.info["run_id"] = run_id
@@ -172,6 +188,57 @@ def _release(held: list[_Held]) -> None:
         os.close(item.fd)  # closing the only descriptor drops the flock
 
 
+def _marked(kind: str, token: str) -> bool:
+    return (lock_dir() / f"{kind}.shared-with.{token}").exists()
+
+
+def _sharing(kind: str) -> bool:
+    """Whether a run measures beside the lock's holder now: a sharer's file that it still holds locked
+    (one whose sharer died is unlocked: removed)."""
+    active = False
+    for path in lock_dir().glob(f"{kind}.sharing.*"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            if _try_lock(fd):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            else:
+                active = True
+        finally:
+            os.close(fd)
+    return active
+
+
+def _start_sharing(kind: str, token: str) -> tuple[int, Path]:
+    """Say that this run measures beside the holder of `kind`'s lock: a file held locked until it ends
+    (locked before it takes its name, so no one finds it unlocked), then a mark for the holder found."""
+    folder = lock_dir()
+    new = folder / f"{kind}.starting.{token}"
+    fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    path = folder / f"{kind}.sharing.{token}"
+    os.rename(new, path)
+    for _ in range(10):  # the holder writes its name just after locking (as _busy_holder waits)
+        holder = read_holder(kind)
+        if holder and holder.get("token"):
+            with contextlib.suppress(OSError):
+                (folder / f"{kind}.shared-with.{holder['token']}").touch()
+            break
+        time.sleep(0.02)
+    return fd, path
+
+
+def _forget_marks(kind: str, keep: str | None = None) -> None:
+    """Remove the marks left for holders of `kind` (all but `keep`'s): none of them holds it any more."""
+    for path in lock_dir().glob(f"{kind}.shared-with.*"):
+        if keep is None or not path.name.endswith("." + keep):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
 def _busy_holder(kind: str) -> str:
     # The new holder writes its name just after locking: give it a moment before saying "another process".
     for _ in range(10):
@@ -194,8 +261,10 @@ def hold(device: str, mode: str = WAIT, run_id: str | None = None,
     held. A signal handler that raises ends the wait (a cancel), and the lock is let go."""
     if mode not in MODES:
         raise ValueError(f"mode: one of {', '.join(MODES)}, not {mode!r}")
-    info = {"pid": os.getpid(), "run_id": run_id, "command": " ".join(sys.argv), "since": time.time()}
+    info = {"pid": os.getpid(), "run_id": run_id, "command": " ".join(sys.argv), "since": time.time(),
+            "token": uuid.uuid4().hex}
     held: list[_Held] = []
+    sharing: list[tuple[int, Path]] = []
     holding = Holding(info, held)
     if peer_worker_holds_it():
         yield holding
@@ -213,7 +282,8 @@ def hold(device: str, mode: str = WAIT, run_id: str | None = None,
                 os.close(fd)
                 if mode == NO_WAIT:
                     raise DeviceBusy(kind, holder)
-                holding.shared = True
+                holding.beside = True
+                sharing.append(_start_sharing(kind, info["token"]))
                 continue
             try:
                 if not waited and before_wait is not None:
@@ -231,6 +301,15 @@ def hold(device: str, mode: str = WAIT, run_id: str | None = None,
                 raise
             held.append(_Held(kind, fd))
             _write_holder(fd, info)
+        for item in held:
+            _forget_marks(item.kind, keep=info["token"])
+        holding.shared_at_start = any(_sharing(item.kind) for item in held)
         yield holding
     finally:
+        for fd, path in sharing:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            os.close(fd)
+        for item in held:
+            _forget_marks(item.kind)
         _release(held)
