@@ -96,16 +96,13 @@ def stress(url: str, hosts: int = 4, readers: int = 8, seconds: float = 60.0) ->
     claims = Counter(run_id for name, _q, claimed, _e in reports if name != "reader" for run_id in claimed)
     errors = [f"{name}: {e}" for name, _q, _c, errs in reports for e in errs]
     errors += [f"process {p.pid} exit code {p.exitcode}" for p in procs if p.exitcode != 0]
-    with Store(url, read_only=True) as store:
-        runs = store.runs(run_ids=queued) if queued else None
-        statuses = Counter(runs["status"]) if runs is not None else Counter()
-        samples = store._read("SELECT count(*) FROM samples")[0][0]
+    statuses, samples = _stored(url, queued)
     return {
         "hosts": hosts, "readers": readers, "seconds": seconds, "took_s": took,
         "runs": len(queued), "claims": sum(claims.values()),
         "claimed_twice": sorted(run_id for run_id, n in claims.items() if n > 1),
         "never_claimed": sorted(set(queued) - set(claims)),
-        "lost": len(queued) - (len(runs) if runs is not None else 0),
+        "lost": len(queued) - sum(statuses.values()),
         "not_done": sum(n for status, n in statuses.items() if status != "done"),
         "samples": samples, "samples_expected": len(queued) * len(SAMPLES),
         "reader_rounds": sum(rounds for name, rounds, _c, _e in reports if name == "reader"),
@@ -169,10 +166,8 @@ def outage(server, url: str, hosts: int = 4, seconds: float = 60.0, bounces: int
     lost = [run_id for _h, _b, ids, _e in reports for run_id in ids]
     errors = [f"{host}: {e}" for host, _b, _l, errs in reports for e in errs]
     errors += [f"process {p.pid} exit code {p.exitcode}" for p in procs if p.exitcode != 0]
+    statuses, samples = _stored(url, begun)
     with Store(url, read_only=True) as store:
-        runs = store.runs(run_ids=begun) if begun else None
-        statuses = Counter(runs["status"]) if runs is not None else Counter()
-        samples = store._read("SELECT count(*) FROM samples")[0][0]
         outages = sum(1 for result in (store.get_run(run_id)["result"] for run_id in begun)
                       if result is not None and result.store_outage)
     expected = len(begun) * OUTAGE_BATCHES * OUTAGE_BATCH
@@ -207,6 +202,13 @@ def outage_text(o: dict, loads: tuple) -> str:
         f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
         f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
     ])
+
+
+def _stored(url: str, run_ids: list[str]) -> tuple[Counter, int]:
+    """The stored statuses of these runs, and how many samples the store holds in all."""
+    with Store(url, read_only=True) as store:
+        runs = store.runs(run_ids=run_ids) if run_ids else None
+        return (Counter(runs["status"]) if runs is not None else Counter()), store._read("SELECT count(*) FROM samples")[0][0]
 
 
 def passed(outcome: dict) -> bool:

@@ -177,3 +177,15 @@ def test_a_run_on_sqlite_outlives_a_full_disk_that_frees_up(tmp_path):
         indexes = sorted(store.samples(run_id)["index"])
     assert row["status"] == "done" and indexes == list(range(SAMPLES))
     assert "the database file was unwritable for" in row["result"].store_outage["text"]
+
+
+def test_the_benchs_outage_row_shortened(pg_own_server):
+    """bench/store_stress.py --outage's check, shortened (2 hosts, one bounce in 8 s): every sample stored,
+    no run ended by the outage, and each host's run that met it says so."""
+    import bench_scripts
+
+    url = _database(pg_own_server)
+    outcome = bench_scripts.load("store_stress").outage(pg_own_server, url, hosts=2, seconds=8, bounces=1, down_s=1)
+    assert outcome["errors"] == [] and outcome["runs"] > 0, outcome
+    assert outcome["lost_samples"] == 0 and outcome["ended_by_outage"] == 0 and outcome["not_done"] == 0, outcome
+    assert outcome["runs_with_outage"] >= 1, outcome

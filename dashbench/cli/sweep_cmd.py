@@ -195,15 +195,15 @@ class _StoreAway:
         self.db, self.since = location(db), None  # shown with its password masked
 
     def wait(self, exc: StoreError) -> None:
-        from dashbench.store import outage
+        from dashbench.store import OUTAGE_ENV, is_outage, outage_s
 
-        if not outage.is_outage(exc):
+        if not is_outage(exc):
             raise exc
         if self.since is None:
             self.since = time.monotonic()
             _say(f"waiting for the store {self.db}: {shown(str(exc))}; the points wait (up to "
-                 f"{outage.outage_s():g} s, {outage.OUTAGE_ENV})")
-        elif time.monotonic() - self.since >= outage.outage_s():
+                 f"{outage_s():g} s, {OUTAGE_ENV})")
+        elif time.monotonic() - self.since >= outage_s():
             raise exc
         time.sleep(POLL_S)
 

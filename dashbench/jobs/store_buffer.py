@@ -27,9 +27,8 @@ from pathlib import Path
 
 from dashbench import __version__
 from dashbench.stats import FLAG_STORE_OUTAGE
-from dashbench.store import Store, iso, now, this_host
+from dashbench.store import OUTAGE_ENV, Store, StoreUnreachable, iso, is_outage, now, outage_s, this_host
 from dashbench.store.queries import SAMPLE_COLUMNS
-from dashbench.store.outage import OUTAGE_ENV, StoreUnreachable, is_outage, outage_s
 from dashbench.store.queue import HEARTBEAT_LAPSE_ENV, heartbeat_lapse_s
 
 # The backoff between tries of an unreachable store: from the first to the most, doubled each time.
