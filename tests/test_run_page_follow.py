@@ -123,3 +123,13 @@ def test_a_reload_shows_the_last_finished_runs_of_the_store(tmp_path, monkeypatc
     assert not any("\\`" in c for c in captions), captions
     assert any("95% CI at least 289.1, no upper end" in plain(c) for c in captions), captions
     assert not any("≥" in c for c in captions)
+
+
+def test_only_a_commands_characters_become_code():
+    from dashbench.views.format import md_text, md_text_with_commands
+
+    shown = md_text_with_commands("not calibrated: run `python -m dashbench doctor`")
+    assert shown.endswith(" run `python -m dashbench doctor`") and "\\`" not in shown
+    # Stored text in backticks with a link, an icon or markup inside stays escaped, backticks and all.
+    for hostile in ("`[x](http://e.example)`", "`:material/home:`", "`**bold**`"):
+        assert md_text_with_commands(hostile) == md_text(hostile)
