@@ -43,9 +43,12 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
     """Print the run's progress (its own lines, from the job's log) until its row ends; a signal
     (Ctrl-C, SIGTERM) cancels it on its node and goes on waiting for its end. Returns the ended row."""
     from dashbench.fleet import launch
-    from dashbench.store import Store
+    from dashbench.store import PollWait, Store, StoreError, location
 
     said_pending, next_node_check, pending_since = False, 0.0, None
+    # A store that is away (its server restarting) is waited for: the job goes on on its node regardless.
+    away = PollWait(location(db), lambda line: print(shown(line), file=out, flush=True), "the run goes on on its node",
+                    "following the run again", POLL_S, past=lambda exc, seconds: _lost_sight(db, run_id, exc, seconds))
     cancelled_at = None
     log = _Log(address, run_id, out)
     # The local run's cancel signals, set here as the runner sets them there: a Ctrl-C still cancels a
@@ -53,25 +56,29 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
     previous = {sig: signal.signal(sig, _interrupt) for sig in _CANCEL_SIGNALS} if _main_thread() else {}
     try:
         while True:
-            try:
-                status, message = launch.job_state(address, run_id)
-                log.poll()
-                with Store(db) as store:
-                    row = store.get_run(run_id)
-                if row["status"] not in ("queued", "running"):
-                    if status in launch.ENDED or status is None or cancelled_at is not None:
-                        log.finish()
-                        return row
-                pending_since = (pending_since or time.monotonic()) if status == "PENDING" else None
-                if pending_since and time.monotonic() - pending_since > PENDING_SAY_S and not said_pending:
-                    said_pending = True
-                    print(f"waiting for the cluster: {row['host'].removeprefix(launch.HOST_PREFIX)}'s devices "
-                          f"are in use by another run (Ray queues this one)", file=out, flush=True)
-                now = time.monotonic()
-                if status in launch.ENDED or (status == "RUNNING" and now >= next_node_check):
-                    next_node_check = now + NODE_CHECK_S
-                    launch.settle(address, db, run_id, status, message)
-                time.sleep(POLL_S)
+            try:  # a Ctrl-C while the store is waited for cancels the run as at any other time
+                try:
+                    status, message = launch.job_state(address, run_id)
+                    log.poll()
+                    with Store(db) as store:
+                        row = store.get_run(run_id)
+                    away.back()
+                    if row["status"] not in ("queued", "running"):
+                        if status in launch.ENDED or status is None or cancelled_at is not None:
+                            log.finish()
+                            return row
+                    pending_since = (pending_since or time.monotonic()) if status == "PENDING" else None
+                    if pending_since and time.monotonic() - pending_since > PENDING_SAY_S and not said_pending:
+                        said_pending = True
+                        print(f"waiting for the cluster: {row['host'].removeprefix(launch.HOST_PREFIX)}'s devices "
+                              f"are in use by another run (Ray queues this one)", file=out, flush=True)
+                    now = time.monotonic()
+                    if status in launch.ENDED or (status == "RUNNING" and now >= next_node_check):
+                        next_node_check = now + NODE_CHECK_S
+                        launch.settle(address, db, run_id, status, message)
+                    time.sleep(POLL_S)
+                except StoreError as exc:
+                    away.wait(exc)
             except KeyboardInterrupt:
                 if not _signals:  # not through _interrupt: Python's own Ctrl-C
                     _signals.append(signal.SIGINT)
@@ -82,6 +89,15 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _lost_sight(db: str, run_id: str, exc, seconds: float):
+    """The one line of a `run --cluster` that stopped waiting for its store: the run itself goes on."""
+    from dashbench.store import OUTAGE_ENV, StoreUnreachable, location
+
+    return StoreUnreachable(f"db: stopped following run {run_id}: the store {location(db)} did not answer for "
+                            f"{seconds:g} s ({OUTAGE_ENV}; {str(exc).removeprefix('db: ')}); the run goes on on its "
+                            f"node: `python -m dashbench show {run_id} --db …` once the store answers")
 
 
 def report(row: dict, spec, json_out: bool, print_json) -> int:

@@ -30,7 +30,8 @@ from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_
 from dashbench.cli.terminal import shown
 from dashbench.result import RunResult, phase_text
 from dashbench.spec import SpecError, parse_batch_sizes
-from dashbench.store import TERMINAL, Store, StoreBusyError, StoreError, default_db_path, new_sweep_id
+from dashbench.store import (TERMINAL, PollWait, Store, StoreBusyError, StoreError, default_db_path, location,
+                             new_sweep_id)
 from dashbench.store import WITH_RESULT
 
 POLL_S = 0.5
@@ -154,7 +155,8 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict
     """`tick`: called on every poll (a cluster's points: their lost hosts and ended jobs)."""
     reported: set[str] = set()
     phases: dict[str, str] = {}  # what each point was last said to be doing
-    away = _StoreAway(db)
+    # Its points' own processes wait an outage out too, and the queued ones stay queued in the store.
+    away = PollWait(location(db), lambda line: _say(shown(line)), "the points wait", "the sweep goes on", POLL_S)
     while True:
         try:
             queue.pump(db)
@@ -182,35 +184,6 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict
         if len(reported) == len(run_ids):
             return [_point(runs[run_id], size) for run_id, size in zip(run_ids, sizes)]
         time.sleep(POLL_S)
-
-
-class _StoreAway:
-    """The sweep's wait for a store it cannot reach (store/outage.py): said once as it starts and once as
-    it ends; past DASHBENCH_STORE_OUTAGE_S the error is raised. Its points' own processes wait it out too,
-    and the queued ones stay queued in the store."""
-
-    def __init__(self, db):
-        from dashbench.store import location
-
-        self.db, self.since = location(db), None  # shown with its password masked
-
-    def wait(self, exc: StoreError) -> None:
-        from dashbench.store import OUTAGE_ENV, is_outage, outage_s
-
-        if not is_outage(exc):
-            raise exc
-        if self.since is None:
-            self.since = time.monotonic()
-            _say(f"waiting for the store {self.db}: {shown(str(exc))}; the points wait (up to "
-                 f"{outage_s():g} s, {OUTAGE_ENV})")
-        elif time.monotonic() - self.since >= outage_s():
-            raise exc
-        time.sleep(POLL_S)
-
-    def back(self) -> None:
-        if self.since is not None:
-            _say(f"the store {self.db} answers again after {time.monotonic() - self.since:.1f} s; the sweep goes on")
-            self.since = None
 
 
 def _summary(run: dict) -> str:

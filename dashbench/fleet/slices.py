@@ -132,12 +132,11 @@ def main() -> int:
     from ray.util import placement_group, placement_group_table, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from dashbench.store import Store
     from dashbench.store.placement import end_group_run
 
     orders = json.loads(os.environ[GROUP_ENV])
     run_id, hosts, wanted = orders["run_id"], orders["hosts"], orders["bundles"]
-    url = os.environ["DASHBENCH_DB"]
+    writes = driver_writes(os.environ["DASHBENCH_DB"])
 
     def stop(signum, _frame):
         raise _Stopped(signal.Signals(signum).name)
@@ -149,7 +148,7 @@ def main() -> int:
                             bundle_label_selector=[b["label"] for b in wanted] if any(b["label"] for b in wanted) else None)
     refs: list = []
     try:
-        _set_phase(url, run_id, f"waiting for {len(wanted)} hosts together")
+        _set_phase(writes, run_id, f"waiting for {len(wanted)} hosts together")
         ray.get(group.ready())
         on = lambda i: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)  # noqa: E731
         places = ray.get([_free_port.options(num_cpus=0, scheduling_strategy=on(i), max_retries=0).remote()
@@ -166,14 +165,26 @@ def main() -> int:
                                          scheduling_strategy=on(index),
                                          resources={k: v for k, v in bundle["resources"].items() if k not in ("CPU", "GPU")})
             refs.append(task.remote(argv, env, CANCEL_GRACE_S))
-        return _follow(ray, refs, url, run_id, bundle_hosts, nodes)
+        return _follow(ray, refs, writes, run_id, bundle_hosts, nodes)
     except _Stopped:
         _cancel(ray, refs)
-        with Store(url) as store:
-            end_group_run(store, run_id, "cancelled", "cancelled (the group's Ray job was stopped)")
+        writes.wait_for(end_group_run, run_id, "cancelled", "cancelled (the group's Ray job was stopped)")
         return 130
     finally:
         remove_placement_group(group)
+        writes.store.close()
+
+
+def driver_writes(url: str):
+    """The driver's store, every write of it made through an outage as a run's own process makes its row
+    (jobs/store_buffer.py: tried with backoff, up to the run's limit), so the group's end is not lost to
+    a server restarting as the group ends."""
+    from dashbench.jobs import runner, store_buffer
+    from dashbench.store import Store
+
+    writes = store_buffer.RunWrites(Store(url), runner.beat_every_s())
+    writes.before = "as the group's driver wrote to it"
+    return writes
 
 
 def process_env(index: int, places: list, orders: dict, host: str, node_id: str) -> dict:
@@ -191,9 +202,8 @@ def process_env(index: int, places: list, orders: dict, host: str, node_id: str)
     return env
 
 
-def _follow(ray, refs: list, url: str, run_id: str, bundle_hosts: list, nodes: list) -> int:
+def _follow(ray, refs: list, writes, run_id: str, bundle_hosts: list, nodes: list) -> int:
     """Wait for every host's process; the first to fail or be lost ends the run and the group."""
-    from dashbench.store import Store
     from dashbench.store.placement import end_group_run
 
     pending = list(refs)
@@ -210,15 +220,23 @@ def _follow(ray, refs: list, url: str, run_id: str, bundle_hosts: list, nodes: l
         # A host lost makes its peers fail too, often before Ray declares the node dead: ask a while.
         lost = bundle_hosts[index] if _died_with_its_node(ray, ready[0]) else \
             _lost_host(ray, refs, nodes, bundle_hosts, pending)
-        with Store(url) as store:  # before the others are cancelled: their own ends would say less
-            end_group_run(store, run_id, *(("interrupted", f"host lost: {lost}") if lost else ("failed", failure)))
+        # Before the others are cancelled: their own ends would say less.
+        end = ("interrupted", f"host lost: {lost}") if lost else ("failed", failure)
+        writes.wait_for(end_group_run, run_id, *end)
         _cancel(ray, pending)
         return 1
-    with Store(url) as store:
-        row = store.get_run(run_id)
-        if row is not None and row["status"] in ("queued", "running", "interrupted"):
-            end_group_run(store, run_id, "failed", "every host's process ended without recording the run's end")
-            return 1
+    return _end_unrecorded(writes, run_id)
+
+
+def _end_unrecorded(writes, run_id: str) -> int:
+    """Every host's process ended well: the run's end is theirs, or, if none wrote it, the driver's `failed`."""
+    from dashbench.store import Store
+    from dashbench.store.placement import end_group_run
+
+    row = writes.wait_for(Store.get_run, run_id)
+    if row is not None and row["status"] in ("queued", "running", "interrupted"):
+        writes.wait_for(end_group_run, run_id, "failed", "every host's process ended without recording the run's end")
+        return 1
     return 0
 
 
@@ -262,11 +280,10 @@ def _cancel(ray, refs: list) -> None:
         ray.cancel(ref, force=True)
 
 
-def _set_phase(url: str, run_id: str, phase: str) -> None:
+def _set_phase(writes, run_id: str, phase: str) -> None:
     from dashbench.store import Store
 
-    with Store(url) as store:
-        store.set_phase(run_id, phase)
+    writes.wait_for(Store.set_phase, run_id, phase)
 
 
 # -- what runs on each host ----------------------------------------------------------------------

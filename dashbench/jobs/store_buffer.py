@@ -88,6 +88,7 @@ class RunWrites:
         self._failure = None  # a refusal met while writing what waited: raised at the next call
         self._run: dict = {}  # what the bundle needs of the run (begun)
         self._samples: dict[int, dict] = {}
+        self.before = "before the run began"  # when a write given up in wait_for was made (its one line says)
 
     # -- what the runner calls -------------------------------------------------------------------
 
@@ -108,8 +109,9 @@ class RunWrites:
         self._call(function, args, kwargs)
 
     def wait_for(self, function, *args, **kwargs):
-        """A write the run cannot go on without (its row, as it begins: nothing is measured yet), made now:
-        tried with backoff while the store is away, up to the limit; its answer returned."""
+        """A write the run cannot go on without (its row, as it begins: nothing is measured yet; a group's
+        end, written by its driver), made now: tried with backoff while the store is away, up to the
+        limit; its answer returned."""
         since, pause = None, FIRST_PAUSE_S
         while True:
             try:
@@ -123,7 +125,7 @@ class RunWrites:
                          f"{OUTAGE_ENV})")
                 if time.monotonic() - since >= self.limit:
                     raise StoreUnreachable(f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s "
-                                           f"({OUTAGE_ENV}) before the run began: {_first_line(exc)}") from None
+                                           f"({OUTAGE_ENV}) {self.before}: {_first_line(exc)}") from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
                 pause = min(2 * pause, MOST_PAUSE_S)
                 continue

@@ -10,6 +10,7 @@ right, bad data) is not an outage and is raised as before.
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from dashbench.store.errors import StoreError, StoreUnreachable  # noqa: F401 (raised by the store's callers)
 from dashbench.store.ids import env_seconds
@@ -78,3 +79,31 @@ def _is_psycopg_outage(exc: BaseException) -> bool:
 def unreachable(exc: BaseException, message: str) -> StoreError:
     """The one-line StoreError to raise for a driver's `exc`: a StoreUnreachable when it is an outage."""
     return StoreUnreachable(message) if is_outage(exc) else StoreError(message)
+
+
+class PollWait:
+    """A command's wait for a store it polls, as `sweep` waits for its points and `run --cluster` for its run
+    (the runs' own processes wait the outage out themselves): said once as it starts and once as it ends.
+    Past outage_s() the store's error is raised, or `past(exc, seconds)`'s; any other error at once."""
+
+    def __init__(self, where, say, waits: str, goes_on: str, pause_s: float, past=None):
+        self.db = where  # the store's location(), shown with its password masked
+        self.say, self.waits, self.goes_on, self.pause_s, self.past = say, waits, goes_on, pause_s, past
+        self.since = None
+
+    def wait(self, exc: StoreError) -> None:
+        """After `exc`, a failed poll: pause before the next one, or raise when waiting is no answer."""
+        if not is_outage(exc):
+            raise exc
+        if self.since is None:
+            self.since = time.monotonic()
+            self.say(f"waiting for the store {self.db}: {exc}; {self.waits} (up to {outage_s():g} s, {OUTAGE_ENV})")
+        elif time.monotonic() - self.since >= outage_s():
+            raise exc if self.past is None else self.past(exc, outage_s())
+        time.sleep(self.pause_s)
+
+    def back(self) -> None:
+        """A poll that reached the store: the wait, if there was one, is over."""
+        if self.since is not None:
+            self.say(f"the store {self.db} answers again after {time.monotonic() - self.since:.1f} s; {self.goes_on}")
+            self.since = None
