@@ -101,6 +101,9 @@ class RunResult:
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
     placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
     shapes: dict[str, Any] = field(default_factory=dict)
+    # A user's model (--model file.py:build or model.keras): its file, builder, sha256, parameters,
+    # inputs and outputs [{name, shape, dtype}], loss, optimizer and synthetic task (MODEL_INFO_KEYS).
+    model_info: Optional[dict[str, Any]] = None
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
     # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
@@ -222,6 +225,8 @@ class RunResult:
             if _number(self.samples):
                 detail.append(f"{int(self.samples)} samples")
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
+        if isinstance(self.model_info, dict):
+            out.append(("model", *model_info_text(self.model_info)))
         if self.repeats_text():
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
@@ -291,8 +296,26 @@ class RunResult:
         return "; ".join(parts)
 
 
+def model_info_text(info: dict) -> tuple[str, str]:
+    """('mlp.py:build', 'sha256 3fa9c2d1e0b4…, 12,345 parameters, inputs x (32,) float32'): a user's
+    model as `show` and the pages name it."""
+    name = f"{info.get('file')}:{info['builder']}" if info.get("builder") else str(info.get("file") or "?")
+    parts = []
+    if isinstance(info.get("sha256"), str):
+        parts.append(f"sha256 {info['sha256'][:12]}…")
+    if _number(info.get("parameters")):
+        parts.append(f"{int(info['parameters']):,} parameters")
+    inputs = [t for t in info.get("inputs") or [] if isinstance(t, dict)]
+    if inputs:
+        parts.append("inputs " + ", ".join(f"{t.get('name')} {tuple(t.get('shape') or ())} {t.get('dtype')}"
+                                           for t in inputs))
+    if info.get("task"):
+        parts.append(str(info["task"]))
+    return name, ", ".join(parts)
+
+
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy")
+                      "accuracy", "model_info")
 
 
 def _json_fields():
@@ -409,8 +432,30 @@ _RULES = {
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
-    "accuracy": accuracy_shape.check,
+    "accuracy": accuracy_shape.check, "model_info": lambda n, v, f: _model_info(n, v, f),
 }
+
+MODEL_INFO_KEYS = ("source", "file", "builder", "sha256", "parameters", "inputs", "outputs", "loss", "optimizer",
+                   "task")
+
+
+def _model_info(name, value, finite):
+    if value is None:
+        return
+    _object(name, value, finite)
+    for key in value:
+        if key not in MODEL_INFO_KEYS:
+            _fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
+                  f"one of the keys {', '.join(MODEL_INFO_KEYS)}", key)
+    for key in ("source", "file", "builder", "sha256", "loss", "optimizer", "task"):
+        _text_or_null(f"{name}.{key}", value.get(key), finite)
+    _count_or_null(f"{name}.parameters", value.get("parameters"), finite)
+    for key in ("inputs", "outputs"):
+        tensors = value.get(key, [])
+        if not isinstance(tensors, list):
+            _fail(f"{name}.{key}", "a list", tensors)
+        for index, tensor in enumerate(tensors):
+            _object(f"{name}.{key}[{index}]", tensor, finite)
 
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
