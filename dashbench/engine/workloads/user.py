@@ -414,10 +414,12 @@ def prepare(spec) -> None:
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
     from dashbench import catalog, memory
-    from dashbench.engine import backends
+    from dashbench.engine import backends, frameworks
 
     shapes = catalog.check_spec(spec)
     backends.select(spec.backend)
+    # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
+    frameworks.import_tensorflow() if spec.backend == "tensorflow" else frameworks.import_jax()
     user = workload(spec)
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
