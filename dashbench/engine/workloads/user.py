@@ -373,7 +373,10 @@ class UserWorkload(KerasWorkload):
 
 
 def _name(tensor) -> str:
-    return str(getattr(tensor, "name", "") or "input").split(":")[0]
+    """The name of the layer that makes a tensor (an Input's own name), else the tensor's."""
+    history = getattr(tensor, "_keras_history", None)
+    operation = getattr(history, "operation", None) or (history[0] if isinstance(history, tuple) and history else None)
+    return str(getattr(operation, "name", None) or getattr(tensor, "name", "") or "input").split(":")[0]
 
 
 def _shape(shape) -> str:
