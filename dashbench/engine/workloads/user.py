@@ -26,7 +26,7 @@ from typing import Optional
 
 from dashbench import model_file
 from dashbench.catalog import Shapes
-from dashbench.engine.workloads import KerasWorkload
+from dashbench.engine.workloads.base import KerasWorkload
 from dashbench.engine.workloads.flops import count_flops
 from dashbench.spec import SpecError
 
