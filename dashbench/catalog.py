@@ -177,8 +177,8 @@ def get(name: str) -> Workload:
         return WORKLOADS[name]
     except KeyError:
         pass
-    if isinstance(name, str) and MODEL_IDENTITY.fullmatch(name):
-        return user_workload(name)
+    if isinstance(name, str) and (MODEL_IDENTITY.fullmatch(name) or model_file.looks_like_file(name)):
+        return user_workload(name)  # a stored identity, or a file the Run page offers
     raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}, or a model file: "
                              "path/file.py:build or path/model.keras")
 

@@ -89,6 +89,14 @@ def builder_of(model: str) -> Optional[str]:
     return name.rpartition(":")[2] if ".py:" in name else None
 
 
+def argument(spec) -> str:
+    """The --model value that names the spec's model again on a command line (a child `sweep`)."""
+    if is_builtin(spec.model):
+        return spec.model
+    builder = builder_of(spec.model)
+    return f"{spec.model_path}:{builder}" if builder else spec.model_path
+
+
 def builders_in(path: Path) -> list[str]:
     """The top-level functions of a .py file, read from its syntax tree (nothing runs)."""
     try:

@@ -14,7 +14,7 @@ from dashbench.views import fleet as fleet_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
-from dashbench.spec import BACKENDS, DATA_SOURCES, MODELS, PRECISIONS, SpecError
+from dashbench.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
 
 def _apply_preset():
@@ -111,7 +111,7 @@ def show() -> None:
     # Enter in a field must never launch anything: only a click on a button does.
     with st.form("run_form", enter_to_submit=False):
         cols = st.columns(5)
-        cols[0].selectbox("Model", MODELS, key="run_model")
+        cols[0].selectbox("Model", run_form.model_choices(ctx.settings.models_dir), key="run_model")
         # No min_value on the whole-number boxes: a value out of range is refused on launch in words
         # ("Not launched: batch size: …"), never by a red box that quietly keeps the launch from happening.
         cols[1].number_input("Global batch size", step=1, key="run_batch_size")
@@ -152,7 +152,8 @@ def show() -> None:
         st.warning(unclear)
     elif launch or launch_sweep:
         try:
-            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
+            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep,
+                                                       models_dir=ctx.settings.models_dir)
             place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
             warnings = run_form.memory_warnings(specs) if place == fleet_views.THIS_MACHINE else []
             ids = ([queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
@@ -172,7 +173,7 @@ def show() -> None:
         try:
             if st.session_state.get("run_place"):
                 raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
-            base, _sweep = run_form.specs_from_form(st.session_state)
+            base, _sweep = run_form.specs_from_form(st.session_state, models_dir=ctx.settings.models_dir)
             max_batch.launch(base[0], db_path)
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
