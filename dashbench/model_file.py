@@ -106,10 +106,24 @@ def builders_in(path: Path) -> list[str]:
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
 
 
+# A cluster run's Ray job carries the file (its working_dir): on the node the run reads that copy, named
+# here, and checks its hash as everywhere else.
+ARRIVED_ENV = "DASHBENCH_MODEL_FILE"
+
+
+def local_path(spec) -> Path:
+    """Where this process reads the spec's model file: the copy a Ray job brought (in its working
+    directory), else the path the spec names."""
+    arrived = os.environ.get(ARRIVED_ENV)
+    if arrived and Path(arrived).name == Path(spec.model_path).name:
+        return Path.cwd() / Path(arrived).name
+    return Path(spec.model_path)
+
+
 def check_file(spec) -> None:
     """The file a spec names is still there, with the content it was checked with (its hash): a file
-    that changed between queueing and running is refused."""
-    path = Path(spec.model_path)
+    that changed between queueing and running (or on its way to a cluster's node) is refused."""
+    path = local_path(spec)
     if not path.is_file():
         raise SpecError("model", f"no such model file: {spec.model_path}")
     sha = sha256_of(path)

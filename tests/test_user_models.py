@@ -191,3 +191,47 @@ def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd)
     with Store(db) as store:
         row = store.get_run(run_id)
     assert row["status"] == "failed" and "changed since this run was set up" in row["error"]
+
+
+def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd, monkeypatch):
+    """A cluster node reads the copy its Ray job brought (DASHBENCH_MODEL_FILE, in the job's working
+    directory) and checks it against the hash the run was queued with."""
+    from dashbench import model_file
+    from dashbench.spec import RunSpec
+
+    spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{EXAMPLES / 'mlp.py'}:build_tiny"))
+    db = tmp_path / "runs.sqlite"
+    with Store(db) as store:
+        run_id = store.create_run(spec, status="queued")
+    arrived = tmp_path / "job"
+    arrived.mkdir()
+    (arrived / "mlp.py").write_text((EXAMPLES / "mlp.py").read_text().replace("CLASSES = 10", "CLASSES = 11"))
+    monkeypatch.chdir(arrived)
+    monkeypatch.setenv(model_file.ARRIVED_ENV, "mlp.py")
+    assert model_file.local_path(spec) == arrived / "mlp.py"
+    assert main(["run", "--run-id", run_id, "--db", str(db)]) == 2
+    assert "error: model: mlp.py changed since this run was set up" in capfd.readouterr().err
+
+
+def test_the_largest_batch_search_names_the_file_again():
+    from dashbench import model_file
+    from dashbench.jobs import max_batch
+    from dashbench.spec import RunSpec
+
+    spec = RunSpec(batch_size=8, device="cpu", steps=4, **model_file.reference(f"{EXAMPLES / 'vit.py'}:build_tiny"))
+    argv = max_batch.argv_for(spec)
+    assert argv[:4] == ["--model", f"{EXAMPLES / 'vit.py'}:build_tiny", "--start-batch", "8"]
+    assert "--model-path" not in argv and "--model-sha256" not in argv
+
+
+def test_a_sweep_queues_each_point_with_the_files_hash(tmp_path, capfd):
+    db = tmp_path / "runs.sqlite"
+    model = f"{EXAMPLES / 'mlp.py'}:build_tiny"
+    assert main(["sweep", "--model", model, "--device", "cpu", "--batch-sizes", "8,16", "--steps", "2",
+                 "--warmup", "0", "--db", str(db)]) == 0
+    with Store(db) as store:
+        runs = [store.get_run(r) for r in store.runs()["run_id"]]
+    assert sorted(r["spec"]["batch_size"] for r in runs) == [8, 16]
+    assert {r["status"] for r in runs} == {"done"}
+    assert {r["spec"]["model_sha256"] for r in runs} == {sha256(EXAMPLES / "mlp.py")}
+    assert {r["result"].model_info["parameters"] for r in runs} == {676}

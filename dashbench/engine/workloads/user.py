@@ -92,7 +92,7 @@ def import_file(path: Path, sha: str):
 
 class UserWorkload(KerasWorkload):
     def __init__(self, spec):
-        self.path, self.sha = Path(spec.model_path), spec.model_sha256
+        self.path, self.sha = model_file.local_path(spec), spec.model_sha256
         self.builder = model_file.builder_of(spec.model)
         self.where = f"{self.path.name}:{self.builder}" if self.builder else self.path.name
         self.batch_size = spec.batch_size
