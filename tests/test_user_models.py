@@ -105,6 +105,17 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
         runs = store.runs()
     groups = dict(compare.workload_groups(compare.compare_frame(runs)))
     assert len(groups) == 4
+    csv = compare.csv_bytes(compare.compare_table(compare.compare_frame(runs))).decode()
+    assert all(run["model"] in csv for run in tf_results)
+    # A bundle carries the file's identity, hash and model_info, and imports back whole.
+    bundle, other = tmp_path / "runs.json", tmp_path / "other.sqlite"
+    assert main(["export", "--db", str(db), "--out", str(bundle)]) == 0
+    assert main(["import", str(bundle), "--db", str(other)]) == 0
+    capfd.readouterr()
+    with Store(other) as store:
+        back = store.get_run(tf_results[2]["run_id"])
+    assert back["spec"]["model_sha256"] == sha256(EXAMPLES / "custom_layer.py")
+    assert back["result"].model_info == tf_results[2]["model_info"]
     for run in tf_results:
         assert sorted(groups[run["model"]]["backend"]) == ["jax", "tensorflow"]
 
