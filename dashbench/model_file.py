@@ -184,3 +184,54 @@ def _inside(path: Path, folder: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+# -- what a run records of the model (RunResult.model_info) -------------------------------------
+
+INFO_KEYS = ("source", "file", "builder", "sha256", "parameters", "inputs", "outputs", "loss", "optimizer", "task")
+
+
+def check_info(name: str, value) -> None:
+    """RunResult.check's rule for model_info: None, or an object of INFO_KEYS (ValueError "field: why")."""
+    if value is None:
+        return
+
+    def fail(where: str, what: str, got) -> None:
+        shown = repr(got)
+        raise ValueError(f"{where}: must be {what}, got {shown if len(shown) <= 60 else shown[:57] + '...'}")
+
+    if not isinstance(value, dict):
+        fail(name, "an object", value)
+    for key in value:
+        if key not in INFO_KEYS:
+            fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
+                 f"one of the keys {', '.join(INFO_KEYS)}", key)
+    for key in ("source", "file", "builder", "sha256", "loss", "optimizer", "task"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            fail(f"{name}.{key}", "text or null", value[key])
+    count = value.get("parameters")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 0 <= count < 2**63):
+        fail(f"{name}.parameters", "a whole number >= 0 or null", count)
+    for key in ("inputs", "outputs"):
+        tensors = value.get(key, [])
+        if not isinstance(tensors, list) or not all(isinstance(t, dict) for t in tensors):
+            fail(f"{name}.{key}", "a list of objects", tensors)
+
+
+def info_text(info: dict) -> tuple[str, str]:
+    """('mlp.py:build', 'sha256 3fa9c2d1e0b4…, 12,345 parameters, inputs x (32,) float32, …'): a user's
+    model as `show` and the pages name it."""
+    name = f"{info.get('file')}:{info['builder']}" if info.get("builder") else str(info.get("file") or "?")
+    parts = []
+    if isinstance(info.get("sha256"), str):
+        parts.append(f"sha256 {info['sha256'][:12]}…")
+    count = info.get("parameters")
+    if isinstance(count, int) and not isinstance(count, bool):
+        parts.append(f"{count:,} parameters")
+    inputs = [t for t in info.get("inputs") or [] if isinstance(t, dict)]
+    if inputs:
+        parts.append("inputs " + ", ".join(f"{t.get('name')} {tuple(t.get('shape') or ())} {t.get('dtype')}"
+                                           for t in inputs))
+    if info.get("task"):
+        parts.append(str(info["task"]))
+    return name, ", ".join(parts)

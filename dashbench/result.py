@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from dashbench import accuracy as accuracy_shape
-from dashbench import peaks, stats
+from dashbench import model_file, peaks, stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -102,7 +102,7 @@ class RunResult:
     placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
     shapes: dict[str, Any] = field(default_factory=dict)
     # A user's model (--model file.py:build or model.keras): its file, builder, sha256, parameters,
-    # inputs and outputs [{name, shape, dtype}], loss, optimizer and synthetic task (MODEL_INFO_KEYS).
+    # inputs and outputs [{name, shape, dtype}], loss, optimizer and synthetic task (model_file.INFO_KEYS).
     model_info: Optional[dict[str, Any]] = None
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
@@ -226,7 +226,7 @@ class RunResult:
                 detail.append(f"{int(self.samples)} samples")
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
         if isinstance(self.model_info, dict):
-            out.append(("model", *model_info_text(self.model_info)))
+            out.append(("model", *model_file.info_text(self.model_info)))
         if self.repeats_text():
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
@@ -294,24 +294,6 @@ class RunResult:
         if _number(self.flops_per_example):
             parts.append(f"{_si(self.flops_per_example)}FLOP per example")
         return "; ".join(parts)
-
-
-def model_info_text(info: dict) -> tuple[str, str]:
-    """('mlp.py:build', 'sha256 3fa9c2d1e0b4…, 12,345 parameters, inputs x (32,) float32'): a user's
-    model as `show` and the pages name it."""
-    name = f"{info.get('file')}:{info['builder']}" if info.get("builder") else str(info.get("file") or "?")
-    parts = []
-    if isinstance(info.get("sha256"), str):
-        parts.append(f"sha256 {info['sha256'][:12]}…")
-    if _number(info.get("parameters")):
-        parts.append(f"{int(info['parameters']):,} parameters")
-    inputs = [t for t in info.get("inputs") or [] if isinstance(t, dict)]
-    if inputs:
-        parts.append("inputs " + ", ".join(f"{t.get('name')} {tuple(t.get('shape') or ())} {t.get('dtype')}"
-                                           for t in inputs))
-    if info.get("task"):
-        parts.append(str(info["task"]))
-    return name, ", ".join(parts)
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
@@ -432,31 +414,8 @@ _RULES = {
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
-    "accuracy": accuracy_shape.check, "model_info": lambda n, v, f: _model_info(n, v, f),
+    "accuracy": accuracy_shape.check, "model_info": lambda n, v, f: model_file.check_info(n, v),
 }
-
-MODEL_INFO_KEYS = ("source", "file", "builder", "sha256", "parameters", "inputs", "outputs", "loss", "optimizer",
-                   "task")
-
-
-def _model_info(name, value, finite):
-    if value is None:
-        return
-    _object(name, value, finite)
-    for key in value:
-        if key not in MODEL_INFO_KEYS:
-            _fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
-                  f"one of the keys {', '.join(MODEL_INFO_KEYS)}", key)
-    for key in ("source", "file", "builder", "sha256", "loss", "optimizer", "task"):
-        _text_or_null(f"{name}.{key}", value.get(key), finite)
-    _count_or_null(f"{name}.parameters", value.get("parameters"), finite)
-    for key in ("inputs", "outputs"):
-        tensors = value.get(key, [])
-        if not isinstance(tensors, list):
-            _fail(f"{name}.{key}", "a list", tensors)
-        for index, tensor in enumerate(tensors):
-            _object(f"{name}.{key}[{index}]", tensor, finite)
-
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
 MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")
