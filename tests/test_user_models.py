@@ -246,3 +246,23 @@ def test_a_sweep_queues_each_point_with_the_files_hash(tmp_path, capfd):
     assert {r["status"] for r in runs} == {"done"}
     assert {r["spec"]["model_sha256"] for r in runs} == {sha256(EXAMPLES / "mlp.py")}
     assert {r["result"].model_info["parameters"] for r in runs} == {676}
+
+
+def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
+    """Real data through the image-folder path: the ViT's builder takes the folder's class count and
+    its images are read at the size and colours of its one input."""
+    from learnable_data import write_learnable_folder
+
+    folder = write_learnable_folder(tmp_path / "images", train=128, validation=64, side=16, rgb=True, classes=4)
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "--model", f"{EXAMPLES / 'vit.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
+                 "--data", "folder", "--data-path", str(folder), "--epochs", "2", "--db", str(db), "--json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    record = result["accuracy"]
+    assert result["status"] == "done" and record["dataset"] == {
+        "name": "folder", "train_examples": 128, "validation_examples": 64, "classes": 4}
+    assert result["model_info"]["outputs"][0]["shape"] == [4] and len(record["runs"][0]["curve"]) == 2
+    # A model whose input is no image is named, not trained.
+    assert main(["run", "--model", f"{EXAMPLES / 'mlp.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
+                 "--data", "folder", "--data-path", str(folder), "--epochs", "1", "--db", str(db)]) == 2
+    assert "error: model: mlp.py:build_tiny: an image folder feeds a model of one image input" in capfd.readouterr().err
