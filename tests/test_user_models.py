@@ -266,3 +266,18 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
     assert main(["run", "--model", f"{EXAMPLES / 'mlp.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
                  "--data", "folder", "--data-path", str(folder), "--epochs", "1", "--db", str(db)]) == 2
     assert "error: model: mlp.py:build_tiny: an image folder feeds a model of one image input" in capfd.readouterr().err
+
+
+def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_path, capfd, monkeypatch):
+    from dashbench import memory
+
+    monkeypatch.setenv("DASHBENCH_MEMORY_BUDGET_GB", "4")
+    db = tmp_path / "runs.sqlite"
+    model = f"{EXAMPLES / 'mlp.py'}:build"
+    assert main(["run", "--model", model, "--batch-size", "2000000", "--device", "cpu", "--db", str(db)]) == 2
+    err = capfd.readouterr().err
+    assert "error: batch_size: mlp.py:build@" in err and "at batch 2000000 needs about" in err, err
+    assert rows(db) == []
+    facts = memory.USER_MODEL_FACTS[next(k for k in memory.USER_MODEL_FACTS if k.startswith("mlp.py:build@"))]
+    assert facts["parameters"] == 256 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10
+    assert facts["slots"] == 2 and facts["inputs"] == 256 and facts["activations"] >= 256 + 512 + 512 + 10
