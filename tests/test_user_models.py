@@ -281,3 +281,27 @@ def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_pa
     facts = memory.USER_MODEL_FACTS[next(k for k in memory.USER_MODEL_FACTS if k.startswith("mlp.py:build@"))]
     assert facts["parameters"] == 256 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10
     assert facts["slots"] == 2 and facts["inputs"] == 256 and facts["activations"] >= 256 + 512 + 512 + 10
+
+
+RICH = '''
+import keras
+import numpy as np
+
+def build(batch_size):
+    ids = keras.Input(batch_shape=(batch_size, 5), dtype="int32", name="ids")
+    x = keras.layers.Dense(8, activation="relu")(keras.ops.cast(ids, "float32") / 7.0)
+    model = keras.Model(ids, keras.layers.Dense(1)(x))
+    return {"model": model, "inputs": {"ids": {"low": 0, "high": 7}},
+            "labels": lambda x: (x.sum(axis=1, keepdims=True) / 35.0).astype(np.float32), "loss": "mse"}
+'''
+
+
+def test_a_richer_builder_says_its_batch_size_input_range_labels_and_loss(tmp_path, capfd):
+    path = write(tmp_path, "rich.py", RICH)
+    assert main(["run", "--model", f"{path}:build", "--no-store", "--json", *TINY]) == 0
+    result = json.loads(capfd.readouterr().out)
+    info = result["model_info"]
+    assert result["status"] == "done" and info["inputs"] == [
+        {"name": "ids", "shape": [5], "dtype": "int32", "low": 0, "high": 7}]
+    assert info["task"] == "synthetic: the builder's labels" and info["loss"].startswith("mean_squared_error")
+    assert result["losses"][-1] < result["losses"][0]
