@@ -75,3 +75,47 @@ def test_a_read_only_dashboard_imports_no_user_code(models_folder, tmp_path, mon
     for page in ("pages/compare.py", "pages/results.py", "pages/prices.py"):  # no Run page when read-only
         show(at, page)
     assert not (tmp_path / "imported").exists()
+
+
+def test_a_keras_file_from_the_models_folder_runs_from_the_page_and_shows_on_compare(tmp_path, monkeypatch):
+    """End to end on JAX: a .keras file chosen from the folder, queued, run by its own process, its
+    model named on the page and its bar on Compare under the file's identity."""
+    import json
+    import time
+
+    from test_user_models import save_tiny_keras
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    save_tiny_keras(folder / "tiny.keras")
+    monkeypatch.setenv("DASHBENCH_MODELS_DIR", str(folder))
+    db = tmp_path / "real.sqlite"
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    at.selectbox(key="run_model").set_value("tiny.keras")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.selectbox(key="run_backend").set_value("jax")
+    for name, value in (("batch_size", 8), ("steps", 2), ("warmup", 1)):
+        at.number_input(key=f"run_{name}").set_value(value)
+    at.button(key="run_launch").click().run()
+    assert_clean(at)
+    assert "Queued 1 run(s)." in texts(at), texts(at)
+    with Store(db, read_only=True) as store:
+        (run_id,) = store.runs()["run_id"]
+        deadline = time.monotonic() + 600  # a guard against hangs only
+        while (status := store.get_run(run_id)["status"]) in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(1)
+            if status == "queued":
+                at.run()
+        run = store.get_run(run_id)
+    assert run["status"] == "done", run["error"]
+    identity = model_file.reference(str(folder / "tiny.keras"))["model"]
+    assert run["spec"]["model"] == identity and run["result"].model_info["source"] == "keras"
+    at.run()
+    assert_clean(at)
+    at.query_params["runs"] = run_id
+    show(at, "pages/compare.py")
+    assert at.multiselect(key="cmp_runs").value == [run_id]
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]  # its throughput bar
+    tables = [t.value for t in at.get("dataframe") if "model" in getattr(t.value, "columns", ())]
+    assert tables and all(table["model"].tolist() == [identity] for table in tables)
