@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
-from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench import model_file
+from dashbench.spec import MODEL_IDENTITY, MODELS, RunSpec, SpecError
 
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
@@ -167,11 +168,29 @@ WORKLOADS: dict[str, Workload] = {
 assert tuple(WORKLOADS) == MODELS, "the registry and spec.MODELS must list the same models"
 
 
+# A user's model file: its shapes are its own (fixed by its inputs), so it takes no overrides.
+USER_BATCH_SIZES = {"cpu": 32, "gpu": 128, "tpu": 1024}
+
+
 def get(name: str) -> Workload:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}") from None
+        pass
+    if isinstance(name, str) and (MODEL_IDENTITY.fullmatch(name) or model_file.looks_like_file(name)):
+        return user_workload(name)  # a stored identity, or a file the Run page offers
+    raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}, or a model file: "
+                             "path/file.py:build or path/model.keras")
+
+
+def user_workload(name: str) -> Workload:
+    """A user's model file as the catalog sees it (no import): its unit is examples, its shapes its own."""
+    return Workload(
+        name=name, unit="examples",
+        description="Your model: inputs and a learnable target made from its input and output shapes; its "
+                    "compiled loss and optimizer if it has them, else Adam 1e-3 on a synthetic task.",
+        defaults={}, quick={"batch_size": 8}, batch_sizes=dict(USER_BATCH_SIZES), overrides=(),
+    )
 
 
 def describe_all() -> list[dict]:
@@ -184,6 +203,8 @@ def check_spec(spec: RunSpec) -> Shapes:
     for an image folder, its layout (train/ and validation/ with the same classes), whose class count
     the model's output takes. Callers run it before a run row is created, so bad input is an error
     line, never a junk `failed` run. Returns the resolved shapes."""
+    if spec.model not in WORKLOADS:
+        model_file.check_file(spec)  # there, and unchanged since the run was set up
     shapes = get(spec.model).shapes(spec)
     if spec.data == "real":
         check_fashion_mnist(spec.data_path, FASHION_CLASSES, held_out=spec.to_accuracy)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from dashbench import accuracy as accuracy_shape
-from dashbench import peaks, stats
+from dashbench import model_file, peaks, stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -103,6 +103,9 @@ class RunResult:
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
     placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
     shapes: dict[str, Any] = field(default_factory=dict)
+    # A user's model (--model file.py:build or model.keras): its file, builder, sha256, parameters,
+    # inputs and outputs [{name, shape, dtype}], loss, optimizer and synthetic task (model_file.INFO_KEYS).
+    model_info: Optional[dict[str, Any]] = None
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
     # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
@@ -226,6 +229,8 @@ class RunResult:
             if _number(self.samples):
                 detail.append(f"{int(self.samples)} samples")
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
+        if isinstance(self.model_info, dict):
+            out.append(("model", *model_file.info_text(self.model_info)))
         if self.repeats_text():
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
@@ -297,7 +302,7 @@ class RunResult:
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy", "store_outage")
+                      "accuracy", "store_outage", "model_info")
 
 
 def _json_fields():
@@ -415,8 +420,8 @@ _RULES = {
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
     "accuracy": accuracy_shape.check, "store_outage": _object_or_null,
+    "model_info": lambda n, v, f: model_file.check_info(n, v),
 }
-
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
 MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")

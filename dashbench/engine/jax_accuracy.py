@@ -46,7 +46,7 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
                 "parameters": trainer.parameters,
                 "mesh": {str(name): int(size) for name, size in mesh.shape.items()}, **target.env,
             },
-            host_load=host_load,
+            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.distribution.set_distribution(previous_distribution)
@@ -66,17 +66,18 @@ class Trainer:
         self.keras, self.spec, self.shapes = keras, spec, shapes
         loss_scaling = spec.precision == "mixed_float16"
         jax_seed.set_random_seed(spec.seed)  # not keras.utils': it imports TensorFlow
-        model = self.model = workloads.build_model(spec.model, shapes)
-        optimizer = workloads.make_optimizer(spec.model, shapes)
+        self.workload = workloads.of(spec)
+        model = self.model = self.workload.build_model(shapes)
+        optimizer = self.workload.make_optimizer(shapes)
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
         self.initial_optimizer = [np.asarray(variable.value) for variable in optimizer.variables]
-        self.flops = workloads.flops_per_example(model)
+        self.flops = self.workload.flops_per_example(model)
         self.parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
-        step = jax_loop.step_of(model, optimizer, spec.model, loss_scaling)
+        step = jax_loop.step_of(model, optimizer, self.workload, loss_scaling)
         scaled_step = lambda state, x, y: step(state, x.astype("float32") / 255.0, y)
         loop = jax_loop.train_loop_of(scaled_step, k, written_out=target.kind == "cpu", stacked=True)
 
@@ -93,7 +94,7 @@ class Trainer:
             trainable, non_trainable, _ = state
             predictions, _ = model.stateless_call(trainable, non_trainable, x.astype("float32") / 255.0,
                                                   training=False)
-            losses = workloads.per_example_loss(spec.model, y, predictions)
+            losses = self.workload.per_example_loss(y, predictions)
             correct = (jax.numpy.argmax(predictions, axis=-1) == y).astype("float32")
             return jax.numpy.sum(losses * mask), jax.numpy.sum(correct * mask)
 
@@ -127,7 +128,7 @@ class Trainer:
     def set_seed(self, seed: int) -> None:
         """The weights of a model built from `seed`, and the optimizer's initial state."""
         jax_seed.set_random_seed(seed)
-        self.state = self._initial_state(workloads.build_model(self.spec.model, self.shapes))
+        self.state = self._initial_state(self.workload.build_model(self.shapes))
 
     def train(self, xs, ys) -> float:
         import jax

@@ -47,7 +47,8 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
 
 def result(spec, workload, shapes, target, flops: dict, compile_s: float, samples: list[dict],
            placement: dict, peak: tuple[Optional[float], Optional[str], float], xla: bool,
-           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None) -> RunResult:
+           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None,
+           model_info: Optional[dict] = None) -> RunResult:
     """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
     With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
     measured = [s for s in samples if not s["warmup"]]
@@ -106,6 +107,7 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         losses=losses,
         placement=placement,
         shapes=shapes.to_dict(),
+        model_info=model_info,
         env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
         spec=spec.to_dict(),
         host_load=host_load,

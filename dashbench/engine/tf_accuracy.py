@@ -40,7 +40,7 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
                 "multi_worker": target.multi_worker, "tf32": tf32,
                 "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)), **target.env,
             },
-            host_load=host_load,
+            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
@@ -57,21 +57,22 @@ class Trainer:
         loss_scaling = spec.precision == "mixed_float16"
         keras.utils.set_random_seed(spec.seed)
         with strategy.scope():
-            model = self.model = workloads.build_model(spec.model, shapes)
-            optimizer = workloads.make_optimizer(spec.model, shapes)
+            self.workload = workloads.of(spec)
+            model = self.model = self.workload.build_model(shapes)
+            optimizer = self.workload.make_optimizer(shapes)
             if loss_scaling:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
         self.initial_optimizer = [variable.numpy() for variable in optimizer.variables]
-        self.flops = workloads.flops_per_example(model)
+        self.flops = self.workload.flops_per_example(model)
         variables = model.trainable_variables
         global_batch = spec.batch_size
 
         def forward_backward(x, y):
             with tf.GradientTape() as tape:
                 predictions = model(tf.cast(x, tf.float32) / 255.0, training=True)
-                loss = tf.reduce_sum(workloads.per_example_loss(spec.model, y, predictions)) / global_batch
+                loss = tf.reduce_sum(self.workload.per_example_loss(y, predictions)) / global_batch
                 scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             return loss, tape.gradient(scaled, variables)
 
@@ -93,7 +94,7 @@ class Trainer:
 
         def replica_eval(x, y, mask):
             predictions = model(tf.cast(x, tf.float32) / 255.0, training=False)
-            losses = workloads.per_example_loss(spec.model, y, predictions)
+            losses = self.workload.per_example_loss(y, predictions)
             correct = tf.cast(tf.equal(tf.argmax(predictions, axis=-1, output_type=tf.int32), y), tf.float32)
             return tf.reduce_sum(losses * mask), tf.reduce_sum(correct * mask)
 
@@ -124,7 +125,7 @@ class Trainer:
         """The weights a model built from `seed` starts with (built apart, copied in: the traced
         functions keep their variables), and the optimizer's initial state."""
         self.keras.utils.set_random_seed(seed)
-        fresh = workloads.build_model(self.spec.model, self.shapes)
+        fresh = self.workload.build_model(self.shapes)
         self.model.set_weights(fresh.get_weights())
         for variable, value in zip(self.optimizer.variables, self.initial_optimizer):
             variable.assign(value)

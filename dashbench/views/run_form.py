@@ -118,7 +118,16 @@ def refusal_text(exc: Exception) -> str:
     return text
 
 
-def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | None]:
+def model_choices(models_dir: str | None) -> list[str]:
+    """The Model box: the built-ins, then the models folder's files ('mlp.py:build', 'vit.keras'),
+    found without importing them; never a free-text path."""
+    from dashbench import model_file
+    from dashbench.spec import MODELS
+
+    return [*MODELS, *model_file.choices(model_file.models_dir(models_dir or ""))]
+
+
+def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -> tuple[list[RunSpec], str | None]:
     """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id.
     With Quick try and no preset, the shapes are the submitted model's quick shapes, whatever the
     shape boxes held for the model chosen before."""
@@ -129,7 +138,7 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
         values.update({k[len("run_"):]: v for k, v in quick_shape_values(values["model"]).items()})
     values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
     values["label"] = (values.get("label") or "").strip() or None
-    base = build_spec(values)
+    base = build_spec(values, models_dir)
     if not sweep:
         specs, sweep_id = [base], None
     else:
@@ -233,10 +242,11 @@ def recent_finished(store, limit: int = 3) -> list[dict]:
     return [run for run in (store.get_run(run_id) for run_id in run_ids) if run]
 
 
-def build_spec(values: dict) -> RunSpec:
+def build_spec(values: dict, models_dir: str | None = None) -> RunSpec:
     """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
-    the workload (no TensorFlow) what the model takes, so a bad form queues nothing."""
-    from dashbench import catalog
+    the workload (no TensorFlow) what the model takes, so a bad form queues nothing. A model file is
+    resolved inside the models folder (refused outside it) and hashed, never imported here."""
+    from dashbench import catalog, model_file
 
     clean = {}
     for name, value in values.items():
@@ -245,6 +255,8 @@ def build_spec(values: dict) -> RunSpec:
         if value is None or value == "" or (name in ("image_size", "seq_len", "width") and value == 0):
             continue
         clean[name] = value
+    if model_file.looks_like_file(clean.get("model")):
+        clean.update(model_file.reference_in(model_file.models_dir(models_dir or ""), clean["model"]))
     spec = RunSpec.from_dict(clean)
     catalog.check_spec(spec)
     return spec
