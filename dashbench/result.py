@@ -93,6 +93,11 @@ class RunResult:
     compile_s: Optional[float] = None  # tracing + compilation + the first loop; not in the throughput
     flops_per_example: Optional[float] = None  # one training step (forward + backward)
     forward_flops_per_example: Optional[float] = None
+    # Where flops_per_example (and so MFU) came from: "analytic" (a formula or the layers' count)
+    # where one exists, else "compiler" (XLA's or TF's graph profiler's count of one step).
+    flops_source: Optional[str] = None
+    analytic_flops_per_example: Optional[float] = None
+    compiler_flops_per_example: Optional[float] = None
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
     peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | "provisional" | None (no peak)
@@ -287,12 +292,22 @@ class RunResult:
         else:
             parts.append("no peak known for this accelerator, so no MFU")
         if _number(self.flops_per_example):
-            parts.append(f"{_si(self.flops_per_example)}FLOP per example")
+            item = "token" if self.unit == "tokens" else "example"
+            parts.append(f"{_si(self.flops_per_example)}FLOP per {item}" + self._flops_source_text())
         return "; ".join(parts)
+
+    def _flops_source_text(self) -> str:
+        """' (analytic; the compiler counts 0.95× it)', ' (compiler: XLA's count of one step)', or ''."""
+        compiler = self.compiler_flops_per_example
+        if self.flops_source == "analytic" and _number(compiler) and _number(self.flops_per_example):
+            return f" (analytic; the compiler counts {compiler / self.flops_per_example:.2f}× it)"
+        if self.flops_source == "compiler":
+            return " (the compiler's count of one step: no formula for this model)"
+        return f" ({self.flops_source})" if self.flops_source else ""
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy")
+                      "accuracy", "flops_source", "analytic_flops_per_example", "compiler_flops_per_example")
 
 
 def _json_fields():
@@ -406,6 +421,8 @@ _RULES = {
     "step_time_p90_s": _amount_or_null, "step_time_std_s": _amount_or_null, "samples": _count_or_null,
     "steps": _count_or_null, "steps_per_loop": _count_or_null, "compile_s": _amount_or_null,
     "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
+    "flops_source": _text_or_null, "analytic_flops_per_example": _amount_or_null,
+    "compiler_flops_per_example": _amount_or_null,
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),

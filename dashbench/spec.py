@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")
+MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
 DEVICES = ("auto", "cpu", "gpu", "tpu")
 # Keras 3's backend for the run. TensorFlow (TPUStrategy on a TPU) is the product's promise and the
 # default; JAX is what today's TPU stacks run. Each run process loads exactly one of them.
@@ -36,6 +36,7 @@ LIMITS = {
     "image_size": 8192,
     "seq_len": 1_048_576,
     "width": 65536,
+    "layers": 1024,
     "seed": 2**32 - 1,
     "repeats": 1000,
     "max_epochs": 100_000,
@@ -89,6 +90,7 @@ class RunSpec:
     image_size: Optional[int] = None
     seq_len: Optional[int] = None
     width: Optional[int] = None
+    layers: Optional[int] = None  # a decoder LM's blocks (llama)
     tpu: Optional[str] = None  # TPU name or grpc address; None: the local TPU VM
     label: Optional[str] = None
     seed: int = 0
@@ -141,7 +143,7 @@ class RunSpec:
             raise SpecError(
                 "data", f"real data exists only for {_choices(REAL_DATA_MODELS)}; use synthetic for {self.model}"
             )
-        for name in ("image_size", "seq_len", "width"):
+        for name in ("image_size", "seq_len", "width", "layers"):
             value = getattr(self, name)
             if value is not None:
                 _positive_int(name, value)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from dashbench.catalog import Shapes
 from dashbench.datasets import FASHION_CLASSES, load_fashion_mnist
-from dashbench.engine.workloads import images, text
+from dashbench.engine.workloads import images, llama, text
 from dashbench.engine.workloads.flops import count_flops
 
 
@@ -72,11 +72,15 @@ def per_example_loss(name: str, y_true, y_pred):
     if name == "conv2d":
         return ops.mean(ops.square(y_pred - ops.cast(y_true, "float32")), axis=-1)
     from_logits = name != "fashion_mnist_cnn"  # the seed's CNN ends in a softmax
-    return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
+    losses = keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
+    # An LM's loss per sequence is its mean over the tokens: the batch's mean is the log-perplexity.
+    return ops.mean(losses, axis=-1) if name == "llama" else losses
 
 
 def flops_per_example(model) -> dict:
-    return count_flops(model)
+    """The model's analytic FLOPs per example (per token for an LM, by its formula), "source" analytic."""
+    analytic = getattr(model, "analytic_flops", None)
+    return {**(dict(analytic) if analytic else count_flops(model)), "source": "analytic"}
 
 
 def real_dataset(data_path: Optional[str], global_batch: int, seed: int):
@@ -112,6 +116,7 @@ _BUILDERS = {
     "resnet50": images.resnet50_model,
     "inception_v3": images.inception_model,
     "bilstm": text.bilstm_model,
+    "llama": llama.llama_model,
 }
 
 _SYNTHETIC = {
@@ -120,4 +125,5 @@ _SYNTHETIC = {
     "resnet50": images.classified_images,
     "inception_v3": images.classified_images,
     "bilstm": text.bilstm_batch,
+    "llama": llama.llama_batch,
 }
