@@ -163,7 +163,17 @@ def extrapolated(rows: list[dict]) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| workload | shape | batch | backend | parameters | analytic FLOP/example | compiler FLOP/example | compiler ÷ analytic |",
+    import platform
+
+    import keras
+
+    lines = ["## FLOPs: the formula beside the compiler (`bench/flops_table.py`)", "",
+             "Training FLOPs per example (per token for `llama`) of one step: the analytic count MFU uses "
+             "(the layers' multiply-adds; PaLM's 6N + 12·L·H·Q·T for the LM) and the compiler's "
+             "(`dashbench/engine/compiler_flops.py`: XLA's cost analysis of one compiled step on JAX, never run; "
+             "TensorFlow's graph profiler on one step's concrete function). "
+             f"Keras {keras.__version__}, Python {platform.python_version()}, on the CPU.", "",
+             "| workload | shape | batch | backend | parameters | analytic FLOP/example | compiler FLOP/example | compiler ÷ analytic |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         shape = ", ".join(f"{k} {v}" for k, v in r["overrides"].items()) or "full size"
@@ -185,20 +195,21 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated workloads (default: all)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--no-docs", action="store_true", help="print the table, leave docs/PERFORMANCE.md alone")
+    parser.add_argument("--from-json", help="render the rows a previous --json wrote, measuring nothing")
     args = parser.parse_args()
     if args.child:
         child(args.child, json.loads(args.cases))
         return
     wanted = set(args.models.split(",")) if args.models else None
     cases = [c for c in CASES if wanted is None or c[0] in wanted]
-    rows = []
-    for backend in ([args.only] if args.only else ["jax", "tensorflow"]):
+    rows = json.loads(Path(args.from_json).read_text()) if args.from_json else []
+    for backend in ([] if args.from_json else [args.only] if args.only else ["jax", "tensorflow"]):
         todo = [c for c in cases if backend == "jax" or (c[0], tuple(sorted(c[1].items()))) not in TF_SKIPS]
         rows += measure(backend, todo)
-    rows += extrapolated(rows)
+    rows = [r for r in rows if "(the line" not in str(r["overrides"].get("layers", ""))] + extrapolated(rows)
     text = table(rows)
     print(text)
-    if args.json:
+    if args.json and not args.from_json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if not args.no_docs:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

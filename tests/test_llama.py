@@ -76,3 +76,17 @@ def test_the_quick_try_trains_on_jax_with_tokens_per_second_and_both_flop_counts
     # a matmul (a third of N here), and far above a count that saw only part of the step.
     assert 0.5 < result["compiler_flops_per_example"] / result["flops_per_example"] < 1.0
     assert result["mfu"] > 0 and result["achieved_tflops"] > 0
+
+
+def test_a_quick_llama_run_is_labelled_quick_and_the_forms_quick_try_is_its_recipe():
+    from dashbench.views import run_form
+    from dashbench.views.format import run_label
+
+    # The store keeps width and seq_len, not layers: the label shows what it keeps (a layers
+    # dimension read from the defaults would say 32, not the run's 2).
+    label = run_label({"model": "llama", "accelerator": "CPU", "batch_size": 8, "seq_len": 64, "width": 64})
+    assert "quick len64 w64" in label and "L" not in label.split("quick")[1]
+    state = run_form.run_form_defaults(["cpu"]) | {"run_quick": True, "run_model": "llama"}
+    state |= run_form.quick_toggle_values(state)
+    (spec,), _ = run_form.specs_from_form(state | {"run_batch_size": 8})
+    assert (spec.seq_len, spec.width, spec.layers) == (64, 64, 2)
