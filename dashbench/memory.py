@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from dashbench import catalog, peaks, tpu
+from dashbench import catalog, lm_shape, peaks, tpu
 from dashbench.spec import RunSpec, SpecError
 
 GB = 1e9
@@ -142,6 +142,8 @@ def _counts(spec: RunSpec) -> tuple[float, float, float]:
         # per step and direction: 4 gates, cell, tanh(cell), hidden (Keras keeps them for backprop)
         activations = length * e + 2 * length * 7 * h + 2 * h + 2 * shapes.classes
         return params, activations, length + 1
+    if spec.model == "llama":
+        return lm_shape.memory_counts(lm_shape.dims(w, shapes.layers, shapes.seq_len))
     raise SpecError("model", f"no memory estimate for {spec.model!r}")
 
 

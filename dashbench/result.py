@@ -95,6 +95,9 @@ class RunResult:
     compile_s: Optional[float] = None  # tracing + compilation + the first loop; not in the throughput
     flops_per_example: Optional[float] = None  # one training step (forward + backward)
     forward_flops_per_example: Optional[float] = None
+    flops_source: Optional[str] = None  # what MFU used: "analytic" where a count exists, else "compiler"
+    analytic_flops_per_example: Optional[float] = None
+    compiler_flops_per_example: Optional[float] = None
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
     peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | "provisional" | None (no peak)
@@ -297,12 +300,15 @@ class RunResult:
         else:
             parts.append("no peak known for this accelerator, so no MFU")
         if _number(self.flops_per_example):
-            parts.append(f"{_si(self.flops_per_example)}FLOP per example")
+            parts.append(f"{_si(self.flops_per_example)}FLOP per {'token' if self.unit == 'tokens' else 'example'}"
+                         + stats.flops_source_text(self.flops_source, self.flops_per_example,
+                                                   self.compiler_flops_per_example))
         return "; ".join(parts)
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy", "store_outage", "model_info")
+                      "accuracy", "store_outage", "model_info", "flops_source", "analytic_flops_per_example",
+                      "compiler_flops_per_example")
 
 
 def _json_fields():
@@ -416,6 +422,8 @@ _RULES = {
     "step_time_p90_s": _amount_or_null, "step_time_std_s": _amount_or_null, "samples": _count_or_null,
     "steps": _count_or_null, "steps_per_loop": _count_or_null, "compile_s": _amount_or_null,
     "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
+    "flops_source": _text_or_null, "analytic_flops_per_example": _amount_or_null,
+    "compiler_flops_per_example": _amount_or_null,
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),

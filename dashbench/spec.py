@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")
+MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
 # A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
 # its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
 # host; model_path says where it was on the host that queued it (dashbench/model_file.py).
@@ -41,6 +41,7 @@ LIMITS = {
     "image_size": 8192,
     "seq_len": 1_048_576,
     "width": 65536,
+    "layers": 1024,
     "seed": 2**32 - 1,
     "repeats": 1000,
     "max_epochs": 100_000,
@@ -94,6 +95,7 @@ class RunSpec:
     image_size: Optional[int] = None
     seq_len: Optional[int] = None
     width: Optional[int] = None
+    layers: Optional[int] = None  # a decoder LM's blocks (llama)
     tpu: Optional[str] = None  # TPU name or grpc address; None: the local TPU VM
     label: Optional[str] = None
     seed: int = 0
@@ -147,7 +149,7 @@ class RunSpec:
             raise SpecError(
                 "data", f"real data exists only for {_choices(REAL_DATA_MODELS)}; use synthetic for {self.model}"
             )
-        for name in ("image_size", "seq_len", "width"):
+        for name in ("image_size", "seq_len", "width", "layers"):
             value = getattr(self, name)
             if value is not None:
                 _positive_int(name, value)

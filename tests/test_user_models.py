@@ -82,6 +82,10 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
         for run in (tf_run, jax_run):
             assert run["status"] == "done" and run["examples_per_sec"] > 0
             assert run["losses"][-1] < run["losses"][0], (model, run["backend"], run["losses"])
+            # No formula for a user's model: MFU rests on the compiler's count of one step, labelled so.
+            assert run["flops_source"] == "compiler" and "analytic_flops_per_example" not in run, run
+            assert run["compiler_flops_per_example"] > 0 and run["achieved_tflops"] > 0, run
+            assert run["flops_per_example"] == run["compiler_flops_per_example"]
     assert tf_results[0]["model_info"]["builder"] == "build_tiny"
     assert tf_results[0]["model_info"]["outputs"] == [{"name": "logits", "shape": [4], "dtype": "float32"}]
     assert tf_results[1]["model_info"]["optimizer"] == "AdamW"  # the ViT's compiled optimizer
@@ -99,6 +103,7 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
     shown = capfd.readouterr().out
     assert f"model: vit.py:build_tiny — sha256 {sha256(EXAMPLES / 'vit.py')[:12]}…" in shown
     assert "inputs image (16, 16, 3) float32" in shown
+    assert "(the compiler's count of one step: no formula for this model)" in shown
     from dashbench.views import compare
 
     with Store(db) as store:
@@ -262,6 +267,7 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
     assert result["status"] == "done" and record["dataset"] == {
         "name": "folder", "train_examples": 128, "validation_examples": 64, "classes": 4}
     assert result["model_info"]["outputs"][0]["shape"] == [4] and len(record["runs"][0]["curve"]) == 2
+    assert result["flops_source"] == "compiler" and result["compiler_flops_per_example"] > 0, result
     # A model whose input is no image is named, not trained.
     assert main(["run", "--model", f"{EXAMPLES / 'mlp.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
                  "--data", "folder", "--data-path", str(folder), "--epochs", "1", "--db", str(db)]) == 2

@@ -32,6 +32,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         "image_size": "override the image side",
         "seq_len": "override the sequence length",
         "width": "override filters / hidden units",
+        "layers": "override a decoder LM's layers (llama)",
         "tpu": "TPU name or address (default: this TPU VM)",
         "label": "free text stored with the run",
         "seed": "random seed (weights and synthetic data)",
@@ -50,7 +51,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
                  "the median time to target with its spread",
     } | (help or {})
     integers = {"batch_size", "steps", "warmup", "steps_per_loop", "replicas", "image_size", "seq_len", "width",
-                "seed", "repeats", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds"}
+                "layers", "seed", "repeats", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds"}
     floats = {"target_accuracy"}
     for name in ("model", "batch_size", *SPEC_DEFAULTS):
         if name in FILE_FIELDS:  # set from --model's file, never typed

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, calibration, jax_devices, jax_loop, jax_seed, measured, to_accuracy, workloads
+from dashbench.engine import (accuracy_data, calibration, compiler_flops, jax_devices, jax_loop, jax_seed, measured,
+                              to_accuracy, workloads)
 from dashbench.result import RunResult
 
 
@@ -113,6 +114,9 @@ class Trainer:
         # The held-out split goes to the devices once; each evaluation reads it there.
         self.eval_inputs = [to_devices(batch) for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
         self.validation_examples = len(data.y_val)
+        one = lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype)
+        self.flops["compiler"] = compiler_flops.jax_step(scaled_step, self.state, one(data.x_train), one(data.y_train),
+                                                         spec.batch_size)
 
     def _initial_state(self, model=None):
         import jax

@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog
-from dashbench.engine import calibration, jax_devices, jax_seed, measured, workloads
+from dashbench import catalog, stats
+from dashbench.engine import calibration, compiler_flops, jax_devices, jax_seed, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -121,6 +121,7 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
 
     gpus = tuple(d.id for d in target.strategy if d.platform == "gpu" and d.process_index == jax.process_index())
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced, gpus)
+    flops["compiler"] = _compiler_flops(step, holder, real, spec, workload, shapes)
     placement = {
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
@@ -216,6 +217,18 @@ def loop_compiler_options(kind: str, k: int) -> dict:
     if kind == "cpu" and k > 1:
         return {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
     return {}
+
+
+def _compiler_flops(step, holder, real: bool, spec, workload, shapes):
+    """XLA's FLOPs per example of one step on the global batch (one batch of the stacked real ones)."""
+    import jax
+
+    x, y = holder["inputs"]
+    skip = 2 if real else 1  # the stacked real batches lead with the loop's steps
+    # A model of several inputs takes a tuple of arrays: each is described alike.
+    one = lambda a: jax.tree_util.tree_map(lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a)
+    examples = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
+    return compiler_flops.jax_step(step, holder["state"], one(x), one(y), examples)
 
 
 def _iterations_index(optimizer) -> Optional[int]:

@@ -18,9 +18,9 @@ import re
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog
+from dashbench import catalog, stats
 
-from dashbench.engine import backends, calibration, devices, measured, workloads
+from dashbench.engine import backends, calibration, compiler_flops, devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -89,10 +89,11 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
             scaled = optimizer.scale_loss(loss) if loss_scaling else loss
         return loss, tape.gradient(scaled, variables)
 
+    plain_forward_backward = forward_backward
     if spec.xla and target.kind != "tpu":  # a TPU compiles everything with XLA anyway
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
-    def replica_step(x, y):
+    def replica_step(x, y, forward_backward=forward_backward):
         loss, grads = forward_backward(x, y)
         optimizer.apply_gradients(zip(grads, variables))
         return loss
@@ -127,6 +128,8 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced,
                                                        devices.gpu_indices(target))
 
+    flops["compiler"] = _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side,
+                                        shapes, spec, per_replica_batch, target)
     placement = {"variables": devices.variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
@@ -147,6 +150,18 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
         },
         host_load=host_load,
     )
+
+
+def _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side, shapes, spec,
+                    per_replica_batch, target):
+    """The graph profiler's FLOPs per example of one step on every replica. The profiler does not open
+    an XLA cluster (a function call), so the step it counts runs the forward/backward unjitted."""
+    x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, 2), spec.seed)
+    as_spec = lambda a: tf.TensorSpec((per_replica_batch, *a.shape[1:]), tf.as_dtype(a.dtype))
+    specs = [tf.nest.map_structure(as_spec, x), as_spec(y)]  # a model of several inputs takes a tuple
+    one_step = lambda x, y: strategy.run(replica_step, args=(x, y), kwargs={"forward_backward": plain_forward_backward})
+    examples = per_replica_batch * target.replicas * stats.examples_per_item(workload.unit, shapes.seq_len)
+    return compiler_flops.tf_step(tf, one_step, specs, examples)
 
 
 def _synthetic_on_devices(tf, strategy, keras_side, shapes, global_batch, per_replica_batch, seed):

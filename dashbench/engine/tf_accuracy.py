@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, backends, calibration, devices, measured, to_accuracy, workloads
+from dashbench.engine import (accuracy_data, backends, calibration, compiler_flops, devices, measured, to_accuracy,
+                              workloads)
 from dashbench.result import RunResult
 
 
@@ -76,6 +77,7 @@ class Trainer:
                 scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             return loss, tape.gradient(scaled, variables)
 
+        self._count_compiler_flops(forward_backward, variables, data)
         if spec.xla and target.kind != "tpu":
             forward_backward = tf.function(forward_backward, jit_compile=True)
 
@@ -109,6 +111,21 @@ class Trainer:
         self.eval_inputs = [self._distribute(batch, stacked=False)
                             for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
         self.validation_examples = len(data.y_val)
+
+    def _count_compiler_flops(self, forward_backward, variables, data) -> None:
+        """The graph profiler's count of one step, unjitted (the profiler does not open an XLA cluster)."""
+        tf, optimizer = self.tf, self.optimizer
+
+        def replica_step(x, y):
+            loss, grads = forward_backward(x, y)
+            optimizer.apply_gradients(zip(grads, variables))
+            return loss
+
+        as_spec = lambda a: tf.TensorSpec((self.per_replica, *a.shape[1:]), tf.as_dtype(a.dtype))
+        specs = [as_spec(data.x_train), as_spec(data.y_train)]
+        one_step = lambda x, y: self.strategy.run(replica_step, args=(x, y))
+        replicas = self.strategy.num_replicas_in_sync
+        self.flops["compiler"] = compiler_flops.tf_step(tf, one_step, specs, self.per_replica * replicas)
 
     def _distribute(self, arrays, stacked: bool):
         """Numpy global batches → per-replica values, replica r taking its slice of the batch axis."""

@@ -7,7 +7,7 @@ from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number, md_text
 
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
-               "image_size", "seq_len", "width", "data", "data_path")
+               "image_size", "seq_len", "width", "layers", "data", "data_path")
 # "What to measure": throughput over the measured steps, training to a target accuracy, or a fixed
 # number of epochs (seed 000's way); the last two evaluate the held-out split (issue 23).
 MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
@@ -40,14 +40,14 @@ def run_form_defaults(kinds: list[str]) -> dict:
         "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
         "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_repeats": SPEC_DEFAULTS["repeats"],
         "run_label": "",
-        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
+        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_layers": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
         "run_data": SPEC_DEFAULTS["data"], "run_data_path": "", "run_mode": "throughput",
         "run_target_accuracy": 0.9, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
         "run_steps_per_epoch": 0, "run_eval_every": 0, "run_seeds": 1,
     }
 
 
-SHAPE_FIELDS = ("image_size", "seq_len", "width")
+SHAPE_FIELDS = ("image_size", "seq_len", "width", "layers")  # layers: no box, only the quick try sets it
 # The form's words for a spec field, so a refusal names the box to fix.
 FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
                "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
@@ -252,7 +252,7 @@ def build_spec(values: dict, models_dir: str | None = None) -> RunSpec:
     for name, value in values.items():
         if name not in SPEC_DEFAULTS and name not in ("model", "batch_size"):
             continue
-        if value is None or value == "" or (name in ("image_size", "seq_len", "width") and value == 0):
+        if value is None or value == "" or (name in SHAPE_FIELDS and value == 0):
             continue
         clean[name] = value
     if model_file.looks_like_file(clean.get("model")):

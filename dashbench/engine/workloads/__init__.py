@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from dashbench.catalog import Shapes
-from dashbench.engine.workloads import images, text
+from dashbench.engine.workloads import images, llama, text
 from dashbench.engine.workloads.base import KerasWorkload, real_batches, real_dataset
 from dashbench.engine.workloads.flops import count_flops
 from dashbench.spec import MODELS, SpecError
@@ -69,6 +69,7 @@ BUILTINS: dict[str, KerasWorkload] = {
         KerasWorkload("resnet50", images.resnet50_model, images.classified_images, optimizer=_sgd_with_warmup),
         KerasWorkload("inception_v3", images.inception_model, images.classified_images, optimizer=_sgd_with_warmup),
         KerasWorkload("bilstm", text.bilstm_model, text.bilstm_batch, optimizer=_lstm_adam),
+        llama.LanguageModel("llama", llama.llama_model, llama.llama_batch),
     )
 }
 assert tuple(BUILTINS) == MODELS, "every model of spec.MODELS has its Keras side here"
@@ -103,4 +104,7 @@ def per_example_loss(name: str, y_true, y_pred):
 
 
 def flops_per_example(model) -> dict:
-    return count_flops(model)
+    """A built model's analytic FLOPs per example: its own formula where it carries one (the LM's,
+    per token), else the layers' count."""
+    analytic = getattr(model, "analytic_flops", None)
+    return dict(analytic) if analytic else count_flops(model)
