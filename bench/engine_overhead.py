@@ -18,6 +18,10 @@ of steps runs by hand (engine, hand, engine, hand, ...), and the ratios are take
     python bench/engine_overhead.py                  # short CPU settings, writes docs/PERFORMANCE.md
     python bench/engine_overhead.py --model fashion_mnist_cnn --batch-size 1024 --width 64 --steps 50
     python bench/engine_overhead.py --only jax       # the JAX column only (steps_per_loop 1, 10 and 50)
+    python bench/engine_overhead.py --model llama --seq-len 64 --width 64 --layers 2 --batch-size 8 \
+        --jax-width 64 --jax-batch-size 8 --steps 60 --jax-pairs 20 --jax-steps-per-loop 1,10   # the LM
+
+A model other than the default writes its own blocks (<!-- engine-llama -->, <!-- engine-jax-llama -->).
 """
 
 from __future__ import annotations
@@ -157,7 +161,7 @@ def render(spec: RunSpec, result: dict) -> str:
     ratio = {name: {key: result[name][key] / hand[key] for key in ("median", "total", "cpu")} for name in result}
     loops = result["engine"]["loops"]
     lines = [
-        "## Engine overhead (`bench/engine_overhead.py`)",
+        "## Engine overhead (`bench/engine_overhead.py`)" + _heading_tail(spec.model),
         "",
         f"Same model and data in one process: `{spec.model}`, global batch {spec.batch_size}, "
         f"shapes {catalog.get(spec.model).shapes(spec).to_dict()}, {spec.precision}, on the CPU. "
@@ -303,7 +307,21 @@ def _jax_spec(args, steps_per_loop: int) -> RunSpec:
         steps = max(steps_per_loop, args.jax_steps // steps_per_loop * steps_per_loop)
     return RunSpec(model=args.model, batch_size=args.jax_batch_size, width=args.jax_width,
                    image_size=args.image_size, steps=steps, warmup=max(steps_per_loop, 5),
-                   steps_per_loop=steps_per_loop, device="cpu", backend="jax")
+                   steps_per_loop=steps_per_loop, device="cpu", backend="jax", **_lm_shape(args))
+
+
+def _lm_shape(args) -> dict:
+    """The LM's --seq-len and --layers, where given."""
+    return {k: getattr(args, k, None) for k in ("seq_len", "layers") if getattr(args, k, None) is not None}
+
+
+def _heading_tail(model: str) -> str:
+    return "" if model == "fashion_mnist_cnn" else f": {model}"
+
+
+def _marker(args, base: str) -> str:
+    """The docs block a model's table goes to: the default model's keeps its historical name."""
+    return base if args.model == "fashion_mnist_cnn" else f"{base}-{args.model}"
 
 
 def jax_child(args) -> int:
@@ -326,6 +344,8 @@ def run_jax_child(args, steps_per_loop: int) -> dict:
         command += ["--jax-steps", str(args.jax_steps)]
     if args.image_size is not None:
         command += ["--image-size", str(args.image_size)]
+    for name, value in _lm_shape(args).items():
+        command += [f"--{name.replace('_', '-')}", str(value)]
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     lines = [line for line in done.stdout.splitlines() if line.startswith(CHILD_RESULT)]
@@ -339,7 +359,7 @@ def render_jax(args, rows: list[dict]) -> str:
     env = envinfo.record([], spec.precision, True)
     load = lambda values: " / ".join(f"{v:.2f}" for v in values)
     lines = [
-        "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)",
+        "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)" + _heading_tail(spec.model),
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}). The dashbench engine on Keras's JAX "
@@ -396,6 +416,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=None)
+    parser.add_argument("--seq-len", type=int, default=None, help="the LM's (or BiLSTM's) sequence length")
+    parser.add_argument("--layers", type=int, default=None, help="the LM's layers")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--steps-per-loop", type=int, default=10)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
@@ -415,18 +437,19 @@ def main(argv=None) -> int:
         return jax_child(args)
     if args.only != "jax":
         spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
-                       steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu")
+                       steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu",
+                       **_lm_shape(args))
         result = measure(spec)
         text = render(spec, result)
         print(text)
         if not args.no_write:
-            write_block(DOC, "engine", text)
+            write_block(DOC, _marker(args, "engine"), text)
     if args.only != "tf":
         rows = [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
         text = render_jax(args, rows)
         print(text)
         if not args.no_write:
-            write_block(DOC, "engine-jax", text)
+            write_block(DOC, _marker(args, "engine-jax"), text)
     return 0
 
 

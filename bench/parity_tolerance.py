@@ -44,7 +44,7 @@ from dashbench.engine import loop, workloads
 from dashbench.spec import RunSpec
 if args.get("lr"):
     import keras
-    workloads.make_optimizer = lambda name, shapes: keras.optimizers.Adam(learning_rate=args["lr"])
+    workloads.KerasWorkload.make_optimizer = lambda self, shapes: keras.optimizers.Adam(learning_rate=args["lr"])
 out = []
 for spec in args["specs"]:
     result = loop.run(RunSpec(**spec)).to_dict()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
+from dashbench import lm_shape
 from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
-from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench import model_file
+from dashbench.spec import MODEL_IDENTITY, MODELS, RunSpec, SpecError
 
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
@@ -33,6 +35,7 @@ class Shapes:
     width: Optional[int] = None
     classes: int = 0
     vocab: Optional[int] = None
+    layers: Optional[int] = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -41,18 +44,20 @@ class Shapes:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    unit: str  # "images" | "sequences"
+    unit: str  # "images" | "sequences" | "tokens"
     description: str
     defaults: dict  # full-size shapes: image_size/channels/seq_len/width/classes/vocab
     quick: dict  # shape overrides and batch size for a ~30 s CPU run (quick_recipe adds the steps)
     batch_sizes: dict  # default global batch per device class
-    overrides: tuple  # which of image_size, seq_len, width this workload accepts
+    overrides: tuple  # which of image_size, seq_len, width, layers this workload accepts
     min_image_size: int = 1
     notes: dict = field(default_factory=dict)
+    # The workload's own checks of its resolved shapes, and what follows from them: values -> values.
+    resolve: Optional[Callable[[dict], dict]] = None
 
     def shapes(self, spec: RunSpec) -> Shapes:
         values = dict(self.defaults)
-        for name in ("image_size", "seq_len", "width"):
+        for name in ("image_size", "seq_len", "width", "layers"):
             value = getattr(spec, name)
             if value is None:
                 continue
@@ -66,7 +71,7 @@ class Workload:
             )
         if spec.data == "real" and values.get("image_size") != self.defaults.get("image_size"):
             raise SpecError("image_size", f"real {self.name} data is {self.defaults['image_size']} px; drop the override")
-        return Shapes(**values)
+        return Shapes(**(self.resolve(values) if self.resolve else values))
 
     def quick_recipe(self) -> dict:
         """The quick try, the one recipe that `models`, the presets' --quick, the Run page's Quick try,
@@ -162,16 +167,52 @@ WORKLOADS: dict[str, Workload] = {
             overrides=("seq_len", "width"),
             notes={"width": "LSTM hidden units per direction", "embedding": "256"},
         ),
+        Workload(
+            name="llama",
+            unit="tokens",
+            description=(
+                "A Llama-style decoder LM, Llama 3.1 8B's shape at full size: 32 blocks of RMSNorm, grouped-query "
+                "causal attention (32 query / 8 KV heads of 128, rotary θ 500,000) and a SwiGLU MLP of 14,336, "
+                "hidden 4096, vocabulary 128,256, untied head, 8192 tokens a sequence; Adam 1e-3. Synthetic text "
+                "from a fixed random bigram teacher (each token's successor one of 4), so the loss falls."
+            ),
+            defaults={**lm_shape.FULL, "vocab": lm_shape.MAX_VOCAB},
+            quick={"seq_len": 64, "width": 64, "layers": 2, "batch_size": 8},
+            batch_sizes={"cpu": 1, "gpu": 1, "tpu": 8},
+            overrides=("seq_len", "width", "layers"),
+            notes={"width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.lm_shape)",
+                   "flops": "PaLM's 6N + 12·L·H·Q·T per token (61.1 GFLOP at full size)",
+                   "target": f"validation log-perplexity {lm_shape.TARGET_LOG_PERPLEXITY} (MLPerf Training's)"},
+            resolve=lm_shape.resolve,
+        ),
     )
 }
 assert tuple(WORKLOADS) == MODELS, "the registry and spec.MODELS must list the same models"
+
+
+# A user's model file: its shapes are its own (fixed by its inputs), so it takes no overrides.
+USER_BATCH_SIZES = {"cpu": 32, "gpu": 128, "tpu": 1024}
 
 
 def get(name: str) -> Workload:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}") from None
+        pass
+    if isinstance(name, str) and (MODEL_IDENTITY.fullmatch(name) or model_file.looks_like_file(name)):
+        return user_workload(name)  # a stored identity, or a file the Run page offers
+    raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}, or a model file: "
+                             "path/file.py:build or path/model.keras")
+
+
+def user_workload(name: str) -> Workload:
+    """A user's model file as the catalog sees it (no import): its unit is examples, its shapes its own."""
+    return Workload(
+        name=name, unit="examples",
+        description="Your model: inputs and a learnable target made from its input and output shapes; its "
+                    "compiled loss and optimizer if it has them, else Adam 1e-3 on a synthetic task.",
+        defaults={}, quick={"batch_size": 8}, batch_sizes=dict(USER_BATCH_SIZES), overrides=(),
+    )
 
 
 def describe_all() -> list[dict]:
@@ -184,6 +225,8 @@ def check_spec(spec: RunSpec) -> Shapes:
     for an image folder, its layout (train/ and validation/ with the same classes), whose class count
     the model's output takes. Callers run it before a run row is created, so bad input is an error
     line, never a junk `failed` run. Returns the resolved shapes."""
+    if spec.model not in WORKLOADS:
+        model_file.check_file(spec)  # there, and unchanged since the run was set up
     shapes = get(spec.model).shapes(spec)
     if spec.data == "real":
         check_fashion_mnist(spec.data_path, FASHION_CLASSES, held_out=spec.to_accuracy)

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from dashbench import catalog, peaks, tpu
+from dashbench import catalog, lm_shape, peaks, tpu
 from dashbench.spec import RunSpec, SpecError
 
 GB = 1e9
@@ -44,6 +44,19 @@ WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the avail
 ACCELERATOR_MARGIN = 4.0
 GIB = 2**30
 OPTIMIZER_SLOTS = {"resnet50": 1, "inception_v3": 1}  # momentum SGD; the rest use Adam (2 slots)
+# A user's model file is counted from the model itself, built in the run's own process (the only one
+# that imports it: engine/workloads/user.py `facts`): identity → {parameters, slots, activations, inputs}.
+# Elsewhere (a sweep's parent, the queue, the page) its estimate is unknown and each run process checks.
+USER_MODEL_FACTS: dict[str, dict] = {}
+
+
+def know(model: str, facts: dict) -> None:
+    """The counts of a user's model, from the process that built it."""
+    USER_MODEL_FACTS[model] = dict(facts)
+
+
+def estimable(spec: RunSpec) -> bool:
+    return spec.model in catalog.WORKLOADS or spec.model in USER_MODEL_FACTS
 # keras.applications' models at their default shapes: parameters, and forward activations per
 # example (values kept for the backward pass: conv and activation outputs, ~25M for ResNet-50 at
 # 224 px, about as many for Inception-v3 at 299 px), which scale with the image area.
@@ -97,6 +110,9 @@ def _lstm_params(width: int, embedding: int) -> int:
 
 def _counts(spec: RunSpec) -> tuple[float, float, float]:
     """(parameters, activation values per example, input values per example) of the spec's model."""
+    if spec.model in USER_MODEL_FACTS:
+        facts = USER_MODEL_FACTS[spec.model]
+        return float(facts["parameters"]), float(facts["activations"]), float(facts["inputs"]) + 1
     shapes = catalog.get(spec.model).shapes(spec)
     s, c, w = shapes.image_size, shapes.channels, shapes.width
     if spec.model == "conv2d":
@@ -126,12 +142,15 @@ def _counts(spec: RunSpec) -> tuple[float, float, float]:
         # per step and direction: 4 gates, cell, tanh(cell), hidden (Keras keeps them for backprop)
         activations = length * e + 2 * length * 7 * h + 2 * h + 2 * shapes.classes
         return params, activations, length + 1
+    if spec.model == "llama":
+        return lm_shape.memory_counts(lm_shape.dims(w, shapes.layers, shapes.seq_len))
     raise SpecError("model", f"no memory estimate for {spec.model!r}")
 
 
 def estimate(spec: RunSpec) -> Estimate:
     params, activations, inputs = _counts(spec)
-    slots = OPTIMIZER_SLOTS.get(spec.model, 2)
+    slots = USER_MODEL_FACTS[spec.model]["slots"] if spec.model in USER_MODEL_FACTS else \
+        OPTIMIZER_SLOTS.get(spec.model, 2)
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
     factor = BACKWARD_FACTOR
@@ -362,7 +381,9 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
     ACCELERATOR_MARGIN times it): SpecError naming batch_size, with the estimate, what is available,
     and the largest batch that fits. Returns a one-line warning when the estimate passes
     WARN_FRACTION of it, else None. An accelerator run's batch, made on the host, is checked against
-    the host's memory too."""
+    the host's memory too. A user's model not built in this process has no estimate here (None)."""
+    if not estimable(spec):
+        return None
     where, devices, bound = "the host", 1, ""
     if available is None:
         available, where, devices = device_memory(spec)

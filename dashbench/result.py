@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from dashbench import accuracy as accuracy_shape
-from dashbench import peaks, stats
+from dashbench import model_file, peaks, stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -95,6 +95,9 @@ class RunResult:
     compile_s: Optional[float] = None  # tracing + compilation + the first loop; not in the throughput
     flops_per_example: Optional[float] = None  # one training step (forward + backward)
     forward_flops_per_example: Optional[float] = None
+    flops_source: Optional[str] = None  # what MFU used: "analytic" where a count exists, else "compiler"
+    analytic_flops_per_example: Optional[float] = None
+    compiler_flops_per_example: Optional[float] = None
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
     peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | "provisional" | None (no peak)
@@ -103,6 +106,9 @@ class RunResult:
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
     placement: dict[str, list[str]] = field(default_factory=dict)  # variables / ops → device strings
     shapes: dict[str, Any] = field(default_factory=dict)
+    # A user's model (--model file.py:build or model.keras): its file, builder, sha256, parameters,
+    # inputs and outputs [{name, shape, dtype}], loss, optimizer and synthetic task (model_file.INFO_KEYS).
+    model_info: Optional[dict[str, Any]] = None
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
     # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
@@ -226,6 +232,8 @@ class RunResult:
             if _number(self.samples):
                 detail.append(f"{int(self.samples)} samples")
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
+        if isinstance(self.model_info, dict):
+            out.append(("model", *model_file.info_text(self.model_info)))
         if self.repeats_text():
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
@@ -292,12 +300,15 @@ class RunResult:
         else:
             parts.append("no peak known for this accelerator, so no MFU")
         if _number(self.flops_per_example):
-            parts.append(f"{_si(self.flops_per_example)}FLOP per example")
+            parts.append(f"{_si(self.flops_per_example)}FLOP per {'token' if self.unit == 'tokens' else 'example'}"
+                         + stats.flops_source_text(self.flops_source, self.flops_per_example,
+                                                   self.compiler_flops_per_example))
         return "; ".join(parts)
 
 
 _OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy", "store_outage")
+                      "accuracy", "store_outage", "model_info", "flops_source", "analytic_flops_per_example",
+                      "compiler_flops_per_example")
 
 
 def _json_fields():
@@ -411,12 +422,14 @@ _RULES = {
     "step_time_p90_s": _amount_or_null, "step_time_std_s": _amount_or_null, "samples": _count_or_null,
     "steps": _count_or_null, "steps_per_loop": _count_or_null, "compile_s": _amount_or_null,
     "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
+    "flops_source": _text_or_null, "analytic_flops_per_example": _amount_or_null,
+    "compiler_flops_per_example": _amount_or_null,
     "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
     "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
     "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
     "accuracy": accuracy_shape.check, "store_outage": _object_or_null,
+    "model_info": lambda n, v, f: model_file.check_info(n, v),
 }
-
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
 MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")

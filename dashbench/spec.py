@@ -10,7 +10,12 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm")
+MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
+# A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
+# its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
+# host; model_path says where it was on the host that queued it (dashbench/model_file.py).
+MODEL_IDENTITY = re.compile(r"[A-Za-z0-9_.+-]{1,200}\.(py:[A-Za-z_][A-Za-z0-9_]{0,99}|keras)@[0-9a-f]{12}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 DEVICES = ("auto", "cpu", "gpu", "tpu")
 # Keras 3's backend for the run. TensorFlow (TPUStrategy on a TPU) is the product's promise and the
 # default; JAX is what today's TPU stacks run. Each run process loads exactly one of them.
@@ -36,6 +41,7 @@ LIMITS = {
     "image_size": 8192,
     "seq_len": 1_048_576,
     "width": 65536,
+    "layers": 1024,
     "seed": 2**32 - 1,
     "repeats": 1000,
     "max_epochs": 100_000,
@@ -89,6 +95,7 @@ class RunSpec:
     image_size: Optional[int] = None
     seq_len: Optional[int] = None
     width: Optional[int] = None
+    layers: Optional[int] = None  # a decoder LM's blocks (llama)
     tpu: Optional[str] = None  # TPU name or grpc address; None: the local TPU VM
     label: Optional[str] = None
     seed: int = 0
@@ -101,13 +108,14 @@ class RunSpec:
     steps_per_epoch: Optional[int] = None  # None: one pass over the train split; else the data repeats
     eval_every: Optional[int] = None  # evaluate every K training steps; None: after every epoch
     seeds: int = 1  # seed, seed + 1, ... trained one after another in one run
+    model_path: Optional[str] = None  # a user's model file (absolute), None for a built-in
+    model_sha256: Optional[str] = None  # its content hash when the run was set up
 
     def __post_init__(self):
         self.validate()
 
     def validate(self) -> None:
-        if self.model not in MODELS:
-            raise SpecError("model", f"unknown model {self.model!r}; choose one of: {_choices(MODELS)}")
+        _check_model(self)
         _positive_int("batch_size", self.batch_size)
         if self.device not in DEVICES:
             raise SpecError("device", f"unknown device {self.device!r}; choose one of: {_choices(DEVICES)}")
@@ -141,7 +149,7 @@ class RunSpec:
             raise SpecError(
                 "data", f"real data exists only for {_choices(REAL_DATA_MODELS)}; use synthetic for {self.model}"
             )
-        for name in ("image_size", "seq_len", "width"):
+        for name in ("image_size", "seq_len", "width", "layers"):
             value = getattr(self, name)
             if value is not None:
                 _positive_int(name, value)
@@ -182,6 +190,30 @@ class RunSpec:
 
     def replace(self, **changes) -> "RunSpec":
         return dataclasses.replace(self, **changes)
+
+
+def is_user_model(spec) -> bool:
+    return getattr(spec, "model", None) not in MODELS
+
+
+def _check_model(spec: "RunSpec") -> None:
+    if spec.model in MODELS:
+        for name in ("model_path", "model_sha256"):
+            if getattr(spec, name) is not None:
+                raise SpecError(name, f"belongs to a model file; the built-in {spec.model} has none")
+        return
+    if not isinstance(spec.model, str) or not MODEL_IDENTITY.fullmatch(spec.model):
+        raise SpecError("model", f"unknown model {_short(spec.model)}; choose one of: {_choices(MODELS)}, "
+                                 "or a model file: path/file.py:build or path/model.keras")
+    if not isinstance(spec.model_path, str) or not spec.model_path:
+        raise SpecError("model_path", "a model file's run names the file (its absolute path)")
+    check_text("model_path", spec.model_path)
+    if not isinstance(spec.model_sha256, str) or not _SHA256.fullmatch(spec.model_sha256) \
+            or not spec.model.endswith("@" + spec.model_sha256[:12]):
+        raise SpecError("model_sha256", f"must be the file's sha256 (64 hex digits) that {spec.model} ends with")
+    for name in ("image_size", "seq_len", "width"):
+        if getattr(spec, name) is not None:
+            raise SpecError(name, "a model file has its own fixed input shapes: drop the override")
 
 
 def check_id(field_name: str, value: Any, null: bool = False) -> None:
@@ -234,7 +266,7 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
     elif spec.repeats != 1:
         raise SpecError("repeats", "a to-accuracy run repeats with seeds, not repeats: drop repeats")
     if spec.data == "folder":
-        if spec.model not in FOLDER_DATA_MODELS:
+        if spec.model not in FOLDER_DATA_MODELS and not is_user_model(spec):
             raise SpecError("data", f"an image folder feeds the image classifiers "
                                     f"{_choices(FOLDER_DATA_MODELS)}; not {spec.model}")
         if not spec.data_path:

@@ -67,6 +67,30 @@ def step_time_stats(samples: Sequence[dict], global_batch_size: int) -> dict:
     return result
 
 
+def examples_per_item(unit: str, seq_len) -> int:
+    """Examples in one item of a batch: an LM's unit is the token, so a sequence holds seq_len of them."""
+    return int(seq_len) if unit == "tokens" else 1
+
+
+def mfu_flops(flops: dict) -> tuple[Optional[float], Optional[str]]:
+    """(training FLOPs per example that MFU uses, where they came from): the analytic count where
+    there is one (MaxText's convention), else the compiler's; (None, None) with neither."""
+    if flops.get("training"):
+        return flops["training"], "analytic"
+    if flops.get("compiler"):
+        return flops["compiler"], "compiler"
+    return None, None
+
+
+def flops_source_text(source: Optional[str], counted, compiler) -> str:
+    """' (analytic; the compiler counts 0.95× it)', ' (the compiler's count of one step: …)', or ''."""
+    if source == "analytic" and compiler and counted and math.isfinite(compiler) and math.isfinite(counted):
+        return f" (analytic; the compiler counts {compiler / counted:.2f}× it)"
+    if source == "compiler":
+        return " (the compiler's count of one step: no formula for this model)"
+    return f" ({source})" if source else ""
+
+
 def achieved_tflops(flops_per_example: Optional[float], examples_per_sec: float) -> Optional[float]:
     if not flops_per_example:
         return None

@@ -49,7 +49,7 @@ def test_readme_quick_examples_are_the_catalogs_recipe():
     prints it (dashbench.catalog), and every preset's --quick is its model's recipe."""
     from dashbench import catalog, presets
 
-    recipe_options = ("--image-size", "--seq-len", "--width", "--batch-size", "--steps")
+    recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")
     quick_runs = [c for c in _readme_commands() if c.startswith("python -m dashbench run ")
                   and any(f"{o} " in c for o in ("--image-size", "--seq-len", "--width"))]
     assert quick_runs, "the README shows no quick try"

@@ -101,7 +101,10 @@ def test_preset_takes_every_spec_option_of_run_but_the_model():
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
-    fields = set(RunSpec.__dataclass_fields__) - {"model"}
+    from dashbench.cli.spec_args import FILE_FIELDS
+
+    # A model file's path and hash come from --model's file, never typed: no option of their own.
+    fields = set(RunSpec.__dataclass_fields__) - {"model", *FILE_FIELDS}
     run = {a.dest: a.option_strings for a in commands["run"]._actions if a.dest in fields}
     preset = {a.dest: a.option_strings for a in commands["preset"]._actions}
     assert set(run) == fields and run.items() <= preset.items() and "model" not in preset

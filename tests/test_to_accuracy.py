@@ -115,6 +115,8 @@ def test_jax_trains_to_the_target_and_stops_early(learnable_idx, tmp_path):
     assert reached.returncode == 0, reached.stderr[-3000:]
     result = RunResult.from_dict(json.loads(reached.stdout))
     assert result.backend == "jax" and result.status == "done"
+    # The compiler's count of one step (uint8 images scaled inside it) beside the layers' count.
+    assert result.flops_source == "analytic" and result.compiler_flops_per_example > 0
     run = result.accuracy["runs"][0]
     assert run["reached"] and len(run["curve"]) < 6 and run["curve"][-1]["val_accuracy"] >= 0.8
     assert all(p["val_accuracy"] < 0.8 for p in run["curve"][:-1])  # it stopped at the first past the target

@@ -23,7 +23,7 @@ from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_
 from dashbench.cli.terminal import shown, shown_lines
 from dashbench.accuracy_text import EXIT_NOT_REACHED
 from dashbench.result import RunResult, phase_text
-from dashbench.spec import RunSpec, SpecError, check_id
+from dashbench.spec import RunSpec, SpecError, check_id, is_user_model
 
 
 def register(subparsers) -> None:
@@ -163,12 +163,22 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     128+N cancelled."""
     from dashbench.cli.results_cmd import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, runner
-    from dashbench.store import StoreError
+    from dashbench.store import Store, StoreError
 
     from dashbench import memory
     from dashbench.jobs import oom
 
     try:
+        if is_user_model(spec):
+            try:
+                from dashbench.engine.workloads import user
+
+                user.prepare(spec)  # the model file is imported here, in the run's own process
+            except SpecError as exc:
+                if stored_row:
+                    with Store(db_path) as store:
+                        store.finish_run(run_id, "failed", error=str(exc))
+                raise
         if check_memory:
             try:
                 warning = memory.check(spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from dashbench import model_file
 from dashbench.spec import (BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec, ascii_float,
                             ascii_int)
 
@@ -14,7 +15,8 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
     defaults to None (RunSpec fills in its defaults), so `given_fields` tells what was typed.
     `required`: argparse insists on --model/--batch-size; `help` replaces an option's help text."""
     texts = {
-        "model": f"one of: {', '.join(MODELS)}",
+        "model": f"one of: {', '.join(MODELS)}; or your own: path/file.py:build (a builder function) or "
+                 "path/model.keras (a saved Keras 3 model)",
         "batch_size": "global batch size",
         "device": f"one of: {', '.join(DEVICES)}",
         "backend": f"Keras backend, one of: {', '.join(BACKENDS)} (default tensorflow)",
@@ -30,6 +32,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         "image_size": "override the image side",
         "seq_len": "override the sequence length",
         "width": "override filters / hidden units",
+        "layers": "override a decoder LM's layers (llama)",
         "tpu": "TPU name or address (default: this TPU VM)",
         "label": "free text stored with the run",
         "seed": "random seed (weights and synthetic data)",
@@ -48,9 +51,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
                  "the median time to target with its spread",
     } | (help or {})
     integers = {"batch_size", "steps", "warmup", "steps_per_loop", "replicas", "image_size", "seq_len", "width",
-                "seed", "repeats", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds"}
+                "layers", "seed", "repeats", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds"}
     floats = {"target_accuracy"}
     for name in ("model", "batch_size", *SPEC_DEFAULTS):
+        if name in FILE_FIELDS:  # set from --model's file, never typed
+            continue
         if (name == "model" and not model) or (name == "batch_size" and not batch_size):
             continue
         option = "--" + name.replace("_", "-")
@@ -63,14 +68,21 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
                             required=required and name in ("model", "batch_size"), help=text)
 
 
+FILE_FIELDS = ("model_path", "model_sha256")
+
+
 def given_fields(args: argparse.Namespace) -> list[str]:
     """The spec fields typed on the command line, in RunSpec's order."""
     return [name for name in ("model", "batch_size", *SPEC_DEFAULTS) if getattr(args, name, None) is not None]
 
 
 def spec_values(args: argparse.Namespace) -> dict:
-    """The typed spec fields and their values (what overrides a base spec, e.g. a preset's)."""
-    return {name: getattr(args, name) for name in given_fields(args)}
+    """The typed spec fields and their values (what overrides a base spec, e.g. a preset's). A --model
+    that names a file becomes the file's identity, path and hash (dashbench/model_file.py)."""
+    values = {name: getattr(args, name) for name in given_fields(args)}
+    if model_file.looks_like_file(values.get("model")):
+        values.update(model_file.reference(values["model"]))
+    return values
 
 
 def spec_from_args(args: argparse.Namespace, **overrides) -> RunSpec:

@@ -21,7 +21,7 @@ import pandas as pd
 SEED_CONV2D = {"batch": 128, "height": 256, "width": 256, "channels": 3, "filters": 256, "kernel": 5, "stride": 2}
 
 _SECONDS = {"s/iteration": 1.0, "ms/iteration": 1e-3, "s": 1.0}
-_RATES = ("examples/s", "images/s", "sequences/s")
+_RATES = ("examples/s", "images/s", "sequences/s", "tokens/s")
 RATIO_UNIT = "×"
 # A published ratio and the one computed from raw figures "agree" when they round alike.
 _CLAIM_TOLERANCE = 0.05
@@ -48,6 +48,14 @@ def flops_per_figure(row: dict) -> Optional[float]:
     if row.get("model") == "conv2d" and row.get("figure_unit") in ("s/iteration", "ms/iteration"):
         return conv2d_flops(**SEED_CONV2D) * (row.get("shards") or 1)
     return None
+
+
+def lm_flops_per_token() -> float:
+    """Training FLOPs per token of the full-size LM (Llama 3.1 8B, 8192 tokens) by PaLM's formula, the
+    convention dashbench's own llama runs report."""
+    from dashbench import lm_shape
+
+    return lm_shape.dims(**{k: lm_shape.FULL[k] for k in ("width", "layers", "seq_len")}).palm_flops()["training"]
 
 
 def peak_tflops(accelerator: str, count: int = 1) -> Optional[float]:
@@ -138,6 +146,8 @@ def _derive_speed(r: dict) -> None:
     chip = r["ran_on"] or r["accelerator"]
     peak = peak_tflops(chip, r["accelerator_count"] if not r["ran_on"] else 1)
     achieved = flops / seconds / 1e12 if flops is not None and seconds else None
+    if achieved is None and r["model"] == "llama" and unit == "tokens/s":
+        achieved = eps * lm_flops_per_token() / 1e12  # published LM rows are at full size
     r["achieved_tflops"] = achieved
     r["peak_tflops"] = peak
     r["mfu"] = achieved / peak if achieved is not None and peak else None

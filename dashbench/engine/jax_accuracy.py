@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, calibration, jax_devices, jax_loop, jax_seed, measured, to_accuracy, workloads
+from dashbench.engine import (accuracy_data, calibration, compiler_flops, jax_devices, jax_loop, jax_seed, measured,
+                              to_accuracy, workloads)
 from dashbench.result import RunResult
 
 
@@ -46,7 +47,7 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
                 "parameters": trainer.parameters,
                 "mesh": {str(name): int(size) for name, size in mesh.shape.items()}, **target.env,
             },
-            host_load=host_load,
+            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.distribution.set_distribution(previous_distribution)
@@ -66,17 +67,18 @@ class Trainer:
         self.keras, self.spec, self.shapes = keras, spec, shapes
         loss_scaling = spec.precision == "mixed_float16"
         jax_seed.set_random_seed(spec.seed)  # not keras.utils': it imports TensorFlow
-        model = self.model = workloads.build_model(spec.model, shapes)
-        optimizer = workloads.make_optimizer(spec.model, shapes)
+        self.workload = workloads.of(spec)
+        model = self.model = self.workload.build_model(shapes)
+        optimizer = self.workload.make_optimizer(shapes)
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
         self.initial_optimizer = [np.asarray(variable.value) for variable in optimizer.variables]
-        self.flops = workloads.flops_per_example(model)
+        self.flops = self.workload.flops_per_example(model)
         self.parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
-        step = jax_loop.step_of(model, optimizer, spec.model, loss_scaling)
+        step = jax_loop.step_of(model, optimizer, self.workload, loss_scaling)
         scaled_step = lambda state, x, y: step(state, x.astype("float32") / 255.0, y)
         loop = jax_loop.train_loop_of(scaled_step, k, written_out=target.kind == "cpu", stacked=True)
 
@@ -93,7 +95,7 @@ class Trainer:
             trainable, non_trainable, _ = state
             predictions, _ = model.stateless_call(trainable, non_trainable, x.astype("float32") / 255.0,
                                                   training=False)
-            losses = workloads.per_example_loss(spec.model, y, predictions)
+            losses = self.workload.per_example_loss(y, predictions)
             correct = (jax.numpy.argmax(predictions, axis=-1) == y).astype("float32")
             return jax.numpy.sum(losses * mask), jax.numpy.sum(correct * mask)
 
@@ -112,6 +114,9 @@ class Trainer:
         # The held-out split goes to the devices once; each evaluation reads it there.
         self.eval_inputs = [to_devices(batch) for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
         self.validation_examples = len(data.y_val)
+        one = lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype)
+        self.flops["compiler"] = compiler_flops.jax_step(scaled_step, self.state, one(data.x_train), one(data.y_train),
+                                                         spec.batch_size)
 
     def _initial_state(self, model=None):
         import jax
@@ -127,7 +132,7 @@ class Trainer:
     def set_seed(self, seed: int) -> None:
         """The weights of a model built from `seed`, and the optimizer's initial state."""
         jax_seed.set_random_seed(seed)
-        self.state = self._initial_state(workloads.build_model(self.spec.model, self.shapes))
+        self.state = self._initial_state(self.workload.build_model(self.shapes))
 
     def train(self, xs, ys) -> float:
         import jax

@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog
-from dashbench.engine import calibration, jax_devices, jax_seed, measured, workloads
+from dashbench import catalog, stats
+from dashbench.engine import calibration, compiler_flops, jax_devices, jax_seed, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -33,6 +33,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     emit = on_event or (lambda event: None)
     workload = catalog.get(spec.model)
     shapes = catalog.check_spec(spec)
+    keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
     target = jax_devices.create(spec)
     import keras
@@ -44,27 +45,27 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     distribution = keras.distribution.DataParallel(devices=target.strategy)
     keras.distribution.set_distribution(distribution)
     try:
-        return _measure(keras, spec, workload, shapes, target, distribution, emit)
+        return _measure(keras, spec, workload, keras_side, shapes, target, distribution, emit)
     finally:
         keras.distribution.set_distribution(previous_distribution)
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunResult:
+def _measure(keras, spec, workload, keras_side, shapes, target, distribution, emit) -> RunResult:
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
     loss_scaling = spec.precision == "mixed_float16"
-    model = workloads.build_model(spec.model, shapes)
-    optimizer = workloads.make_optimizer(spec.model, shapes)
+    model = keras_side.build_model(shapes)
+    optimizer = keras_side.make_optimizer(shapes)
     if loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
-    flops = workloads.flops_per_example(model)
+    flops = keras_side.flops_per_example(model)
     parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
-    step = step_of(model, optimizer, spec.model, loss_scaling)
+    step = step_of(model, optimizer, keras_side, loss_scaling)
     real = spec.data == "real"
     k = spec.steps_per_loop
     train_loop = train_loop_of(step, k, written_out=target.kind == "cpu", stacked=real)
@@ -95,16 +96,17 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
 
     if real:
         # Each host reads its own batches of `local` examples; k of them stacked feed one host call.
-        batches = workloads.real_batches(spec.data_path, local, spec.seed + process)
+        batches = keras_side.real_batches(spec.data_path, local, spec.seed + process)
 
         def inputs():
             xs, ys = zip(*(next(batches) for _ in range(k)))
             return to_devices(np.stack(xs), (None,)), to_devices(np.stack(ys), (None,))
     else:
         # Every host makes the same global batch from the seed and puts its own part on its devices.
-        x, y = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
+        x, y = keras_side.synthetic_batch(shapes, spec.batch_size, spec.seed)
         part = slice(process * local, (process + 1) * local)
-        placed = (to_devices(x[part]), to_devices(y[part]))
+        # A model of several inputs takes a tuple of arrays: each goes to the devices alike.
+        placed = (jax.tree_util.tree_map(lambda a: to_devices(a[part]), x), to_devices(y[part]))
         inputs = lambda: placed
 
     holder = {"state": state, "inputs": ()}
@@ -119,6 +121,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
 
     gpus = tuple(d.id for d in target.strategy if d.platform == "gpu" and d.process_index == jax.process_index())
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced, gpus)
+    flops["compiler"] = _compiler_flops(step, holder, real, spec, workload, shapes)
     placement = {
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
@@ -129,6 +132,7 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
         jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
+        model_info=keras_side.identity(model),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
         xla=True,  # JAX compiles every step with XLA
         backend=("jax", jax.__version__),
@@ -145,15 +149,19 @@ def _measure(keras, spec, workload, shapes, target, distribution, emit) -> RunRe
     )
 
 
-def step_of(model, optimizer, model_name: str, loss_scaling: bool):
+def step_of(model, optimizer, workload, loss_scaling: bool):
     """One training step, `step(state, x, y) → (loss, state)` with state (trainable, non-trainable,
-    optimizer variables' values): `model.stateless_call` and the optimizer's `stateless_apply`."""
+    optimizer variables' values): `model.stateless_call` and the optimizer's `stateless_apply`.
+    `workload`: the run's workload object (or a built-in's name), whose per-example loss it takes."""
     import jax
     import keras
 
+    if isinstance(workload, str):
+        workload = workloads.BUILTINS[workload]
+
     def compute_loss(trainable, non_trainable, optimizer_state, x, y):
         predictions, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-        loss = keras.ops.mean(workloads.per_example_loss(model_name, y, predictions))
+        loss = keras.ops.mean(workload.per_example_loss(y, predictions))
         scaled = loss
         if loss_scaling:  # the scale is optimizer state: read it from this step's copy
             with keras.StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_state))):
@@ -209,6 +217,18 @@ def loop_compiler_options(kind: str, k: int) -> dict:
     if kind == "cpu" and k > 1:
         return {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
     return {}
+
+
+def _compiler_flops(step, holder, real: bool, spec, workload, shapes):
+    """XLA's FLOPs per example of one step on the global batch (one batch of the stacked real ones)."""
+    import jax
+
+    x, y = holder["inputs"]
+    skip = 2 if real else 1  # the stacked real batches lead with the loop's steps
+    # A model of several inputs takes a tuple of arrays: each is described alike.
+    one = lambda a: jax.tree_util.tree_map(lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a)
+    examples = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
+    return compiler_flops.jax_step(step, holder["state"], one(x), one(y), examples)
 
 
 def _iterations_index(optimizer) -> Optional[int]:

@@ -18,9 +18,9 @@ import re
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog
+from dashbench import catalog, stats
 
-from dashbench.engine import backends, calibration, devices, measured, workloads
+from dashbench.engine import backends, calibration, compiler_flops, devices, measured, workloads
 from dashbench.result import RunResult
 from dashbench.spec import RunSpec
 
@@ -51,6 +51,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     emit = on_event or (lambda event: None)
     workload = catalog.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
+    keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
     tf = devices.import_tensorflow()
     import keras
@@ -60,47 +61,48 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(spec.precision)
     try:
-        return _measure(tf, keras, spec, workload, shapes, target, emit)
+        return _measure(tf, keras, spec, workload, keras_side, shapes, target, emit)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
+def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> RunResult:
     strategy = target.strategy
     global_batch = spec.batch_size
     per_replica_batch = global_batch // target.replicas
     loss_scaling = spec.precision == "mixed_float16"
 
     with strategy.scope():
-        model = workloads.build_model(spec.model, shapes)
-        optimizer = workloads.make_optimizer(spec.model, shapes)
+        model = keras_side.build_model(shapes)
+        optimizer = keras_side.make_optimizer(shapes)
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)  # before tracing: slots must exist in the scope
-    flops = workloads.flops_per_example(model)
+    flops = keras_side.flops_per_example(model)
     variables = model.trainable_variables
 
     def forward_backward(x, y):
         with tf.GradientTape() as tape:
             predictions = model(x, training=True)
             # Sum over this replica's examples / GLOBAL batch: summed over replicas it is the mean.
-            loss = tf.reduce_sum(workloads.per_example_loss(spec.model, y, predictions)) / global_batch
+            loss = tf.reduce_sum(keras_side.per_example_loss(y, predictions)) / global_batch
             scaled = optimizer.scale_loss(loss) if loss_scaling else loss
         return loss, tape.gradient(scaled, variables)
 
+    plain_forward_backward = forward_backward
     if spec.xla and target.kind != "tpu":  # a TPU compiles everything with XLA anyway
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
-    def replica_step(x, y):
+    def replica_step(x, y, forward_backward=forward_backward):
         loss, grads = forward_backward(x, y)
         optimizer.apply_gradients(zip(grads, variables))
         return loss
 
     if spec.data == "real":
-        dataset = workloads.real_dataset(spec.data_path, global_batch, spec.seed)
+        dataset = keras_side.real_dataset(spec.data_path, global_batch, spec.seed)
         source = iter(strategy.experimental_distribute_dataset(dataset))
     else:
-        source = _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, spec.seed)
+        source = _synthetic_on_devices(tf, strategy, keras_side, shapes, global_batch, per_replica_batch, spec.seed)
     real = spec.data == "real"
 
     @tf.function
@@ -126,12 +128,15 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced,
                                                        devices.gpu_indices(target))
 
+    flops["compiler"] = _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side,
+                                        shapes, spec, per_replica_batch, target)
     placement = {"variables": devices.variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
         spec, workload, shapes, target, flops, compile_s, samples, placement,
+        model_info=keras_side.identity(model),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
         xla=spec.xla or target.kind == "tpu",
         backend=("tensorflow", tf.__version__),
@@ -147,14 +152,27 @@ def _measure(tf, keras, spec, workload, shapes, target, emit) -> RunResult:
     )
 
 
-def _synthetic_on_devices(tf, strategy, workload, shapes, global_batch, per_replica_batch, seed):
+def _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side, shapes, spec,
+                    per_replica_batch, target):
+    """The graph profiler's FLOPs per example of one step on every replica. The profiler does not open
+    an XLA cluster (a function call), so the step it counts runs the forward/backward unjitted."""
+    x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, 2), spec.seed)
+    as_spec = lambda a: tf.TensorSpec((per_replica_batch, *a.shape[1:]), tf.as_dtype(a.dtype))
+    specs = [tf.nest.map_structure(as_spec, x), as_spec(y)]  # a model of several inputs takes a tuple
+    one_step = lambda x, y: strategy.run(replica_step, args=(x, y), kwargs={"forward_backward": plain_forward_backward})
+    examples = per_replica_batch * target.replicas * stats.examples_per_item(workload.unit, shapes.seq_len)
+    return compiler_flops.tf_step(tf, one_step, specs, examples)
+
+
+def _synthetic_on_devices(tf, strategy, keras_side, shapes, global_batch, per_replica_batch, seed):
     """The global batch made once on the host (numpy, as on JAX); each replica gets its own slice,
     copied to its device once: a run with N replicas sees exactly the examples of a 1-replica run."""
-    x, y = workloads.synthetic_batch(workload.name, shapes, global_batch, seed)
+    x, y = keras_side.synthetic_batch(shapes, global_batch, seed)
 
     def replica_slice(context):
         start = context.replica_id_in_sync_group * per_replica_batch
-        return tf.constant(x[start : start + per_replica_batch]), tf.constant(y[start : start + per_replica_batch])
+        part = lambda a: tf.constant(a[start : start + per_replica_batch])
+        return tf.nest.map_structure(part, x), part(y)  # a model of several inputs takes a tuple
 
     return strategy.experimental_distribute_values_from_function(replica_slice)
 

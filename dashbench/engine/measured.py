@@ -47,18 +47,21 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
 
 def result(spec, workload, shapes, target, flops: dict, compile_s: float, samples: list[dict],
            placement: dict, peak: tuple[Optional[float], Optional[str], float], xla: bool,
-           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None) -> RunResult:
+           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None,
+           model_info: Optional[dict] = None) -> RunResult:
     """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
     With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
     measured = [s for s in samples if not s["warmup"]]
-    timing = stats.step_time_stats(measured, spec.batch_size)
+    per_batch = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
+    timing = stats.step_time_stats(measured, per_batch)
     repeats = repeat_cv = None
     if getattr(spec, "repeats", 1) > 1:
-        repeats = [stats.step_time_stats([s for s in measured if s.get("repeat") == r], spec.batch_size)
+        repeats = [stats.step_time_stats([s for s in measured if s.get("repeat") == r], per_batch)
                    ["examples_per_sec"] for r in range(spec.repeats)]
         timing["examples_per_sec"], repeat_cv = stats.repeat_spread(repeats)
     losses = [s["loss"] for s in samples]
-    achieved = stats.achieved_tflops(flops["training"], timing["examples_per_sec"])
+    counted, source = stats.mfu_flops(flops)
+    achieved = stats.achieved_tflops(counted, timing["examples_per_sec"])
     peak_tflops, peak_source, margin = peak
     flags = []
     if stats.above_peak(achieved, peak_tflops, margin):
@@ -96,8 +99,11 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         steps=spec.steps,
         steps_per_loop=spec.steps_per_loop,
         compile_s=compile_s,
-        flops_per_example=flops["training"],
-        forward_flops_per_example=flops["forward"],
+        flops_per_example=counted,
+        forward_flops_per_example=flops.get("forward") if source == "analytic" else None,
+        flops_source=source,
+        analytic_flops_per_example=flops.get("training"),
+        compiler_flops_per_example=flops.get("compiler"),
         achieved_tflops=achieved,
         peak_tflops=peak_tflops,
         peak_source=peak_source,
@@ -106,6 +112,7 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
         losses=losses,
         placement=placement,
         shapes=shapes.to_dict(),
+        model_info=model_info,
         env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
         spec=spec.to_dict(),
         host_load=host_load,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, backends, calibration, devices, measured, to_accuracy, workloads
+from dashbench.engine import (accuracy_data, backends, calibration, compiler_flops, devices, measured, to_accuracy,
+                              workloads)
 from dashbench.result import RunResult
 
 
@@ -40,7 +41,7 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
                 "multi_worker": target.multi_worker, "tf32": tf32,
                 "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)), **target.env,
             },
-            host_load=host_load,
+            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
@@ -57,24 +58,26 @@ class Trainer:
         loss_scaling = spec.precision == "mixed_float16"
         keras.utils.set_random_seed(spec.seed)
         with strategy.scope():
-            model = self.model = workloads.build_model(spec.model, shapes)
-            optimizer = workloads.make_optimizer(spec.model, shapes)
+            self.workload = workloads.of(spec)
+            model = self.model = self.workload.build_model(shapes)
+            optimizer = self.workload.make_optimizer(shapes)
             if loss_scaling:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
         self.initial_optimizer = [variable.numpy() for variable in optimizer.variables]
-        self.flops = workloads.flops_per_example(model)
+        self.flops = self.workload.flops_per_example(model)
         variables = model.trainable_variables
         global_batch = spec.batch_size
 
         def forward_backward(x, y):
             with tf.GradientTape() as tape:
                 predictions = model(tf.cast(x, tf.float32) / 255.0, training=True)
-                loss = tf.reduce_sum(workloads.per_example_loss(spec.model, y, predictions)) / global_batch
+                loss = tf.reduce_sum(self.workload.per_example_loss(y, predictions)) / global_batch
                 scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             return loss, tape.gradient(scaled, variables)
 
+        self._count_compiler_flops(forward_backward, variables, data)
         if spec.xla and target.kind != "tpu":
             forward_backward = tf.function(forward_backward, jit_compile=True)
 
@@ -93,7 +96,7 @@ class Trainer:
 
         def replica_eval(x, y, mask):
             predictions = model(tf.cast(x, tf.float32) / 255.0, training=False)
-            losses = workloads.per_example_loss(spec.model, y, predictions)
+            losses = self.workload.per_example_loss(y, predictions)
             correct = tf.cast(tf.equal(tf.argmax(predictions, axis=-1, output_type=tf.int32), y), tf.float32)
             return tf.reduce_sum(losses * mask), tf.reduce_sum(correct * mask)
 
@@ -108,6 +111,21 @@ class Trainer:
         self.eval_inputs = [self._distribute(batch, stacked=False)
                             for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
         self.validation_examples = len(data.y_val)
+
+    def _count_compiler_flops(self, forward_backward, variables, data) -> None:
+        """The graph profiler's count of one step, unjitted (the profiler does not open an XLA cluster)."""
+        tf, optimizer = self.tf, self.optimizer
+
+        def replica_step(x, y):
+            loss, grads = forward_backward(x, y)
+            optimizer.apply_gradients(zip(grads, variables))
+            return loss
+
+        as_spec = lambda a: tf.TensorSpec((self.per_replica, *a.shape[1:]), tf.as_dtype(a.dtype))
+        specs = [as_spec(data.x_train), as_spec(data.y_train)]
+        one_step = lambda x, y: self.strategy.run(replica_step, args=(x, y))
+        replicas = self.strategy.num_replicas_in_sync
+        self.flops["compiler"] = compiler_flops.tf_step(tf, one_step, specs, self.per_replica * replicas)
 
     def _distribute(self, arrays, stacked: bool):
         """Numpy global batches → per-replica values, replica r taking its slice of the batch axis."""
@@ -124,7 +142,7 @@ class Trainer:
         """The weights a model built from `seed` starts with (built apart, copied in: the traced
         functions keep their variables), and the optimizer's initial state."""
         self.keras.utils.set_random_seed(seed)
-        fresh = workloads.build_model(self.spec.model, self.shapes)
+        fresh = self.workload.build_model(self.shapes)
         self.model.set_weights(fresh.get_weights())
         for variable, value in zip(self.optimizer.variables, self.initial_optimizer):
             variable.assign(value)

@@ -24,7 +24,7 @@ import time
 from typing import Callable, Optional
 
 from dashbench import accuracy, catalog, stats
-from dashbench.engine import accuracy_data, hostload
+from dashbench.engine import accuracy_data, hostload, workloads
 from dashbench.result import RunResult
 
 Event = Callable[[dict], None]
@@ -34,6 +34,7 @@ def prepare(spec, emit: Event):
     """(workload, shapes, data, plan): everything checked and loaded before a framework starts."""
     workload = catalog.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before the framework starts
+    shapes = workloads.of(spec).data_shapes(shapes)  # a user's model: the image size its input takes
     emit({"event": "phase", "phase": "loading data"})
     data = accuracy_data.load(spec, shapes)
     return workload, shapes, data, accuracy_data.plan(spec, len(data.y_train))

@@ -26,12 +26,15 @@ cluster has. A multi-host place (a TPU slice, N GPU hosts) goes to fleet.slices.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from dashbench import model_file
 from dashbench.fleet import FleetError, inventory, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.spec import RunSpec
@@ -114,7 +117,8 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
     with Store(url) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=HOST_PREFIX + host.name)
     try:
-        start_job(address, run_id, url, placement, python=python)
+        with _model_folder(spec) as folder:
+            start_job(address, run_id, url, placement, python=python, model_folder=folder)
     except Exception as exc:
         with Store(url) as store:
             store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {_one_line(exc)}")
@@ -122,12 +126,32 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
     return run_id
 
 
+@contextlib.contextmanager
+def _model_folder(spec: RunSpec):
+    """A user's model file alone in a folder, for its Ray job to carry to the node (its working_dir;
+    the node checks the hash); None for a built-in. Ray uploads it as the job is submitted."""
+    if not spec.model_path:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dashbench-model-") as folder:
+        shutil.copy2(spec.model_path, Path(folder) / Path(spec.model_path).name)
+        yield folder
+
+
 def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placement, host=None,
-              extra_env: dict | None = None, python: str | None = None) -> str:
+              extra_env: dict | None = None, python: str | None = None, model_folder: str | None = None) -> str:
     """The Ray job of one process of run `run_id` on `host` (default: the placement's only host), run
-    by `python` (default: the one of the host's Ray workers, node_python)."""
+    by `python` (default: the one of the host's Ray workers, node_python), carrying `model_folder` (a
+    user's model file) as its working_dir."""
     host = host or placement.hosts[0]
     env = {name: os.environ[name] for name in FORWARD_ENV if os.environ.get(name)}
+    runtime_env: dict = {"env_vars": env}
+    if model_folder:
+        runtime_env["working_dir"] = model_folder
+        env[model_file.ARRIVED_ENV] = next(Path(model_folder).iterdir()).name
     env.update({"DASHBENCH_DB": sent_url(url), "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
                 "DASHBENCH_RAY_JOB": job_id(run_id), "DASHBENCH_RAY_CLUSTER": str(address),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), **(extra_env or {})})
@@ -138,7 +162,7 @@ def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placeme
         entrypoint_num_gpus=placement.num_gpus or None, entrypoint_num_cpus=placement.num_cpus or None,
         entrypoint_resources=placement.resources or None,
         entrypoint_label_selector={"ray.io/node-id": host.node_id},
-        runtime_env={"env_vars": env}, metadata={"dashbench_run_id": run_id, "host": host.name})
+        runtime_env=runtime_env, metadata={"dashbench_run_id": run_id, "host": host.name})
     return sid
 
 

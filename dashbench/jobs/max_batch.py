@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench.jobs.checks import _key, start_detached
+from dashbench import model_file
 from dashbench.spec import SPEC_DEFAULTS, RunSpec
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
@@ -27,9 +28,9 @@ _lock = threading.Lock()
 def argv_for(spec: RunSpec) -> list[str]:
     """The spec as `sweep` options (its batch size as --start-batch; steps and warm-up left to the
     search's few unless the spec changed them from their defaults)."""
-    out = ["--model", spec.model, "--start-batch", str(spec.batch_size)]
+    out = ["--model", model_file.argument(spec), "--start-batch", str(spec.batch_size)]
     for name, value in spec.to_dict().items():
-        if name in ("model", "batch_size") or value is None or value == SPEC_DEFAULTS.get(name):
+        if name in ("model", "batch_size", "model_path", "model_sha256") or value is None or value == SPEC_DEFAULTS.get(name):
             continue
         option = "--" + name.replace("_", "-")
         out += [option] if value is True else [] if value is False else [option, str(value)]

@@ -114,7 +114,8 @@ def run_shape(row: dict | pd.Series) -> dict:
     defaults = workload.defaults if workload else {}
     if all(defaults.get(name) == value for name, value in overrides.items()):
         return {}  # overrides that repeat the full-size defaults: a full-size run
-    names = workload.overrides if workload else tuple(overrides)
+    # The dimensions the store keeps (an LM's layer count is not one: catalog refuses it alone).
+    names = [n for n in workload.overrides if n in SHAPE_COLUMNS] if workload else tuple(overrides)
     return {name: overrides.get(name, defaults.get(name)) for name in names
             if overrides.get(name, defaults.get(name)) is not None}
 

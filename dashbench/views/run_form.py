@@ -7,7 +7,7 @@ from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number, md_text
 
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
-               "image_size", "seq_len", "width", "data", "data_path")
+               "image_size", "seq_len", "width", "layers", "data", "data_path")
 # "What to measure": throughput over the measured steps, training to a target accuracy, or a fixed
 # number of epochs (seed 000's way); the last two evaluate the held-out split (issue 23).
 MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
@@ -40,14 +40,14 @@ def run_form_defaults(kinds: list[str]) -> dict:
         "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
         "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_repeats": SPEC_DEFAULTS["repeats"],
         "run_label": "",
-        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
+        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_layers": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
         "run_data": SPEC_DEFAULTS["data"], "run_data_path": "", "run_mode": "throughput",
         "run_target_accuracy": 0.9, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
         "run_steps_per_epoch": 0, "run_eval_every": 0, "run_seeds": 1,
     }
 
 
-SHAPE_FIELDS = ("image_size", "seq_len", "width")
+SHAPE_FIELDS = ("image_size", "seq_len", "width", "layers")  # layers: no box, only the quick try sets it
 # The form's words for a spec field, so a refusal names the box to fix.
 FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
                "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
@@ -118,7 +118,16 @@ def refusal_text(exc: Exception) -> str:
     return text
 
 
-def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | None]:
+def model_choices(models_dir: str | None) -> list[str]:
+    """The Model box: the built-ins, then the models folder's files ('mlp.py:build', 'vit.keras'),
+    found without importing them; never a free-text path."""
+    from dashbench import model_file
+    from dashbench.spec import MODELS
+
+    return [*MODELS, *model_file.choices(model_file.models_dir(models_dir or ""))]
+
+
+def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -> tuple[list[RunSpec], str | None]:
     """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id.
     With Quick try and no preset, the shapes are the submitted model's quick shapes, whatever the
     shape boxes held for the model chosen before."""
@@ -129,7 +138,7 @@ def specs_from_form(state, sweep: bool = False) -> tuple[list[RunSpec], str | No
         values.update({k[len("run_"):]: v for k, v in quick_shape_values(values["model"]).items()})
     values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
     values["label"] = (values.get("label") or "").strip() or None
-    base = build_spec(values)
+    base = build_spec(values, models_dir)
     if not sweep:
         specs, sweep_id = [base], None
     else:
@@ -233,18 +242,21 @@ def recent_finished(store, limit: int = 3) -> list[dict]:
     return [run for run in (store.get_run(run_id) for run_id in run_ids) if run]
 
 
-def build_spec(values: dict) -> RunSpec:
+def build_spec(values: dict, models_dir: str | None = None) -> RunSpec:
     """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
-    the workload (no TensorFlow) what the model takes, so a bad form queues nothing."""
-    from dashbench import catalog
+    the workload (no TensorFlow) what the model takes, so a bad form queues nothing. A model file is
+    resolved inside the models folder (refused outside it) and hashed, never imported here."""
+    from dashbench import catalog, model_file
 
     clean = {}
     for name, value in values.items():
         if name not in SPEC_DEFAULTS and name not in ("model", "batch_size"):
             continue
-        if value is None or value == "" or (name in ("image_size", "seq_len", "width") and value == 0):
+        if value is None or value == "" or (name in SHAPE_FIELDS and value == 0):
             continue
         clean[name] = value
+    if model_file.looks_like_file(clean.get("model")):
+        clean.update(model_file.reference_in(model_file.models_dir(models_dir or ""), clean["model"]))
     spec = RunSpec.from_dict(clean)
     catalog.check_spec(spec)
     return spec

@@ -15,7 +15,7 @@ from dashbench.views import fleet as fleet_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
-from dashbench.spec import BACKENDS, DATA_SOURCES, MODELS, PRECISIONS, SpecError
+from dashbench.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
 
 def _apply_preset():
@@ -94,7 +94,8 @@ def show() -> None:
                       on_change=_apply_preset)
     # Outside the form: the quick try's caption, batch and shapes follow a model as soon as it is chosen;
     # inside, the page would only see the choice on launch.
-    cols[1].selectbox("Model", MODELS, key="run_model", on_change=_model_changed)
+    cols[1].selectbox("Model", run_form.model_choices(ctx.settings.models_dir), key="run_model",
+                      on_change=_model_changed)
     cols[2].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
                      help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
                           "batch and a few steps — seconds on a CPU, for trying it out.")
@@ -168,7 +169,8 @@ def show() -> None:
         st.warning(unclear)
     elif launch or launch_sweep:
         try:
-            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep)
+            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep,
+                                                       models_dir=ctx.settings.models_dir)
             place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
             warnings = run_form.memory_warnings(specs) if place == fleet_views.THIS_MACHINE else []
             ids = ([queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
@@ -188,7 +190,7 @@ def show() -> None:
         try:
             if st.session_state.get("run_place"):
                 raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
-            base, _sweep = run_form.specs_from_form(st.session_state)
+            base, _sweep = run_form.specs_from_form(st.session_state, models_dir=ctx.settings.models_dir)
             max_batch.launch(base[0], db_path)
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")

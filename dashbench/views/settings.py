@@ -13,6 +13,7 @@ from pathlib import Path
 
 READ_ONLY_ENV = "DASHBENCH_READ_ONLY"
 DB_ENV = "DASHBENCH_DB"
+MODELS_DIR_ENV = "DASHBENCH_MODELS_DIR"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
@@ -21,6 +22,8 @@ _FALSE = {"", "0", "false", "no", "off"}
 class Settings:
     read_only: bool
     db_path: str
+    # The models folder the Run page offers users' model files from (--models-dir, DASHBENCH_MODELS_DIR).
+    models_dir: str | None = None
 
 
 def read_only_from_env(value: str | None) -> bool:
@@ -38,13 +41,14 @@ def load(argv: list[str] | None = None, environ: dict | None = None) -> Settings
     environ = os.environ if environ is None else environ
     read_only = read_only_from_env(environ.get(READ_ONLY_ENV)) or "--read-only" in argv
     db_path = _option(argv, "--db") or environ.get(DB_ENV) or _default_db_path()
+    models = _option(argv, "--models-dir") or environ.get(MODELS_DIR_ENV) or None
     from dashbench.store import ServerURL, is_server_url, url_scheme
 
     if is_server_url(db_path):  # a server: shown masked everywhere, its .url opens it (never a Path's "/")
-        return Settings(read_only=read_only, db_path=ServerURL(db_path))
+        return Settings(read_only=read_only, db_path=ServerURL(db_path), models_dir=models)
     if url_scheme(db_path):  # another scheme, kept less anything after it: Store and open_store refuse it
-        return Settings(read_only=read_only, db_path=url_scheme(db_path) + "…")
-    return Settings(read_only=read_only, db_path=str(Path(db_path).expanduser()))
+        return Settings(read_only=read_only, db_path=url_scheme(db_path) + "…", models_dir=models)
+    return Settings(read_only=read_only, db_path=str(Path(db_path).expanduser()), models_dir=models)
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -1,0 +1,431 @@
+"""A user's model as a workload: a builder function (`file.py:build`) or a saved Keras 3 model
+(`model.keras`, loaded with safe_mode=True), on either backend.
+
+The builder contract, as small as torchbench's `get_module()`:
+- `def build()` returns a `keras.Model` whose inputs have fixed shapes, batch aside. dashbench makes
+  the inputs from the input shapes and dtypes, a learnable target from the output shape (class labels
+  or a regression target from a fixed random projection of the inputs), and trains it with the
+  model's compiled loss and optimizer if it has them, else Adam 1e-3 and the synthetic task's loss.
+- It may take `batch_size` (the run's global batch) and `classes` (an image folder's class count).
+- It may return a dict instead: {"model": m} plus any of "inputs" ({input name: {"low", "high"}} for
+  integer inputs: token ids), "labels" (a function of the numpy inputs giving the targets), "loss" (a
+  Keras loss or its name) and "optimizer" (a Keras optimizer or its name).
+
+The file is imported here only, in the run's own process, under a time limit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+from dashbench import model_file
+from dashbench.catalog import Shapes
+from dashbench.engine.workloads.base import KerasWorkload
+from dashbench.spec import SpecError
+
+IMPORT_TIMEOUT_ENV = "DASHBENCH_MODEL_IMPORT_TIMEOUT_S"
+IMPORT_TIMEOUT_S = 60.0
+RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
+BUILDER_ARGUMENTS = ("batch_size", "classes")
+FEATURE_GROUPS = 64  # the teacher reads each input as this many means of contiguous chunks
+
+_workloads: dict = {}
+_modules: dict = {}
+
+
+def workload(spec) -> "UserWorkload":
+    """The run's workload object for its model file, one per file, hash and builder in a process."""
+    key = (spec.model_path, spec.model_sha256, model_file.builder_of(spec.model))
+    if key not in _workloads:
+        _workloads[key] = UserWorkload(spec)
+    return _workloads[key]
+
+
+def _say(field_text: str) -> SpecError:
+    return SpecError("model", field_text)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+def import_file(path: Path, sha: str):
+    """The module of a builder file, imported once, in a thread the run waits on for at most
+    DASHBENCH_MODEL_IMPORT_TIMEOUT_S: a file that hangs at import is named, never waited for."""
+    key = (str(path), sha)
+    if key in _modules:
+        return _modules[key]
+    limit = float(os.environ.get(IMPORT_TIMEOUT_ENV) or IMPORT_TIMEOUT_S)
+    name = f"dashbench_user_model_{sha[:12]}"
+    found: dict = {}
+
+    def load():
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # what keras.saving's registered classes are looked up in
+            spec.loader.exec_module(module)
+            found["module"] = module
+        except BaseException as exc:  # the user's code: any error is its message
+            sys.modules.pop(name, None)
+            found["error"] = exc
+
+    thread = threading.Thread(target=load, name=f"import {path.name}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        raise _say(f"{path.name} did not finish importing within {limit:g} s ({IMPORT_TIMEOUT_ENV}): stopped")
+    if "error" in found:
+        raise _say(f"{path.name} failed at import: {_one_line(found['error'])}")
+    _modules[key] = found["module"]
+    return found["module"]
+
+
+class UserWorkload(KerasWorkload):
+    def __init__(self, spec):
+        self.path, self.sha = model_file.local_path(spec), spec.model_sha256
+        self.builder = model_file.builder_of(spec.model)
+        self.where = f"{self.path.name}:{self.builder}" if self.builder else self.path.name
+        self.batch_size = spec.batch_size
+        self.classes: Optional[int] = None
+        self.extras: dict = {}
+        self.meta: Optional[dict] = None
+        super().__init__(spec.model, self._build_checked, self._synthetic)
+
+    # -- the model ----------------------------------------------------------------------------
+
+    def build_model(self, shapes: Shapes):
+        return self._build_checked(shapes)
+
+    def _build_checked(self, shapes: Shapes):
+        if shapes.classes:
+            self.classes = shapes.classes
+        model = self._load()
+        if self.meta is None:
+            self.meta = self._describe(model)
+        return model
+
+    def _load(self):
+        import keras
+
+        if self.builder is None:
+            return self._load_saved(keras)
+        function = getattr(import_file(self.path, self.sha), self.builder, None)
+        if not callable(function):
+            raise _say(f"{self.path.name} has no function {self.builder}()")
+        try:
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            parameters = {}
+        given = {"batch_size": self.batch_size, "classes": self.classes}
+        kwargs = {}
+        for name, parameter in parameters.items():
+            if name in BUILDER_ARGUMENTS and (given[name] is not None or parameter.default is inspect.Parameter.empty):
+                if given[name] is None:
+                    raise _say(f"{self.where}() asks for {name}, which this run has none of (classes: an image "
+                               f"folder's class count); give it a default")
+                kwargs[name] = given[name]
+            elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
+                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                raise _say(f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
+                           f"{', '.join(BUILDER_ARGUMENTS)}")
+        try:
+            out = function(**kwargs)
+        except Exception as exc:
+            raise _say(f"{self.where}() raised {_one_line(exc)}") from None
+        if isinstance(out, dict):
+            unknown = [key for key in out if key not in RETURNED_KEYS]
+            if unknown:
+                raise _say(f"{self.where}() returned a dict with {unknown[0]!r}; its keys are {', '.join(RETURNED_KEYS)}")
+            self.extras, out = {k: v for k, v in out.items() if k != "model"}, out.get("model")
+        if not isinstance(out, keras.Model):
+            raise _say(f"{self.where}() returned {type(out).__name__}, not a keras.Model "
+                       f"(or a dict with 'model')")
+        self._take_compiled(out)
+        return out
+
+    def _load_saved(self, keras):
+        try:
+            loaded = keras.saving.load_model(str(self.path), safe_mode=True)
+        except Exception as exc:
+            text = str(exc)
+            if "Lambda" in text or "safe_mode" in text:
+                raise _say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
+                           f"the model without Lambda layers, or give a builder file.py:build") from None
+            raise _say(f"{self.path.name} is not a loadable Keras 3 model: {_one_line(exc)}") from None
+        if not isinstance(loaded, keras.Model):
+            raise _say(f"{self.path.name} holds {type(loaded).__name__}, not a keras.Model")
+        # Fresh weights from the run's seed, as a builder's: the file gives the architecture.
+        fresh = keras.models.clone_model(loaded)
+        self._take_compiled(loaded)
+        return fresh
+
+    def _take_compiled(self, model) -> None:
+        """A compiled model's loss and optimizer are the run's (unless the builder returned its own)."""
+        if getattr(model, "compiled", False):
+            if getattr(model, "optimizer", None) is not None:
+                self.extras.setdefault("optimizer", model.optimizer)
+            if getattr(model, "loss", None) is not None:
+                self.extras.setdefault("loss", model.loss)
+
+    def _describe(self, model) -> dict:
+        """The inputs' and outputs' shapes and how each input is made; bad ones named."""
+        inputs = []
+        wanted = self.extras.get("inputs") or {}
+        if not isinstance(wanted, dict):
+            raise _say(f"{self.where}(): 'inputs' must map input names to {{'low', 'high'}}")
+        for tensor in model.inputs:
+            name, shape, dtype = _name(tensor), tuple(tensor.shape[1:]), str(tensor.dtype)
+            if any(d is None for d in shape):
+                raise _say(f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
+                           f"fixed (keras.Input(shape=...)) so its examples can be made")
+            made = {"name": name, "shape": list(shape), "dtype": dtype}
+            if "int" in dtype or dtype == "bool":
+                bounds = wanted.get(name) or {}
+                high = bounds.get("high", 2 if dtype == "bool" else _embedding_size(model, tensor))
+                if high is None:
+                    raise _say(f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
+                               f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}")
+                made.update(low=int(bounds.get("low", 0)), high=int(high))
+            elif "float" not in dtype:
+                raise _say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
+            inputs.append(made)
+        if not model.outputs:
+            raise _say(f"{self.where}: the model has no outputs")
+        if len(model.outputs) > 1 and "labels" not in self.extras:
+            raise _say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' "
+                       f"for them")
+        outputs = [{"name": _name(t), "shape": list(t.shape[1:]), "dtype": str(t.dtype)} for t in model.outputs]
+        if any(d is None for d in outputs[0]["shape"]):
+            raise _say(f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
+                       f"must be fixed for a target to be made")
+        return {"inputs": inputs, "outputs": outputs, **self._task(model, outputs[0])}
+
+    def _task(self, model, output: dict) -> dict:
+        """The synthetic task and its loss: what the compiled (or returned) loss asks for, else
+        classes for a vector output, a regression target otherwise."""
+        import keras
+
+        loss = self.extras.get("loss")
+        loss_fn = keras.losses.get(loss) if loss is not None else None
+        loss_name = str(getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", "") or loss or "")
+        shape = output["shape"]
+        if self.classes is not None or "sparse_categorical" in loss_name:
+            kind = "classes"
+        elif "categorical" in loss_name:
+            kind = "one_hot"
+        elif "binary" in loss_name:
+            kind = "binary"
+        elif loss_fn is not None:
+            kind = "regression"
+        else:
+            kind = "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
+        if kind in ("classes", "one_hot") and (len(shape) != 1 or shape[0] < 2):
+            raise _say(f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at "
+                       f"least 2 classes")
+        if self.classes is not None and shape[0] != self.classes:
+            raise _say(f"output {output['name']!r} has {shape[0]} classes; the image folder has {self.classes}")
+        if loss_fn is None:
+            from_logits = not _ends_in_softmax(model)
+            self.loss_fn = (lambda y, p: keras.losses.sparse_categorical_crossentropy(y, p, from_logits=from_logits)) \
+                if kind == "classes" else (lambda y, p: keras.ops.square(p - keras.ops.cast(y, "float32")))
+            described = (f"sparse categorical cross-entropy{' (from logits)' if from_logits else ''}"
+                         if kind == "classes" else "mean squared error")
+        else:
+            self.loss_fn = loss_fn.call if isinstance(loss_fn, keras.losses.Loss) else loss_fn
+            described = f"{loss_name} (the model's)"
+        self.kind = kind
+        task = {"classes": f"{shape[0]} classes from a fixed random projection of the inputs",
+                "one_hot": f"{shape[0]} one-hot classes from a fixed random projection of the inputs",
+                "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
+                "regression": "a fixed random projection of the inputs (regression)"}[kind]
+        if "labels" in self.extras:
+            task = "the builder's labels"
+        return {"loss": described, "task": f"synthetic: {task}"}
+
+    # -- what the engine asks ------------------------------------------------------------------
+
+    def make_optimizer(self, shapes: Shapes):
+        import keras
+
+        given = self.extras.get("optimizer")
+        if given is None:
+            return keras.optimizers.Adam(learning_rate=1e-3)
+        if isinstance(given, str):
+            return keras.optimizers.get(given)
+        # A fresh copy: the builder's instance was made outside the run's strategy scope.
+        return type(given).from_config(given.get_config())
+
+    def per_example_loss(self, y_true, y_pred):
+        from keras import ops
+
+        y_pred = ops.cast(y_pred, "float32")
+        losses = self.loss_fn(y_true, y_pred)
+        while len(losses.shape) > 1:
+            losses = ops.mean(losses, axis=-1)
+        return losses
+
+    def flops_per_example(self, model) -> dict:
+        # No formula for a user's model, and the layer count misses whatever its custom layers do:
+        # the run's MFU takes the compiler's count of one step instead, labelled so.
+        return {}
+
+    def _synthetic(self, shapes: Shapes, batch: int, seed: int):
+        import numpy as np
+
+        if self.meta is None:
+            self.build_model(shapes)
+        rng = np.random.default_rng([seed, 1])
+        arrays = []
+        for made in self.meta["inputs"]:
+            shape = (batch, *made["shape"])
+            if "high" in made:
+                values = rng.integers(made["low"], made["high"], shape, dtype=np.int64)
+                arrays.append(values.astype(bool if made["dtype"] == "bool" else np.int32))
+            else:
+                arrays.append(rng.standard_normal(shape, dtype=np.float32))
+        x = arrays[0] if len(arrays) == 1 else tuple(arrays)
+        if "labels" in self.extras:
+            try:
+                y = np.asarray(self.extras["labels"](x))
+            except Exception as exc:
+                raise _say(f"{self.where}: its labels function raised {_one_line(exc)}") from None
+            return x, y
+        return x, self._targets(arrays, self.meta["inputs"], batch, seed)
+
+    def _targets(self, arrays, made, batch: int, seed: int):
+        import numpy as np
+
+        groups = []
+        for array, spec in zip(arrays, made):
+            flat = array.reshape(batch, -1).astype(np.float32)
+            if "high" in spec:
+                flat = flat / max(1, spec["high"])
+            chunks = np.array_split(np.arange(flat.shape[1]), min(FEATURE_GROUPS, flat.shape[1]))
+            groups.append(np.stack([flat[:, c].mean(axis=1) for c in chunks], axis=1))
+        features = np.concatenate(groups, axis=1)
+        features = (features - features.mean(axis=0, keepdims=True)) / (features.std(axis=0, keepdims=True) + 1e-6)
+        shape = self.meta["outputs"][0]["shape"]
+        width = int(np.prod(shape)) if shape else 1
+        projection = np.random.default_rng([seed, 2]).standard_normal((features.shape[1], width), dtype=np.float32)
+        scores = features @ projection / np.sqrt(features.shape[1])
+        if self.kind == "classes":
+            return np.argmax(scores, axis=-1).astype(np.int32)
+        if self.kind == "one_hot":
+            return np.eye(width, dtype=np.float32)[np.argmax(scores, axis=-1)]
+        if self.kind == "binary":
+            return (scores > 0).astype(np.float32).reshape(batch, *shape)
+        return scores.astype(np.float32).reshape(batch, *shape)
+
+    def data_shapes(self, shapes: Shapes) -> Shapes:
+        """An image folder is read at the size and colours the model's one input takes."""
+        self.classes = shapes.classes or None
+        model = self.build_model(shapes)
+        if len(model.inputs) != 1 or len(model.inputs[0].shape) != 4:
+            raise _say(f"{self.where}: an image folder feeds a model of one image input (height, width, "
+                       f"channels); this one's inputs are {[_shape(t.shape[1:]) for t in model.inputs]}")
+        height, width, channels = model.inputs[0].shape[1:]
+        if height != width or channels not in (1, 3):
+            raise _say(f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
+                       f"image folder is read square, with 1 or 3 channels")
+        return Shapes(image_size=int(height), channels=int(channels), classes=shapes.classes)
+
+    def real_dataset(self, data_path, global_batch, seed):
+        raise _say("a model file has no Fashion-MNIST reader: use --data folder (an image folder) or synthetic")
+
+    real_batches = real_dataset
+
+    def identity(self, model) -> dict:
+        return {
+            "source": "builder" if self.builder else "keras",
+            "file": self.path.name, "builder": self.builder, "sha256": self.sha,
+            "parameters": int(model.count_params()),
+            **(self.meta or {}),
+            "optimizer": self._optimizer_name(),
+        }
+
+    def _optimizer_name(self) -> str:
+        given = self.extras.get("optimizer")
+        return "Adam" if given is None else given if isinstance(given, str) else type(given).__name__
+
+    def facts(self) -> dict:
+        """What the memory estimate needs (dashbench/memory.py): parameters, optimizer slots, and the
+        elements per example of the inputs and of every layer's output."""
+        import numpy as np
+
+        model = self.build_model(Shapes(classes=self.classes or 0))
+        activations = 0
+        for layer in model.layers:
+            for tensor in _outputs_of(layer):
+                activations += int(np.prod([d for d in tensor.shape[1:] if d is not None] or [1]))
+        slots = {"Adam": 2, "AdamW": 2, "Nadam": 2, "Adamax": 2, "SGD": 1, "RMSprop": 1, "Adagrad": 1,
+                 "Lion": 1, "Adafactor": 1}.get(self._optimizer_name(), 2)
+        inputs = sum(int(np.prod(m["shape"] or [1])) for m in self.meta["inputs"])
+        return {"parameters": int(model.count_params()), "slots": slots, "activations": activations,
+                "inputs": inputs}
+
+
+def _name(tensor) -> str:
+    """The name of the layer that makes a tensor (an Input's own name), else the tensor's."""
+    history = getattr(tensor, "_keras_history", None)
+    operation = getattr(history, "operation", None) or (history[0] if isinstance(history, tuple) and history else None)
+    return str(getattr(operation, "name", None) or getattr(tensor, "name", "") or "input").split(":")[0]
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _embedding_size(model, tensor) -> Optional[int]:
+    """The vocabulary of the Embedding an integer input feeds directly, if it feeds one."""
+    import keras
+
+    for layer in model.layers:
+        if not isinstance(layer, keras.layers.Embedding):
+            continue
+        for node in getattr(layer, "_inbound_nodes", []):
+            if any(t is tensor or _name(t) == _name(tensor) for t in getattr(node, "input_tensors", [])):
+                return int(layer.input_dim)
+    return None
+
+
+def _ends_in_softmax(model) -> bool:
+    import keras
+
+    last = model.layers[-1] if model.layers else None
+    activation = getattr(last, "activation", None)
+    return isinstance(last, keras.layers.Softmax) or getattr(activation, "__name__", "") == "softmax"
+
+
+def _outputs_of(layer) -> list:
+    try:
+        out = layer.output
+    except (AttributeError, ValueError):
+        return []
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def prepare(spec) -> None:
+    """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
+    its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
+    Bad input is a SpecError here, in the run's own process, never a `failed` run."""
+    from dashbench import catalog, memory
+    from dashbench.engine import backends, frameworks
+
+    shapes = catalog.check_spec(spec)
+    backends.select(spec.backend)
+    # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
+    frameworks.import_tensorflow() if spec.backend == "tensorflow" else frameworks.import_jax()
+    user = workload(spec)
+    if spec.data == "folder":
+        shapes = user.data_shapes(shapes)
+    user.build_model(shapes)
+    memory.know(spec.model, user.facts())
