@@ -81,7 +81,7 @@ def test_bad_input_is_one_line_naming_the_field(argv, message, capfd):
 def test_models_and_devices(capfd):
     assert main(["models", "--json"]) == 0
     names = [row["name"] for row in json.loads(capfd.readouterr().out)]
-    assert names == ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
+    assert names == ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama"]
     assert main(["devices", "--json"]) == 0
     info = json.loads(capfd.readouterr().out)
     assert info["tensorflow"].startswith("2.19") and info["default_device"] == "cpu"

@@ -44,7 +44,8 @@ def test_result_keys_events_and_placement():
     result = measured.to_dict()
     # The stored format: the keys (in order) of a result written before RunResult existed, plus the backend.
     stored = json.loads(FIXTURE.read_text())
-    added = {"backend", "backend_version", "host_load", "repeats", "repeat_cv"}  # keys newer than the fixture
+    added = {"backend", "backend_version", "host_load", "repeats", "repeat_cv",  # keys newer than the fixture
+             "flops_source", "analytic_flops_per_example", "compiler_flops_per_example"}
     assert [key for key in result if key not in added] == [key for key in stored if key != "run_id"]
     assert "host_load" in result and "repeats" not in result  # one measurement: no repeats written
     assert result["backend"] == "tensorflow" and result["backend_version"].startswith("2.")
