@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+from dashbench import catalog
 from dashbench.spec import RunSpec
 from dashbench.store import Store
 
@@ -34,7 +35,7 @@ def fake_result(spec: RunSpec, accelerator: str, kind: str, count: int, eps: flo
     measured = sorted(s["duration_s"] for s in samples if not s["warmup"])
     median = measured[len(measured) // 2]
     result = {
-        "model": spec.model, "unit": MODELS[spec.model][0], "device": kind, "accelerator": accelerator,
+        "model": spec.model, "unit": MODELS[spec.model][0] if spec.model in MODELS else catalog.get(spec.model).unit, "device": kind, "accelerator": accelerator,
         "accelerator_count": count, "device_names": [f"/device:{kind.upper()}:{i}" for i in range(count)],
         "replicas": count, "global_batch_size": spec.batch_size, "per_replica_batch_size": spec.batch_size // count,
         "precision": spec.precision, "xla": spec.xla, "data": spec.data, "status": "done",
@@ -71,6 +72,16 @@ def fill_two_backends(path, batch_sizes=(64,)) -> dict[tuple[str, int], str]:
                 ids[(backend, batch)] = _finished(store, spec, "CPU", "cpu", 1, 400.0 * speed * (batch / 64) ** 0.3,
                                                   [], rng)
     return ids
+
+
+def fill_two_units(path) -> dict[str, str]:
+    """One priced run (TPU v2, 4 chips) of an LM, whose unit is the token, and one of an image model.
+    Returns {model: run id}."""
+    rng = random.Random(2)
+    with Store(path) as store:
+        return {model: _finished(store, RunSpec(model=model, batch_size=8, device="tpu", steps=6), "TPU v2", "tpu", 4,
+                                 eps, [], rng)
+                for model, eps in (("llama", 52_000.0), ("fashion_mnist_cnn", 26_000.0))}
 
 
 def fill(path, n_runs: int = 40, seed: int = 0) -> list[str]:

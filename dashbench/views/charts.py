@@ -13,6 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashbench.views.format import cost_unit
+
 MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"
 FLAGGED_COLOR = "#d62728"
@@ -212,8 +214,10 @@ def _log_ticks(values) -> tuple[list[float], list[float]]:
 
 
 def cost_per_million(df: pd.DataFrame) -> go.Figure:
-    """On-demand and spot USD per million examples side by side; unpriced runs are named, not dropped."""
-    title = "Cost per million examples (USD, lower is better)"
+    """On-demand and spot USD per million of the runs' unit (examples, or an LM's tokens) side by side;
+    unpriced runs are named, not dropped."""
+    unit = cost_unit(df["model"] if "model" in df else ())
+    title = f"Cost per million {unit} (USD, lower is better)"
     if df.empty or "usd_per_million_examples" not in df:
         return _empty(title, "No runs selected")
     priced = df[df["usd_per_million_examples"].notna()]
@@ -240,7 +244,7 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
                           font=dict(color=FLAGGED_COLOR)))
     layout = _legend_on_top(title, len(traces))
     layout["margin"]["b"] = 60  # the no-price note under the axis title
-    return _hbar(traces, layout.pop("title"), 2 * len(priced), "USD / 1M examples", barmode="group",
+    return _hbar(traces, layout.pop("title"), 2 * len(priced), "USD / 1M " + ("units" if " " in unit else unit), barmode="group",
                  **({"annotations": notes} if notes else {}), **layout)
 
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashbench.costs import prices, reference
 from dashbench.views import accuracy_view, compare, compare_choice, compare_view, context, parity, results, ui
-from dashbench.views.format import md_text, unreadable_note
+from dashbench.views.format import cost_help, md_text, unreadable_note
 
 
 def _unless_set(key, value):
@@ -200,7 +200,7 @@ def show() -> None:
     for head, part in ui.memo(choice + (baseline, "parts"), compare_view.table_parts, table, frame, group_bases):
         if head:
             st.markdown(head)
-        ui.table(part)
+        ui.table(part, hints={"usd_per_million_examples": cost_help(part["model"] if "model" in part else ())})
     # Written only when clicked.
     st.download_button("Download CSV", lambda: compare.csv_bytes(table), file_name="dashbench-compare.csv",
                        mime="text/csv", icon=":material/download:", on_click="ignore")

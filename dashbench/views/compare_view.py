@@ -10,7 +10,7 @@ import pandas as pd
 
 from dashbench.frames import records
 from dashbench.views import charts, compare
-from dashbench.views.format import is_missing, is_number, md_text
+from dashbench.views.format import cost_unit, is_missing, is_number, md_text
 from dashbench.views.samples import step_samples
 
 
@@ -92,7 +92,7 @@ CHART_COLUMNS = ("id", "run_id", "kind", "label", "group", "examples_per_sec", "
 # A section's charts, in the order they are drawn, and those drawn until a visitor picks others: every chart
 # drawn cost a new visitor's server its Plotly JSON and message, and its software-rendered browser (the server
 # idles on while it draws) seconds; speed-up is throughput over the baseline's, and the table holds every figure.
-CHARTS = {"sweep": "Batch-size sweep", "throughput": "Throughput", "cost": "Cost per 1M examples",
+CHARTS = {"sweep": "Batch-size sweep", "throughput": "Throughput", "cost": "Cost per 1M examples or tokens",
           "speedup": "Speed-up", "steps": "Step times", "memory": "Peak memory"}
 DEFAULT_CHARTS = ("throughput", "cost")
 
@@ -141,9 +141,11 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store, kinds=tuple(
         sweeps = compare.sweep_frame(rows) if "sweep" in kinds else rows.iloc[0:0]
         base = bases.get(name)
         measured = rows[rows["kind"] == "measured"]
+        unit = cost_unit(rows["model"] if "model" in rows else ())  # one workload a section: one unit
+        unit = unit if unit in ("examples", "tokens") else "examples"
         figures = dict(
             sweep=charts.throughput_vs_batch(sweeps, oom_walls(store, sweeps)) if not sweeps.empty else None,
-            throughput=charts.throughput(rows) if "throughput" in kinds else None,
+            throughput=charts.throughput(rows, unit) if "throughput" in kinds else None,
             speedup=charts.speedup(rows, labels.get(base, "—") if base else "—") if "speedup" in kinds else None,
             steps=charts.step_time_distribution(step_samples(store, measured))
             if "steps" in kinds and not measured.empty else None,

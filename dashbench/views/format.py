@@ -292,3 +292,21 @@ def unreadable_note(runs) -> str:
     from dashbench.store import unreadable_text
 
     return md_text(unreadable_text(runs))
+
+
+def cost_unit(models) -> str:
+    """What a "USD per million" of these rows' models counts: "examples", "tokens" (an LM's throughput
+    and so its cost are per token), or "of the run's unit (examples or tokens)" where rows mix them."""
+    from dashbench.catalog import WORKLOADS
+
+    def word(model) -> str:
+        workload = WORKLOADS.get(model) if isinstance(model, str) else None
+        return "tokens" if workload is not None and workload.unit == "tokens" else "examples"
+
+    words = {word(m) for m in models}
+    return words.pop() if len(words) == 1 else "examples" if not words else "of the run's unit (examples or tokens)"
+
+
+def cost_help(models) -> str:
+    """The "$ / 1M" column's hint for a table of these models' rows."""
+    return f"on-demand USD per million {cost_unit(models)}"

@@ -8,7 +8,7 @@ import pandas as pd
 
 from dashbench.result import short_id
 from dashbench.store import ACTIVE, StoreError
-from dashbench.views.format import flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
+from dashbench.views.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 
 # The figures a user came for first (seen at a 1400 px window: columns.MUST_SEE), then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -50,14 +50,15 @@ def page_count(total: int, size: int = PAGE_SIZE) -> int:
     return max(1, -(-int(total) // size))
 
 
-def page_caption(total: int, stored: int, page: int, shown: int, order: str, size: int = PAGE_SIZE) -> str:
+def page_caption(total: int, stored: int, page: int, shown: int, order: str, size: int = PAGE_SIZE,
+                 models: Iterable = ()) -> str:
     """"Runs 101–200 of 18,234 that pass the filters (100,000 stored), …": what the table holds."""
     if not total:
         return f"No run passes the filters ({stored:,} stored)."
     first = (page - 1) * size + 1
     return (f"Runs {first:,}–{first + shown - 1:,} of {total:,} that pass the filters ({stored:,} stored), "
-            f"{order.lower()}. A click on a column header sorts this page only; cost is on-demand USD per "
-            "million examples (blank: no price).")
+            f"{order.lower()}. A click on a column header sorts this page only; cost is {cost_help(models)} "
+            "(blank: no price).")
 
 
 def overview(store) -> tuple[int, dict]:
@@ -103,7 +104,8 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
 
 
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
-    """On-demand USD per million examples per run (NaN: no price)."""
+    """On-demand USD per million of each run's unit (NaN: no price): its examples_per_sec counts
+    tokens for an LM (stats.examples_per_item), so the same division gives USD per million tokens."""
     from dashbench.costs import prices
 
     match = prices.matcher(catalog)

@@ -11,7 +11,7 @@ import streamlit as st
 from dashbench import accuracy_text
 from dashbench.costs import prices
 from dashbench.views import accuracy_view, charts, context, results, ui
-from dashbench.views.format import md_text, unreadable_note
+from dashbench.views.format import cost_help, md_text, unreadable_note
 from dashbench.views.samples import prepare_samples
 
 
@@ -58,10 +58,12 @@ def show() -> None:
                              catalog)
     if unreadable_note(shown):
         st.warning(unreadable_note(shown))
-    cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0]))
+    cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0],
+                                         models=shown["model"] if "model" in shown else ()))
 
     # Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
     event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
+                     hints={"usd_per_million_examples": cost_help(shown["model"] if "model" in shown else ())},
                      on_select="rerun", selection_mode="multi-row")
     selected = [table["run_id"].iloc[i] for i in event.selection.rows if i < len(table)]
     st.session_state["res_selected"] = selected

@@ -188,11 +188,15 @@ def column_config(table) -> dict:
     return config
 
 
-def table(frame, **kwargs):
+def table(frame, hints: dict | None = None, **kwargs):
     """st.dataframe with dashbench's column labels and formats, without the index; a missing value
-    is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too."""
+    is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too.
+    `hints` replaces columns' hints for this table (column name -> text), e.g. a cost's unit."""
     kwargs.setdefault("placeholder", "")
     data, config = _shown(frame)
+    if hints:
+        config = {**config, **{name: _Config({**config[name], "help": text})
+                               for name, text in hints.items() if name in config}}
     return st.dataframe(data, column_config=config, hide_index=True, **kwargs)
 
 
