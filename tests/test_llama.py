@@ -90,3 +90,13 @@ def test_a_quick_llama_run_is_labelled_quick_and_the_forms_quick_try_is_its_reci
     state |= run_form.quick_toggle_values(state)
     (spec,), _ = run_form.specs_from_form(state | {"run_batch_size": 8})
     assert (spec.seq_len, spec.width, spec.layers) == (64, 64, 2)
+
+
+def test_an_einsums_flops_come_from_its_equation_and_shapes():
+    from dashbench.engine.compiler_flops import einsum_count
+
+    assert einsum_count("BTNH,BSNH->BNTS", [[8, 64, 8, 8], [8, 64, 8, 8]]) == 2 * 8 * 64 * 8 * 8 * 64
+    assert einsum_count("BNTS,BTNH->BSNH", [[8, 8, 64, 64], [8, 64, 8, 8]]) == 2 * 8 * 8 * 64 * 64 * 8  # a gradient
+    assert einsum_count("...ij,jk->...ik", [[5, 2, 3], [3, 4]]) == 2 * 5 * 2 * 3 * 4
+    assert einsum_count("ij->i", [[2, 3]]) == 6 and einsum_count("ij->ji", [[2, 3]]) == 0
+    assert einsum_count("ij,jk,kl->il", [[2, 3], [3, 4], [4, 5]]) is None

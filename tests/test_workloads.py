@@ -135,7 +135,9 @@ def test_every_workload_trains_with_a_falling_loss(model, without_grappler_for_k
     # reads below PaLM's formula, which counts the embedding lookup as a matmul).
     assert result["compiler_flops_per_example"] > 0, result
     if model == "llama":
-        assert 0.5 < result["compiler_flops_per_example"] / result["flops_per_example"] < 1.0, result
+        # 0.63 when the profiler had no Einsum statistic (attention's Q·Kᵀ and weighted sum unseen); a
+        # FLOP count depends on the shapes alone, never on the machine's load.
+        assert 0.66 < result["compiler_flops_per_example"] / result["flops_per_example"] < 1.0, result
 
 
 def test_the_bilstms_adam_step_does_not_grow_with_its_width():

@@ -10,6 +10,9 @@ an element) that the analytic counts leave out. Neither sees into a loop body mo
 LSTM's recurrence, XLA's while; TF's While body is a function the profiler does not open), nor into
 custom calls (Pallas, cuDNN). A count that fails or is empty is None: the run keeps its analytic
 count and is never lost to this.
+
+TF's profiler has no statistic for `Einsum`, which Keras's TensorFlow attention uses for Q·Kᵀ and
+the weighted sum (and their gradients are einsums too): `tf_step` registers one, once a process.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def tf_step(tf, step, specs, examples: int) -> Optional[float]:
     """The TF graph profiler's FLOPs per example of the concrete function of `step(*specs)` (one
     training step, traced here and never run), or None."""
     try:
+        register_einsum_flops()
         graph = tf.function(step).get_concrete_function(*specs).graph
         options = (tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
                    .with_empty_output().build())
@@ -51,6 +55,60 @@ def tf_step(tf, step, specs, examples: int) -> Optional[float]:
         return per_example(float(profile.total_float_ops), examples)
     except Exception:  # a count beside the run's, never a reason to lose the run
         return None
+
+
+_einsum_registered = False
+
+
+def register_einsum_flops() -> None:
+    """Give TF's graph profiler a FLOP statistic for `Einsum`. Registered lazily (TF is only
+    imported here) and at most once: TF's registry raises on a second registration, and one that a
+    newer TF (or anyone else in the process) made first is kept."""
+    global _einsum_registered
+    if _einsum_registered:
+        return
+    from tensorflow.python.framework import graph_util, ops
+
+    def einsum_flops(graph, node):
+        shapes = [graph_util.tensor_shape_from_node_def_name(graph, name)
+                  for name in node.input if not name.startswith("^")]
+        for shape in shapes:
+            shape.assert_is_fully_defined()  # a ValueError: the profiler skips the op, as for MatMul
+        return ops.OpStats("flops", einsum_count(node.attr["equation"].s.decode(), [s.as_list() for s in shapes]))
+
+    try:
+        ops.RegisterStatistics("Einsum", "flops")(einsum_flops)
+    except KeyError:
+        pass
+    _einsum_registered = True
+
+
+def einsum_count(equation: str, shapes: list) -> Optional[int]:
+    """FLOPs of one einsum: a two-operand contraction is a multiply and an add for every point of
+    the space of all its distinct indices (2·M·N·K for a matmul, XLA's count of a dot); one operand
+    that sums an index out is an add an input element, and one that only transposes is free. None
+    for three or more operands (TF contracts them pairwise, in an order not known here)."""
+    inputs, _, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(shapes) or len(terms) > 2:
+        return None
+    sizes: dict = {}
+    for term, shape in zip(terms, shapes):
+        if "..." in term:  # the dimensions the letters leave over, named from the right (they broadcast so)
+            head, _, tail = term.partition("...")
+            spare = len(shape) - len(head) - len(tail)
+            term = head + "".join(chr(0x100 + spare - 1 - i) for i in range(spare)) + tail
+        if len(term) != len(shape):
+            return None
+        for label, size in zip(term, shape):
+            sizes[label] = max(sizes.get(label, 1), int(size))
+    space = 1
+    for size in sizes.values():
+        space *= size
+    if len(terms) == 2:
+        return 2 * space
+    kept = set(output.replace("...", "")) | {c for c in sizes if ord(c) >= 0x100}
+    return space if set(sizes) - kept else 0
 
 
 def per_example(flops: Optional[float], examples: int) -> Optional[float]:
