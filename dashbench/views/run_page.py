@@ -131,7 +131,8 @@ def show() -> None:
         cols = st.columns([1, 2, 1, 1])  # the device's name is long ("CPU: Intel(R) Xeon(R) CPU @ 2.20GHz")
         # The batch box stops at 1; the other whole-number boxes have no min_value: a value out of range is
         # refused on launch in words ("Not launched: steps: …").
-        cols[0].number_input("Global batch size", min_value=1, step=1, key="run_batch_size")
+        cols[0].number_input("Global batch size", min_value=1, step=1, key="run_batch_size",
+                             help="At least 1: the batch of one step, split across every chip.")
         cols[1].selectbox("Device", devices.kinds, key="run_device",
                           format_func=lambda k: devices.description.get(k, k.upper()))
         cols[2].selectbox("Backend", BACKENDS, key="run_backend",
