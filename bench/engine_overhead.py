@@ -37,9 +37,9 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench import catalog
+from dashbench.models import catalog
 from dashbench.engine import devices, envinfo, loop, workloads
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"

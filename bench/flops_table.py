@@ -44,7 +44,7 @@ def _shapes(model: str, overrides: dict, spec):
     stored run is never listed as full size) is set here directly."""
     import dataclasses
 
-    from dashbench import catalog
+    from dashbench.models import catalog
 
     if model == "llama" and set(overrides) == {"layers"}:
         return dataclasses.replace(catalog.check_spec(spec.replace(layers=None)), layers=overrides["layers"])
@@ -55,9 +55,10 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     import jax
     import keras
 
-    from dashbench import catalog, stats
+    from dashbench.models import catalog
+    from dashbench.core import stats
     from dashbench.engine import compiler_flops, jax_loop, workloads
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     spec = RunSpec(model=model, batch_size=batch, backend="jax", **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -83,9 +84,10 @@ def count_tf(model: str, overrides: dict, batch: int) -> dict:
     import keras
     import tensorflow as tf
 
-    from dashbench import catalog, stats
+    from dashbench.models import catalog
+    from dashbench.core import stats
     from dashbench.engine import compiler_flops, workloads
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     spec = RunSpec(model=model, batch_size=batch, **overrides)
     shapes = _shapes(model, overrides, spec)

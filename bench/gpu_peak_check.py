@@ -23,7 +23,8 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench import peaks, stats  # no TensorFlow in either
+from dashbench.hardware import peaks  # no TensorFlow in either
+from dashbench.core import stats
 from dashbench.engine.devices import canonical_gpu
 from dashbench.costs.reference import conv2d_flops
 

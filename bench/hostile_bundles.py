@@ -46,8 +46,8 @@ import tempfile
 from pathlib import Path
 
 from dashbench.cli import main as cli
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store, bundle
 from dashbench.views import compare, results
 

@@ -1,4 +1,4 @@
-"""Is a run's memory estimate (dashbench.memory) above what the run really takes, and by how much?
+"""Is a run's memory estimate (dashbench.models.memory) above what the run really takes, and by how much?
 
 Each workload runs at its full shapes at two batch sizes, each point in a process of its own
 (1 warm-up + 2 measured steps through the engine on the CPU), and the process's peak resident
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench import memory
-from dashbench.spec import MODELS, RunSpec
+from dashbench.models import memory
+from dashbench.core.spec import MODELS, RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "MEMORY.md"

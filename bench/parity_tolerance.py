@@ -41,7 +41,7 @@ CHILD = """
 import json, sys
 args = json.loads(sys.argv[1])
 from dashbench.engine import loop, workloads
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 if args.get("lr"):
     import keras
     workloads.KerasWorkload.make_optimizer = lambda self, shapes: keras.optimizers.Adam(learning_rate=args["lr"])
@@ -109,7 +109,7 @@ def main() -> None:
     import numpy as np
 
     import learnable_data
-    from dashbench.datasets import read_idx, write_idx
+    from dashbench.models.datasets import read_idx, write_idx
 
     seeds = list(range(args.seeds))
     began, load = time.monotonic(), os.getloadavg()

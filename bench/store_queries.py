@@ -29,7 +29,7 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
 
 MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]

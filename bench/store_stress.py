@@ -27,7 +27,7 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.store import queue as store_queue
 

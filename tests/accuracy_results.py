@@ -1,8 +1,8 @@
-"""To-accuracy results shaped as the engine stores them (dashbench.accuracy.summarize), stored in a real
+"""To-accuracy results shaped as the engine stores them (dashbench.core.accuracy.summarize), stored in a real
 store: for the views' and pages' tests (real training lands in tests/test_accuracy_real.py)."""
 
-from dashbench import accuracy
-from dashbench.spec import RunSpec
+from dashbench.core import accuracy
+from dashbench.core.spec import RunSpec
 
 SETUP = dict(model="fashion_mnist_cnn", batch_size=64, image_size=28, width=16)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import random
 
-from dashbench import catalog
-from dashbench.spec import RunSpec
+from dashbench.models import catalog
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 # accelerator, device kind, count, examples/s per example-size unit (fashion_mnist_cnn at batch 128)

@@ -1,5 +1,5 @@
 """A learnable 10-class image set made here (nothing is downloaded): real Fashion-MNIST-style IDX
-files (train + t10k, as dashbench.datasets finds them) and an image folder of PNGs (train/ and
+files (train + t10k, as dashbench.models.datasets finds them) and an image folder of PNGs (train/ and
 validation/, a subfolder per class, as keras.utils.image_dataset_from_directory reads it).
 
 Each class is a bright square at its own place on a noisy background, shifted a little per image;
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashbench.datasets import write_idx
+from dashbench.models.datasets import write_idx
 
 CLASSES = 10
 SIDE = 28
@@ -55,7 +55,7 @@ def learnable_images(count: int, seed: int, side: int = SIDE, classes: int = CLA
 
 def write_learnable_idx(folder: Path, train: int = TRAIN, test: int = VALIDATION, gz: bool = False,
                         seed: int = 0) -> Path:
-    """The four IDX files (train + t10k) in `folder`, named as dashbench.datasets looks for them."""
+    """The four IDX files (train + t10k) in `folder`, named as dashbench.models.datasets looks for them."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for split, count, split_seed in (("train", train, seed), ("t10k", test, seed + 1)):

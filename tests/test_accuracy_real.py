@@ -21,9 +21,9 @@ from learnable_data import learnable_idx  # noqa: F401 (session fixture)
 from test_accuracy_pages import charts
 from test_app import show, start
 
-from dashbench.accuracy import final_status
-from dashbench.datasets import read_idx, write_idx
-from dashbench.spec import RunSpec
+from dashbench.core.accuracy import final_status
+from dashbench.models.datasets import read_idx, write_idx
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views import parity, to_target
 

@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashbench.views import results, run_form, store_handles
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store, watch
 
 import dashboard_data
@@ -600,7 +600,7 @@ def _run_page_without_training(monkeypatch, db) -> AppTest:
 
 
 def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, monkeypatch):
-    from dashbench import catalog
+    from dashbench.models import catalog
 
     db = tmp_path / "quick.sqlite"
     at = _run_page_without_training(monkeypatch, db)

@@ -20,7 +20,7 @@ REQUIRED_RULES = {
     ("dashbench/views/", "dashbench/store/*"), ("dashbench/store/", "dashbench/engine/"),
     ("dashbench/costs/", "dashbench/engine/"),
 }
-CONTRACTS = "contracts"  # the package's top-level modules, one floor: they may import each other
+FOUNDATION_LINE = "every part ──▶"  # the picture's last line: the floors every part may import
 
 
 # -- the code ------------------------------------------------------------------------------------
@@ -84,25 +84,32 @@ def code_blocks(text: str) -> list[list[str]]:
 
 
 def folder_list(text: str) -> list[str]:
-    """The parts of the README's folder list, top first, as paths: app.py, pages/, dashbench/cli/, …;
-    the top-level modules of dashbench/ (the plain contracts) as one part, CONTRACTS."""
+    """The parts of the README's folder list, top first, as paths: app.py, pages/, dashbench/cli/, …"""
     parts = []
     for line in code_blocks(text)[0]:
         entry = line.split()[0] if line.strip() else ""
         if not entry or entry == "dashbench/":
             continue
-        if line.startswith(" ") and entry.endswith(".py"):
-            entry = CONTRACTS
-        elif line.startswith(" "):
+        if line.startswith(" "):
             entry = "dashbench/" + entry
         if entry not in parts:
             parts.append(entry)
     return parts
 
 
+def foundation(text: str, parts: list[str]) -> set[str]:
+    """The floors the picture's `every part ──▶ …` line names: any part above them may import them."""
+    by_short = {part.removeprefix("dashbench/"): part for part in parts}
+    for block in code_blocks(text):
+        for line in block:
+            if line.strip().startswith(FOUNDATION_LINE):
+                return {by_short[t] for t in line.split(FOUNDATION_LINE)[1].split() if t in by_short}
+    return set()
+
+
 def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
-    """The arrows of the README's import picture: lines `PART ──▶ PART PART …  words`, contracts left out."""
-    by_short = {part.removeprefix("dashbench/"): part for part in parts if part != CONTRACTS}
+    """The arrows of the README's import picture: lines `PART ──▶ PART PART …  words`."""
+    by_short = {part.removeprefix("dashbench/"): part for part in parts}
     drawn = set()
     for block in code_blocks(text):
         for line in block:
@@ -125,10 +132,10 @@ def part_of(module: str, parts: list[str]) -> str | None:
     if module == "dashbench.__main__":
         return "dashbench/cli/"  # `python -m dashbench` is the CLI
     for part in parts:
-        if part != CONTRACTS and matches(module, part):
+        if matches(module, part):
             return part
-    if module == "dashbench" or (module.count(".") == 1 and module.startswith("dashbench.")):
-        return CONTRACTS
+    if module == "dashbench" and parts:
+        return parts[-1]  # the package's __init__ holds its version only: the lowest floor
     return None
 
 
@@ -143,15 +150,16 @@ def violations(root: Path, rules) -> list[str]:
 
 def test_the_folder_list_names_every_part_of_the_code():
     parts = folder_list(ARCHITECTURE)
-    assert parts[:3] == ["app.py", "pages/", "dashbench/cli/"] and parts[-1] == CONTRACTS, parts
+    assert parts[:3] == ["app.py", "pages/", "dashbench/cli/"] and parts[-1] == "dashbench/core/", parts
     unlisted = sorted(name for name in module_files(ROOT) if part_of(name, parts) is None)
     assert not unlisted, f"not in the README's folder list: {unlisted}"
-    contracts = {line.split()[0] for line in code_blocks(ARCHITECTURE)[0] if line.startswith("  ")
-                 and line.split()[0].endswith(".py")}
-    on_disk = {p.name for p in (ROOT / "dashbench").glob("*.py")} - {"__init__.py", "__main__.py"}
-    assert on_disk <= contracts, f"top-level modules missing from the folder list: {on_disk - contracts}"
-    missing = [part for part in parts if part != CONTRACTS and not (ROOT / part).exists()]
+    missing = [part for part in parts if not (ROOT / part).exists()]
     assert not missing, f"listed but not in the tree: {missing}"
+
+
+def test_the_package_root_holds_subpackages_only():
+    loose = sorted(p.name for p in (ROOT / "dashbench").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], f"loose modules at the package root: {loose}"
 
 
 def test_every_import_points_down_the_folder_list():
@@ -166,11 +174,12 @@ def test_every_import_points_down_the_folder_list():
 
 def test_the_readme_picture_draws_exactly_the_imports():
     parts = folder_list(ARCHITECTURE)
-    drawn = picture(ARCHITECTURE, parts)
+    drawn, floors = picture(ARCHITECTURE, parts), foundation(ARCHITECTURE, parts)
+    assert floors, "no `every part ──▶` line in the README picture"
     actual = {}
     for path, line, name, target in arrows(ROOT):
         source, dest = part_of(name, parts), part_of(target, parts)
-        if source != dest and dest != CONTRACTS:
+        if source != dest and (source in floors or dest not in floors):
             actual.setdefault((source, dest), f"{path}:{line}")
     assert drawn, "no picture found in the README's architecture section"
     undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
@@ -218,24 +227,28 @@ pages/      pages
 dashbench/
   views/    logic
   store/    the store
-  spec.py   contract
-  stats.py  contract
+  models/   what can be measured
+  core/     contract
 ```
 
 ```
  app.py ──▶ views/  pages/
  views/ ──▶ store/  contracts and words
- every part ──▶ spec.py
+ models/ ──▶ core/
+ every part ──▶ models/  core/
 ```
 
 - `app.py` ✗→ `dashbench/store/` — why
 """
     parts = folder_list(text)
-    assert parts == ["app.py", "pages/", "dashbench/views/", "dashbench/store/", CONTRACTS]
+    assert parts == ["app.py", "pages/", "dashbench/views/", "dashbench/store/", "dashbench/models/",
+                     "dashbench/core/"]
     assert picture(text, parts) == {("app.py", "dashbench/views/"), ("app.py", "pages/"),
-                                    ("dashbench/views/", "dashbench/store/")}
+                                    ("dashbench/views/", "dashbench/store/"), ("dashbench/models/", "dashbench/core/")}
+    assert foundation(text, parts) == {"dashbench/models/", "dashbench/core/"}
     assert readme_rules(text) == {("app.py", "dashbench/store/")}
-    assert part_of("dashbench.stats", parts) == CONTRACTS and part_of("dashbench.views.ui", parts) == "dashbench/views/"
+    assert part_of("dashbench.core.stats", parts) == "dashbench/core/"
+    assert part_of("dashbench.views.ui", parts) == "dashbench/views/"
     assert part_of("dashbench.jobs.queue", parts) is None  # not listed: the folder-list test fails
 
 

@@ -35,7 +35,7 @@ def test_jax_rows_measure_the_asked_pairs_at_every_steps_per_loop():
 
 
 def test_the_tensorflow_table_says_how_each_loop_ran_and_the_load():
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     bench = load("engine_overhead")
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=128, width=16, steps=300, warmup=10, steps_per_loop=10,

@@ -4,7 +4,7 @@ never an OverflowError from SQLite, NumPy or TensorFlow (issue 10, item 2)."""
 import pytest
 
 from dashbench.cli import main
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
 
 HUGE = "99999999999999999999999"

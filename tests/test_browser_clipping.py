@@ -8,7 +8,7 @@ import accuracy_results
 import dashboard_data
 from browser_fixtures import (  # noqa: F401 (browser: the fixture)
     IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server)
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views.columns import width_of
 

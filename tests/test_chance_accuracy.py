@@ -9,7 +9,7 @@ import pytest
 from test_app import _run_page_without_training, select_rows, show, start
 from test_run_page_follow import plain
 
-from dashbench import accuracy_text
+from dashbench.results import accuracy_text
 from dashbench.cli import main
 from dashbench.engine import frameworks
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from test_store import result_for
 
-from dashbench import accuracy
+from dashbench.core import accuracy
 from dashbench.cli import main
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from test_store import SPEC, result_for
 
-from dashbench import catalog, datasets, stats
+from dashbench.models import catalog, datasets
+from dashbench.core import stats
 
 from dashbench.engine import loop
 
 from dashbench.jobs import queue, runner
 from dashbench.cli import main
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec, SpecError
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
 from dashbench.views import run_form
 

@@ -8,7 +8,7 @@ import pytest
 from test_store import SPEC, result_for
 
 from dashbench.cli import main
-from dashbench.spec import LIMITS
+from dashbench.core.spec import LIMITS
 from dashbench.store import Store
 
 

@@ -90,9 +90,9 @@ def test_prices_through_python_dash_m(tmp_path):
 
 
 def test_preset_summary_prices_the_result_and_shows_the_published_rows():
-    from dashbench import presets
+    from dashbench.models import presets
     from dashbench.cli.preset_cmd import summary
-    from dashbench.result import RunResult
+    from dashbench.results.result import RunResult
 
     result = RunResult(unit="images", examples_per_sec=2000.0, accelerator="TPU v2", accelerator_count=4,
                        step_time_median_s=0.064, samples=7)

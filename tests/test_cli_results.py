@@ -228,7 +228,7 @@ def test_show_formats_the_peak(db, capsys):
 def test_list_carries_the_shape_overrides(tmp_path, capsys):
     import json as _json
 
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
     from dashbench.store import Store
 
     db = str(tmp_path / "shapes.sqlite")

@@ -9,7 +9,7 @@ from accuracy_results import block, seed_run
 from test_app import show, start, texts
 
 import dashboard_data
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 QUICK = dict(model="fashion_mnist_cnn", batch_size=64, width=16, device="cpu", steps=6)  # its quick try

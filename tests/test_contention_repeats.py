@@ -10,11 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from dashbench import catalog, stats
+from dashbench.models import catalog
+from dashbench.core import stats
 from dashbench.engine import hostload, loop, measured
 from dashbench.engine.devices import Target
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec, SpecError
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec, SpecError
 
 TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dashbench.costs import prices
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
 
 PRICES = resources.files("dashbench").joinpath("data/prices.csv")

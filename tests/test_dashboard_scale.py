@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from test_app import assert_clean, select_rows, show, start, texts
 
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 RUNS = 10_000

@@ -16,7 +16,7 @@ import pytest
 
 from dashbench.cli import main
 from dashbench.jobs import device_lock, queue
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views.format import md_text
 from dashbench.views.live import live_view
@@ -26,7 +26,7 @@ from dashbench.views.live import live_view
 STAND_IN = textwrap.dedent('''
     import os, sys, time
     from dashbench.engine import loop
-    from dashbench.result import RunResult
+    from dashbench.results.result import RunResult
     from dashbench.cli import main
 
     def note(what):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from dashbench.engine import devices
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 
 
 def test_canonical_names():

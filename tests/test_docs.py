@@ -46,8 +46,8 @@ def _readme_commands() -> list[str]:
 
 def test_readme_quick_examples_are_the_catalogs_recipe():
     """One quick recipe: every README run with a shape override is its model's quick try as `models`
-    prints it (dashbench.catalog), and every preset's --quick is its model's recipe."""
-    from dashbench import catalog, presets
+    prints it (dashbench.models.catalog), and every preset's --quick is its model's recipe."""
+    from dashbench.models import catalog, presets
 
     recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")
     quick_runs = [c for c in _readme_commands() if c.startswith("python -m dashbench run ")

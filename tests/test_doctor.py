@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dashbench import peaks
+from dashbench.hardware import peaks
 from dashbench.cli import doctor_cmd, main
 from dashbench.engine import calibration, doctor
 from dashbench.store import Store, this_host

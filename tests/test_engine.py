@@ -13,8 +13,8 @@ import pytest
 from dashbench.engine import frameworks
 
 from dashbench.engine import loop
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "result_v3.json"
 

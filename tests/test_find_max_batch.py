@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from dashbench import memory
+from dashbench.models import memory
 from dashbench.cli import find_max_batch
 from dashbench.jobs import max_batch
 from dashbench.cli import main
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 

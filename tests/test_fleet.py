@@ -15,7 +15,7 @@ import ray_cluster as rc
 from pg_server import create_password_role
 
 from dashbench.fleet import inventory, launch
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 # One cluster per suite run under `pytest -n 2 --dist loadgroup` (every Ray test in one group, one worker).

@@ -12,7 +12,7 @@ import ray_cluster as rc
 from dashbench.fleet import FleetError, inventory, launch, slices
 from dashbench.fleet.submit import submit
 from dashbench.jobs import device_lock, multihost
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 
 def _host(name, gpus, gpu_type, free, alive=True):

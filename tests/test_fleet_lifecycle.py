@@ -60,7 +60,7 @@ def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other
 
 
 LAUNCH = """import json, sys
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.views import fleet
 address, url, place, spec = sys.argv[1:]
 print(fleet.launch([RunSpec(**json.loads(spec))], url, address, place)[0])

@@ -13,7 +13,7 @@ from conftest import FAST_XLA_COMPILE
 
 from dashbench.fleet import inventory, launch, slices
 from dashbench.fleet.submit import submit
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh

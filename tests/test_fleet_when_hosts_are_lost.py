@@ -16,7 +16,7 @@ from test_fleet_slices import _group_processes
 
 from dashbench.fleet import inventory, launch
 from dashbench.fleet.submit import submit
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from dashbench.frames import records
+from dashbench.core.frames import records
 
 
 def _same(a, b) -> bool:

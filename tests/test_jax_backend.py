@@ -14,9 +14,10 @@ import pytest
 
 from conftest import FAST_XLA_COMPILE
 
-from dashbench import catalog, stats
+from dashbench.models import catalog
+from dashbench.core import stats
 from dashbench.engine import backends, jax_devices
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-size", "16", "--width", "4",
@@ -31,9 +32,9 @@ TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-s
 ALL_WORKLOADS = """
 import json, sys
 import numpy as np
-from dashbench import catalog
+from dashbench.models import catalog
 from dashbench.engine import jax_loop, jax_seed, loop, workloads
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 out = {"runs": {}}
 for model, precision in [(m, "float32") for m in ("conv2d", "fashion_mnist_cnn")] + [
         ("conv2d", "mixed_float16"), ("conv2d", "mixed_bfloat16"), ("bilstm", "float32")]:
@@ -126,7 +127,7 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
 ONE_THEN_FOUR = """
 import json
 from dashbench.engine import loop
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 tiny = dict(model="fashion_mnist_cnn", batch_size=16, image_size=16, width=4, steps=4, warmup=2, device="cpu",
             backend="jax")
 print(json.dumps([loop.run(RunSpec(**tiny, replicas=1)).to_dict(), loop.run(RunSpec(**tiny)).to_dict()]))

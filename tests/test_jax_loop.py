@@ -18,10 +18,10 @@ from conftest import FAST_XLA_COMPILE
 CHILD = """
 import json
 import jax, keras, numpy as np
-from dashbench import catalog
+from dashbench.models import catalog
 from dashbench.engine import jax_seed, workloads
 from dashbench.engine.jax_loop import loop_compiler_options, step_of, train_loop_of
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 K = 2  # two steps a host call: a skipped, repeated or reordered step still moves the losses
 spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, image_size=16, width=4, steps=K, warmup=1,

@@ -19,8 +19,8 @@ import pytest
 
 from dashbench.jobs import queue
 from dashbench.cli import main
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 # The stand-in run command: the real runner and store, the spec read from the row as `run --run-id`
@@ -30,7 +30,7 @@ FAKE_RUN = textwrap.dedent('''
     import argparse, json, os, sys, time
     from dashbench.engine import loop
     from dashbench.jobs import runner
-    from dashbench.result import RunResult
+    from dashbench.results.result import RunResult
 
     def run(spec, on_event=None):
         on_event({"event": "phase", "phase": "measure"})
@@ -247,7 +247,7 @@ def test_runs_survive_an_app_restart_and_the_queue_resumes(fake):
     app = textwrap.dedent(f"""
         import sys
         from dashbench.jobs import queue
-        from dashbench.spec import RunSpec
+        from dashbench.core.spec import RunSpec
         queue.RUN_COMMAND = {queue.RUN_COMMAND!r}
         for ms in (30, 0):
             print(queue.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=20, seed=ms), {str(db)!r}))

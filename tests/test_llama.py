@@ -12,8 +12,9 @@ import pytest
 
 from conftest import FAST_XLA_COMPILE
 
-from dashbench import catalog, lm_shape, stats
-from dashbench.spec import RunSpec, SpecError
+from dashbench.models import catalog, lm_shape
+from dashbench.core import stats
+from dashbench.core.spec import RunSpec, SpecError
 
 QUICK = ["--model", "llama", "--device", "cpu", "--seq-len", "64", "--width", "64", "--layers", "2",
          "--batch-size", "8", "--steps", "4"]

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from dashbench import memory
-from dashbench.spec import RunSpec, SpecError
+from dashbench.models import memory
+from dashbench.core.spec import RunSpec, SpecError
 
 GB = memory.GB
 

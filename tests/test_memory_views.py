@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard_data
 from dashbench.cli import main
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views import compare, compare_view, results
 

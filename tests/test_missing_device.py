@@ -11,7 +11,7 @@ import pytest
 from dashbench.cli import main
 from dashbench.engine import driverless
 from dashbench.jobs import device_check, queue
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2"]

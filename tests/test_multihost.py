@@ -6,7 +6,7 @@ import json
 import threading
 
 from dashbench.jobs import multihost
-from dashbench.result import RunResult
+from dashbench.results.result import RunResult
 from dashbench.store import Store
 from dashbench.store.placement import add_to_placement
 from store_backends import db_at  # noqa: F401 (a fixture: SQLite and PostgreSQL)

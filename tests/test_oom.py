@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dashbench import memory
+from dashbench.models import memory
 from dashbench.jobs import oom, queue, runner
 from dashbench.store import FINAL, STATUSES, TERMINAL, Store
 
@@ -58,7 +58,7 @@ def test_xla_resource_exhausted_and_memory_error_are_oom():
 def test_oom_is_a_final_status_the_store_takes(tmp_path):
     assert "oom" in TERMINAL and "oom" in FINAL and "oom" in STATUSES
     with Store(tmp_path / "s.db") as store:
-        from dashbench.spec import RunSpec
+        from dashbench.core.spec import RunSpec
 
         run_id = store.create_run(RunSpec(model="conv2d", batch_size=8), status="running", pid=1, host="h")
         assert store.finish_run(run_id, "oom", error="out of memory (MemoryError)")
@@ -130,7 +130,7 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
 
 def test_the_results_status_filter_and_list_offer_oom(tmp_path, capsys):
     from dashbench.cli import main
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     db = tmp_path / "s.db"
     with Store(db) as store:

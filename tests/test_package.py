@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from dashbench import catalog
+from dashbench.models import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from dashbench import memory
+from dashbench.models import memory
 from dashbench.engine import peak_memory
-from dashbench.result import RunResult
+from dashbench.results.result import RunResult
 from dashbench.store import validate
 
 GB = 10**9

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dashbench import catalog, presets
+from dashbench.models import catalog, presets
 
 from dashbench.costs import reference
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 
 ARTICLE_BATCH = {
@@ -138,7 +138,7 @@ def test_preset_references_exist_and_runs_find_their_preset():
 def test_costs_reference_and_presets_import_no_tensorflow():
     code = (
         "import sys\n"
-        "from dashbench import presets\n"
+        "from dashbench.models import presets\n"
         "from dashbench.costs import prices, reference\n"
         "from dashbench.cli import prices_cmd, preset_cmd\n"
         "reference.rows(); prices.catalog(); presets.spec_for('riseml-bilstm', 'cpu')\n"

@@ -10,7 +10,7 @@ import pytest
 
 from dashbench.cli import main
 from dashbench.costs import prices
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 from dashbench.store import Store
 
 SET = ["prices", "set", "--device", "V100", "--unit", "GPU-hour"]

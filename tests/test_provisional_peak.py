@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from dashbench import peaks
+from dashbench.hardware import peaks
 from dashbench.cli import main
 from dashbench.engine import calibration, frameworks, probe
 from dashbench.store import Store, migrate, schema, this_host

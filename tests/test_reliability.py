@@ -18,7 +18,7 @@ import pytest
 from test_store import SPEC, result_for, samples_for
 
 from dashbench.cli import main
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 TINY_RUN = ["--model", "conv2d", "--batch-size", "8", "--device", "cpu", "--image-size", "16", "--width", "8",
@@ -234,7 +234,7 @@ def test_a_write_lock_held_past_the_busy_timeout_does_not_fail_a_run(tmp_path, m
     write, which does not retry, fails in one line naming the lock."""
     from dashbench.engine import loop
     from dashbench.jobs import runner
-    from dashbench.result import RunResult
+    from dashbench.results.result import RunResult
     from dashbench.store import StoreBusyError
 
     monkeypatch.setenv("DASHBENCH_BUSY_TIMEOUT_S", "0.5")

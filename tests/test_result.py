@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_store import SPEC, result_for
 
-from dashbench.result import FLAG_TEXT, RunResult
+from dashbench.results.result import FLAG_TEXT, RunResult
 from dashbench.store import Store
 
 # Written by the engine and the store before RunResult existed (a real tiny CPU run, stored).

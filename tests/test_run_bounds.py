@@ -10,7 +10,7 @@ from test_store_import_checks import exported, snapshot, write  # noqa: F401 (a 
 
 import dashboard_data
 from dashbench.engine import measured
-from dashbench.spec import MAX_SAMPLES, RunSpec, SpecError
+from dashbench.core.spec import MAX_SAMPLES, RunSpec, SpecError
 from dashbench.store import BundleError, Store, bundle
 from dashbench.store.queries import CHART_BUCKETS
 from dashbench.store.validate import MAX_ERROR_CHARS

@@ -1,4 +1,4 @@
-"""One rule for run ids, sweep ids and labels (dashbench.spec.check_id / check_text), used by `run`,
+"""One rule for run ids, sweep ids and labels (dashbench.core.spec.check_id / check_text), used by `run`,
 `sweep`, `preset`, the job queue, the store and `import`: what one accepts the others accept, so a
 run that was stored always comes back from its own export. Issue 20 item 8."""
 
@@ -12,7 +12,7 @@ from test_store import SPEC, result_for, samples_for
 from dashbench.cli import main
 from dashbench.engine import loop
 from dashbench.jobs import queue
-from dashbench.spec import RunSpec, SpecError, check_id
+from dashbench.core.spec import RunSpec, SpecError, check_id
 from dashbench.store import BundleError, Store, bundle
 
 

@@ -10,9 +10,9 @@ from learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made 
 from test_app import _run_page_without_training, assert_clean, texts
 
 import dashboard_data
-from dashbench import catalog
+from dashbench.models import catalog
 from dashbench.cli import main
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import TERMINAL, Store
 from dashbench.views import run_form
 

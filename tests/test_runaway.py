@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from dashbench import memory, presets
-from dashbench.catalog import WORKLOADS
+from dashbench.models import memory, presets
+from dashbench.models.catalog import WORKLOADS
 from dashbench.cli import main
 from dashbench.jobs import queue
-from dashbench.spec import MODELS, RunSpec, SpecError
+from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.store import Store
 
 HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]

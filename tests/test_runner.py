@@ -11,8 +11,8 @@ from test_store import SPEC, result_for
 
 from dashbench.engine import loop
 from dashbench.jobs import runner
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec, SpecError
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store, StoreError
 
 # On JAX (a third of TensorFlow's start-up; the store's side does not depend on the backend).

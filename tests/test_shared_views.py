@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard_data
 from dashbench.costs import prices
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views import compare, compare_view, results, ui
 from dashbench.views import prices as price_views

@@ -1,6 +1,6 @@
 import pytest
 
-from dashbench.spec import MODELS, RunSpec, SpecError, parse_batch_sizes
+from dashbench.core.spec import MODELS, RunSpec, SpecError, parse_batch_sizes
 
 
 @pytest.mark.parametrize(

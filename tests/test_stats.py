@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from dashbench import peaks, stats
+from dashbench.hardware import peaks
+from dashbench.core import stats
 
 
 def samples(durations, steps=1):

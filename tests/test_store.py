@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from dashbench.store import bundle, migrate, schema
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 

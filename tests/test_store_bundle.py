@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from test_store import SPEC, result_for, samples_for
 
-from dashbench.result import RunResult
+from dashbench.results.result import RunResult
 from dashbench.store import bundle, schema
 from dashbench.store import BundleError, Store
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)

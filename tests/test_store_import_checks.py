@@ -15,7 +15,7 @@ import pytest
 from test_store import SPEC, result_for
 from test_store_bundle import fill
 
-from dashbench.result import RunResult, _json_fields, _RULES
+from dashbench.results.result import RunResult, _json_fields, _RULES
 from dashbench.store import BundleError, ReadOnlyError, Store, StoreError, bundle
 from dashbench.views import compare, results
 

@@ -266,7 +266,7 @@ def test_four_hosts_launch_into_one_store_while_eight_readers_list_it(pg_url):
 def test_a_real_run_launched_by_the_job_runner_lands_in_the_team_store(pg_url, tmp_path, monkeypatch):
     from test_jobs import status, wait_until
 
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     url = with_password(pg_url)
     monkeypatch.setenv("HOME", str(tmp_path))  # a server's run logs go to this host's data folder

@@ -9,7 +9,7 @@ import threading
 import pytest
 from test_store import SPEC, result_for, samples_for
 
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
 from dashbench.store.dialect import array_text
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dashbench.costs import prices, reference
-from dashbench.result import FLAG_SHORT
+from dashbench.results.result import FLAG_SHORT
 from dashbench.store import Store
 from dashbench.views import compare, compare_view, results
 from dashbench.views import prices as price_views

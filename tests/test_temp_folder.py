@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from dashbench.jobs import queue, runner, temp_folder
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 TINY = ["--model", "conv2d", "--image-size", "8", "--width", "2", "--device", "cpu", "--backend", "tensorflow",

@@ -14,11 +14,12 @@ import pytest
 from learnable_data import TRAIN, VALIDATION, learnable_folder, learnable_idx, learnable_idx_gz  # noqa: F401
 from test_jax_backend import child_env
 
-from dashbench import accuracy, catalog
+from dashbench.core import accuracy
+from dashbench.models import catalog
 from dashbench.engine import accuracy_data
 from dashbench.jobs import runner
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec, SpecError
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
 
 TINY = dict(model="fashion_mnist_cnn", batch_size=64, width=16, device="cpu")
@@ -237,7 +238,7 @@ def test_the_benchmark_table_reads_a_run_result():
 
 
 def test_an_image_folder_is_read_at_the_models_image_size_and_colours(learnable_folder):
-    from dashbench.datasets import load_image_folder
+    from dashbench.models.datasets import load_image_folder
 
     spec = RunSpec(model="resnet50", batch_size=8, device="cpu", image_size=32, data="folder",
                    data_path=str(learnable_folder), target_accuracy=0.5)

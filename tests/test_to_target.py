@@ -1,12 +1,12 @@
 """Time and cost to target, and its prediction on other devices (views.to_target), on results shaped as
-the engine stores them (dashbench.accuracy.summarize) in a real SQLite store. Real training checks the
+the engine stores them (dashbench.core.accuracy.summarize) in a real SQLite store. Real training checks the
 prediction in tests/test_accuracy_real.py."""
 
 import pytest
 
 from accuracy_results import block, seed_run, store_run
 from dashbench.costs import prices
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views import accuracy_view, to_target
 

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from dashbench import peaks
+from dashbench.hardware import peaks
 from dashbench.costs import prices
-from dashbench import tpu
+from dashbench.hardware import tpu
 
 # TPU_ACCELERATOR_TYPE → (name, chips, devices per chip, devices the runtime lists on the slice).
 # The suffix counts TensorCores on v2/v3/v4/v5p, chips on v5e/v6e.
@@ -221,7 +221,7 @@ def test_devices_json_shows_the_tpu_type():
 
 def test_devices_json_on_a_tpu_vm_reports_the_type():
     # `devices --json` in a fresh process with the TPU VM's variable set: the type and its reading. On JAX,
-    # a third of TensorFlow's start-up: both backends' reports read the type with the same dashbench.tpu.
+    # a third of TensorFlow's start-up: both backends' reports read the type with the same dashbench.hardware.tpu.
     env = dict(os.environ, TPU_ACCELERATOR_TYPE="v3-32")
     done = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--json", "--backend", "jax"],
                           capture_output=True, text=True, timeout=120, env=env)
@@ -232,7 +232,7 @@ def test_devices_json_on_a_tpu_vm_reports_the_type():
 
 
 def test_no_ml_framework_is_imported():
-    code = "import sys, dashbench.tpu; print(sorted(m for m in ('tensorflow', 'jax', 'keras') if m in sys.modules))"
+    code = "import sys, dashbench.hardware.tpu; print(sorted(m for m in ('tensorflow', 'jax', 'keras') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
 
@@ -261,7 +261,7 @@ def _fake_tensorflow(devices: int, mesh_shape):
 ])
 def test_the_tensorflow_target_counts_chips_from_the_type(monkeypatch, accelerator_type, devices, mesh, name, chips):
     from dashbench.engine import devices as engine_devices
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", accelerator_type)
     spec = RunSpec(model="conv2d", batch_size=devices * 2, device="tpu")

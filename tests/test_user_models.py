@@ -192,8 +192,8 @@ def test_a_lambda_keras_file_is_refused_by_safe_mode(tmp_path, capfd):
 
 
 def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd):
-    from dashbench import model_file
-    from dashbench.spec import RunSpec
+    from dashbench.models import model_file
+    from dashbench.core.spec import RunSpec
 
     path = write(tmp_path, "m.py", (EXAMPLES / "mlp.py").read_text())
     spec = RunSpec(batch_size=8, steps=4, warmup=1, device="cpu", **model_file.reference(f"{path}:build_tiny"))
@@ -212,8 +212,8 @@ def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd)
 def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd, monkeypatch):
     """A cluster node reads the copy its Ray job brought (DASHBENCH_MODEL_FILE, in the job's working
     directory) and checks it against the hash the run was queued with."""
-    from dashbench import model_file
-    from dashbench.spec import RunSpec
+    from dashbench.models import model_file
+    from dashbench.core.spec import RunSpec
 
     spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{EXAMPLES / 'mlp.py'}:build_tiny"))
     db = tmp_path / "runs.sqlite"
@@ -230,9 +230,9 @@ def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd
 
 
 def test_the_largest_batch_search_names_the_file_again():
-    from dashbench import model_file
+    from dashbench.models import model_file
     from dashbench.jobs import max_batch
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     spec = RunSpec(batch_size=8, device="cpu", steps=4, **model_file.reference(f"{EXAMPLES / 'vit.py'}:build_tiny"))
     argv = max_batch.argv_for(spec)
@@ -275,7 +275,7 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
 
 
 def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_path, capfd, monkeypatch):
-    from dashbench import memory
+    from dashbench.models import memory
 
     monkeypatch.setenv("DASHBENCH_MEMORY_BUDGET_GB", "4")
     db = tmp_path / "runs.sqlite"

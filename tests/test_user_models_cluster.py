@@ -13,7 +13,7 @@ import pytest
 
 import ray_cluster as rc
 
-from dashbench import model_file
+from dashbench.models import model_file
 from dashbench.fleet import inventory, launch
 from dashbench.store import Store
 

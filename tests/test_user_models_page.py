@@ -8,8 +8,8 @@ import pytest
 
 from test_app import assert_clean, show, start, texts
 
-from dashbench import model_file
-from dashbench.spec import SpecError
+from dashbench.models import model_file
+from dashbench.core.spec import SpecError
 from dashbench.store import Store
 from dashbench.views import run_form
 

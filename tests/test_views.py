@@ -13,7 +13,7 @@ from dashbench.costs import prices, reference
 from dashbench.views import compare, context, devices, live, results, run_form
 from dashbench.views.format import flag_list, flag_text, md_text, run_label
 from dashbench.views.samples import prepare_samples, step_samples
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import STATUSES, TERMINAL, Store
 
 import dashboard_data
@@ -221,7 +221,7 @@ def test_live_view_is_a_plain_function_of_progress():
 
 def test_live_view_from_a_real_run_row(tmp_path):
     from dashbench.jobs import queue
-    from dashbench.spec import RunSpec
+    from dashbench.core.spec import RunSpec
 
     db = tmp_path / "live.sqlite"
     with Store(db) as s:
@@ -473,7 +473,7 @@ def test_run_detail_names_each_flag_once():
     already begins with the flag in words, so "contended: contended: …" never appears."""
     import random
 
-    from dashbench.result import RunResult
+    from dashbench.results.result import RunResult
 
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")
     values, _ = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 500.0, ["contended", "above_peak"], random.Random(0))
@@ -513,7 +513,7 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
 
 
 def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
-    from dashbench import catalog
+    from dashbench.models import catalog
 
     state = run_form.run_form_defaults(["cpu"]) | {"run_quick": True}
     state |= run_form.quick_toggle_values(state)  # what ticking the box puts in the form

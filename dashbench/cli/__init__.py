@@ -11,7 +11,7 @@ import sys
 from dashbench import __version__
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
 COMMAND_MODULES = [

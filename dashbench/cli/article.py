@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import math
 
-from dashbench import presets
-from dashbench.result import RunResult
+from dashbench.models import presets
+from dashbench.results.result import RunResult
 
 
 def article_lines(spec, result: RunResult) -> list[str]:
     """For a run of a preset that trains for epochs (seed 000's Fashion-MNIST): its validation accuracy
     per epoch and the time of its epochs, next to the article's published times (reference rows in
     seconds). Empty for any other run."""
-    from dashbench import accuracy_text
+    from dashbench.results import accuracy_text
     from dashbench.costs import reference
 
     preset = presets.for_run(spec)

@@ -21,7 +21,7 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     from dashbench.cli.cluster_args import address as cluster_address
     from dashbench.fleet import launch
     from dashbench.fleet.submit import submit
-    from dashbench.spec import SpecError
+    from dashbench.core.spec import SpecError
 
     try:
         address = cluster_address(args)

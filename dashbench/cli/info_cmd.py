@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 
 def handle_models(args) -> int:
-    from dashbench.catalog import WORKLOADS, describe_all
+    from dashbench.models.catalog import WORKLOADS, describe_all
 
     rows = describe_all()
     if args.json:
@@ -43,7 +43,7 @@ def handle_models(args) -> int:
 
 
 def handle_devices(args) -> int:
-    from dashbench.spec import BACKENDS
+    from dashbench.core.spec import BACKENDS
 
     if args.cluster is not None:
         return _cluster_devices(args)

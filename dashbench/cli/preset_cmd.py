@@ -6,15 +6,15 @@ import argparse
 import math
 import sys
 
-from dashbench import presets
+from dashbench.models import presets
 from dashbench.cli import article, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.cli.terminal import shown_lines
-from dashbench.result import RunResult
-from dashbench.spec import SpecError
+from dashbench.results.result import RunResult
+from dashbench.core.spec import SpecError
 
 
 def register(subparsers) -> None:
@@ -119,7 +119,7 @@ def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
     """The result, its cost where priced, and the published rows for this device class."""
     from dashbench.costs import prices, reference
 
-    from dashbench import accuracy_text
+    from dashbench.results import accuracy_text
 
     unit = result.unit
     lines = [result.describe()]

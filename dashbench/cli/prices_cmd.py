@@ -10,7 +10,7 @@ from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.costs import prices
-from dashbench.spec import SpecError, ascii_int
+from dashbench.core.spec import SpecError, ascii_int
 
 
 def register(subparsers) -> None:

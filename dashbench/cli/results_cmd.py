@@ -15,7 +15,7 @@ import pandas as pd
 from dashbench.cli import strict_json
 from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
-from dashbench.spec import BACKENDS, MAX_INT32, ascii_int
+from dashbench.core.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
                              db_line, default_db_path, is_server_url, location,
                              export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
@@ -168,7 +168,7 @@ def resolve_device_filters(filters: dict, store: Store) -> dict:
     """--device takes a device kind (cpu, gpu, tpu; any case) or an accelerator name as `list` shows
     it (CPU, V100, TPU v3; any case); --accelerator takes accelerator names in any case. An unknown
     value is an error that lists the values there are, not an empty table."""
-    from dashbench import peaks
+    from dashbench.hardware import peaks
 
     filters = dict(filters)
     device_values = filters.pop("device", None)
@@ -284,7 +284,8 @@ def terminal_width() -> int | None:
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS) and, for to-accuracy runs,
     time to target and the rest of accuracy_text.ACCURACY_COLUMNS, read from its result."""
-    from dashbench import accuracy_text, memory
+    from dashbench.results import accuracy_text
+    from dashbench.models import memory
     from dashbench.store import WITH_RESULT
 
     def result_of(run_id, status):
@@ -321,7 +322,7 @@ def cost_to_target(result, store: Store) -> dict | None:
     """A to-accuracy run that reached its target: the median time to target at the on-demand price of the
     catalog row its device matches, as Compare prices it (None for any other run). `usd` is None, with
     `price_note`, where no row matches."""
-    from dashbench import accuracy_text
+    from dashbench.results import accuracy_text
 
     seconds = accuracy_text.columns_of(getattr(result, "accuracy", None))["time_to_target_s"]
     if seconds is None:
@@ -371,7 +372,7 @@ def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> 
 
 def accuracy_lines(spec: dict, result) -> list[str]:
     """A to-accuracy run's headline, its curve per seed and, for a preset's run, the article's times."""
-    from dashbench import accuracy_text
+    from dashbench.results import accuracy_text
     from dashbench.cli import article
 
     headline = accuracy_text.headline(result.accuracy)

@@ -21,9 +21,9 @@ from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.results_cmd import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
-from dashbench.accuracy_text import EXIT_NOT_REACHED
-from dashbench.result import RunResult, phase_text
-from dashbench.spec import RunSpec, SpecError, check_id, is_user_model
+from dashbench.results.accuracy_text import EXIT_NOT_REACHED
+from dashbench.results.result import RunResult, phase_text
+from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
 
 
 def register(subparsers) -> None:
@@ -89,7 +89,7 @@ def handle(args) -> int:
 
 def end_code(result: RunResult) -> int:
     """0, or EXIT_NOT_REACHED for a to-accuracy run whose target most seeds missed."""
-    from dashbench.accuracy import NOT_REACHED, final_status
+    from dashbench.core.accuracy import NOT_REACHED, final_status
 
     return EXIT_NOT_REACHED if final_status(result.accuracy) == NOT_REACHED else 0
 
@@ -97,7 +97,7 @@ def end_code(result: RunResult) -> int:
 def print_accuracy(result: RunResult, usd_per_hour: float | None = None) -> None:
     """A to-accuracy run's headline (reached or not, time to target over the seeds, epochs, compile and
     loading apart, the evaluation's share); nothing for a throughput run."""
-    from dashbench import accuracy_text
+    from dashbench.results import accuracy_text
 
     lines = accuracy_text.headline(result.accuracy, usd_per_hour)
     if lines:
@@ -156,7 +156,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
             stored_row: bool = False) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
-    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.memory)
+    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.models.memory)
     before anything else, and warn on stderr past half of it.
     `stored_row`: `run_id` is a stored (queued) row, which a memory refusal ends as `oom`.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
@@ -165,7 +165,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     from dashbench.jobs import device_lock, runner
     from dashbench.store import Store, StoreError
 
-    from dashbench import memory
+    from dashbench.models import memory
     from dashbench.jobs import oom
 
     try:
@@ -293,7 +293,7 @@ class Progress:
 
 
 def _evaluation_text(event: dict) -> str:
-    from dashbench.accuracy import progress_text
+    from dashbench.core.accuracy import progress_text
 
     return progress_text(event.get("epoch") or 0, event.get("limit"), event.get("val_accuracy") or 0.0,
                          bool(event.get("fixed")), event.get("seed_index") or 0, event.get("seeds") or 1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from dashbench import model_file
-from dashbench.spec import (BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec, ascii_float,
+from dashbench.models import model_file
+from dashbench.core.spec import (BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec, ascii_float,
                             ascii_int)
 
 
@@ -78,7 +78,7 @@ def given_fields(args: argparse.Namespace) -> list[str]:
 
 def spec_values(args: argparse.Namespace) -> dict:
     """The typed spec fields and their values (what overrides a base spec, e.g. a preset's). A --model
-    that names a file becomes the file's identity, path and hash (dashbench/model_file.py)."""
+    that names a file becomes the file's identity, path and hash (dashbench/models/model_file.py)."""
     values = {name: getattr(args, name) for name in given_fields(args)}
     if model_file.looks_like_file(values.get("model")):
         values.update(model_file.reference(values["model"]))

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from dashbench.cli.terminal import shown
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 from dashbench.store.dialect import masked, scrub
 
 # Runs travel in batches, each one import transaction: memory stays bounded on a 100k-run store,

@@ -18,9 +18,10 @@ import signal
 import sys
 import time
 
-from dashbench import accuracy_text, catalog, memory
-from dashbench.presets import TO_ACCURACY_FIELDS
-from dashbench.accuracy_text import EXIT_NOT_REACHED
+from dashbench.results import accuracy_text
+from dashbench.models import catalog, memory
+from dashbench.models.presets import TO_ACCURACY_FIELDS
+from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 
 from dashbench.cli import cluster_args, cluster_run, find_max_batch, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
@@ -28,8 +29,8 @@ from dashbench.jobs import device_check, queue
 from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown
-from dashbench.result import RunResult, phase_text
-from dashbench.spec import SpecError, parse_batch_sizes
+from dashbench.results.result import RunResult, phase_text
+from dashbench.core.spec import SpecError, parse_batch_sizes
 from dashbench.store import (TERMINAL, PollWait, Store, StoreBusyError, StoreError, default_db_path, location,
                              new_sweep_id)
 from dashbench.store import WITH_RESULT

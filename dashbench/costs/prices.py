@@ -30,9 +30,9 @@ from typing import Any, Callable, Mapping, Optional
 
 import pandas as pd
 
-from dashbench import frames
+from dashbench.core import frames
 from dashbench.store.schema import PRICE_COLUMNS
-from dashbench.spec import SpecError, ascii_float
+from dashbench.core.spec import SpecError, ascii_float
 
 # One list of catalog columns, shared with the store's price_overrides table.
 COLUMNS = PRICE_COLUMNS

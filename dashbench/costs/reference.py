@@ -53,7 +53,7 @@ def flops_per_figure(row: dict) -> Optional[float]:
 def lm_flops_per_token() -> float:
     """Training FLOPs per token of the full-size LM (Llama 3.1 8B, 8192 tokens) by PaLM's formula, the
     convention dashbench's own llama runs report."""
-    from dashbench import lm_shape
+    from dashbench.models import lm_shape
 
     return lm_shape.dims(**{k: lm_shape.FULL[k] for k in ("width", "layers", "seq_len")}).palm_flops()["training"]
 
@@ -61,7 +61,7 @@ def lm_flops_per_token() -> float:
 def peak_tflops(accelerator: str, count: int = 1) -> Optional[float]:
     """Datasheet peak of `count` chips, the highest precision's (any published figure above it is
     impossible whatever its precision); None for a CPU (measured, not a datasheet figure)."""
-    from dashbench import peaks
+    from dashbench.hardware import peaks
 
     row = peaks.table().get(accelerator)
     figures = [row[c] for c in ("bf16_tflops", "fp16_tflops", "tf32_tflops", "fp32_tflops") if row and row[c]]

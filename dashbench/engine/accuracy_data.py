@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dashbench.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
-from dashbench.spec import MAX_SAMPLES, SpecError
+from dashbench.models.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
+from dashbench.core.spec import MAX_SAMPLES, SpecError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from dashbench.spec import BACKENDS, SpecError
+from dashbench.core.spec import BACKENDS, SpecError
 
 
 def select(backend: str) -> None:

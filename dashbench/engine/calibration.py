@@ -20,7 +20,7 @@ import math
 import os
 from typing import Optional
 
-from dashbench.peaks import PROVISIONAL
+from dashbench.hardware.peaks import PROVISIONAL
 
 CPU_PEAKS_ENV = "DASHBENCH_CPU_PEAKS"
 CPU_PEAK_SOURCE_ENV = "DASHBENCH_CPU_PEAK_SOURCE"  # "provisional", or unset: calibrated

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dashbench import tpu
+from dashbench.hardware import tpu
 from dashbench.engine import probe
 # import_tensorflow and native_stderr_silenced are also used as devices.X by the loop and the doctor.
 from dashbench.engine.frameworks import import_tensorflow, native_stderr_silenced
-from dashbench.spec import RunSpec, SpecError, divisibility_message
+from dashbench.core.spec import RunSpec, SpecError, divisibility_message
 
 # Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
 _GPU_NAMES = ("H200", "H100", "A100", "V100", "P100", "K80", "T4", "L4")
@@ -48,7 +48,7 @@ class Target:
 
 
 def tpu_evidence() -> Optional[str]:
-    """Why this host looks like a TPU VM, or None (dashbench.tpu.evidence)."""
+    """Why this host looks like a TPU VM, or None (dashbench.hardware.tpu.evidence)."""
     return tpu.evidence()
 
 
@@ -236,7 +236,7 @@ def canonical_gpu(raw: str) -> str:
 
 
 def canonical_tpu(accelerator_type: str) -> str:
-    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.tpu.canonical_name)."""
+    """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.hardware.tpu.canonical_name)."""
     return tpu.canonical_name(accelerator_type)
 
 

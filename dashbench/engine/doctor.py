@@ -23,9 +23,10 @@ import statistics
 import time
 from typing import Optional
 
-from dashbench import peaks, stats
+from dashbench.hardware import peaks
+from dashbench.core import stats
 from dashbench.engine.probe import matmul_tflops
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 # The wall-clock step time must match the engine's within this fraction.
 STOPWATCH_TOLERANCE = 0.03

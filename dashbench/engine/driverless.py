@@ -1,7 +1,7 @@
 """A missing GPU or TPU told without starting TensorFlow or JAX, on a host with no GPU driver.
 
 Neither framework can show a GPU where the operating system shows no GPU driver, nor JAX a TPU where
-the host shows no TPU (dashbench.tpu.evidence), so on such a host (a CPU box, the common case of a
+the host shows no TPU (dashbench.hardware.tpu.evidence), so on such a host (a CPU box, the common case of a
 mistaken `--device gpu`) the refusal needs no framework start — seconds of CPU, and a TensorFlow
 import pulls JAX in too. Where a driver is there, only the framework can tell: None here.
 No TensorFlow or JAX here.
@@ -13,8 +13,8 @@ import glob
 import os
 import sys
 
-from dashbench import tpu
-from dashbench.spec import RunSpec
+from dashbench.hardware import tpu
+from dashbench.core.spec import RunSpec
 
 # What a GPU driver leaves on Linux: NVIDIA's kernel module (and its device files in a container),
 # WSL2's GPU paravirtualisation, AMD's ROCm.

@@ -14,12 +14,12 @@ import re
 import sys
 from typing import Optional
 
-from dashbench import tpu
+from dashbench.hardware import tpu
 from dashbench.engine import probe
 from dashbench.engine.devices import DeviceError, Target, canonical_gpu
 # import_jax and native_stderr_silenced are also used as jax_devices.X by the JAX loop and the doctor.
 from dashbench.engine.frameworks import import_jax, native_stderr_silenced
-from dashbench.spec import RunSpec, SpecError, divisibility_message
+from dashbench.core.spec import RunSpec, SpecError, divisibility_message
 
 _HOST_DEVICES = "--xla_force_host_platform_device_count"
 _KINDS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}

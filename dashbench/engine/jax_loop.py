@@ -18,10 +18,11 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog, stats
+from dashbench.models import catalog
+from dashbench.core import stats
 from dashbench.engine import calibration, compiler_flops, jax_devices, jax_seed, measured, workloads
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 
 Event = Callable[[dict], None]
 

@@ -18,11 +18,12 @@ import re
 import time
 from typing import Callable, Optional
 
-from dashbench import catalog, stats
+from dashbench.models import catalog
+from dashbench.core import stats
 
 from dashbench.engine import backends, calibration, compiler_flops, devices, measured, workloads
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
 _COMPUTE_OPS = re.compile(

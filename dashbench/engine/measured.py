@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Optional
 
-from dashbench import peaks, stats
+from dashbench.hardware import peaks
+from dashbench.core import stats
 from dashbench.engine import envinfo, hostload
-from dashbench.result import RunResult
-from dashbench.spec import host_loops
+from dashbench.results.result import RunResult
+from dashbench.core.spec import host_loops
 
 
 def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext,

@@ -7,7 +7,7 @@ can raise it).
   /proc/self/clear_refs, the kernel's documented way to reset it).
 - GPU/TPU under TensorFlow: tf.config.experimental.get_memory_info(device)["peak"], with
   reset_memory_stats(device) at the window's start; the device's memory from nvidia-smi or the TPU's
-  datasheet row (dashbench.memory).
+  datasheet row (dashbench.models.memory).
 - GPU/TPU under JAX: device.memory_stats()["peak_bytes_in_use"] and ["bytes_limit"]; JAX cannot reset
   its peak, so its window peak is the run's when the peak grew during the window, else not known.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from dashbench import memory
+from dashbench.models import memory
 
 HOST_SOURCE = "VmHWM (peak resident memory of the run process)"
 TF_SOURCE = "tf.config.experimental.get_memory_info"
@@ -109,7 +109,7 @@ def device_capacity(kind: str) -> Optional[float]:
     if kind == "gpu":
         return memory.gpu_total_memory()
     if kind == "tpu":
-        from dashbench.spec import RunSpec
+        from dashbench.core.spec import RunSpec
 
         return memory.tpu_memory(RunSpec(model="conv2d", batch_size=1, device="tpu"))[0]
     return None

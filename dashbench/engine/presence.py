@@ -9,9 +9,9 @@ set-up early (physical devices only: a CPU run's logical devices are set later).
 
 from __future__ import annotations
 
-from dashbench import tpu
+from dashbench.hardware import tpu
 from dashbench.engine import backends, devices, driverless, frameworks, jax_devices
-from dashbench.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError
 
 
 def require(spec: RunSpec) -> None:

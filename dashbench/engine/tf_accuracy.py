@@ -8,7 +8,7 @@ from typing import Optional
 
 from dashbench.engine import (accuracy_data, backends, calibration, compiler_flops, devices, measured, to_accuracy,
                               workloads)
-from dashbench.result import RunResult
+from dashbench.results.result import RunResult
 
 
 def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:

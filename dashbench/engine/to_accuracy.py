@@ -23,9 +23,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench import accuracy, catalog, stats
+from dashbench.core import accuracy, stats
+from dashbench.models import catalog
 from dashbench.engine import accuracy_data, hostload, workloads
-from dashbench.result import RunResult
+from dashbench.results.result import RunResult
 
 Event = Callable[[dict], None]
 

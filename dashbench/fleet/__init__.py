@@ -8,7 +8,7 @@ cluster is, `inventory` what its hosts hold, `launch` starts, follows and cancel
 
 from __future__ import annotations
 
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 
 RAY_MISSING = "the fleet needs Ray: bash scripts/install.sh requirements-cluster.txt"
 

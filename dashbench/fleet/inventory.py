@@ -247,8 +247,8 @@ def _by_gpu_type(hosts_: list[Host]) -> dict[str, list[Host]]:
 
 
 def _slice_hosts(tpu_type: str | None, chips_per_host: int) -> int:
-    """How many hosts a slice type spans (v4-16: 8 chips at 4 a host, 2), from dashbench.tpu's chips."""
-    from dashbench import tpu
+    """How many hosts a slice type spans (v4-16: 8 chips at 4 a host, 2), from dashbench.hardware.tpu's chips."""
+    from dashbench.hardware import tpu
 
     chips = tpu.parse(tpu_type).chips
     return max(1, -(-chips // chips_per_host)) if chips and chips_per_host else 1

@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashbench import model_file
+from dashbench.models import model_file
 from dashbench.fleet import FleetError, inventory, node_python
 from dashbench.fleet.address import ClusterAddress, parse
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 JOB_PREFIX = "dashbench-"
 HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it

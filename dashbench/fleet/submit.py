@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dashbench.fleet import launch
 from dashbench.fleet.address import ClusterAddress, parse
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 
 def submit(spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | None = None,
@@ -13,7 +13,7 @@ def submit(spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | No
     """Store the run and start it on the cluster; returns the run id. FleetError (a SpecError), with
     nothing stored, for a request no live node can hold (naming what the cluster has), a store that is
     not a PostgreSQL server, or a cluster that cannot be reached."""
-    from dashbench import catalog
+    from dashbench.models import catalog
 
     address = address if isinstance(address, ClusterAddress) else parse(address)
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from dashbench.engine import driverless
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 
 # The discovery command before `--backend B`; a module attribute so tests can count its starts.
 DEVICES_COMMAND = [sys.executable, "-m", "dashbench", "devices", "--json"]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench.jobs.checks import _key, start_detached
-from dashbench import model_file
-from dashbench.spec import SPEC_DEFAULTS, RunSpec
+from dashbench.models import model_file
+from dashbench.core.spec import SPEC_DEFAULTS, RunSpec
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
 SWEEP_COMMAND = [sys.executable, "-m", "dashbench", "sweep", "--find-max-batch"]

@@ -19,9 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-from dashbench import memory
+from dashbench.models import memory
 from dashbench.jobs import oom, temp_folder
-from dashbench.spec import RunSpec
+from dashbench.core.spec import RunSpec
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
@@ -53,11 +53,11 @@ def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owne
            check_memory: bool = True) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
-    what the device has: dashbench.memory) raises SpecError first.
+    what the device has: dashbench.models.memory) raises SpecError first.
     `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
     run is cancelled, never started (Store.reconcile). `check_memory` False: the run's own process
     checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded."""
-    from dashbench import catalog, memory
+    from dashbench.models import catalog, memory
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)

@@ -31,13 +31,13 @@ import threading
 import time
 from typing import Callable
 
-from dashbench import memory
-from dashbench.accuracy import final_status
+from dashbench.models import memory
+from dashbench.core.accuracy import final_status
 from dashbench.engine import frameworks, peak_memory
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
-from dashbench.result import RunResult
-from dashbench.spec import SPEC_DEFAULTS, RunSpec, SpecError
-from dashbench.stats import FLAG_DEVICE_SHARED
+from dashbench.results.result import RunResult
+from dashbench.core.spec import SPEC_DEFAULTS, RunSpec, SpecError
+from dashbench.core.stats import FLAG_DEVICE_SHARED
 from dashbench.store import Store, StoreError, new_run_id, this_host
 from dashbench.store.queue import heartbeat_lapse_s
 
@@ -602,7 +602,7 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
 
 
 def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None:
-    """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.memory)."""
+    """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.models.memory)."""
     devices = len(tracker.meters or []) or 1
     return tracker.summary(peak_memory.run_estimate(spec, devices), memory.host_capacity())
 
@@ -631,7 +631,7 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
     if store is not None:
-        from dashbench import catalog
+        from dashbench.models import catalog
         from dashbench.engine import presence
 
         catalog.check_spec(spec)

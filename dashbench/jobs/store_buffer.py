@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from dashbench import __version__
-from dashbench.stats import FLAG_STORE_OUTAGE
+from dashbench.core.stats import FLAG_STORE_OUTAGE
 from dashbench.store import OUTAGE_ENV, Store, StoreUnreachable, iso, is_outage, now, outage_s, this_host
 from dashbench.store.queries import SAMPLE_COLUMNS
 from dashbench.store.queue import HEARTBEAT_LAPSE_ENV, heartbeat_lapse_s

@@ -8,7 +8,7 @@ import secrets
 import socket
 import time
 
-from dashbench.result import short_id  # noqa: F401  (re-exported by the store)
+from dashbench.results.result import short_id  # noqa: F401  (re-exported by the store)
 from dashbench.store.errors import StoreError
 
 

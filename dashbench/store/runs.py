@@ -9,8 +9,8 @@ import os
 import threading
 from typing import Iterable, Iterator
 
-from dashbench.result import RunResult
-from dashbench.spec import RunSpec, check_id
+from dashbench.results.result import RunResult
+from dashbench.core.spec import RunSpec, check_id
 from dashbench.store import schema, states, validate
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import iso, new_run_id, now, this_host

@@ -10,9 +10,10 @@ import datetime as _dt
 import math
 from typing import Any
 
-from dashbench import peaks, stats
-from dashbench.result import RunResult, _json_fields
-from dashbench.spec import BACKENDS, ID_RULE, MAX_SAMPLES, TEXT_LIMIT, RunSpec, SpecError, check_id, check_text
+from dashbench.hardware import peaks
+from dashbench.core import stats
+from dashbench.results.result import RunResult, _json_fields
+from dashbench.core.spec import BACKENDS, ID_RULE, MAX_SAMPLES, TEXT_LIMIT, RunSpec, SpecError, check_id, check_text
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
@@ -21,7 +22,7 @@ PID_LIMIT = 2**32
 # import refuses more.
 MAX_ERROR_CHARS = 10_000
 EARLIEST = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
-RUN_ID = ID_RULE  # the rule `run` and the job queue apply too (dashbench.spec.check_id)
+RUN_ID = ID_RULE  # the rule `run` and the job queue apply too (dashbench.core.spec.check_id)
 _RESULT_KEYS = frozenset(f.name for f in _json_fields())
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dashbench.frames import records
+from dashbench.core.frames import records
 from dashbench.views import accuracy_charts, charts, parity, to_target
 from dashbench.views.format import is_number
 

@@ -8,8 +8,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from dashbench.frames import records
-from dashbench.result import short_id
+from dashbench.core.frames import records
+from dashbench.results.result import short_id
 from dashbench.views import compare_choice
 from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of, blank_text,
                                     duration_text, flag_list, flag_text, is_missing, is_number, md_text, mixed_backends,
@@ -168,7 +168,7 @@ def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with each setup's rows together (setups in the order they first appear, backends in
     BACKENDS order within one), so the same model/batch/device on TensorFlow and JAX are adjacent
     bars and rows, never one merged entry."""
-    from dashbench.spec import BACKENDS
+    from dashbench.core.spec import BACKENDS
 
     keys = [setup_key(r) for r in runs.to_dict("records")]
     first = {}
@@ -424,7 +424,7 @@ def epochs_left_out(frame: pd.DataFrame) -> list[str]:
 
 def preset_reference_keys(labels: Iterable[Any]) -> list[str]:
     """Published rows of the presets these run labels came from ("preset:<slug>")."""
-    from dashbench import presets
+    from dashbench.models import presets
 
     keys = []
     for label in labels:

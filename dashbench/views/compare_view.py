@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dashbench.frames import records
+from dashbench.core.frames import records
 from dashbench.views import charts, compare
 from dashbench.views.format import cost_unit, is_missing, is_number, md_text
 from dashbench.views.samples import step_samples
@@ -59,7 +59,8 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
     """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) and to-accuracy columns
     (accuracy_text.ACCURACY_COLUMNS) from its stored result; `store` answers get_run(). Published rows
     have none."""
-    from dashbench import accuracy_text, memory
+    from dashbench.results import accuracy_text
+    from dashbench.models import memory
 
     def result_of(row):
         if row.get("kind") != "measured" or not isinstance(row.get("run_id"), str):

@@ -37,7 +37,7 @@ def places(env: dict | None = None) -> Places:
     if address is None:
         return found
     from dashbench.fleet import inventory
-    from dashbench.spec import SpecError
+    from dashbench.core.spec import SpecError
 
     try:
         kinds = inventory.kinds(inventory.hosts(address))
@@ -77,7 +77,7 @@ def settle(db, address: str | None) -> int:
         return 0
     _last_settle[key] = now
     from dashbench.fleet import launch as fleet_launch
-    from dashbench.spec import SpecError
+    from dashbench.core.spec import SpecError
 
     try:
         return fleet_launch.reconcile(address, db)
@@ -91,7 +91,7 @@ def cancel(run_id: str, db, address: str | None) -> bool:
     if address is None:
         return False
     from dashbench.fleet import launch as fleet_launch
-    from dashbench.spec import SpecError
+    from dashbench.core.spec import SpecError
 
     try:
         if fleet_launch.job_state(address, run_id)[0] is None:

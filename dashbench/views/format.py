@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashbench.frames import records
-from dashbench.result import FLAG_SHORT, FLAG_TEXT, short_id  # the wording of flags and ids lives with the result
+from dashbench.core.frames import records
+from dashbench.results.result import FLAG_SHORT, FLAG_TEXT, short_id  # the wording of flags and ids lives with the result
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 DEFAULT_BACKEND = "tensorflow"  # what a run stored before backends existed ran on
@@ -100,8 +100,8 @@ _SHAPE_SHORT = {"image_size": "{}px", "seq_len": "len{}", "width": "w{}"}
 def run_shape(row: dict | pd.Series) -> dict:
     """{} for a full-size run; else the run's resolved shape over the dimensions its workload lets a
     spec override ({"image_size": 28, "width": 8}), from the stored overrides and the workload's
-    full-size defaults (dashbench.catalog)."""
-    from dashbench.catalog import WORKLOADS
+    full-size defaults (dashbench.models.catalog)."""
+    from dashbench.models.catalog import WORKLOADS
 
     overrides = {}
     for name in SHAPE_COLUMNS:
@@ -126,7 +126,7 @@ def shape_text(row: dict | pd.Series) -> str:
     shape = run_shape(row)
     if not shape:
         return ""
-    from dashbench.catalog import WORKLOADS
+    from dashbench.models.catalog import WORKLOADS
 
     workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
     defaults = workload.defaults if workload else {}
@@ -297,7 +297,7 @@ def unreadable_note(runs) -> str:
 def cost_unit(models) -> str:
     """What a "USD per million" of these rows' models counts: "examples", "tokens" (an LM's throughput
     and so its cost are per token), or "of the run's unit (examples or tokens)" where rows mix them."""
-    from dashbench.catalog import WORKLOADS
+    from dashbench.models.catalog import WORKLOADS
 
     def word(model) -> str:
         workload = WORKLOADS.get(model) if isinstance(model, str) else None

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dashbench.result import phase_text
+from dashbench.results.result import phase_text
 from dashbench.store import TERMINAL, WITH_RESULT
 from dashbench.views.format import is_number, md_text
 from dashbench.views.samples import prepare_samples

@@ -71,7 +71,7 @@ class Flag:
 
     def text(self) -> str:
         """One line: which run departs from which, where, and by how much against the tolerance."""
-        from dashbench.result import short_id
+        from dashbench.results.result import short_id
 
         where = f"step {self.step}" + (f" (epoch {self.epoch:.3g})" if self.epoch is not None else "")
         value = "not finite" if self.value is None else f"{self.value:.4g}"

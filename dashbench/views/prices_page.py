@@ -11,7 +11,7 @@ from dashbench.costs import prices, reference
 from dashbench.views import prices as price_views
 from dashbench.views import ui
 from dashbench.views.format import md_text
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 
 
 def show() -> None:

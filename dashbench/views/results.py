@@ -6,7 +6,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from dashbench.result import short_id
+from dashbench.results.result import short_id
 from dashbench.store import ACTIVE, StoreError
 from dashbench.views.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench import accuracy_text
+from dashbench.results import accuracy_text
 from dashbench.costs import prices
 from dashbench.views import accuracy_view, charts, context, results, ui
 from dashbench.views.format import cost_help, md_text, unreadable_note

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench import accuracy_text
+from dashbench.results import accuracy_text
 from dashbench.jobs import checks, max_batch, queue
 from dashbench.views import charts, ui
 from dashbench.views import devices as device_views
@@ -15,7 +15,7 @@ from dashbench.views import fleet as fleet_views
 from dashbench.views import checks as check_views
 from dashbench.views import context, live, results, run_form
 from dashbench.views.format import md_text, run_label
-from dashbench.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
+from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
 
 def _apply_preset():

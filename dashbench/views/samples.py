@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashbench.frames import records
+from dashbench.core.frames import records
 from dashbench.views.format import is_missing, is_number
 
 

@@ -270,7 +270,7 @@ def gather(store, run_ids: Iterable[str]) -> tuple[list[dict], list[dict], list[
     one): only the chosen runs' results, and per setup of a chosen to-accuracy run its newest
     THROUGHPUT_RUNS finished runs and the results of those among them that used real data, so the
     cost does not grow with the store."""
-    from dashbench.frames import records
+    from dashbench.core.frames import records
 
     ids = list(run_ids)
     if not ids:

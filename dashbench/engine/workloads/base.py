@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from dashbench.catalog import Shapes
-from dashbench.datasets import FASHION_CLASSES, load_fashion_mnist
+from dashbench.models.catalog import Shapes
+from dashbench.models.datasets import FASHION_CLASSES, load_fashion_mnist
 from dashbench.engine.workloads.flops import count_flops
 
 

@@ -3,7 +3,7 @@ grouped-query causal attention, built from plain Keras 3 layers, and its synthet
 
 Plain layers rather than keras-hub's Llama backbone: keras-hub pulls in tensorflow-text, which
 brings the `tensorflow` package into a TPU (`tensorflow-tpu`) or JAX-only environment, and its
-0.32 cannot sit beside TensorFlow 2.19. The shape rules are dashbench.lm_shape's.
+0.32 cannot sit beside TensorFlow 2.19. The shape rules are dashbench.models.lm_shape's.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from dashbench import lm_shape
+from dashbench.models import lm_shape
 from dashbench.engine.workloads.base import KerasWorkload
 
 if TYPE_CHECKING:
-    from dashbench.catalog import Shapes
+    from dashbench.models.catalog import Shapes
 
 # Each token's successor is one of this many fixed random tokens, uniformly: the loss can fall from
 # ln(vocab) towards ln(4) ≈ 1.39, and a model that learns nothing stays at ln(vocab).

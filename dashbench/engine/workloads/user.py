@@ -24,10 +24,10 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from dashbench import model_file
-from dashbench.catalog import Shapes
+from dashbench.models import model_file
+from dashbench.models.catalog import Shapes
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 
 IMPORT_TIMEOUT_ENV = "DASHBENCH_MODEL_IMPORT_TIMEOUT_S"
 IMPORT_TIMEOUT_S = 60.0
@@ -357,7 +357,7 @@ class UserWorkload(KerasWorkload):
         return "Adam" if given is None else given if isinstance(given, str) else type(given).__name__
 
     def facts(self) -> dict:
-        """What the memory estimate needs (dashbench/memory.py): parameters, optimizer slots, and the
+        """What the memory estimate needs (dashbench/models/memory.py): parameters, optimizer slots, and the
         elements per example of the inputs and of every layer's output."""
         import numpy as np
 
@@ -417,7 +417,7 @@ def prepare(spec) -> None:
     """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
-    from dashbench import catalog, memory
+    from dashbench.models import catalog, memory
     from dashbench.engine import backends, frameworks
 
     shapes = catalog.check_spec(spec)

@@ -13,8 +13,10 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from dashbench import accuracy as accuracy_shape
-from dashbench import model_file, peaks, stats
+from dashbench.core import accuracy as accuracy_shape
+from dashbench.models import model_file
+from dashbench.hardware import peaks
+from dashbench.core import stats
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -116,7 +118,7 @@ class RunResult:
     # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
     # estimate_bytes, estimate_ratio (peak / estimate).
     memory: Optional[dict[str, Any]] = None
-    # A to-accuracy run's curves, time to target and seeds (dashbench/accuracy.py holds its shape).
+    # A to-accuracy run's curves, time to target and seeds (dashbench/core/accuracy.py holds its shape).
     accuracy: Optional[dict[str, Any]] = None
     # The store unreachable while the run went (jobs/store_buffer.py): seconds, outages, text.
     store_outage: Optional[dict[str, Any]] = None

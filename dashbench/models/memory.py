@@ -1,7 +1,7 @@
 """How much memory a run needs, and how much the host has: checked before a run is launched, and
 watched while it runs (dashbench.jobs.runner). No TensorFlow here.
 
-The estimate is analytic, from the shapes in dashbench.catalog: parameters, their gradients and
+The estimate is analytic, from the shapes in dashbench.models.catalog: parameters, their gradients and
 the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
 framework's copy), the activations of one example times the global batch (counted in float32,
 whatever the precision, and 1.5 times for the backward pass's transient gradients: 2 to 3.5 times
@@ -21,8 +21,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from dashbench import catalog, lm_shape, peaks, tpu
-from dashbench.spec import RunSpec, SpecError
+from dashbench.models import catalog, lm_shape
+from dashbench.hardware import peaks, tpu
+from dashbench.core.spec import RunSpec, SpecError
 
 GB = 1e9
 FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an estimate that errs high)

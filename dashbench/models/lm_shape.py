@@ -68,7 +68,7 @@ def dims(width: int, layers: int, seq_len: int) -> LMDims:
 
 
 def memory_counts(d: LMDims) -> tuple[float, float, float]:
-    """(parameters, activation values per sequence, input values per sequence), for dashbench.memory:
+    """(parameters, activation values per sequence, input values per sequence), for dashbench.models.memory:
     per block the residual, norm, q/k/v/attention outputs and the MLP's three products, plus the
     attention scores and their softmax (XLA's attention keeps T × T per head); the logits with their
     float32 copy and softmax."""
@@ -80,7 +80,7 @@ def memory_counts(d: LMDims) -> tuple[float, float, float]:
 def resolve(values: dict) -> dict:
     """The catalog's check of a llama spec's resolved shapes (SpecError naming the field), with the
     vocabulary that follows from the width."""
-    from dashbench.spec import SpecError
+    from dashbench.core.spec import SpecError
 
     problem = width_rule(values["width"])
     if problem:

@@ -1,6 +1,6 @@
 """A to-accuracy run's record in words and table columns (issue 23): the headline `run`, `preset` and
 `show` print, the curve per seed, and the columns of `list`, the CSV and the pages. Reads the dict of
-RunResult.accuracy (its shape and final status: dashbench/accuracy.py). No TensorFlow here.
+RunResult.accuracy (its shape and final status: dashbench/core/accuracy.py). No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 from statistics import median
 from typing import Any, Optional
 
-from dashbench.accuracy import NOT_REACHED, final_status
+from dashbench.core.accuracy import NOT_REACHED, final_status
 
 # `run` and `preset` exit with this when the run trained but missed its target (0 done, 1 failed,
 # 2 bad input, 3 out of memory, 128+N a signal): a script tells a miss from a crash.

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-PEAKS_CSV = Path(__file__).parent / "data" / "peaks.csv"
+PEAKS_CSV = Path(__file__).parent.parent / "data" / "peaks.csv"
 # Another peak table in place of the shipped one (a test's planted wrong row; a site's own table).
 PEAKS_CSV_ENV = "DASHBENCH_PEAKS_CSV"
 # A measured CPU peak is only an estimate of the attainable rate: flag only figures this far above it.

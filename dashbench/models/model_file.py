@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from dashbench.spec import MODELS, SpecError
+from dashbench.core.spec import MODELS, SpecError
 
 SUFFIXES = (".py", ".keras")
 DEFAULT_BUILDER = "build"

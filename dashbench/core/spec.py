@@ -13,7 +13,7 @@ from typing import Any, Optional
 MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
 # A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
 # its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
-# host; model_path says where it was on the host that queued it (dashbench/model_file.py).
+# host; model_path says where it was on the host that queued it (dashbench/models/model_file.py).
 MODEL_IDENTITY = re.compile(r"[A-Za-z0-9_.+-]{1,200}\.(py:[A-Za-z_][A-Za-z0-9_]{0,99}|keras)@[0-9a-f]{12}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 DEVICES = ("auto", "cpu", "gpu", "tpu")

@@ -13,10 +13,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dashbench import lm_shape
-from dashbench.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
-from dashbench import model_file
-from dashbench.spec import MODEL_IDENTITY, MODELS, RunSpec, SpecError
+from dashbench.models import lm_shape
+from dashbench.models.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
+from dashbench.models import model_file
+from dashbench.core.spec import MODEL_IDENTITY, MODELS, RunSpec, SpecError
 
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
@@ -180,7 +180,7 @@ WORKLOADS: dict[str, Workload] = {
             quick={"seq_len": 64, "width": 64, "layers": 2, "batch_size": 8},
             batch_sizes={"cpu": 1, "gpu": 1, "tpu": 8},
             overrides=("seq_len", "width", "layers"),
-            notes={"width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.lm_shape)",
+            notes={"width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.models.lm_shape)",
                    "flops": "PaLM's 6N + 12·L·H·Q·T per token (61.1 GFLOP at full size)",
                    "target": f"validation log-perplexity {lm_shape.TARGET_LOG_PERPLEXITY} (MLPerf Training's)"},
             resolve=lm_shape.resolve,

@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from dashbench.spec import SpecError
+from dashbench.core.spec import SpecError
 
 FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 # The held-out split a to-accuracy run evaluates on: Fashion-MNIST's 10,000 test images.
