@@ -1,5 +1,5 @@
-"""The README's architecture holds in the code: its folder list, its import picture, its forbidden arrows,
-and no TensorFlow outside engine/. The README is read, not copied here, so the two cannot drift apart."""
+"""docs/architecture.md holds in the code: its folder list, its import picture, its forbidden arrows,
+and no TensorFlow outside engine/. The page is read, not copied here, so the two cannot drift apart."""
 
 import ast
 import json
@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-ARCHITECTURE = README[README.index("## Architecture"):]
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
 ML_FRAMEWORKS = ("tensorflow", "keras", "jax")
-# The arrows the issue names: the README may forbid more, never fewer.
+# The arrows the issue names: the page may forbid more, never fewer.
 REQUIRED_RULES = {
     ("app.py", "dashbench/engine/"), ("pages/", "dashbench/engine/"), ("pages/", "dashbench/store/"),
     ("dashbench/views/", "dashbench/store/*"), ("dashbench/store/", "dashbench/engine/"),
@@ -67,7 +66,7 @@ def arrows(root: Path):
 
 
 def matches(module: str, where: str) -> bool:
-    """Does a module lie at a README place: `app.py`, `pages/` (and below), `dashbench/store/*` (below only)?"""
+    """Does a module lie at a page place: `app.py`, `pages/` (and below), `dashbench/store/*` (below only)?"""
     if where.endswith(".py"):
         return module == where[:-3].replace("/", ".")
     if where.endswith("/*"):
@@ -76,7 +75,7 @@ def matches(module: str, where: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-# -- the README ----------------------------------------------------------------------------------
+# -- the page ----------------------------------------------------------------------------------
 
 
 def code_blocks(text: str) -> list[list[str]]:
@@ -84,7 +83,7 @@ def code_blocks(text: str) -> list[list[str]]:
 
 
 def folder_list(text: str) -> list[str]:
-    """The parts of the README's folder list, top first, as paths: app.py, pages/, dashbench/cli/, …"""
+    """The parts of the page's folder list, top first, as paths: app.py, pages/, dashbench/cli/, …"""
     parts = []
     for line in code_blocks(text)[0]:
         entry = line.split()[0] if line.strip() else ""
@@ -108,7 +107,7 @@ def foundation(text: str, parts: list[str]) -> set[str]:
 
 
 def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
-    """The arrows of the README's import picture: lines `PART ──▶ PART PART …  words`."""
+    """The arrows of the page's import picture: lines `PART ──▶ PART PART …  words`."""
     by_short = {part.removeprefix("dashbench/"): part for part in parts}
     drawn = set()
     for block in code_blocks(text):
@@ -124,7 +123,7 @@ def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
 
 
 def readme_rules(text: str) -> set[tuple[str, str]]:
-    """The forbidden arrows as the README states them: lines `- `FROM` ✗→ `TO` …`."""
+    """The forbidden arrows as the page states them: lines `- `FROM` ✗→ `TO` …`."""
     return set(re.findall(r"^- `([^`]+)` ✗→ `([^`]+)`", text, flags=re.M))
 
 
@@ -152,7 +151,7 @@ def test_the_folder_list_names_every_part_of_the_code():
     parts = folder_list(ARCHITECTURE)
     assert parts[:3] == ["app.py", "pages/", "dashbench/cli/"] and parts[-1] == "dashbench/core/", parts
     unlisted = sorted(name for name in module_files(ROOT) if part_of(name, parts) is None)
-    assert not unlisted, f"not in the README's folder list: {unlisted}"
+    assert not unlisted, f"not in the page's folder list: {unlisted}"
     missing = [part for part in parts if not (ROOT / part).exists()]
     assert not missing, f"listed but not in the tree: {missing}"
 
@@ -175,18 +174,18 @@ def test_every_import_points_down_the_folder_list():
 def test_the_readme_picture_draws_exactly_the_imports():
     parts = folder_list(ARCHITECTURE)
     drawn, floors = picture(ARCHITECTURE, parts), foundation(ARCHITECTURE, parts)
-    assert floors, "no `every part ──▶` line in the README picture"
+    assert floors, "no `every part ──▶` line in the page picture"
     actual = {}
     for path, line, name, target in arrows(ROOT):
         source, dest = part_of(name, parts), part_of(target, parts)
         if source != dest and (source in floors or dest not in floors):
             actual.setdefault((source, dest), f"{path}:{line}")
-    assert drawn, "no picture found in the README's architecture section"
+    assert drawn, "no picture found in the page's architecture section"
     undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
                if (source, dest) not in drawn]
-    assert not undrawn, "imports missing from the README picture:\n" + "\n".join(undrawn)
+    assert not undrawn, "imports missing from the page picture:\n" + "\n".join(undrawn)
     stale = sorted(drawn - set(actual))
-    assert not stale, f"drawn in the README picture, imported nowhere: {stale}"
+    assert not stale, f"drawn in the page picture, imported nowhere: {stale}"
 
 
 def test_the_readme_forbids_the_arrows_of_the_design():

@@ -123,16 +123,16 @@ def test_a_typed_run_address_on_a_read_only_dashboard_says_why_it_shows_compare(
     assert not [i for i in at.info if "read-only" in i.value]  # said once, not on every rerun
 
 
-def test_the_readmes_tpu_price_line_replaces_the_row_it_says_and_runs_are_priced_as_it_says(tmp_path):
+def test_the_cli_references_tpu_price_line_replaces_the_row_it_says_and_runs_are_priced_as_it_says(tmp_path):
     import re
     import shlex
 
     from dashbench.costs import prices
     from dashbench.store import Store
 
-    readme = (ROOT / "README.md").read_text()
-    (line,) = re.findall(r'^python -m dashbench prices set --device "TPU v2" .*$', readme, re.M)
-    assert "replaces `gcp-tpu-v2-8`" in readme and "beside the four shipped TPU v2 rows" in readme
+    page = (ROOT / "docs" / "cli.md").read_text()
+    (line,) = re.findall(r'^python -m dashbench prices set --device "TPU v2" .*$', page, re.M)
+    assert "replaces `gcp-tpu-v2-8`" in page and "beside the four shipped TPU v2 rows" in page
     shipped = prices.catalog()
     assert (shipped["device"] == "TPU v2").sum() == 4
 

@@ -1,4 +1,4 @@
-"""The README's team-store SQL, run as written (psql, \\connect included) on the tests' own server:
+"""docs/team-store.md's SQL, run as written (psql, \\connect included) on the tests' own server:
 the writer owns the store, the reader can SELECT what the writer creates and write nothing."""
 
 import re
@@ -10,29 +10,28 @@ import pytest
 
 from pg_server import bindir, skip_unless_the_store_takes_urls
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+PAGE = (Path(__file__).resolve().parents[1] / "docs" / "team-store.md").read_text()
 
 
-def readme_sql() -> str:
-    section = README[README.index("### A team store on PostgreSQL"):]
-    return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+def page_sql() -> str:
+    return re.search(r"```sql\n(.*?)```", PAGE, re.S).group(1)
 
 
-def test_the_readme_names_both_roles_and_every_grant():
-    sql = readme_sql()
+def test_the_page_names_both_roles_and_every_grant():
+    sql = page_sql()
     for words in ("CREATE ROLE writer LOGIN PASSWORD", "CREATE ROLE reader LOGIN PASSWORD", "GRANT CONNECT",
                   "GRANT USAGE ON SCHEMA public", "GRANT SELECT ON ALL TABLES IN SCHEMA public",
                   "ALTER DEFAULT PRIVILEGES"):
         assert words in sql, words
-    assert "DASHBENCH_DB=postgresql+psycopg://writer@" in README and "ssh -N -f -L 5432:localhost:5432" in README
-    assert "DASHBENCH_DB=postgresql+psycopg://reader@" in README and "~/.pgpass" in README
+    assert "DASHBENCH_DB=postgresql+psycopg://writer@" in PAGE and "ssh -N -f -L 5432:localhost:5432" in PAGE
+    assert "DASHBENCH_DB=postgresql+psycopg://reader@" in PAGE and "~/.pgpass" in PAGE
 
 
 @pytest.fixture
-def readme_roles(pg_server, tmp_path):
-    """The README's block run by psql as the server's superuser; the database and roles dropped after."""
+def page_roles(pg_server, tmp_path):
+    """The page's block run by psql as the server's superuser; the database and roles dropped after."""
     script = tmp_path / "team.sql"
-    script.write_text(readme_sql())
+    script.write_text(page_sql())
     try:
         done = subprocess.run([bindir() / "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
                                "-p", str(pg_server.port), "-U", "postgres", "-d", "postgres", "-f", script],
@@ -46,8 +45,8 @@ def readme_roles(pg_server, tmp_path):
             conn.execute("DROP ROLE IF EXISTS writer")
 
 
-def test_the_readers_role_selects_what_the_writer_stores_and_writes_nothing(readme_roles):
-    server = readme_roles
+def test_the_readers_role_selects_what_the_writer_stores_and_writes_nothing(page_roles):
+    server = page_roles
     with server.connect("dashbench", user="writer") as writer:  # the owner: it creates the store's tables
         writer.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, label TEXT)")
         writer.execute("INSERT INTO runs VALUES ('r1', 'base')")
@@ -62,8 +61,8 @@ def test_the_readers_role_selects_what_the_writer_stores_and_writes_nothing(read
         assert writer.execute("SELECT count(*), min(label) FROM runs").fetchone() == (1, "base")
 
 
-def test_only_the_two_roles_reach_the_database(readme_roles):
-    server = readme_roles
+def test_only_the_two_roles_reach_the_database(page_roles):
+    server = page_roles
     with server.connect() as conn:
         conn.execute("CREATE ROLE stranger LOGIN")
     try:
@@ -74,12 +73,12 @@ def test_only_the_two_roles_reach_the_database(readme_roles):
             conn.execute("DROP ROLE stranger")
 
 
-def test_a_store_opened_as_the_reader_lists_the_writers_runs_and_cannot_write(readme_roles):
+def test_a_store_opened_as_the_reader_lists_the_writers_runs_and_cannot_write(page_roles):
     from test_store import SPEC
 
     from dashbench.store import Store, StoreError
 
-    server = readme_roles
+    server = page_roles
     skip_unless_the_store_takes_urls(server.url("dashbench", user="writer"))
     with Store(server.url("dashbench", user="writer")) as writer:
         run_id = writer.create_run(SPEC)

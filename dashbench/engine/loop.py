@@ -1,6 +1,6 @@
 """The measured training loop: RunSpec in, RunResult out.
 
-How it measures (README, "What a run reports"; the rules both backends keep):
+How it measures (docs/measuring.md, "What a run reports"; the rules both backends keep):
 - a custom loop: `strategy.run` inside one `tf.function` that runs `steps_per_loop` steps per host
   call; the optimizer is built inside the strategy scope before the function is traced;
 - with XLA, only the per-replica forward/backward is compiled (`jit_compile=True`) and

@@ -4,7 +4,7 @@ with how many devices are free.
 
 Totals and labels come from Ray's state API (exact resource names); what is in use now from the
 dashboard's cluster status (the autoscaler's per-node usage, refreshed every few seconds). A host's name
-is Ray's node name (`ray start --node-name`, by default its IP): the README asks for the host name.
+is Ray's node name (`ray start --node-name`, by default its IP): docs/fleet.md asks for the host name.
 """
 
 from __future__ import annotations

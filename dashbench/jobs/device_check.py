@@ -1,7 +1,7 @@
 """Whether a sweep's device is on this host, asked once, before its first point is queued.
 
 Each point is a run process that would find a missing GPU itself, before its row (engine.presence),
-but only after its row was queued, and once per point: the README's `sweep --device gpu` on a CPU
+but only after its row was queued, and once per point: docs/cli.md's `sweep --device gpu` on a CPU
 box started TensorFlow three times and stored three failed rows. The sweep's own process must not
 start a framework (libtpu allows one process per TPU host, and the points need it), so it asks
 `python -m dashbench devices --json --backend B`, one framework start, and reads its report.

@@ -75,7 +75,7 @@ class Workload:
 
     def quick_recipe(self) -> dict:
         """The quick try, the one recipe that `models`, the presets' --quick, the Run page's Quick try,
-        the empty store's text and the README give: the quick shapes, batch size and steps."""
+        the empty store's text and the README's tour give: the quick shapes, batch size and steps."""
         return {**self.quick, "steps": QUICK_STEPS}
 
     def quick_shapes(self) -> dict:
