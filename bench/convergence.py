@@ -5,7 +5,7 @@ at its quick shapes (dashbench.models.catalog) for seeds 0–4 with the test sui
 steps after 2 warm-up steps: six losses), and, with --full, at its full shapes too (`--full-only`:
 those alone), at batches a CPU can do (FULL_BATCH: the shapes are the model's, the batch is small).
 A seed passes when the engine raises no `loss_not_falling` flag, every loss is finite, and the mean
-of the last three losses is below the mean of the first three (what tests/test_workloads.py asks).
+of the last three losses is below the mean of the first three (what tests/models/test_workloads.py asks).
 Writes a table between <!-- convergence-BACKEND-SHAPES[-stepsN] --> markers in docs/CONVERGENCE.md
 (one section per backend, shapes and number of steps).
 

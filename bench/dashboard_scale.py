@@ -293,7 +293,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(db: Path, read_only: bool, log_dir: Path, app: Path = APP):
-    """`streamlit run app.py` on a free port, as tests/test_browser.py starts it; killed on exit."""
+    """`streamlit run app.py` on a free port, as tests/browser/test_browser.py starts it; killed on exit."""
     port = free_port()
     log_path = log_dir / f"streamlit-{port}.log"
     argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),

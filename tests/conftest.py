@@ -3,8 +3,9 @@ import shutil
 import tempfile
 
 import pytest
-from pg_server import pg_own_server, pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
-from ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
+from fixtures.pg_server import pg_own_server, pg_server, pg_url  # noqa: F401 (fixtures: a real PostgreSQL server)
+from fixtures.ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
+from fixtures.xla import FAST_XLA_COMPILE
 
 
 # The session's own temporary folder: whatever goes to tempfile's default folder (TensorFlow's autograph
@@ -54,11 +55,6 @@ def _own_device_locks(tmp_path_factory, monkeypatch):
     """Each test's runs take device locks of their own, so tests (and a real run on this machine)
     never wait for one another."""
     monkeypatch.setenv("DASHBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("device-locks")))
-
-
-# XLA:CPU without LLVM's optimisation passes: what the tests check (losses, placement, keys) does not
-# depend on them, and a JAX run's compile drops from ~13 s to ~4 s here (run processes inherit it).
-FAST_XLA_COMPILE = "--xla_backend_optimization_level=0"
 
 
 @pytest.fixture(autouse=True)

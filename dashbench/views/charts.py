@@ -104,7 +104,7 @@ def _legend_on_top(title, entries: int) -> dict:
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure made in one go from plain trace and layout dicts, unvalidated: Plotly's checks of each
     property cost ~5 ms a chart, paid on every change of Compare's choice. The dicts are written in
-    Plotly's full form (title=dict(text=...)); tests/test_views.py validates every chart built here."""
+    Plotly's full form (title=dict(text=...)); tests/views/test_views.py validates every chart built here."""
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 

@@ -7,7 +7,7 @@ requested page file directly (`script_runner._mpa_v1`), skipping app.py — its 
 its read-only page list. That is the first request a server gets, and every AppTest run. No public
 option changes this: `client.showSidebarNavigation` only hides the legacy menu, and the check is for
 the folder's existence. The product's design names `app.py` and `pages/`, so the folder stays.
-tests/test_pages_folder.py fails when a Streamlit upgrade changes any of this.
+tests/views/test_pages_folder.py fails when a Streamlit upgrade changes any of this.
 """
 
 from __future__ import annotations

@@ -1,0 +1,112 @@
+"""Nothing a newcomer reads is cut short at a 1400 px window, in headless Chromium: the Run page's Device
+select holds a long CPU name, Results' and Compare's filters show their placeholders and chips whole,
+Results' table keeps each run's id in view, and the sidebar's database path stays inside the sidebar.
+Measured, not looked at: a text's drawn width (the page's own font, canvas measureText) or an element's
+scrollWidth against the room its box gives it."""
+
+from fixtures import accuracy_results
+from fixtures import dashboard_data
+from fixtures.browser_fixtures import (  # noqa: F401 (browser: the fixture)
+    IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server)
+from dashbench.core.spec import RunSpec
+from dashbench.store import Store
+from dashbench.views.columns import width_of
+
+# Every text cut short on the page: an input's value or placeholder wider than its box, an ellipsis
+# element whose text overflows (a chip, a select's value), a sidebar <code> past the sidebar's edge.
+CLIPPED = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  const out = [];
+  const visible = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  for (const e of document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')) {
+    if (!visible(e)) continue;
+    const cs = getComputedStyle(e);
+    if (e.tagName === 'INPUT' && !['checkbox','radio'].includes(e.type)) {
+      const text = e.value || e.placeholder || '';
+      if (!text) continue;
+      ctx.font = cs.font;
+      const room = e.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      const need = ctx.measureText(text).width;
+      if (need > room + 1) out.push({what: 'input', text, need: Math.round(need), room});
+    } else if (e.tagName !== 'INPUT' && cs.textOverflow === 'ellipsis' && e.scrollWidth > e.clientWidth + 1) {
+      out.push({what: 'ellipsis', text: e.innerText, need: e.scrollWidth, room: e.clientWidth});
+    }
+  }
+  const side = document.querySelector('[data-testid="stSidebarUserContent"]');
+  if (side) { const edge = side.getBoundingClientRect().right;
+    for (const c of side.querySelectorAll('code')) for (const r of c.getClientRects())
+      if (r.right > edge + 1) out.push({what: 'sidebar', text: c.innerText, need: Math.round(r.right), room: Math.round(edge)}); }
+  return out;
+}"""
+# What a cell of the run column needs to show up to its id: the grid draws 14 px Source Sans, 8 px padding.
+ID_ROOM = """(el, room) => { const ctx = document.createElement('canvas').getContext('2d');
+  const font = getComputedStyle(el.querySelector('.stDataFrameGlideDataEditor'));
+  ctx.font = `${font.getPropertyValue('--gdg-base-font-style')} ${font.getPropertyValue('--gdg-font-family')}`;
+  const pad = parseFloat(font.getPropertyValue('--gdg-cell-horizontal-padding'));
+  return [...el.querySelectorAll('td[aria-colindex="1"]')].map(td => td.textContent)
+    .map(t => [t, Math.round(ctx.measureText(t.slice(0, t.indexOf('#') + 7)).width + 2 * pad)])
+    .filter(([t, need]) => need > room); }"""
+XEON = "CPU: Intel(R) Xeon(R) CPU @ 2.20GHz"  # what `devices` names a cloud VM's CPU
+
+
+def clipped(page) -> list[dict]:
+    return page.evaluate(CLIPPED)
+
+
+def missed_target(store) -> str:
+    """A to-accuracy run that ended not_reached: its status is one of Compare's default chips."""
+    spec = RunSpec(**accuracy_results.SETUP, device="cpu", data="real", data_path="/x", target_accuracy=0.99)
+    run_id = store.create_run(spec, status="running")
+    acc = accuracy_results.block([accuracy_results.seed_run(0, 9, 1.0, 0.5, reached=False)], target=0.99)
+    store.finish_run(run_id, "not_reached", result={
+        "model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1, "replicas": 1,
+        "global_batch_size": 64, "precision": "float32", "data": "real", "examples_per_sec": 600.0,
+        "losses": [2.0, 1.5], "steps_per_loop": 1, "spec": spec.to_dict(), "accuracy": acc})
+    return run_id
+
+
+def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  # noqa: F811
+    from playwright.sync_api import expect
+
+    # A folder name with no place to break it, as pytest's and many home folders are.
+    db = tmp_path / "a_team_store_kept_under_a_long_folder_name_for_the_benchmarks" / "runs.sqlite"
+    db.parent.mkdir()
+    ids = dashboard_data.fill(db, n_runs=30)
+    with Store(db) as store:
+        missed = missed_target(store)
+        runs = store.runs()
+    cnn = runs[(runs["model"] == "fashion_mnist_cnn") & (runs["status"] == "done")]["run_id"].tolist()[:2]
+    cut = {}  # what each page cuts short: all of it said at the end, not only the first
+    with streamlit_server(db) as url:
+        page = open_page(browser, url + "/run", "Run", "clip-run.png")
+        cut["run"] = clipped(page)
+        # The Device select's box has room for a cloud VM's CPU name (this machine's may be shorter).
+        device = page.locator("[data-testid='stSelectbox']").filter(has_text="Device").locator("input")
+        device.evaluate("(el, name) => { el.value = name; }", XEON)
+        cut["run, a Xeon's name"] = clipped(page)
+        page.close()
+
+        page = open_page(browser, url + "/compare?runs=" + ",".join(cnn + [missed]), "Compare", "clip-compare.png")
+        page.get_by_text("Choose runs").click()  # a link opens with the filters folded away
+        chips = page.locator("[data-testid='stMultiSelect']").filter(has_text="Status")
+        expect(chips.get_by_text("not_reached")).to_be_visible()
+        assert {"fashion_mnist_cnn", "not_reached"} <= {c.inner_text() for c in
+                                                          page.locator("[data-testid='stMultiSelect'] span").all()}
+        cut["compare"] = clipped(page)
+        page.close()
+
+        page = open_page(browser, url + "/results", "Results", "clip-results.png")
+        cut["results"] = clipped(page)  # the filters' placeholders
+        table = page.locator("[data-testid='stDataFrame']").first
+        expect(table.locator("td").first).to_be_attached(timeout=PAGE_TIMEOUT_MS)
+        assert table.locator("td[aria-colindex='1']").count() >= 10
+        cut["results, run ids"] = table.evaluate(ID_ROOM, width_of("run"))  # every run's id in view
+        # A model chosen: its chip reads whole.
+        page.locator("[data-testid='stMultiSelect']").filter(has_text="Model").click()
+        page.get_by_role("option", name="fashion_mnist_cnn").click()
+        expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        expect(page.get_by_text(f"({len(ids) + 1} stored)")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        page.keyboard.press("Escape")
+        cut["results, a model chosen"] = clipped(page)
+        page.close()
+    assert not any(cut.values()), {where: texts for where, texts in cut.items() if texts}

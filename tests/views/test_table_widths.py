@@ -1,0 +1,84 @@
+"""Every dashboard table at a 1400 px window (issue 21): the figures a row is read for (examples/s, MFU,
+cost, flags) sit in its first columns and fit beside the run's name, and no figure is cut short.
+tests/browser/test_browser.py checks the same in Chromium; this checks what the widths are set to."""
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from dashbench.costs import prices, reference
+from dashbench.results.result import FLAG_SHORT
+from dashbench.store import Store
+from dashbench.views import compare, compare_view, results
+from dashbench.views import prices as price_views
+from dashbench.views.columns import COLUMNS, MUST_SEE, text_px, width_of
+
+from fixtures import dashboard_data
+
+# The table's width in the wide layout at a 1400 px window (the sidebar open), and Results' selection boxes.
+TABLE_PX, SELECT_PX = 938, 32
+# The largest figure each number format must show whole.
+LARGEST = {"%.1f": 999_999.9, "%.2f ms": 99_999.99, "percent": 9.9999, "$%.3f": 999.999, "%.2f×": 9_999.99,
+           "%.3g": 123_456.0, "%d": 99_999, "%.0f": 99_999_999, "%.2f s": 9_999.99, "$%.2f": 999_999.99}
+
+
+def shown(fmt: str, value) -> str:
+    """A number as Streamlit's NumberColumn prints it with this format (printf-style or "percent")."""
+    if fmt == "percent":
+        return f"{value * 100:.2f}%"
+    return fmt % value
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    db = tmp_path_factory.mktemp("widths") / "runs.sqlite"
+    dashboard_data.fill(db, n_runs=30)
+    with Store(db, read_only=True) as store:
+        runs, catalog = store.runs(), prices.catalog(store)
+    published = reference.rows()
+    frame = compare.compare_frame(runs[runs["status"] == "done"], catalog, published)
+    frame, _bases = compare_view.with_speedups(frame, None)
+    return {"results": (results.results_table(runs, catalog), SELECT_PX),
+            "published": (price_views.reference_table(published), 0),
+            "compare": (compare.compare_table(frame), 0),
+            "catalog": (price_views.catalog_table(catalog), 0)}
+
+
+@pytest.mark.parametrize("name", ["results", "published", "compare"])
+def test_a_rows_figures_and_flags_fit_beside_its_name_at_1400_px(tables, name):
+    table, marker = tables[name]
+    table = table.rename(columns={"flag_text": "flags"})
+    wanted = [c for c in MUST_SEE if c in table]
+    assert len(wanted) >= 3, list(table.columns)
+    # Up to the last of them every column has its width set (one sized by its content could push them out).
+    columns = list(table.columns)[:max(list(table.columns).index(c) for c in wanted) + 1]
+    assert all(width_of(c) for c in columns), [c for c in columns if not width_of(c)]
+    edges = dict(zip(columns, itertools.accumulate(width_of(c) for c in columns)))
+    for column in wanted:
+        assert marker + edges[column] <= TABLE_PX, (column, marker + edges[column])
+
+
+def test_no_figure_or_flag_is_cut_short():
+    for name, spec in COLUMNS.items():
+        assert width_of(name) >= text_px(spec.label), name  # the header reads whole
+        if spec.kind == "number":
+            assert spec.format in LARGEST, (name, spec.format)
+            assert text_px(shown(spec.format, LARGEST[spec.format])) <= width_of(name), name
+    for flag in FLAG_SHORT.values():
+        assert text_px(flag) <= width_of("flags"), flag
+
+
+def test_the_stored_tables_fit_their_columns(tables):
+    """The fixture's and the published rows' own cells: the figure columns and the flags whole."""
+    for name, (table, _marker) in tables.items():
+        for column in table.columns:
+            key = "flags" if column == "flag_text" else column
+            spec = COLUMNS.get(key)
+            if spec is None or (spec.kind != "number" and column not in ("flags", "flag_text", "status")):
+                continue
+            for value in table[column]:
+                if value is None or (not isinstance(value, str) and pd.isna(value)) or value == "":
+                    continue
+                text = shown(spec.format, value) if spec.kind == "number" else str(value)
+                assert text_px(text) <= width_of(key), (name, column, text)
