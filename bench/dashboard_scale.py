@@ -59,7 +59,7 @@ BROWSER_TIMEOUT_MS = 600_000
 
 def rerun_target(runs: int) -> float | None:
     """The issues' targets: ≤ 0.3 s per rerun at 10k runs, ≤ 1.5 s at 100k (smaller stores: the same),
-    ≤ 0.5 s at 1M (issue 22: what SQLite already did there)."""
+    ≤ 0.5 s at 1M (what SQLite already did there)."""
     if runs <= 10_000:
         return 0.3
     if runs <= 100_000:

@@ -1,4 +1,4 @@
-"""What going through a Ray cluster costs a run (issue 24), on this machine.
+"""What going through a Ray cluster costs a run, on this machine.
 
 A one-node Ray cluster (a head declaring one GPU, so the run's place is a "GPU host"; tests/ray_cluster.py
 starts it, object store capped) and a PostgreSQL team store (tests/pg_server.py). The same tiny run is

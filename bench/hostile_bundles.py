@@ -1,11 +1,11 @@
 """A hostile-bundle corpus against a real store: can any bundle break it?
 
 Builds a valid bundle (exported from a scratch store of real runs), then bundles that break it in
-every way issue 10 names (items 1, 2 and 8: wrong types in a result, pid as text, dates out of
+every way a hostile bundle can be built (wrong types in a result, pid as text, dates out of
 range, Infinity/NaN, huge numbers, lists and dicts where text belongs, a duplicate sample index,
-colliding run ids, damaged files) and issue 20 names (item 9: a result that contradicts its spec,
+colliding run ids, damaged files; a result that contradicts its spec,
 a done run with no result, an interval that excludes its figure, an unknown key in a result, one
-run id twice in a file; item 5: JSON nested 100 and 100,000 deep, a FIFO with no writer, a twin of
+run id twice in a file; JSON nested 100 and 100,000 deep, a FIFO with no writer, a twin of
 /dev/zero (as root), a folder, a sparse file past the size bound, a file-size limit hit mid-import)
 plus `--fuzz N` random variants of the valid bundle (fields deleted or swapped for values of other
 types; fixed `--seed`). Each is imported (`dashbench import`, in process; the special files and the
@@ -143,7 +143,7 @@ def _collide_differing(target_ids):
 
 
 NAMED = [
-    # item 1: wrong types inside the result, pid text, dates out of range
+    # wrong types inside the result, pid text, dates out of range
     ("result.examples_per_sec text", _set(("result", "examples_per_sec"), "fast")),
     ("result.examples_per_sec negative", _set(("result", "examples_per_sec"), -1.0)),
     ("result.examples_per_sec Infinity", _set(("result", "examples_per_sec"), math.inf)),
@@ -167,13 +167,13 @@ NAMED = [
     ("created_at year 2999", _set(("created_at",), "2999-01-01T00:00:00+00:00")),
     ("created_at not a date", _set(("created_at",), "yesterday")),
     ("finished_at before created_at", _set(("finished_at",), "2001-01-01T00:00:00+00:00")),
-    # item 2: lists and dicts where text is expected, sample indexes, huge numbers
+    # lists and dicts where text is expected, sample indexes, huge numbers
     ("host list", _set(("host",), ["a", "b"])),
     ("host dict", _set(("host",), {"a": 1})),
     ("label list", _set(("label",), ["x"])),
     ("label dict", _set(("label",), {"x": 1})),
     ("error dict", _set(("error",), {"x": 1})),
-    # issue 20, item 10: what one run may carry (the store cuts a longer error it writes itself)
+    # what one run may carry (the store cuts a longer error it writes itself)
     ("error past 10000 characters", _set(("error",), "x" * 10_001)),
     ("samples past 100000", _set(("samples",), [[i, 1, 0.01, None, False] for i in range(100_001)])),
     ("result.losses past 100000", _set(("result", "losses"), [1.0] * 100_001)),
@@ -198,7 +198,7 @@ NAMED = [
     ("run_id list", _set(("run_id",), ["x"])),
     ("status unknown", _set(("status",), "great")),
     ("unknown run field", _set(("turbo",), True)),
-    # issue 20 item 9: a run that contradicts itself, one run id twice in a file
+    # a run that contradicts itself, one run id twice in a file
     ("result.model differs from the spec", _set(("result", "model"), "resnet50")),
     ("result.global_batch_size differs from the spec", _set(("result", "global_batch_size"), 999)),
     ("result.spec.batch_size differs from the spec", _set(("result", "spec", "batch_size"), 999)),
@@ -209,7 +209,7 @@ NAMED = [
     ("unknown key in a result", _set(("result", "turbo"), True)),
     ("a stored run twice in one bundle", _dup_run_in_bundle),
     ("a new run id twice in one bundle, other content", _new_id_twice_differing),
-    # issue 20 item 5: nesting past the bound (100,000 deep: past Python's recursion limit)
+    # nesting past the bound (100,000 deep: past Python's recursion limit)
     ("JSON nested 100 deep", _nested(100)),
     ("JSON nested 100,000 deep", _nested(100_000)),
     # damaged files
@@ -403,7 +403,7 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
     return counts
 
 
-# -- item 5: what import must not read, and a write that fails ----------------------------------------
+# -- what import must not read, and a write that fails ----------------------------------------
 
 
 def _special_cases(folder: Path, target: Path, valid: dict, counts: dict, failures: list,

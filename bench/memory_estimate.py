@@ -10,13 +10,13 @@ markers in docs/MEMORY.md.
 
     python bench/memory_estimate.py                  # every workload, ~15 min on 2 CPU cores
     python bench/memory_estimate.py --models resnet50 --no-write
-    python bench/memory_estimate.py --device gpu     # on a GPU box: the devices' measured peak (issue 25)
+    python bench/memory_estimate.py --device gpu     # on a GPU box: the devices' measured peak
     python bench/memory_estimate.py --from-store DB  # every stored run's measured peak beside its estimate
 
 With --device gpu or tpu each point runs through the runner (not recorded) and its result's `memory`
 record (dashbench/engine/peak_memory.py: the devices' peak bytes) is set beside the estimate of one
 device's share, as memory.check counts it. --from-store reads that record from every done run of a
-store that has one (run since issue 25): the measured-peak column grows with every user's runs.
+store that has one: the measured-peak column grows with every user's runs.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def from_store(db: str, write: bool) -> int:
     lines = ["| workload | backend | ran on | batch | estimate (GB) | measured peak (GB) | window peak (GB) "
              "| device memory (GB) | estimate ÷ peak |", "|---|---|---|---|---|---|---|---|---|", *rows]
     text = ("## The memory estimate against stored runs' measured peak\n\n"
-            "`bench/memory_estimate.py --from-store`: every done run with a `memory` record (issue 25): the "
+            "`bench/memory_estimate.py --from-store`: every done run with a `memory` record: the "
             "process's peak resident memory on a CPU, the devices' peak bytes summed on a GPU or TPU.\n\n"
             + "\n".join(lines) + f"\n\n{len(rows)} runs.")
     print(text)

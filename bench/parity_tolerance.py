@@ -1,4 +1,4 @@
-"""Where the convergence-parity tolerance comes from (views.parity, issue 23 item 5).
+"""Where the convergence-parity tolerance comes from (views.parity).
 
 Trains one setup at several seeds on TensorFlow and on JAX, plus broken versions of it, and counts
 how often views.parity's rule (a run departs where it is more than K × the reference's seed-to-seed

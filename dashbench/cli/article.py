@@ -10,7 +10,7 @@ from dashbench.results.result import RunResult
 
 
 def article_lines(spec, result: RunResult) -> list[str]:
-    """For a run of a preset that trains for epochs (seed 000's Fashion-MNIST): its validation accuracy
+    """For a run of a preset that trains for epochs (the Colab article's Fashion-MNIST): its validation accuracy
     per epoch and the time of its epochs, next to the article's published times (reference rows in
     seconds). Empty for any other run."""
     from dashbench.results import accuracy_text

@@ -1,4 +1,4 @@
-"""`--cluster [ADDRESS]` and `--on PLACE`: where a launching command runs (issue 24's fleet).
+"""`--cluster [ADDRESS]` and `--on PLACE`: where a launching command runs (the fleet).
 
 `--cluster` alone takes $RAY_ADDRESS. Only the option sends a run to a cluster: a run process that a
 Ray job started on a node has RAY_ADDRESS set too, and must run there, not launch again.

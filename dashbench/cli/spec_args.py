@@ -38,12 +38,12 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         "seed": "random seed (weights and synthetic data)",
         "repeats": "measure the steps this many times after one compile: the median is the figure, "
                    "the spread (CV) is shown and over 5% flagged unstable",
-        # To accuracy (issue 23): real data with a held-out split, evaluated whole at each evaluation.
+        # To accuracy: real data with a held-out split, evaluated whole at each evaluation.
         "target_accuracy": "train to this validation accuracy, a fraction in (0, 1], e.g. 0.9; the run stops "
                            "there, or ends not_reached after --max-epochs (needs --data real or folder)",
         "max_epochs": "with --target-accuracy: the most epochs trained before the run ends not_reached "
                       "(default 20)",
-        "epochs": "train exactly this many epochs, evaluating after each (seed 000's way); "
+        "epochs": "train exactly this many epochs, evaluating after each (the Colab article's way); "
                   "not with --target-accuracy",
         "steps_per_epoch": "training steps per epoch (default: one pass over the train split; more repeat it)",
         "eval_every": "evaluate the whole held-out split every K training steps (default: after every epoch)",

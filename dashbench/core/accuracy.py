@@ -1,4 +1,4 @@
-"""A to-accuracy run's result (issue 23): its curve per seed, whether the target was reached, the time
+"""A to-accuracy run's result: its curve per seed, whether the target was reached, the time
 to it, the seeds' median; the shape RunResult.check holds it to, the summary the engine builds, the
 run's final status and the progress line of each evaluation. No TensorFlow here.
 

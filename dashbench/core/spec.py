@@ -100,11 +100,11 @@ class RunSpec:
     label: Optional[str] = None
     seed: int = 0
     repeats: int = 1  # measured windows after one compile; the run's figure is their median
-    # To accuracy (issue 23): train on the train split, evaluate the whole held-out split after every
+    # To accuracy: train on the train split, evaluate the whole held-out split after every
     # epoch (or every eval_every steps), stop at the target or after max_epochs; or a fixed epochs count.
     target_accuracy: Optional[float] = None  # in (0, 1]
     max_epochs: Optional[int] = None  # with a target; None: DEFAULT_MAX_EPOCHS
-    epochs: Optional[int] = None  # a fixed count (seed 000's way); exclusive with target_accuracy
+    epochs: Optional[int] = None  # a fixed count (the Colab article's way); exclusive with target_accuracy
     steps_per_epoch: Optional[int] = None  # None: one pass over the train split; else the data repeats
     eval_every: Optional[int] = None  # evaluate every K training steps; None: after every epoch
     seeds: int = 1  # seed, seed + 1, ... trained one after another in one run

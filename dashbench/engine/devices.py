@@ -1,7 +1,7 @@
 """What TensorFlow sees here, and the tf.distribute strategy for a run.
 
 A device that was asked for and is not there is a DeviceError naming what was found instead —
-never a silent fall-back to the CPU (seed 000: switching the runtime to TPU changed nothing).
+never a silent fall-back to the CPU (the Colab article: switching the runtime to TPU changed nothing).
 
 TensorFlow is imported inside functions, through import_tensorflow() (dashbench.engine.frameworks),
 which quiets its logging first.

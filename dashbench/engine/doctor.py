@@ -37,7 +37,7 @@ PROBE_PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16
 # Accelerators need bigger products than a CPU to reach their rate.
 ACCEL_PROBE_SIZE = int(os.environ.get("DASHBENCH_ACCEL_PROBE_SIZE", "8192"))
 PROBE_REPEATS = 5
-# The stopwatch's tiny run (seed 000's conv2d, small) and its step counts: N and 3N measured steps.
+# The stopwatch's tiny run (the Colab article's conv2d, small) and its step counts: N and 3N measured steps.
 STOPWATCH_SPEC = dict(model="conv2d", batch_size=16, image_size=64, width=16, warmup=3, steps_per_loop=1)
 STOPWATCH_STEPS = int(os.environ.get("DASHBENCH_DOCTOR_STEPS", "30"))
 STOPWATCH_TRIES = int(os.environ.get("DASHBENCH_DOCTOR_TRIES", "3"))

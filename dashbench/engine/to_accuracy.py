@@ -1,4 +1,4 @@
-"""Training to a target accuracy (issue 23), for both backends: RunSpec in, RunResult out.
+"""Training to a target accuracy, for both backends: RunSpec in, RunResult out.
 
 How it measures (MLPerf Training's rules where they apply):
 - both splits are loaded first and timed apart (`load_s`); the first training call and the first

@@ -1,4 +1,4 @@
-"""The fleet: runs launched on the accelerator hosts of a Ray cluster (issue 24).
+"""The fleet: runs launched on the accelerator hosts of a Ray cluster.
 
 Ray is optional: it is imported only here, lazily, inside the functions that talk to a cluster, so a
 machine without it imports dashbench and runs locally exactly as before. `address` reads where the

@@ -1,4 +1,4 @@
-"""A to-accuracy run's record in words and table columns (issue 23): the headline `run`, `preset` and
+"""A to-accuracy run's record in words and table columns: the headline `run`, `preset` and
 `show` print, the curve per seed, and the columns of `list`, the CSV and the pages. Reads the dict of
 RunResult.accuracy (its shape and final status: dashbench/core/accuracy.py). No TensorFlow here.
 """

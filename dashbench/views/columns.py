@@ -70,7 +70,7 @@ COLUMNS: dict[str, Column] = {
     "price_key": Column("price row"),
     "price_note": Column("price note"),
     "source": Column("source", width=300),
-    # To accuracy (issue 23; accuracy_text.ACCURACY_COLUMNS)
+    # To accuracy (accuracy_text.ACCURACY_COLUMNS)
     "target_accuracy": Column("target", "number", "%.3g", "the validation accuracy the run trained to"),
     "reached": Column("seeds reached", "number", "%d", "seeds that reached the target"),
     "seeds": Column("seeds", "number", "%d"),

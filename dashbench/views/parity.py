@@ -1,4 +1,4 @@
-"""Convergence parity (issue 23 item 5): does one setup train alike on every device and backend?
+"""Convergence parity: does one setup train alike on every device and backend?
 
 Where the same setup (views.to_target.setup_key) and seed has runs on more than one device (an
 accelerator, its count and replicas, and the backend: views.to_target.device_key), their curves are

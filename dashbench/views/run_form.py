@@ -9,7 +9,7 @@ from dashbench.views.format import is_number, md_text
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
                "image_size", "seq_len", "width", "layers", "data", "data_path")
 # "What to measure": throughput over the measured steps, training to a target accuracy, or a fixed
-# number of epochs (seed 000's way); the last two evaluate the held-out split (issue 23).
+# number of epochs (the Colab article's way); the last two evaluate the held-out split.
 MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
          "epochs": "Fixed epochs (evaluated after each)"}
 # The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default.

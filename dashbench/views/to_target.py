@@ -1,4 +1,4 @@
-"""Time and cost to a target accuracy per device, measured and predicted (issue 23 items 4 and 6).
+"""Time and cost to a target accuracy per device, measured and predicted.
 
 A to-accuracy run stores its seeds' times to the target (RunResult.accuracy). Here they become time
 and cost per device, and, for every other device that has a throughput run of the same setup, a

@@ -63,7 +63,7 @@ BUILTINS: dict[str, KerasWorkload] = {
     w.name: w
     for w in (
         KerasWorkload("conv2d", images.conv2d_model, images.conv2d_batch, loss="mse"),
-        # seed 000's CNN: Adam 1e-3, ending in a softmax
+        # the Colab article's CNN: Adam 1e-3, ending in a softmax
         KerasWorkload("fashion_mnist_cnn", images.fashion_model, images.classified_images,
                       loss="crossentropy_probabilities", real=True),
         KerasWorkload("resnet50", images.resnet50_model, images.classified_images, optimizer=_sgd_with_warmup),
