@@ -24,8 +24,8 @@ VISITORS = ("/results", "/results", "/results", "/compare")
 
 
 def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
-    """Every page once, each checked for what it shows; and what a newcomer sees at a 1400 × 1000 window
-    (issue 21): no page asks another host for anything (a TPU VM is often offline), and every table shows a
+    """Every page once, each checked for what it shows; and what a newcomer sees at a 1400 × 1000 window:
+    no page asks another host for anything (a TPU VM is often offline), and every table shows a
     row's figures and flags without scrolling sideways."""
     from playwright.sync_api import expect
 
@@ -97,7 +97,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
 
 def test_read_only_server_has_no_run_page(browser, tmp_path):
     """Several visitors at once on a freshly started read-only server all get the page; no Run page, import
-    or delete controls; a typed /run shows Compare and says why, a typed /compare does not (issue 21)."""
+    or delete controls; a typed /run shows Compare and says why, a typed /compare does not."""
     from playwright.sync_api import expect
 
     db = tmp_path / "runs.sqlite"

@@ -1,5 +1,5 @@
-"""What a newcomer sees in Chromium at a 1400 × 1000 window (issue 21): the empty store's published rows
-are all in view. The rest of issue 21 is checked on the pages tests/browser/test_browser.py opens anyway: no page
+"""What a newcomer sees in Chromium at a 1400 × 1000 window: the empty store's published rows
+are all in view. The rest is checked on the pages tests/browser/test_browser.py opens anyway: no page
 asks another host for anything and every table shows a row's figures and flags without scrolling sideways
 (test_every_page_in_a_real_browser, tests/fixtures/browser_tables.py), and a typed /run on a read-only dashboard
 says why it shows Compare (test_read_only_server_has_no_run_page)."""

@@ -1,4 +1,4 @@
-"""Issue 23 through the command line: the to-accuracy options of run, sweep and preset (bad input in
+"""To-accuracy through the command line: the to-accuracy options of run, sweep and preset (bad input in
 one line naming the field), and a to-accuracy run's record in list, show, the CSV and a bundle.
 Real tiny training with the learnable set: tests/cli/test_cli_accuracy_training.py."""
 

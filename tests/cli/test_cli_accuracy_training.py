@@ -1,4 +1,4 @@
-"""Issue 23 for real: the seed CNN at quick shapes trains on the learnable set (tests/fixtures/learnable_data.py)
+"""To-accuracy for real: the seed CNN at quick shapes trains on the learnable set (tests/fixtures/learnable_data.py)
 through `run`, `preset` and the Run page, and what it stored reads back through list, show and the CSV."""
 
 import json

@@ -1,5 +1,5 @@
 """Numbers too large for any device are one error line naming the field and the allowed range,
-never an OverflowError from SQLite, NumPy or TensorFlow (issue 10, item 2)."""
+never an OverflowError from SQLite, NumPy or TensorFlow."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """One rule for run ids, sweep ids and labels (dashbench.core.spec.check_id / check_text), used by `run`,
 `sweep`, `preset`, the job queue, the store and `import`: what one accepts the others accept, so a
-run that was stored always comes back from its own export. Issue 20 item 8."""
+run that was stored always comes back from its own export."""
 
 import json
 import random

@@ -1,4 +1,4 @@
-"""`dashbench doctor` (issue 11, item 1) and the CPU peak from calibration (item 2): the verdict's
+"""`dashbench doctor` and the CPU peak from calibration: the verdict's
 rules on planted numbers, the calibration rows in the store, the real check on this machine in its
 own processes, a planted wrong datasheet peak, and a CPU run measured against the calibrated peak."""
 

@@ -1,4 +1,4 @@
-"""Training to a target accuracy (issue 23), for real on tiny shapes: the learnable set made in
+"""Training to a target accuracy, for real on tiny shapes: the learnable set made in
 tests/fixtures/learnable_data.py, the seed CNN at width 16, TensorFlow in this process and JAX in a run
 process of its own (Keras picks one backend per process). A run reaches the target and stops
 early; an unreachable one ends not_reached; several seeds give their curves and a median; a fixed

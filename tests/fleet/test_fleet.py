@@ -57,7 +57,7 @@ def _job_text(address, run_id: str) -> str:
 
 def test_a_cli_run_on_the_cluster_lands_with_its_node_and_progress_and_never_carries_the_stores_password(
         ray_cluster, pg_server, pg_url):
-    """The team store's password appears nowhere (issue 22; Ray shows a job's runtime_env to anyone who
+    """The team store's password appears nowhere (Ray shows a job's runtime_env to anyone who
     can list its jobs): the job's URL has none, the node's libpq reads it from its own ~/.pgpass, and a
     node without it ends the run `failed`, naming ~/.pgpass. With it, the run lands as a local one does."""
     url = create_password_role(pg_server, pg_url, PASSWORD)  # the server now asks this role for it

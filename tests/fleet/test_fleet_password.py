@@ -1,4 +1,4 @@
-"""A cluster run never carries the team store's password (issue 22: a password appears nowhere; Ray
+"""A cluster run never carries the team store's password (a password appears nowhere; Ray
 shows a job's runtime_env to anyone who can list its jobs): the URL a job carries has none, in either
 place libpq takes one. On the real cluster, tests/fleet/test_fleet.py's CLI run first fails on a node without
 the password (naming ~/.pgpass), then lands with it in the node's ~/.pgpass, its job showing none."""

@@ -1,4 +1,4 @@
-"""A GPU or TPU that is not on this host is bad input (issue 20, item 14): `run`, `preset` and
+"""A GPU or TPU that is not on this host is bad input: `run`, `preset` and
 `sweep` exit 2 with one line naming the device, and store nothing, not a `failed` row per try;
 a sweep asks for its device once, before its first point. This machine has no GPU and no TPU."""
 

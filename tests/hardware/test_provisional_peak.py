@@ -1,4 +1,4 @@
-"""MFU before the first self-check (issue 21, item 11): until `doctor` has calibrated a host, its CPU
+"""MFU before the first self-check: until `doctor` has calibrated a host, its CPU
 runs share one peak, the first probe taken there (kept in the store per host and backend), labelled
 provisional in `show` and the pages; a calibration, once there, wins."""
 

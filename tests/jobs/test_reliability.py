@@ -1,4 +1,4 @@
-"""Issue 10's remaining cases, on real SQLite files and real processes: a database this user cannot
+"""Reliability cases on real SQLite files and real processes: a database this user cannot
 write, read-only browsing, a write lock held past the busy timeout, an empty --db, colliding
 bundle runs, and sweeps whose parent is hung up on or killed."""
 

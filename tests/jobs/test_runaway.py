@@ -1,4 +1,4 @@
-"""Issue 10, item 7: runaway runs. A memory estimate checked before anything is queued (run, sweep,
+"""Runaway runs. A memory estimate checked before anything is queued (run, sweep,
 preset, the Run page); a guard in the run process that ends a run running out of host memory
 before the kernel's OOM killer must; and a cancel that ends a stuck run on a timer of the run
 process's own, with no page rerun. Real processes: a stand-in engine behind the real runner."""

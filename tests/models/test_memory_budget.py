@@ -66,7 +66,7 @@ def test_an_rlimit_or_the_env_budget_is_the_least_bound(cgroup, monkeypatch):
 
 
 @pytest.mark.parametrize("cap,model", [
-    # Issue 25: passed the check (it read the host's free memory only), ran 38 s, then TensorFlow's OOM.
+    # An estimate that read the host's free memory only passed it; the run then hit TensorFlow's OOM.
     (4_000_000_000, ["--model", "fashion_mnist_cnn", "--batch-size", "4096"]),
     # Its estimate (2.7 GB) fit the 3.2 GB of address space left, and TensorFlow segfaulted compiling it:
     # the address space a framework maps beyond its data counts under RLIMIT_AS.

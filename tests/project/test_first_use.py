@@ -1,4 +1,4 @@
-"""What a newcomer meets first (issue 21): the app without its requirements, a typed /run on a
+"""What a newcomer meets first: the app without its requirements, a typed /run on a
 read-only dashboard, Compare's published-row chooser on the empty store."""
 
 import json

@@ -1,4 +1,4 @@
-"""What `--db` may name and how it is opened (issue 20 items 2, 6, 16; issue 22): a database URL of a scheme
+"""What `--db` may name and how it is opened: a database URL of a scheme
 other than PostgreSQL's is refused before anything is created; a folder, or a folder that cannot be read, is one line naming it; read-only mode
 opens the file O_RDONLY and still leaves no -wal/-shm files behind."""
 

@@ -1,4 +1,4 @@
-"""`export --out` never destroys a file (issue 20 item 1): the live database, another SQLite file, a FIFO
+"""`export --out` never destroys a file: the live database, another SQLite file, a FIFO
 and a device node stay what they were; `-` is stdout; an earlier bundle is still replaced."""
 
 import json

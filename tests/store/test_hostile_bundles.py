@@ -1,5 +1,5 @@
-"""bench/hostile_bundles.py on a small scale: every named hostile bundle of issue 10 (items 1, 2, 8)
-and issue 20 (items 5, 9) is refused in one line with the store unchanged, a colliding run is kept as
+"""bench/hostile_bundles.py on a small scale: every named hostile bundle
+is refused in one line with the store unchanged, a colliding run is kept as
 stored and named, a flag the figures imply is stored, special files and a file-size limit are one
 line each, fuzzed variants never leave the store unreadable."""
 

@@ -1,4 +1,4 @@
-"""A command behind another process's write lock says so as its wait starts (issue 20, item 15):
+"""A command behind another process's write lock says so as its wait starts:
 `waiting for the database … (locked by another process) …` on stderr, as a run waiting for its
 device says `waiting for the device …`, then it goes on once the lock is gone."""
 

@@ -1,5 +1,5 @@
 """The pages' filter options (Store.facets) cost the same whatever the store holds: each column's distinct
-values are found one index lookup per value, not by a walk of every run (issue 22's 1M-run check: the
+values are found one index lookup per value, not by a walk of every run (the 1M-run check: the
 walk was 0.1-0.4 s a column there). Counted in SQLite's virtual-machine steps, not timed."""
 
 from fixtures import bench_scripts

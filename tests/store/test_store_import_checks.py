@@ -214,7 +214,7 @@ def test_a_read_only_store_refuses_an_import_in_one_line(tmp_path, exported):
             bundle.import_bundles(store, [write(tmp_path, data)])
 
 
-# -- issue 20 item 9: a run whose parts contradict each other --------------------------------------
+# -- a run whose parts contradict each other --------------------------------------
 
 def _first_done(data) -> dict:
     return next(run for run in data["runs"] if run["status"] == "done")
@@ -312,7 +312,7 @@ def test_a_measured_cpu_peak_keeps_its_soft_margin(tmp_path, exported, source):
         assert store.get_run(run["run_id"])["result"].flags == []
 
 
-# -- issue 20 item 5: what import reads, and a write that fails --------------------------------------
+# -- what import reads, and a write that fails --------------------------------------
 
 def _import_cli(db, path, timeout=120, preexec_fn=None):
     return subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],

@@ -1,4 +1,4 @@
-"""The team store (issue 22): a postgresql+psycopg:// URL opens the same Store on a real PostgreSQL server.
+"""The team store: a postgresql+psycopg:// URL opens the same Store on a real PostgreSQL server.
 Its promises that SQLite keeps by other means: the change token, read-only sessions and a SELECT-only role,
 queue claims across hosts, a dead host's claim given up after its heartbeat lapses, a password shown
 nowhere. (The store's own suite runs on both databases through store_backends.db_at.)"""

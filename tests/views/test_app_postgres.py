@@ -1,4 +1,4 @@
-"""The dashboard on a team store (issue 22): every page on PostgreSQL, and a results server whose role may
+"""The dashboard on a team store: every page on PostgreSQL, and a results server whose role may
 only SELECT shows every page, writes nothing, and shows no password."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Compare's charts read at a glance (issue 21 item 10): a legend says what the bar colours mean, the
+"""Compare's charts read at a glance: a legend says what the bar colours mean, the
 speed-up figures stay off the baseline's line, and the step-time axis always has ticks to read."""
 
 import math

@@ -1,4 +1,4 @@
-"""What the pages build is shared by every session on the same database version (issue 27): a new visitor
+"""What the pages build is shared by every session on the same database version: a new visitor
 draws what an earlier one built, and a change in the store is seen by every session on its next rerun.
 Two AppTest sessions in one process stand for two visitors of one server."""
 

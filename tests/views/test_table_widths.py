@@ -1,4 +1,4 @@
-"""Every dashboard table at a 1400 px window (issue 21): the figures a row is read for (examples/s, MFU,
+"""Every dashboard table at a 1400 px window: the figures a row is read for (examples/s, MFU,
 cost, flags) sit in its first columns and fit beside the run's name, and no figure is cut short.
 tests/browser/test_browser.py checks the same in Chromium; this checks what the widths are set to."""
 

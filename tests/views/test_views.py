@@ -359,7 +359,7 @@ def test_run_form_backend_goes_into_every_spec():
     assert "run_backend" not in run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
 
 
-# -- issue 13: shapes, published rows by workload, blanks, the cost legend ---------------------------------
+# -- shapes, published rows by workload, blanks, the cost legend ---------------------------------
 
 def _full_and_quick(tmp_path):
     """A full-size and a quick-shape fashion_mnist_cnn run on the same CPU at the same batch size."""
