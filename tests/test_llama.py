@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FAST_XLA_COMPILE
 
-from dashbench import catalog, lm_shape, stats
+from dashbench import catalog, lm_shape, lm_text, stats
 from dashbench.spec import RunSpec, SpecError
 
 QUICK = ["--model", "llama", "--device", "cpu", "--seq-len", "64", "--width", "64", "--layers", "2",
@@ -40,7 +40,7 @@ def test_the_text_follows_one_teacher_on_every_call():
     assert x.shape == y.shape == (4, 32) and x.dtype == np.int32
     assert (x == again).all() and not (x == other).all()
     assert (y[:, :-1] == x[:, 1:]).all()  # the targets are the next tokens
-    successors = np.random.default_rng(llama.TEACHER_SEED).integers(0, shapes.vocab, (shapes.vocab, llama.SUCCESSORS))
+    successors = np.random.default_rng(lm_text.TEACHER_SEED).integers(0, shapes.vocab, (shapes.vocab, lm_text.SUCCESSORS))
     assert all(y[b, t] in successors[x[b, t]] for b in range(4) for t in range(32))
 
 
