@@ -151,7 +151,8 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
     hint = chance_hint(accuracy)
     if hint:
         lines.append(hint)
-    floor = _num((accuracy.get("dataset") or {}).get("loss_floor")) if isinstance(accuracy.get("dataset"), dict) else None
+    dataset = accuracy.get("dataset")
+    floor = _num(dataset.get("loss_floor")) if isinstance(dataset, dict) else None
     if floor is not None:
         lines.append(f"the teacher's entropy floor (the lowest validation loss any model reaches): {floor:.4f} nats")
     apart = [f"{what} {seconds(_num(accuracy.get(key)))}" for key, what in

@@ -282,8 +282,9 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
             _positive_int(name, getattr(spec, name))
     _positive_int("seeds", spec.seeds)
     if target is not None and spec.epochs is not None:
-        raise SpecError("epochs", f"a fixed epoch count and {'target_loss' if spec.target_loss is not None else 'target_accuracy'} "
-                                  "exclude each other: give one (with a target, max_epochs bounds the training)")
+        named = "target_loss" if spec.target_loss is not None else "target_accuracy"
+        raise SpecError("epochs", f"a fixed epoch count and {named} exclude each other: give one "
+                                  "(with a target, max_epochs bounds the training)")
     if not spec.to_accuracy:
         for name in ("max_epochs", "steps_per_epoch", "eval_every"):
             if getattr(spec, name) is not None:

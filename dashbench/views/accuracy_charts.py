@@ -78,7 +78,7 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
     # Accuracies and losses never share an axis: with both chosen, the loss targets' curves are drawn.
     metric = "val_loss" if "val_loss" in metrics else "val_accuracy"
     what = METRICS[metric]
-    title = f"{what.capitalize()} against wall time" if x == "wall_s" else f"{what.capitalize()} against cost (on-demand USD)"
+    title = what.capitalize() + (" against wall time" if x == "wall_s" else " against cost (on-demand USD)")
     traces, target = [], None
     names = list(dict.fromkeys(c["name"] for c in curves))
     for curve in curves:
