@@ -70,6 +70,7 @@ def _fast_xla_compile(monkeypatch):
 # pytest-xdist hands tests out in collection order, so started first they overlap the many short
 # ones on the other worker instead of leaving one worker alone with a two-minute test at the end.
 LONGEST_FIRST = (
+    "test_lm_to_target.py::test_both_backends_train_to_the_target_loss_and_show_list_compare_and_parity_read_it",
     "test_jax_backend.py::test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops",
     "test_jax_backend.py::test_four_devices_and_two_hosts_give_the_one_device_loss",
     "test_browser.py::test_every_page_in_a_real_browser",

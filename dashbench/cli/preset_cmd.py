@@ -110,8 +110,9 @@ def _length(spec) -> str:
     if spec.epochs is not None:
         per = f" × {spec.steps_per_epoch} steps" if spec.steps_per_epoch else ""
         return f"{spec.epochs} epochs{per}, evaluated after each"
-    if spec.target_accuracy is not None:
-        return f"to validation accuracy {spec.target_accuracy:g} in at most {spec.epoch_limit()} epochs"
+    if spec.target is not None:
+        what = "loss" if spec.target_metric == "val_loss" else "accuracy"
+        return f"to validation {what} {spec.target:g} in at most {spec.epoch_limit()} epochs"
     return f"{spec.steps} steps"
 
 
@@ -166,7 +167,7 @@ def _changed_from_article(preset, spec) -> str:
     changed = [
         f"{name} {getattr(spec, name)}"
         for name in ("image_size", "seq_len", "width", "batch_size", "precision", "data", "epochs",
-                     "steps_per_epoch", "target_accuracy")
+                     "steps_per_epoch", "target_accuracy", "target_loss")
         if getattr(spec, name) != getattr(original, name)
     ]
     return ", ".join(changed)

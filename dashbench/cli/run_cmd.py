@@ -295,8 +295,10 @@ class Progress:
 def _evaluation_text(event: dict) -> str:
     from dashbench.core.accuracy import progress_text
 
-    return progress_text(event.get("epoch") or 0, event.get("limit"), event.get("val_accuracy") or 0.0,
-                         bool(event.get("fixed")), event.get("seed_index") or 0, event.get("seeds") or 1)
+    metric = event.get("metric") or "val_accuracy"
+    return progress_text(event.get("epoch") or 0, event.get("limit"), event.get(metric),
+                         bool(event.get("fixed")), event.get("seed_index") or 0, event.get("seeds") or 1, metric,
+                         event.get("step"))
 
 
 @contextlib.contextmanager

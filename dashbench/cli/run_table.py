@@ -116,16 +116,23 @@ def _table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def accuracy_table(frame: pd.DataFrame) -> dict:
     """`list`'s to-accuracy columns, shown when some listed run trained to accuracy: the target, seeds
-    that reached it, median time and epochs to it, the final validation accuracy."""
+    that reached it, median time and epochs to it, the final validation accuracy (a loss target's: its loss)."""
     def blank_or(fmt):
         return lambda v: "" if pd.isna(v) else fmt(v)
 
+    losses = frame["target_loss"] if "target_loss" in frame else pd.Series([None] * len(frame), index=frame.index)
+    targets = frame["target_accuracy"].where(frame["target_accuracy"].notna(), losses)
     reached = [("" if pd.isna(t) else f"{int(r)}/{int(n)}") if not pd.isna(n) else ""
-               for t, r, n in zip(frame["target_accuracy"], frame["reached"], frame["seeds"])]
+               for t, r, n in zip(targets, frame["reached"], frame["seeds"])]
     return {
-        "target": frame["target_accuracy"].map(blank_or(lambda v: f"{v:g}")),
+        # A loss target reads "loss ≤ 3.3": it is met from above.
+        "target": [("" if pd.isna(a) else f"{a:g}") if pd.isna(v) else f"loss ≤ {v:g}"
+                   for a, v in zip(frame["target_accuracy"], losses)],
         "reached": reached,
         "to target": frame["time_to_target_s"].map(blank_or(lambda v: f"{v:.1f} s")),
         "epochs→target": frame["epochs_to_target"].map(blank_or(lambda v: f"{v:g}")),
         "val acc": frame["final_val_accuracy"].map(blank_or(lambda v: f"{v:.4f}")),
+        **({"steps→target": frame["steps_to_target"].map(blank_or(lambda v: f"{v:g}")),
+            "val loss": frame["final_val_loss"].map(blank_or(lambda v: f"{v:.4f}"))}
+           if losses.notna().any() and "final_val_loss" in frame else {}),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dashbench.models import model_file
+from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
 from dashbench.core.spec import (BACKENDS, DATA_SOURCES, DEVICES, MODELS, PRECISIONS, SPEC_DEFAULTS, RunSpec, ascii_float,
                             ascii_int)
 
@@ -41,6 +42,10 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
         # To accuracy: real data with a held-out split, evaluated whole at each evaluation.
         "target_accuracy": "train to this validation accuracy, a fraction in (0, 1], e.g. 0.9; the run stops "
                            "there, or ends not_reached after --max-epochs (needs --data real or folder)",
+        "target_loss": f"train until the validation loss (mean next-token cross-entropy in nats: an LM's "
+                       f"log-perplexity) falls to this, a number > 0; alone it is MLPerf Training's Llama 3.1 8B "
+                       f"target {TARGET_LOG_PERPLEXITY}. llama evaluates on held-out teacher text (no --data needed); "
+                       f"a target at or below the teacher's entropy floor is refused",
         "max_epochs": "with --target-accuracy: the most epochs trained before the run ends not_reached "
                       "(default 20)",
         "epochs": "train exactly this many epochs, evaluating after each (the Colab article's way); "
@@ -52,7 +57,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
     } | (help or {})
     integers = {"batch_size", "steps", "warmup", "steps_per_loop", "replicas", "image_size", "seq_len", "width",
                 "layers", "seed", "repeats", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds"}
-    floats = {"target_accuracy"}
+    floats = {"target_accuracy", "target_loss"}
     for name in ("model", "batch_size", *SPEC_DEFAULTS):
         if name in FILE_FIELDS:  # set from --model's file, never typed
             continue
@@ -64,6 +69,9 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, model: bool = True, b
             parser.add_argument(option, action="store_true", default=None, help=text)
             continue
         kind = _int(name) if name in integers else _float(name) if name in floats else None
+        if name == "target_loss":  # the convention's value when given bare
+            parser.add_argument(option, type=kind, default=None, nargs="?", const=TARGET_LOG_PERPLEXITY, help=text)
+            continue
         parser.add_argument(option, type=kind, default=None,
                             required=required and name in ("model", "batch_size"), help=text)
 

@@ -3,11 +3,16 @@ to it, the seeds' median; the shape RunResult.check holds it to, the summary the
 run's final status and the progress line of each evaluation. No TensorFlow here.
 
 The stored dict (RunResult.accuracy):
+  metric (the curve's column the target is read against: val_accuracy rises to it, val_loss falls to
+  it; absent in results stored before loss targets, which read as val_accuracy),
   target, epochs, max_epochs, steps_per_epoch, eval_every_steps,
-  dataset {name, train_examples, validation_examples, classes}, load_s, compile_s,
+  dataset {name, train_examples, validation_examples, classes; an LM's text also tokens_per_example
+  and loss_floor, the teacher's entropy}, load_s, compile_s,
   runs [{seed, reached, time_to_target_s, steps_to_target, epochs_to_target, train_s, eval_s, total_s,
-         final_val_accuracy, curve [{wall_s, step, epoch, train_loss, val_loss, val_accuracy}]}],
+         final_val_accuracy, final_val_loss (newer results), curve [{wall_s, step, epoch, train_loss,
+         val_loss, val_accuracy}]}],
   reached, time_to_target_median_s, time_to_target_min_s, time_to_target_max_s, epochs_to_target_median
+An LM's val_accuracy is its next-token accuracy; its target is a validation loss.
 """
 
 from __future__ import annotations
@@ -28,18 +33,33 @@ RUN_KEYS = ("seed", "reached", "time_to_target_s", "steps_to_target", "epochs_to
             "total_s", "final_val_accuracy", "curve")
 POINT_KEYS = ("wall_s", "step", "epoch", "train_loss", "val_loss", "val_accuracy")
 DATASET_KEYS = ("name", "train_examples", "validation_examples", "classes")
+# The metrics a target can be read against, and their words.
+METRICS = {"val_accuracy": "validation accuracy", "val_loss": "validation loss"}
+
+
+def metric_of(accuracy: Any) -> str:
+    """A stored record's metric (val_accuracy for one stored before loss targets)."""
+    metric = accuracy.get("metric") if isinstance(accuracy, dict) else None
+    return metric if metric in METRICS else "val_accuracy"
+
+
+def reached(metric: str, value: Optional[float], target: Optional[float]) -> bool:
+    """Whether `value` of `metric` meets `target`: an accuracy at or above it, a loss at or below it."""
+    if target is None or not _number(value):
+        return False
+    return value <= target if metric == "val_loss" else value >= target
 
 
 def summarize(runs: list[dict], *, target: Optional[float], epochs: Optional[int], max_epochs: Optional[int],
               steps_per_epoch: int, eval_every_steps: int, dataset: dict, load_s: float,
-              compile_s: float) -> dict[str, Any]:
+              compile_s: float, metric: str = "val_accuracy") -> dict[str, Any]:
     """The stored dict from the seeds' runs (each with RUN_KEYS): the headline over the seeds that
     reached the target (median, min and max time; median epochs)."""
     reached = [run for run in runs if run.get("reached")]
     times = [run["time_to_target_s"] for run in reached]
     epochs_to = [run["epochs_to_target"] for run in reached]
     return {
-        "target": target, "epochs": epochs, "max_epochs": max_epochs, "steps_per_epoch": steps_per_epoch,
+        "metric": metric, "target": target, "epochs": epochs, "max_epochs": max_epochs, "steps_per_epoch": steps_per_epoch,
         "eval_every_steps": eval_every_steps, "dataset": dict(dataset), "load_s": load_s, "compile_s": compile_s,
         "runs": runs, "reached": len(reached),
         "time_to_target_median_s": statistics.median(times) if times else None,
@@ -57,39 +77,19 @@ def final_status(accuracy: Optional[dict]) -> str:
     return "done" if runs and accuracy.get("reached", 0) * 2 > len(runs) else NOT_REACHED
 
 
-def progress_text(epoch: float, limit: Optional[int], val_accuracy: float, fixed: bool,
-                  seed_index: int = 0, seeds: int = 1) -> str:
+def progress_text(epoch: float, limit: Optional[int], value: Optional[float], fixed: bool,
+                  seed_index: int = 0, seeds: int = 1, metric: str = "val_accuracy",
+                  step: Optional[int] = None) -> str:
     """'epoch 3 of ≤ 20: validation accuracy 0.874' (a target's bound), 'epoch 3 of 5: …' (a fixed
-    count), 'epoch 2.5 …' between epochs; with several seeds 'seed 2/3 · ' before it."""
-    shown = f"{epoch:g}" if epoch != int(epoch) else str(int(epoch))
+    count), 'epoch 2.5 …' between epochs; with several seeds 'seed 2/3 · ' before it. A loss metric:
+    'epoch 0.195 of ≤ 20: validation loss 3.412 at step 400' (an LM evaluates within an epoch)."""
+    loss = metric == "val_loss"
+    shown = (f"{epoch:.3g}" if loss else f"{epoch:g}") if epoch != int(epoch) else str(int(epoch))
     bound = "" if limit is None else f" of {limit}" if fixed else f" of ≤ {limit}"
     prefix = f"seed {seed_index + 1}/{seeds} · " if seeds > 1 else ""
-    return f"{prefix}epoch {shown}{bound}: validation accuracy {val_accuracy:.3f}"
-
-
-def headline(accuracy: Optional[dict]) -> str:
-    """'3/3 seeds reached 0.9: median 12.3 s to target (10.1–14.0), 2.0 epochs', or the best
-    accuracy where none reached it, or the final accuracy of a fixed-epochs run; '' without one."""
-    if not isinstance(accuracy, dict) or not isinstance(accuracy.get("runs"), list) or not accuracy["runs"]:
-        return ""
-    runs = accuracy["runs"]
-    finals = [r.get("final_val_accuracy") for r in runs if _number(r.get("final_val_accuracy"))]
-    final = f"final validation accuracy {statistics.median(finals):.3f}" + (" (median)" if len(finals) > 1 else "") \
-        if finals else "no validation accuracy"
-    target = accuracy.get("target")
-    if target is None:
-        return final
-    text = f"{accuracy.get('reached', 0)}/{len(runs)} seed(s) reached {target:g}"
-    median = accuracy.get("time_to_target_median_s")
-    if _number(median):
-        text += f": median {median:.3g} s to target"
-        low, high = accuracy.get("time_to_target_min_s"), accuracy.get("time_to_target_max_s")
-        if len(runs) > 1 and _number(low) and _number(high):
-            text += f" ({low:.3g}–{high:.3g})"
-        if _number(accuracy.get("epochs_to_target_median")):
-            text += f", {accuracy['epochs_to_target_median']:.3g} epochs"
-        return text
-    return f"{text}; {final}"
+    figure = f"{value:.3f}" if _number(value) else "not finite"
+    at = f" at step {step}" if loss and step is not None else ""
+    return f"{prefix}epoch {shown}{bound}: {METRICS.get(metric, metric)} {figure}{at}"
 
 
 # -- RunResult.check's rule for the stored dict ---------------------------------------------------
@@ -101,8 +101,13 @@ def check(name: str, value: Any, finite: bool = True) -> None:
     if value is None:
         return
     _object(name, value, TOP_KEYS)
+    if "metric" in value and value["metric"] not in METRICS:
+        _fail(f"{name}.metric", f"one of {', '.join(METRICS)}", value["metric"])
     target = value["target"]
-    if target is not None and (not _is_real(target) or (finite and not 0 < target <= 1)):
+    if metric_of(value) == "val_loss":
+        if target is not None and (not _is_real(target) or (finite and not (math.isfinite(target) and target > 0))):
+            _fail(f"{name}.target", "a finite loss > 0 or null", target)
+    elif target is not None and (not _is_real(target) or (finite and not 0 < target <= 1)):
         _fail(f"{name}.target", "a fraction in (0, 1] or null", target)
     for key in ("epochs", "max_epochs"):
         _count(f"{name}.{key}", value[key], null=True)
@@ -137,6 +142,9 @@ def _check_run(where: str, run: Any, finite: bool) -> None:
     _amount(f"{where}.epochs_to_target", run["epochs_to_target"], finite, null=True)
     for key in ("train_s", "eval_s", "total_s", "final_val_accuracy"):
         _amount(f"{where}.{key}", run[key], finite)
+    if run.get("final_val_loss") is not None and not (_number(run["final_val_loss"]) if finite
+                                                      else _is_real(run["final_val_loss"])):
+        _fail(f"{where}.final_val_loss", "a finite number or null", run["final_val_loss"])
     curve = run["curve"]
     if not isinstance(curve, list) or len(curve) > MAX_CURVE_POINTS:
         _fail(f"{where}.curve", f"a list of at most {MAX_CURVE_POINTS} points (one per evaluation)", curve)

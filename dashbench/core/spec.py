@@ -6,6 +6,7 @@ No TensorFlow here: the dashboard validates specs without importing it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
@@ -26,6 +27,11 @@ DATA_SOURCES = ("synthetic", "real", "folder")
 REAL_DATA_MODELS = ("fashion_mnist_cnn",)
 # Image classifiers that read an image folder (train/ and validation/, a subfolder per class).
 FOLDER_DATA_MODELS = ("fashion_mnist_cnn", "resnet50", "inception_v3")
+# Models whose synthetic data has a held-out split of its own (the LM's teacher text: dashbench.models.lm_text),
+# so they train to a target on it; the others need real data for that.
+HELD_OUT_SYNTHETIC_MODELS = ("llama",)
+# An LM's to-accuracy target is a validation loss, not an accuracy (MLPerf Training's convention).
+LOSS_TARGET_MODELS = ("llama",)
 # A to-accuracy run with a target and no max_epochs stops after this many epochs.
 DEFAULT_MAX_EPOCHS = 20
 # Upper bounds of the whole-number fields: far above any run that fits on today's devices, low
@@ -103,6 +109,8 @@ class RunSpec:
     # To accuracy: train on the train split, evaluate the whole held-out split after every
     # epoch (or every eval_every steps), stop at the target or after max_epochs; or a fixed epochs count.
     target_accuracy: Optional[float] = None  # in (0, 1]
+    # Or a validation loss going down (mean cross-entropy in nats; an LM's log-perplexity, MLPerf's 3.3).
+    target_loss: Optional[float] = None
     max_epochs: Optional[int] = None  # with a target; None: DEFAULT_MAX_EPOCHS
     epochs: Optional[int] = None  # a fixed count (the Colab article's way); exclusive with target_accuracy
     steps_per_epoch: Optional[int] = None  # None: one pass over the train split; else the data repeats
@@ -167,13 +175,23 @@ class RunSpec:
     @property
     def to_accuracy(self) -> bool:
         """A to-accuracy run (a target or a fixed epoch count): it evaluates on a held-out split."""
-        return self.target_accuracy is not None or self.epochs is not None
+        return self.target is not None or self.epochs is not None
+
+    @property
+    def target(self) -> Optional[float]:
+        """The target's value, an accuracy or a loss (target_metric says which); None without one."""
+        return self.target_loss if self.target_loss is not None else self.target_accuracy
+
+    @property
+    def target_metric(self) -> str:
+        """The curve's column the target is read against: val_loss (falls to it) or val_accuracy (rises)."""
+        return "val_loss" if self.target_loss is not None or self.model in LOSS_TARGET_MODELS else "val_accuracy"
 
     def epoch_limit(self) -> Optional[int]:
         """The epochs this run trains at most (None for a throughput run)."""
         if self.epochs is not None:
             return self.epochs
-        if self.target_accuracy is not None:
+        if self.target is not None:
             return self.max_epochs or DEFAULT_MAX_EPOCHS
         return None
 
@@ -194,6 +212,12 @@ class RunSpec:
 
 def is_user_model(spec) -> bool:
     return getattr(spec, "model", None) not in MODELS
+
+
+def has_held_out(model: Optional[str], data: Optional[str]) -> bool:
+    """Whether a run of `model` on `data` can train to accuracy, so may carry an accuracy block: real data
+    with its held-out split, or a model whose synthetic data has one."""
+    return data in ("real", "folder") or (data in (None, "synthetic") and model in HELD_OUT_SYNTHETIC_MODELS)
 
 
 def _check_model(spec: "RunSpec") -> None:
@@ -242,12 +266,24 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
     if target is not None:
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
             raise SpecError("target_accuracy", f"must be a fraction in (0, 1], e.g. 0.9, got {_short(target)}")
+        if spec.model in LOSS_TARGET_MODELS:
+            raise SpecError("target_accuracy", f"{spec.model} trains to a validation loss: use target_loss "
+                                               f"(e.g. 3.3, MLPerf Training's log-perplexity for Llama 3.1 8B)")
+    loss = spec.target_loss
+    if loss is not None:
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss) or loss <= 0:
+            raise SpecError("target_loss", f"must be a finite number > 0 (a validation loss in nats, e.g. 3.3), "
+                                           f"got {_short(loss)}")
+        if target is not None:
+            raise SpecError("target_loss", "target_accuracy and target_loss exclude each other: give one")
+    target = spec.target
     for name in ("max_epochs", "epochs", "steps_per_epoch", "eval_every"):
         if getattr(spec, name) is not None:
             _positive_int(name, getattr(spec, name))
     _positive_int("seeds", spec.seeds)
     if target is not None and spec.epochs is not None:
-        raise SpecError("epochs", "a fixed epoch count and target_accuracy exclude each other: give one "
+        named = "target_loss" if spec.target_loss is not None else "target_accuracy"
+        raise SpecError("epochs", f"a fixed epoch count and {named} exclude each other: give one "
                                   "(with a target, max_epochs bounds the training)")
     if not spec.to_accuracy:
         for name in ("max_epochs", "steps_per_epoch", "eval_every"):
@@ -259,8 +295,8 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
         if spec.data == "folder":
             raise SpecError("data", "an image folder is read by to-accuracy runs: also set target_accuracy "
                                     "(or epochs)")
-    elif spec.data == "synthetic":
-        name = "target_accuracy" if target is not None else "epochs"
+    elif spec.data == "synthetic" and spec.model not in HELD_OUT_SYNTHETIC_MODELS:
+        name = "target_loss" if spec.target_loss is not None else "target_accuracy" if target is not None else "epochs"
         raise SpecError(name, "needs real data with a held-out split: use data real (Fashion-MNIST IDX "
                               "train + t10k files) or data folder (train/ and validation/)")
     elif spec.repeats != 1:

@@ -1,5 +1,6 @@
 """A to-accuracy run's data on the host, the same for both backends: the train and held-out splits
-as uint8 numpy arrays (scaled to [0, 1] on the device, inside the step), the training batches
+as numpy arrays — images in uint8 (scaled to [0, 1] on the device, inside the step), or an LM's
+token ids in int32 with the next tokens as labels (dashbench.models.lm_text) — the training batches
 shuffled per seed, the held-out split in padded batches with a mask, and the plan of steps,
 evaluations and host calls."""
 
@@ -11,18 +12,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dashbench.models import lm_text
 from dashbench.models.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
 from dashbench.core.spec import MAX_SAMPLES, SpecError
 
 
 @dataclass(frozen=True)
 class Data:
-    x_train: np.ndarray  # (N, size, size, channels) uint8
-    y_train: np.ndarray  # (N,) int32
+    x_train: np.ndarray  # (N, size, size, channels) uint8; tokens: (N, seq_len) int32
+    y_train: np.ndarray  # (N,) int32; tokens: (N, seq_len), the next tokens
     x_val: np.ndarray
     y_val: np.ndarray
     dataset: dict  # {name, train_examples, validation_examples, classes}, as the result stores it
     load_s: float
+
+    @property
+    def tokens(self) -> bool:
+        """Token ids (fed as they are) rather than images (scaled to [0, 1] in the step)."""
+        return self.y_train.ndim > 1
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,13 @@ class Plan:
 def load(spec, shapes) -> Data:
     """Both splits of the spec's data into memory, timed (data loading is reported apart)."""
     start = time.perf_counter()
+    if spec.data == "synthetic":  # an LM's teacher text (spec.HELD_OUT_SYNTHETIC_MODELS)
+        x_train, y_train, x_val, y_val = lm_text.splits(shapes.vocab, shapes.seq_len, spec.seed)
+        dataset = {"name": lm_text.DATASET_NAME, "train_examples": int(len(y_train)),
+                   "validation_examples": int(len(y_val)), "classes": int(shapes.vocab),
+                   "tokens_per_example": int(shapes.seq_len),
+                   "loss_floor": lm_text.entropy_floor(shapes.vocab, shapes.seq_len)}
+        return Data(x_train, y_train, x_val, y_val, dataset, time.perf_counter() - start)
     if spec.data == "folder":
         classes = len(check_image_folder(spec.data_path)["classes"])
         x_train, y_train = load_image_folder(spec.data_path, "train", shapes.image_size, shapes.channels)
@@ -95,7 +109,7 @@ def training_batches(data: Data, batch: int, k: int, seed: int):
             need -= take
         index = np.concatenate(picked)
         yield (data.x_train[index].reshape(k, batch, *data.x_train.shape[1:]),
-               data.y_train[index].reshape(k, batch))
+               data.y_train[index].reshape(k, batch, *data.y_train.shape[1:]))
 
 
 def evaluation_batches(data: Data, batch: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -103,8 +117,8 @@ def evaluation_batches(data: Data, batch: int) -> list[tuple[np.ndarray, np.ndar
     with mask 0, so every evaluation call has one shape and the padding counts for nothing."""
     count = len(data.y_val)
     padded = -(-count // batch) * batch
-    x = np.zeros((padded, *data.x_val.shape[1:]), np.uint8)
-    y = np.zeros((padded,), np.int32)
+    x = np.zeros((padded, *data.x_val.shape[1:]), data.x_val.dtype)
+    y = np.zeros((padded, *data.y_val.shape[1:]), np.int32)
     mask = np.zeros((padded,), np.float32)
     x[:count], y[:count], mask[:count] = data.x_val, data.y_val, 1.0
     return [(x[i : i + batch], y[i : i + batch], mask[i : i + batch]) for i in range(0, padded, batch)]

@@ -79,7 +79,9 @@ class Trainer:
         self.parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
         step = jax_loop.step_of(model, optimizer, self.workload, loss_scaling)
-        scaled_step = lambda state, x, y: step(state, x.astype("float32") / 255.0, y)
+        # Token ids go in as they are; images are scaled to [0, 1] here, on the device.
+        scaled = (lambda x: x) if data.tokens else (lambda x: x.astype("float32") / 255.0)
+        scaled_step = lambda state, x, y: step(state, scaled(x), y)
         loop = jax_loop.train_loop_of(scaled_step, k, written_out=target.kind == "cpu", stacked=True)
 
         mesh = distribution.device_mesh.backend_mesh
@@ -93,10 +95,11 @@ class Trainer:
 
         def evaluate_batch(state, x, y, mask):
             trainable, non_trainable, _ = state
-            predictions, _ = model.stateless_call(trainable, non_trainable, x.astype("float32") / 255.0,
-                                                  training=False)
+            predictions, _ = model.stateless_call(trainable, non_trainable, scaled(x), training=False)
             losses = self.workload.per_example_loss(y, predictions)
             correct = (jax.numpy.argmax(predictions, axis=-1) == y).astype("float32")
+            if data.tokens:  # a sequence's share of next tokens predicted right, as its loss is its mean
+                correct = correct.mean(axis=-1)
             return jax.numpy.sum(losses * mask), jax.numpy.sum(correct * mask)
 
         self.evaluate_batch = jax.jit(evaluate_batch, out_shardings=(self.replicated, self.replicated))

@@ -69,10 +69,12 @@ class Trainer:
         self.flops = self.workload.flops_per_example(model)
         variables = model.trainable_variables
         global_batch = spec.batch_size
+        # Token ids go in as they are; images are scaled to [0, 1] here, on the device.
+        as_inputs = (lambda x: x) if data.tokens else (lambda x: tf.cast(x, tf.float32) / 255.0)
 
         def forward_backward(x, y):
             with tf.GradientTape() as tape:
-                predictions = model(tf.cast(x, tf.float32) / 255.0, training=True)
+                predictions = model(as_inputs(x), training=True)
                 loss = tf.reduce_sum(self.workload.per_example_loss(y, predictions)) / global_batch
                 scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             return loss, tape.gradient(scaled, variables)
@@ -95,9 +97,11 @@ class Trainer:
             return total / k, tf.convert_to_tensor(optimizer.iterations)
 
         def replica_eval(x, y, mask):
-            predictions = model(tf.cast(x, tf.float32) / 255.0, training=False)
+            predictions = model(as_inputs(x), training=False)
             losses = self.workload.per_example_loss(y, predictions)
             correct = tf.cast(tf.equal(tf.argmax(predictions, axis=-1, output_type=tf.int32), y), tf.float32)
+            if data.tokens:  # a sequence's share of next tokens predicted right, as its loss is its mean
+                correct = tf.reduce_mean(correct, axis=-1)
             return tf.reduce_sum(losses * mask), tf.reduce_sum(correct * mask)
 
         @tf.function

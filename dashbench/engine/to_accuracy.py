@@ -6,8 +6,9 @@ How it measures (MLPerf Training's rules where they apply):
   which are then set back, so that seed trains from its initial weights like the others;
 - each seed trains from weights built from it, on the train split shuffled from it; the whole
   held-out split is evaluated (loss and accuracy) after every epoch or every eval_every steps,
-  inside the timed region; the seed stops at the evaluation that reaches the target, or after
-  max_epochs (epochs, for a fixed count);
+  inside the timed region; the seed stops at the evaluation that reaches the target (the spec's
+  target_metric: a validation accuracy at or above it, or a validation loss at or below it), or
+  after max_epochs (epochs, for a fixed count);
 - time to target: from the seed's first training step to the end of the evaluation that reached it;
 - the training calls are the run's samples: its throughput and step times are over training steps
   only, evaluations excluded, so the run is also a throughput run.
@@ -62,7 +63,7 @@ def train(spec, trainer, data: accuracy_data.Data, plan: accuracy_data.Plan, emi
     host_load = window.close()
     fixed = spec.epochs is not None
     summary = accuracy.summarize(
-        runs, target=spec.target_accuracy, epochs=spec.epochs, max_epochs=None if fixed else spec.epoch_limit(),
+        runs, target=spec.target, metric=spec.target_metric, epochs=spec.epochs, max_epochs=None if fixed else spec.epoch_limit(),
         steps_per_epoch=plan.steps_per_epoch, eval_every_steps=plan.eval_every, dataset=data.dataset,
         load_s=data.load_s, compile_s=compile_s)
     return summary, samples, compile_s, host_load
@@ -71,7 +72,7 @@ def train(spec, trainer, data: accuracy_data.Data, plan: accuracy_data.Plan, emi
 def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: list, emit: Event) -> dict:
     trainer.set_seed(seed)
     batches = accuracy_data.training_batches(data, spec.batch_size, plan.steps_per_call, seed)
-    target, limit, fixed = spec.target_accuracy, spec.epoch_limit(), spec.epochs is not None
+    target, metric, limit, fixed = spec.target, spec.target_metric, spec.epoch_limit(), spec.epochs is not None
     curve: list[dict] = []
     train_s = eval_s = 0.0
     step, reached_at = 0, None
@@ -99,10 +100,10 @@ def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: 
                  "val_loss": stats.finite_or_none(val_loss), "val_accuracy": float(val_accuracy)}
         curve.append(point)
         emit({"event": "evaluation", "seed": seed, "seed_index": seed_index, "seeds": spec.seeds, "limit": limit,
-              "fixed": fixed, "target": target, **point,
-              "text": accuracy.progress_text(point["epoch"], limit, point["val_accuracy"], fixed, seed_index,
-                                             spec.seeds)})
-        if target is not None and val_accuracy >= target:
+              "fixed": fixed, "target": target, "metric": metric, **point,
+              "text": accuracy.progress_text(point["epoch"], limit, point[metric], fixed, seed_index,
+                                             spec.seeds, metric, step)})
+        if accuracy.reached(metric, point[metric], target):
             reached_at = point
             break
     total_s = time.perf_counter() - start
@@ -113,7 +114,7 @@ def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: 
         "steps_to_target": reached_at["step"] if reached_at else None,
         "epochs_to_target": reached_at["epoch"] if reached_at else None,
         "train_s": train_s, "eval_s": eval_s, "total_s": total_s,
-        "final_val_accuracy": curve[-1]["val_accuracy"], "curve": curve,
+        "final_val_accuracy": curve[-1]["val_accuracy"], "final_val_loss": curve[-1]["val_loss"], "curve": curve,
     }
 
 

@@ -13,10 +13,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dashbench.models import lm_shape
+from dashbench.models import lm_shape, lm_text
 from dashbench.models.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
 from dashbench.models import model_file
-from dashbench.core.spec import MODEL_IDENTITY, MODELS, RunSpec, SpecError
+from dashbench.core.spec import HELD_OUT_SYNTHETIC_MODELS, MODEL_IDENTITY, MODELS, RunSpec, SpecError
 
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
@@ -232,4 +232,11 @@ def check_spec(spec: RunSpec) -> Shapes:
         check_fashion_mnist(spec.data_path, FASHION_CLASSES, held_out=spec.to_accuracy)
     if spec.data == "folder":
         shapes = dataclasses.replace(shapes, classes=len(check_image_folder(spec.data_path)["classes"]))
+    if spec.target_loss is not None and spec.data == "synthetic" and spec.model in HELD_OUT_SYNTHETIC_MODELS:
+        floor = lm_text.entropy_floor(shapes.vocab, shapes.seq_len)
+        # At the floor the loss only approaches the target; a run there would train to its epoch limit.
+        if spec.target_loss <= floor:
+            raise SpecError("target_loss", f"{spec.target_loss:g} is at or below the teacher's entropy floor "
+                                           f"{floor:.4f} nats (vocabulary {shapes.vocab}): no model's validation "
+                                           f"loss gets there; use a target above it, e.g. {max(3.3, floor + 0.5):g}")
     return shapes

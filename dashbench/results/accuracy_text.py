@@ -9,7 +9,7 @@ import math
 from statistics import median
 from typing import Any, Optional
 
-from dashbench.core.accuracy import NOT_REACHED, final_status
+from dashbench.core.accuracy import METRICS, NOT_REACHED, final_status, metric_of
 
 # `run` and `preset` exit with this when the run trained but missed its target (0 done, 1 failed,
 # 2 bad input, 3 out of memory, 128+N a signal): a script tells a miss from a crash.
@@ -18,6 +18,7 @@ EXIT_NOT_REACHED = 4
 # Column name -> what it holds (list, CSV, Results); every one is None for a throughput run.
 ACCURACY_COLUMNS = {
     "target_accuracy": "the validation accuracy the run trained to",
+    "target_loss": "the validation loss the run trained down to (an LM's log-perplexity)",
     "reached": "seeds that reached the target",
     "seeds": "seeds trained",
     "time_to_target_s": "median over the seeds that reached it: first training step to the end of the "
@@ -25,7 +26,9 @@ ACCURACY_COLUMNS = {
     "time_to_target_min_s": "fastest seed's time to target",
     "time_to_target_max_s": "slowest seed's time to target",
     "epochs_to_target": "median epochs to target",
-    "final_val_accuracy": "last validation accuracy (median over seeds)",
+    "steps_to_target": "median training steps to target",
+    "final_val_accuracy": "last validation accuracy (median over seeds; an LM's next-token accuracy)",
+    "final_val_loss": "last validation loss (median over seeds)",
     "epochs_trained": "epochs trained (the most over seeds)",
     "eval_share": "share of the timed region spent evaluating",
     "load_s": "data loading, outside the timed region",
@@ -73,7 +76,8 @@ def chance_hint(accuracy: Optional[dict]) -> str:
     """'accuracy stayed at chance (0.50 for 2 classes): …' when no evaluation of any seed left 1/classes
     (a model that answers one class for every image: labels that do not follow the images, or a learning
     rate that threw the weights away); '' otherwise."""
-    if not isinstance(accuracy, dict) or not isinstance(accuracy.get("dataset"), dict):
+    if not isinstance(accuracy, dict) or not isinstance(accuracy.get("dataset"), dict) \
+            or metric_of(accuracy) != "val_accuracy":
         return ""
     classes = accuracy["dataset"].get("classes")
     if not isinstance(classes, int) or isinstance(classes, bool) or classes < 2:
@@ -102,23 +106,26 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
         return []
     runs = _runs(accuracy)
     target = _num(accuracy.get("target"))
+    metric = metric_of(accuracy)
+    what, loss = METRICS[metric], metric == "val_loss"
     n = len(runs)
     lines = []
     if target is not None:
         reached = sum(1 for r in runs if r.get("reached"))
         limit = accuracy.get("max_epochs")
         within = f" within {limit} epoch{'s' if limit != 1 else ''}" if limit else ""
+        named = f"{what} {target:g}" if loss else f"{target:g}"
         if final_status(accuracy) == NOT_REACHED:
-            best = max((_num(r.get("final_val_accuracy")) or 0.0 for r in runs), default=0.0)
-            best = max([best] + [_num(p.get("val_accuracy")) or 0.0 for r in runs for p in r.get("curve") or []])
-            lines.append(f"target {target:g} NOT reached{within}: {reached} of {n} seed{'s' if n != 1 else ''} "
-                         f"reached it; best validation accuracy {best:.4f}")
+            values = [v for v in (_num(p.get(metric)) for r in runs for p in r.get("curve") or []) if v is not None]
+            best = (min(values) if loss else max(values)) if values else None
+            lines.append(f"target {named} NOT reached{within}: {reached} of {n} seed{'s' if n != 1 else ''} "
+                         f"reached it; best {what} " + ("—" if best is None else f"{best:.4f}"))
         else:
-            lines.append(f"target {target:g} reached by {reached} of {n} seed{'s' if n != 1 else ''}{within}")
+            lines.append(f"target {named} reached by {reached} of {n} seed{'s' if n != 1 else ''}{within}")
         times = [t for t in (_num(r.get("time_to_target_s")) for r in runs if r.get("reached")) if t is not None]
         if times:
             mid = _num(accuracy.get("time_to_target_median_s")) or median(times)
-            text = f"time to target {seconds(mid)}"
+            text = f"{reached_text(runs, metric)} after {seconds(mid)}" if loss else f"time to target {seconds(mid)}"
             text += f" median (min {seconds(min(times))}, max {seconds(max(times))} over {len(times)} seeds)" \
                 if len(times) > 1 else ""
             if usd_per_hour is not None:
@@ -130,13 +137,13 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
             text += f"; {_epochs(epochs)} epochs to target" + (" (median)" if len(times) > 1 else "")
             lines.append(text)
     else:
-        finals = [v for v in (_num(r.get("final_val_accuracy")) for r in runs) if v is not None]
+        finals = [v for v in (_final(r, metric) for r in runs) if v is not None]
         totals = [v for v in (_num(r.get("total_s")) for r in runs) if v is not None]
         epochs = accuracy.get("epochs")
         several = " (median over seeds)" if n > 1 else ""
         parts = []
         if finals:
-            parts.append(f"final validation accuracy {median(finals):.4f}{several}")
+            parts.append(f"final {what} {median(finals):.4f}{several}")
         if totals:
             parts.append(f"{'they' if epochs else 'training'} took {seconds(median(totals))}{several}, "
                          "evaluations included")
@@ -144,6 +151,10 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
     hint = chance_hint(accuracy)
     if hint:
         lines.append(hint)
+    dataset = accuracy.get("dataset")
+    floor = _num(dataset.get("loss_floor")) if isinstance(dataset, dict) else None
+    if floor is not None:
+        lines.append(f"the teacher's entropy floor (the lowest validation loss any model reaches): {floor:.4f} nats")
     apart = [f"{what} {seconds(_num(accuracy.get(key)))}" for key, what in
              (("compile_s", "compile"), ("load_s", "data loading")) if _num(accuracy.get(key)) is not None]
     share = eval_share(accuracy)
@@ -155,6 +166,25 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
     if tail:
         lines.append("; ".join(tail))
     return lines
+
+
+def _final(run: dict, metric: str) -> Optional[float]:
+    """A seed's last value of `metric` (its curve's last point where the run stored none apart)."""
+    value = _num(run.get(f"final_{metric}"))
+    curve = [p for p in run.get("curve") or [] if isinstance(p, dict)]
+    return value if value is not None or not curve else _num(curve[-1].get(metric))
+
+
+def reached_text(runs: list[dict], metric: str) -> str:
+    """'validation loss 3.28 reached at step 400': the value at the evaluation that reached the target
+    and its step, the median over the seeds that reached it."""
+    hits = [point for r in runs if r.get("reached") for point in r.get("curve") or []
+            if isinstance(point, dict) and point.get("step") == r.get("steps_to_target")]
+    values = [v for v in (_num(p.get(metric)) for p in hits) if v is not None]
+    steps = [s for s in (_num(r.get("steps_to_target")) for r in runs if r.get("reached")) if s is not None]
+    several = " (median)" if len(steps) > 1 else ""
+    value = f" {median(values):.2f}" if values else ""
+    return f"{METRICS[metric]}{value} reached at step {median(steps):.0f}{several}" if steps else METRICS[metric]
 
 
 def curve_lines(accuracy: Optional[dict]) -> list[str]:
@@ -192,9 +222,13 @@ def columns_of(accuracy: Optional[dict]) -> dict[str, Any]:
     target = _num(accuracy.get("target"))
     times = [t for t in (_num(r.get("time_to_target_s")) for r in runs if r.get("reached")) if t is not None]
     finals = [v for v in (_num(r.get("final_val_accuracy")) for r in runs) if v is not None]
+    losses = [v for v in (_final(r, "val_loss") for r in runs) if v is not None]
+    steps = [s for s in (_num(r.get("steps_to_target")) for r in runs if r.get("reached")) if s is not None]
     epochs = [e for e in (epochs_trained(r) for r in runs) if e is not None]
+    loss = metric_of(accuracy) == "val_loss"
     out.update(
-        target_accuracy=target, seeds=len(runs),
+        target_accuracy=None if loss else target, target_loss=target if loss else None, seeds=len(runs),
+        steps_to_target=median(steps) if steps else None, final_val_loss=median(losses) if losses else None,
         reached=sum(1 for r in runs if r.get("reached")) if target is not None else None,
         time_to_target_s=(_num(accuracy.get("time_to_target_median_s")) or median(times)) if times else None,
         time_to_target_min_s=min(times) if times else None, time_to_target_max_s=max(times) if times else None,

@@ -6,6 +6,7 @@ Functions take `read(sql, params) -> rows` (a Store's locked reader), as queries
 
 from __future__ import annotations
 
+from dashbench.core.spec import HELD_OUT_SYNTHETIC_MODELS
 from dashbench.store import queries
 
 Read = queries.Read
@@ -19,9 +20,12 @@ SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "pre
 def _to_accuracy(dialect) -> str:
     """SQL of whether a run of `runs` trains to accuracy (its spec sets a target or an epoch count): such a
     run and a throughput run of the same model and batch are two setups, not an older and a newer one. Only
-    a run on real data can be one, and only its spec is read: parsing every scanned run's tripled the scan."""
+    a run with a held-out split (real data, or an LM's synthetic text) can be one, and only its spec is read:
+    parsing every scanned run's tripled the scan."""
     spec = "run_blobs.spec_json"
-    return (f"CASE WHEN data IN ('real', 'folder') THEN (SELECT {dialect.json_text(spec, 'target_accuracy')} "
+    models = ", ".join(f"'{model}'" for model in HELD_OUT_SYNTHETIC_MODELS)  # constants, not user text
+    return (f"CASE WHEN data IN ('real', 'folder') OR model IN ({models}) THEN (SELECT "
+            f"{dialect.json_text(spec, 'target_accuracy')} IS NOT NULL OR {dialect.json_text(spec, 'target_loss')} "
             f"IS NOT NULL OR {dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs "
             f"WHERE run_blobs.run_id = runs.run_id) END")
 

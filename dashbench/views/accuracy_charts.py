@@ -7,6 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashbench.core.accuracy import METRICS, metric_of
 from dashbench.views.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
 from dashbench.views.format import is_number
 
@@ -73,20 +74,23 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
     """Validation accuracy per evaluation against wall time (x="wall_s", from each seed's first training
     step) or against its cost (x="usd", wall time at the run's device price). `curves`: dicts with
     name, seed, target, usd_per_hour and points (the stored curve)."""
-    title = ("Validation accuracy against wall time" if x == "wall_s"
-             else "Validation accuracy against cost (on-demand USD)")
+    metrics = {c.get("metric") or "val_accuracy" for c in curves}
+    # Accuracies and losses never share an axis: with both chosen, the loss targets' curves are drawn.
+    metric = "val_loss" if "val_loss" in metrics else "val_accuracy"
+    what = METRICS[metric]
+    title = what.capitalize() + (" against wall time" if x == "wall_s" else " against cost (on-demand USD)")
     traces, target = [], None
     names = list(dict.fromkeys(c["name"] for c in curves))
     for curve in curves:
         rate = curve.get("usd_per_hour")
-        if x == "usd" and not is_number(rate):
+        if (x == "usd" and not is_number(rate)) or (curve.get("metric") or "val_accuracy") != metric:
             continue
-        points = [p for p in curve["points"] if is_number(p.get("wall_s")) and is_number(p.get("val_accuracy"))]
+        points = [p for p in curve["points"] if is_number(p.get("wall_s")) and is_number(p.get(metric))]
         if not points:
             continue
         xs = [p["wall_s"] if x == "wall_s" else p["wall_s"] * rate / 3600.0 for p in points]
         i = names.index(curve["name"])
-        traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=[p["val_accuracy"] for p in points],
+        traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=[p[metric] for p in points],
                            name=f"{curve['name']} · seed {curve['seed']}",
                            line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], dash=DASHES[curve["seed"] % len(DASHES)])))
         target = curve.get("target") if is_number(curve.get("target")) else target
@@ -94,7 +98,7 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
         return _empty(title, "No priced to-accuracy run chosen (set a price)" if x == "usd"
                       else "No to-accuracy run chosen")
     layout = dict(_LAYOUT, xaxis=dict(title=dict(text="seconds" if x == "wall_s" else "USD")),
-                  yaxis=dict(title=dict(text="validation accuracy")))
+                  yaxis=dict(title=dict(text=what)))
     if target is not None:
         layout["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=target, y1=target,
                                  line=dict(color=REFERENCE_COLOR, dash="dash"))]
@@ -122,8 +126,9 @@ def run_curve(block: dict) -> go.Figure:
                                  name=f"{seed} validation loss", line=dict(color=color)), row=2, col=1)
         fig.add_trace(go.Scatter(x=epochs, y=[p.get("train_loss") for p in curve], mode="lines",
                                  name=f"{seed} train loss", line=dict(color=color, dash="dot")), row=2, col=1)
-    if is_number(block.get("target")):
-        fig.add_hline(y=block["target"], line_dash="dash", line_color=REFERENCE_COLOR, row=1, col=1)
+    if is_number(block.get("target")):  # a loss target on the loss panel
+        row = 2 if metric_of(block) == "val_loss" else 1
+        fig.add_hline(y=block["target"], line_dash="dash", line_color=REFERENCE_COLOR, row=row, col=1)
     fig.update_layout(title=title, **dict(_LAYOUT, height=520))
     fig.update_xaxes(title_text="epoch", row=2, col=1)
     return fig

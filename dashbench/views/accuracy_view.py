@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashbench.core.accuracy import metric_of
 from dashbench.core.frames import records
+from dashbench.core.spec import has_held_out
 from dashbench.views import accuracy_charts, charts, parity, to_target
 from dashbench.views.format import is_number
 
@@ -38,7 +40,10 @@ class TargetSection:
 def to_accuracy_chosen(runs: pd.DataFrame) -> bool:
     """Whether any chosen run can be a to-accuracy run (it read real data): a cheap look at the frame
     before any result is read."""
-    return "data" in runs and runs["data"].isin(["real", "folder"]).any()
+    if "data" not in runs:
+        return False
+    models = runs["model"] if "model" in runs else [None] * len(runs)
+    return any(has_held_out(model, data) for model, data in zip(models, runs["data"]))
 
 
 def target_section(store, run_ids, catalog) -> TargetSection | None:
@@ -54,7 +59,8 @@ def target_section(store, run_ids, catalog) -> TargetSection | None:
         name = f"{to_target.device_text(to_target.device_key(run))} #{run['run_id'][-6:]}"
         for seed_run in run["accuracy"]["runs"]:
             curves.append({"name": name, "seed": int(seed_run.get("seed", 0)), "target": run["accuracy"].get("target"),
-                           "usd_per_hour": price_of(run), "points": seed_run.get("curve") or []})
+                           "metric": metric_of(run["accuracy"]), "usd_per_hour": price_of(run),
+                           "points": seed_run.get("curve") or []})
     figures = dict(time=accuracy_charts.to_target_bars(rows, "time"), cost=accuracy_charts.to_target_bars(rows, "cost"),
                    against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
                    against_cost=accuracy_charts.accuracy_against(curves, "usd"))
@@ -68,7 +74,7 @@ def missing_note(figures: dict) -> str:
     """One line for the charts target_section leaves out, "" when it draws them all."""
     if figures["time"] is None:
         text = "No time or cost to target: no chosen run reached its target."
-        return text + (" Its validation accuracy, below, shows how far it got." if figures["against_time"] else "")
+        return text + (" Its validation curve, below, shows how far it got." if figures["against_time"] else "")
     if figures["cost"] is None:
         return "No cost to target: no price for the device it ran on."  # where to set one is said above
     return ""
@@ -106,10 +112,12 @@ def parity_candidates(runs: pd.DataFrame) -> list[str]:
                                      "data", "status") if c in runs]])
     devices: dict = {}
     for row in rows:
-        key = (to_target.setup_key(row), row.get("data") in ("real", "folder"))
-        devices.setdefault(key, set()).add(to_target.device_key(row))
-    return [row["run_id"] for row in rows
-            if len(devices[(to_target.setup_key(row), row.get("data") in ("real", "folder"))]) > 1]
+        devices.setdefault(_parity_key(row), set()).add(to_target.device_key(row))
+    return [row["run_id"] for row in rows if len(devices[_parity_key(row)]) > 1]
+
+
+def _parity_key(row: dict) -> tuple:
+    return to_target.setup_key(row), has_held_out(row.get("model"), row.get("data"))
 
 
 def parity_verdicts(store, runs: pd.DataFrame) -> list:

@@ -72,6 +72,9 @@ COLUMNS: dict[str, Column] = {
     "source": Column("source", width=300),
     # To accuracy (accuracy_text.ACCURACY_COLUMNS)
     "target_accuracy": Column("target", "number", "%.3g", "the validation accuracy the run trained to"),
+    "target_loss": Column("target loss", "number", "%.3g", "the validation loss the run trained down to"),
+    "steps_to_target": Column("steps to target", "number", "%d", "median over the seeds that reached it"),
+    "final_val_loss": Column("val loss", "number", "%.4g", "last validation loss (median over seeds)"),
     "reached": Column("seeds reached", "number", "%d", "seeds that reached the target"),
     "seeds": Column("seeds", "number", "%d"),
     "time_to_target_s": Column("time to target", "number", "%.2f s",

@@ -372,8 +372,9 @@ COMPARE_COLUMNS = [
     "examples_per_usd", "examples_per_usd_spot", "model", "image_size", "seq_len", "width", "backend",
     "backend_version", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
     "compile_s", "achieved_tflops", "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes",
-    "memory_estimate_bytes", "memory_estimate_ratio", "target_accuracy", "reached", "seeds", "time_to_target_s",
-    "time_to_target_min_s", "time_to_target_max_s", "epochs_to_target", "final_val_accuracy", "epochs_trained",
+    "memory_estimate_bytes", "memory_estimate_ratio", "target_accuracy", "target_loss", "reached", "seeds",
+    "time_to_target_s", "time_to_target_min_s", "time_to_target_max_s", "epochs_to_target", "steps_to_target",
+    "final_val_accuracy", "final_val_loss", "epochs_trained",
     "eval_share", "load_s", "price_key", "price_note", "source", "created_at", "run_id",
 ]
 

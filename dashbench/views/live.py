@@ -69,9 +69,9 @@ def live_view(progress: dict | None) -> LiveView:
 
 
 
-END_WORDS = {"oom": ": out of memory", "not_reached": ": trained to the end without reaching its target accuracy"}
-# accuracy.progress_text's line: "[seed 2/3 · ]epoch 3[.5] of [≤ ]20: validation accuracy 0.874".
-_EVALUATION = re.compile(r"^(?:seed (\d+)/(\d+) · )?epoch ([\d.]+)(?: of (?:≤ )?(\d+))?: validation accuracy")
+END_WORDS = {"oom": ": out of memory", "not_reached": ": trained to the end without reaching its target"}
+# accuracy.progress_text's line: "[seed 2/3 · ]epoch 3[.5] of [≤ ]20: validation accuracy 0.874" (or loss).
+_EVALUATION = re.compile(r"^(?:seed (\d+)/(\d+) · )?epoch ([\d.e-]+)(?: of (?:≤ )?(\d+))?: validation (?:accuracy|loss)")
 
 
 def evaluation_fraction(phase) -> float | None:

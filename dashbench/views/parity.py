@@ -5,7 +5,8 @@ accelerator, its count and replicas, and the backend: views.to_target.device_key
 compared point by point at the same training step:
 - a throughput run: its loss per host loop (RunResult.losses, warm-up included), at step
   (i + 1) × steps_per_loop; only the loss (on synthetic data there is nothing else);
-- a to-accuracy run: each seed's curve, its train loss and its validation accuracy per evaluation.
+- a to-accuracy run: each seed's curve, its train loss and its validation accuracy per evaluation
+  (a loss target's run, an LM's: its validation loss instead).
 
 The rule (derived in docs/CONVERGENCE.md, "Convergence parity"):
 1. The reference device is the one with the most seeds of the setup (ties: the first chosen). It
@@ -33,12 +34,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from dashbench.core.accuracy import metric_of
 from dashbench.views.format import is_number
 from dashbench.views.to_target import accuracy_of, device_key, device_text, setup_key
 
 TOLERANCE_SIGMAS = 3.0
 PERSISTENT_POINTS = 2
-LOSS, TRAIN_LOSS, VAL_ACCURACY = "loss", "train loss", "validation accuracy"
+LOSS, TRAIN_LOSS, VAL_ACCURACY, VAL_LOSS = "loss", "train loss", "validation accuracy", "validation loss"
 
 
 @dataclass
@@ -109,11 +111,13 @@ def series_of(run: dict) -> list[Series]:
     if block is not None:
         out = []
         examples = (block.get("dataset") or {}).get("validation_examples")
+        column = metric_of(block)
+        held_out = VAL_LOSS if column == "val_loss" else VAL_ACCURACY
         for seed_run in block["runs"]:
             curve = [p for p in seed_run.get("curve") or [] if is_number(p.get("step"))]
             out.append(Series(run["run_id"], int(seed_run.get("seed", 0)), device, setup, "evaluation",
                               {TRAIN_LOSS: {int(p["step"]): _finite(p.get("train_loss")) for p in curve},
-                               VAL_ACCURACY: {int(p["step"]): _finite(p.get("val_accuracy")) for p in curve}},
+                               held_out: {int(p["step"]): _finite(p.get(column)) for p in curve}},
                               {int(p["step"]): p.get("epoch") for p in curve}, examples))
         return out
     losses = values.get("losses") or []

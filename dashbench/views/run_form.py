@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dashbench.core.spec import DEFAULT_MAX_EPOCHS, SPEC_DEFAULTS, RunSpec, SpecError, parse_batch_sizes
+from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
+from dashbench.core.spec import (DEFAULT_MAX_EPOCHS, HELD_OUT_SYNTHETIC_MODELS, LOSS_TARGET_MODELS, SPEC_DEFAULTS, RunSpec,
+                            SpecError, parse_batch_sizes)
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.format import is_number, md_text
 
@@ -12,7 +14,8 @@ FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "
 # number of epochs (the Colab article's way); the last two evaluate the held-out split.
 MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
          "epochs": "Fixed epochs (evaluated after each)"}
-# The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default.
+# The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default. An LM's
+# target is a validation loss instead of an accuracy (mode_fields).
 MODE_FIELDS = {"throughput": (), "target": ("target_accuracy", "max_epochs", "steps_per_epoch", "eval_every", "seeds"),
                "epochs": ("epochs", "steps_per_epoch", "eval_every", "seeds")}
 # The number boxes of the to-accuracy modes: the page shows exactly MODE_FIELDS[mode] of them, so a
@@ -20,6 +23,10 @@ MODE_FIELDS = {"throughput": (), "target": ("target_accuracy", "max_epochs", "st
 ACCURACY_BOXES = {
     "target_accuracy": {"label": "Target accuracy", "step": 0.01, "format": "%.3f",
                         "help": "A validation accuracy in (0, 1]: training stops at the evaluation that reaches it."},
+    "target_loss": {"label": "Target validation loss", "step": 0.1, "format": "%.3f",
+                    "help": f"Mean next-token cross-entropy in nats (log-perplexity), > 0: training stops at the "
+                            f"evaluation where it falls to this. {TARGET_LOG_PERPLEXITY} is MLPerf Training's target "
+                            f"for Llama 3.1 8B; one at or below the teacher text's entropy floor is refused."},
     "max_epochs": {"label": "Max epochs", "step": 1,
                    "help": "Stop there, status not_reached, if the target is not met."},
     "epochs": {"label": "Epochs", "step": 1, "help": "Train exactly this many, evaluating after each."},
@@ -42,7 +49,7 @@ def run_form_defaults(kinds: list[str]) -> dict:
         "run_label": "",
         "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_layers": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
         "run_data": SPEC_DEFAULTS["data"], "run_data_path": "", "run_mode": "throughput",
-        "run_target_accuracy": 0.9, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
+        "run_target_accuracy": 0.9, "run_target_loss": TARGET_LOG_PERPLEXITY, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
         "run_steps_per_epoch": 0, "run_eval_every": 0, "run_seeds": 1,
     }
 
@@ -51,7 +58,7 @@ SHAPE_FIELDS = ("image_size", "seq_len", "width", "layers")  # layers: no box, o
 # The form's words for a spec field, so a refusal names the box to fix.
 FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
                "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
-               "seq_len": "sequence length", "target_accuracy": "target accuracy", "max_epochs": "max epochs",
+               "seq_len": "sequence length", "target_accuracy": "target accuracy", "target_loss": "target validation loss", "max_epochs": "max epochs",
                "steps_per_epoch": "steps per epoch", "eval_every": "evaluate every (steps)",
                "data_path": "data path", "run_mode": "what to measure"}
 
@@ -89,14 +96,17 @@ def quick_toggle_values(state) -> dict:
 
 def model_change_values(state) -> dict:
     """What choosing another model puts in the form: with Quick try ticked and no preset, that model's
-    quick recipe (shapes, batch size, steps), as ticking the box with it chosen does; else nothing."""
+    quick recipe (shapes, batch size, steps), as ticking the box with it chosen does. An LM trains to its
+    target on its own held-out text: the real data a to-accuracy mode chose becomes synthetic again."""
+    data = {"run_data": "synthetic"} if state.get("run_model") in HELD_OUT_SYNTHETIC_MODELS \
+        and state.get("run_data") == "real" else {}
     if not quick_without_preset(state):
-        return {}
+        return data
     from dashbench.models import catalog
 
     recipe = catalog.get(state.get("run_model")).quick_recipe()
     return {**quick_shape_values(state.get("run_model")), "run_batch_size": recipe["batch_size"],
-            "run_steps": recipe["steps"]}
+            "run_steps": recipe["steps"], **data}
 
 
 def quick_caption(model: str) -> str:
@@ -150,8 +160,10 @@ def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -
 
 def mode_change_values(state) -> dict:
     """What choosing a mode puts in the form: a to-accuracy mode needs real data with a held-out split,
-    so synthetic data becomes Fashion-MNIST (real); an image folder or real data stays."""
-    if state.get("run_mode") in ("target", "epochs") and state.get("run_data") == "synthetic":
+    so synthetic data becomes Fashion-MNIST (real); an image folder or real data stays, and so does an LM's
+    synthetic text, which has its own held-out split."""
+    if state.get("run_mode") in ("target", "epochs") and state.get("run_data") == "synthetic" \
+            and state.get("run_model") not in HELD_OUT_SYNTHETIC_MODELS:
         return {"run_data": "real"}
     return {}
 
@@ -190,19 +202,27 @@ def mode_values(state) -> dict:
     if mode not in MODES:
         raise SpecError("run_mode", f"unknown choice {mode!r}; choose one of: {', '.join(MODES)}")
     out = {}
-    for name in MODE_FIELDS[mode]:
+    for name in mode_fields(mode, state.get("run_model")):
         value = state.get(f"run_{name}")
         if name in ("steps_per_epoch", "eval_every") and value in (0, None, ""):
             continue  # the default: one pass over the train split; evaluate after every epoch
-        if name != "target_accuracy" and is_number(value) and float(value).is_integer():
+        if name not in ("target_accuracy", "target_loss") and is_number(value) and float(value).is_integer():
             value = int(value)
         out[name] = value
     return out
 
 
-def mode_boxes(mode: str) -> list[tuple[str, dict]]:
+def mode_fields(mode: str, model: str | None = None) -> tuple:
+    """The fields `mode` sends for `model`: an LM's target is a validation loss, not an accuracy."""
+    fields = MODE_FIELDS.get(mode, ())
+    if model in LOSS_TARGET_MODELS:
+        fields = tuple("target_loss" if name == "target_accuracy" else name for name in fields)
+    return fields
+
+
+def mode_boxes(mode: str, model: str | None = None) -> list[tuple[str, dict]]:
     """(session key, number_input arguments) of the boxes `mode` shows, in order; none for throughput."""
-    return [(f"run_{name}", ACCURACY_BOXES[name]) for name in MODE_FIELDS.get(mode, ())]
+    return [(f"run_{name}", ACCURACY_BOXES[name]) for name in mode_fields(mode, model)]
 
 
 def memory_warnings(specs: list[RunSpec]) -> list[str]:
@@ -291,7 +311,7 @@ def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dic
     for shape in SHAPE_FIELDS:
         values[f"run_{shape}"] = values[f"run_{shape}"] or 0
     values["run_label"] = spec.label or ""
-    values["run_mode"] = "epochs" if spec.epochs else "target" if spec.target_accuracy is not None else "throughput"
+    values["run_mode"] = "epochs" if spec.epochs else "target" if spec.target is not None else "throughput"
     if spec.to_accuracy:
         values.update(run_epochs=spec.epochs or 5, run_steps_per_epoch=spec.steps_per_epoch or 0,
                       run_eval_every=spec.eval_every or 0, run_seeds=spec.seeds)

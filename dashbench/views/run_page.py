@@ -113,7 +113,8 @@ def show() -> None:
                  format_func=run_form.MODES.get, on_change=_mode_changed,
                  help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
                       "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
-                      "and validation/ (a subfolder per class). Time to target counts evaluations; compile and "
+                      "and validation/ (a subfolder per class); llama trains to a validation loss on held-out "
+                      "teacher text of its own (synthetic). Time to target counts evaluations; compile and "
                       "data loading are reported apart.")
         cols = st.columns([1, 3])
         cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
@@ -122,7 +123,7 @@ def show() -> None:
         note = run_form.data_note(st.session_state)
         if note:  # before launch: an offline machine has no Keras cache to fill
             st.info(md_text(note), icon=":material/folder_open:")
-        boxes = run_form.mode_boxes(st.session_state["run_mode"])
+        boxes = run_form.mode_boxes(st.session_state["run_mode"], st.session_state.get("run_model"))
         for col, (key, box) in zip(st.columns(5) if boxes else [], boxes):  # 5: the most a mode has
             col.number_input(key=key, **box)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Optional
 
+from dashbench.core.spec import has_held_out
 from dashbench.views.format import DEFAULT_BACKEND, PRECISION_SHORT, is_missing, is_number, shape_text
 
 # A setup without its device: what makes epochs to target the same wherever it trains (model, shapes,
@@ -137,9 +138,12 @@ def predict_seconds(seed_run: dict, examples_per_epoch: float, source_eps: float
 
 
 def examples_per_epoch(block: dict, result: dict) -> Optional[float]:
+    """What an epoch holds in the unit throughput counts: examples, or an LM's tokens."""
     steps = block.get("steps_per_epoch")
     batch = result.get("global_batch_size")
-    return float(steps) * float(batch) if is_number(steps) and is_number(batch) else None
+    per_example = (block.get("dataset") or {}).get("tokens_per_example", 1)
+    per_example = per_example if is_number(per_example) and per_example > 0 else 1
+    return float(steps) * float(batch) * float(per_example) if is_number(steps) and is_number(batch) else None
 
 
 def device_throughputs(runs: list[dict]) -> dict[tuple, dict]:
@@ -278,7 +282,7 @@ def gather(store, run_ids: Iterable[str]) -> tuple[list[dict], list[dict], list[
     frame = store.runs(run_ids=ids)
     chosen = []
     for row in records(frame):
-        if row.get("data") in (None, "synthetic") and row.get("status") in MEASURED_STATUSES:
+        if not has_held_out(row.get("model"), row.get("data")) and row.get("status") in MEASURED_STATUSES:
             continue  # a throughput run: it has no held-out split, so no accuracy block
         block = _stored_accuracy(store, row["run_id"])
         if block is not None:
@@ -290,7 +294,7 @@ def gather(store, run_ids: Iterable[str]) -> tuple[list[dict], list[dict], list[
                                               status=list(MEASURED_STATUSES), limit=THROUGHPUT_RUNS))
                 if setup_key(r) == key]
         throughput += rows
-        others = [r for r in rows if r.get("data") not in (None, "synthetic") and r["run_id"] not in ids]
+        others = [r for r in rows if has_held_out(r.get("model"), r.get("data")) and r["run_id"] not in ids]
         for row in others[:FOUND_READS]:  # newest first
             block = _stored_accuracy(store, row["run_id"])
             if block is not None:

@@ -6,27 +6,14 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
+from fixtures.cli_training import run_cli, small_cpu_probe  # noqa: F401 (fixture: a small CPU probe)
 from fixtures.run_page_form import fill_run_form, shown_errors
 
-from dashbench.cli import main
-from dashbench.engine import frameworks
 from dashbench.store import Store
 
 CNN = ["--model", "fashion_mnist_cnn", "--width", "16", "--batch-size", "64", "--device", "cpu", "--data", "real"]
 EVALUATION = re.compile(r"epoch (\d+) of ≤ (\d+): validation accuracy (0\.\d{3})")
-
-
-@pytest.fixture(autouse=True)
-def small_cpu_probe(monkeypatch):
-    monkeypatch.setattr(frameworks, "CPU_PROBE_SIZE", 512)
-
-
-def run_cli(capfd, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 def test_run_trains_to_the_target_and_list_show_and_csv_read_it_back(tmp_path, capfd, learnable_idx):

@@ -11,8 +11,6 @@ the broken run."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ import pytest
 from fixtures.learnable_data import learnable_idx  # noqa: F401 (session fixture)
 from fixtures.accuracy_charts import charts
 from fixtures.app_test import show, start
+from fixtures.cli_training import start_cli
 
 from dashbench.core.accuracy import final_status
 from dashbench.models.datasets import read_idx, write_idx
@@ -30,10 +29,6 @@ from dashbench.views import parity, to_target
 # The seed CNN at quick shapes; every 3 steps an evaluation, so a curve has points before the target.
 SETUP = dict(model="fashion_mnist_cnn", batch_size=32, image_size=28, width=16, device="cpu")
 TO_TARGET = dict(target_accuracy=0.9, max_epochs=2, eval_every=3, seeds=2)
-
-
-def cli_args(spec_args: dict) -> list[str]:
-    return [f"--{k.replace('_', '-')}={v}" for k, v in spec_args.items()]
 
 
 def run_in_process(store, spec: RunSpec) -> str:
@@ -54,17 +49,6 @@ def shuffled_labels(source, target):
             data = np.random.default_rng(7).permutation(data)
         write_idx(target / name, data)
     return target
-
-
-def start_cli(db, backend: str, **spec_args) -> subprocess.Popen:
-    """A `run` process with a device lock of its own: the runs here train side by side on purpose."""
-    from fixtures.child_env import child_env
-
-    locks = db.parent / f"locks-{backend}"
-    locks.mkdir()
-    return subprocess.Popen([sys.executable, "-m", "dashbench", "run", "--backend", backend, "--json", "--db", str(db),
-                             *cli_args(spec_args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=child_env(DASHBENCH_LOCK_DIR=str(locks)))
 
 
 def train(tmp, folder):

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.xla import FAST_XLA_COMPILE
 
-from dashbench.models import catalog, lm_shape
+from dashbench.models import catalog, lm_shape, lm_text
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 
@@ -41,7 +41,7 @@ def test_the_text_follows_one_teacher_on_every_call():
     assert x.shape == y.shape == (4, 32) and x.dtype == np.int32
     assert (x == again).all() and not (x == other).all()
     assert (y[:, :-1] == x[:, 1:]).all()  # the targets are the next tokens
-    successors = np.random.default_rng(llama.TEACHER_SEED).integers(0, shapes.vocab, (shapes.vocab, llama.SUCCESSORS))
+    successors = np.random.default_rng(lm_text.TEACHER_SEED).integers(0, shapes.vocab, (shapes.vocab, lm_text.SUCCESSORS))
     assert all(y[b, t] in successors[x[b, t]] for b in range(4) for t in range(32))
 
 

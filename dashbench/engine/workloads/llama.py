@@ -11,16 +11,11 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from dashbench.models import lm_shape
+from dashbench.models import lm_shape, lm_text
 from dashbench.engine.workloads.base import KerasWorkload
 
 if TYPE_CHECKING:
     from dashbench.models.catalog import Shapes
-
-# Each token's successor is one of this many fixed random tokens, uniformly: the loss can fall from
-# ln(vocab) towards ln(4) ≈ 1.39, and a model that learns nothing stays at ln(vocab).
-SUCCESSORS = 4
-TEACHER_SEED = 2026  # one teacher for every run: seeds differ in the text, not the language
 
 
 class LanguageModel(KerasWorkload):
@@ -128,17 +123,7 @@ def _rotate(x, rope):
 
 
 def llama_batch(s: "Shapes", batch: int, seed: int):
-    """(tokens, next tokens), each (batch, seq_len) int32: text from a fixed random bigram teacher,
-    the same on every backend and host."""
-    import numpy as np
-
+    """(tokens, next tokens), each (batch, seq_len) int32: text from the fixed random bigram teacher
+    (dashbench.models.lm_text), the same on every backend and host."""
     d = dims_of(s)
-    successors = np.random.default_rng(TEACHER_SEED).integers(0, d.vocab, (d.vocab, SUCCESSORS), dtype=np.int64)
-    rng = np.random.default_rng([seed, 2])
-    text = np.empty((batch, d.seq_len + 1), dtype=np.int64)
-    text[:, 0] = rng.integers(0, d.vocab, batch)
-    choices = rng.integers(0, SUCCESSORS, (batch, d.seq_len))
-    for t in range(d.seq_len):
-        text[:, t + 1] = successors[text[:, t], choices[:, t]]
-    text = text.astype(np.int32)
-    return text[:, :-1], text[:, 1:]
+    return lm_text.batch(d.vocab, d.seq_len, batch, seed)
