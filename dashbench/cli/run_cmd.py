@@ -302,7 +302,7 @@ def _evaluation_text(event: dict) -> str:
 @contextlib.contextmanager
 def _last_word(spec, json_out: bool, stdout_fd: int | None):
     """With --json, the one JSON object is printed even when the run process's guard ends the
-    process itself (a stuck run cancelled, a run out of host memory: jobs/runner.py)."""
+    process itself (a stuck run cancelled, a run out of host memory: jobs/run_guard.py)."""
     from dashbench.jobs import runner
 
     if not json_out or stdout_fd is None:

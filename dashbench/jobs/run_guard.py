@@ -1,5 +1,5 @@
-"""While a run goes, a guard thread in this process (_Guard) watches two things the main thread may be
-too busy to see (a compile or a huge allocation in C code runs no Python signal handler):
+"""The run process's guard. While a run goes, a thread of its own (_Guard) watches two things the
+main thread may be too busy to see (a compile or a huge allocation in C code runs no Python signal handler):
 - memory: the process's resident memory against DASHBENCH_MEMORY_LIMIT_GB (if set), and the host's
   MemAvailable against DASHBENCH_MEMORY_MIN_FREE (a share of MemTotal, default 0.05) while this
   process holds at least half of the memory in use. Past either, the run is asked to stop (SIGUSR1 to

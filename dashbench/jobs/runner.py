@@ -3,6 +3,10 @@
 The row exists before the first step (so a crash leaves a trace, never nothing), samples land while
 the run goes (so a SIGKILL keeps what was measured), and the end is always written: `done` with the
 result, `failed` with the error text, or `cancelled` on SIGTERM/SIGINT.
+
+Two helpers stand beside it: run_signals.py turns a cancel signal (or the guard's out-of-memory stop)
+into an exception in the main thread, never in the middle of a store write; run_guard.py watches
+the run from a thread of its own and ends the process when the main thread cannot.
 """
 
 from __future__ import annotations
