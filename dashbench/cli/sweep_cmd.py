@@ -28,7 +28,7 @@ from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.fleet.launcher import every, pick
 from dashbench.jobs import device_check
 from dashbench.jobs.launchers import LocalQueue
-from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
+from dashbench.cli.db_args import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown
 from dashbench.results.result import RunResult, phase_text
