@@ -58,7 +58,7 @@ JSON_ERROR_COMMANDS = ("run", "preset")
 
 
 def _refuse_db_url(text: str | None) -> None:
-    # DASHBENCH_DB as a URL of another scheme than PostgreSQL's is refused like --db as one (results_cmd.db_path_arg).
+    # DASHBENCH_DB as a URL of another scheme than PostgreSQL's is refused like --db as one (db_args.db_path_arg).
     from dashbench.store import url_refusal
 
     if url_refusal(text):

@@ -20,12 +20,12 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     command's report_invalid and print_json, so both say it alike). Exit codes as a local run's: 0 done, 2 refused, 1 failed or interrupted (a lost host), 3 oom, 130 cancelled."""
     from dashbench.cli.cluster_args import address as cluster_address
     from dashbench.fleet import launch
-    from dashbench.fleet.submit import submit
+    from dashbench.fleet.launcher import pick
     from dashbench.core.spec import SpecError
 
     try:
         address = cluster_address(args)
-        run_id = submit(spec, args.db, address, on=getattr(args, "on", None))
+        run_id = pick(address, getattr(args, "on", None)).launch(spec, args.db)
     except SpecError as exc:
         return report_invalid(exc, json_out, spec)
     db = launch.team_store_url(args.db)
@@ -175,53 +175,3 @@ def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-# -- a sweep's points on the cluster (cli/sweep_cmd.py) ---------------------------------------------
-
-
-def submit_point(spec, args, sweep_id: str) -> str:
-    """One point of a sweep, launched on the cluster as `run --cluster` launches a run."""
-    from dashbench.cli.cluster_args import address
-    from dashbench.fleet.submit import submit
-
-    return submit(spec, args.db, address(args), on=getattr(args, "on", None), sweep_id=sweep_id)
-
-
-def password_note(db) -> str | None:
-    """The launcher's one line when the team store's URL has a password (never sent with a job)."""
-    from dashbench.fleet import launch
-
-    return launch.password_note(launch.team_store_url(db))
-
-
-def ticker(address, db, run_ids: list[str]):
-    """Called on every poll of a sweep's wait: every NODE_CHECK_S, each active point whose job ended or
-    whose node is gone gets its end recorded (fleet.launch.settle)."""
-    from dashbench.fleet import launch
-
-    url = launch.team_store_url(db)
-    state = {"next": 0.0}
-
-    def tick() -> None:
-        if time.monotonic() < state["next"]:
-            return
-        state["next"] = time.monotonic() + NODE_CHECK_S
-        for run_id in run_ids:
-            if launch.store_status(url, run_id) in ("queued", "running"):
-                launch.settle(address, url, run_id)
-
-    return tick
-
-
-def cancel_points(address, db, run_ids: list[str], wait_s: float = 30.0) -> None:
-    """Cancel every point (queued ones never start), then wait up to `wait_s` for the running ones' ends."""
-    from dashbench.fleet import launch
-
-    url = launch.team_store_url(db)
-    for run_id in run_ids:
-        if launch.store_status(url, run_id) in ("queued", "running"):
-            launch.cancel(address, url, run_id)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and any(launch.store_status(url, r) in ("queued", "running") for r in run_ids):
-        time.sleep(POLL_S)

@@ -14,7 +14,7 @@ import tempfile
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown_lines
-from dashbench.cli.results_cmd import add_db_argument, one_field, read_only_requested
+from dashbench.cli.db_args import add_db_argument, one_field, read_only_requested
 from dashbench.core.spec import BACKENDS, SpecError, ascii_int
 
 # One backend's whole check (imports, probes, six tiny runs per device) stays well inside this.

@@ -8,7 +8,7 @@ import sys
 
 from dashbench.cli import strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
-from dashbench.cli.results_cmd import db_path_arg
+from dashbench.cli.db_args import db_path_arg
 
 
 def register(subparsers) -> None:

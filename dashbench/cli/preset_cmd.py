@@ -9,7 +9,7 @@ import sys
 from dashbench.models import presets
 from dashbench.cli import article, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
-from dashbench.cli.results_cmd import db_path_arg
+from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.cli.terminal import shown_lines

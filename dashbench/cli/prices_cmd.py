@@ -8,7 +8,7 @@ import sys
 
 from dashbench.cli import strict_json
 from dashbench.cli.terminal import shown
-from dashbench.cli.results_cmd import db_path_arg
+from dashbench.cli.db_args import db_path_arg
 from dashbench.costs import prices
 from dashbench.core.spec import SpecError, ascii_int
 
@@ -57,7 +57,7 @@ def _writes(handler):
 
     @functools.wraps(handler)
     def wrapped(args) -> int:
-        from dashbench.cli.results_cmd import one_field, read_only_requested
+        from dashbench.cli.db_args import one_field, read_only_requested
         from dashbench.store import StoreError
 
         try:
@@ -71,7 +71,7 @@ def _writes(handler):
 
 
 def _open_store(db, read_only: bool):
-    from dashbench.cli.results_cmd import one_field
+    from dashbench.cli.db_args import one_field
     from dashbench.store import Store, StoreError, database_file_exists, default_db_path
 
     path = db or default_db_path()

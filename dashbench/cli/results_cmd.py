@@ -4,80 +4,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
-import os
 import shutil
 import sys
 
 import pandas as pd
 
 from dashbench.cli import strict_json
+from dashbench.cli.db_args import add_db_argument, read_only_requested, refuse_if_read_only, reports_store_errors
 from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.core.spec import BACKENDS, MAX_INT32, ascii_int
-from dashbench.store import (STATUSES, SchemaVersionError, ServerURL, Store, StoreError, database_file_exists,
-                             db_line, default_db_path, is_server_url, location,
-                             export_bundle, short_id, import_bundles, unreadable_text, url_refusal)
-
-
-READ_ONLY_ENV = "DASHBENCH_READ_ONLY"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
-
-
-def db_path_arg(text: str) -> str:
-    """--db's type: a path, or a postgresql+psycopg:// URL (a ServerURL: every message shows it masked);
-    an empty one is an error for every command (never "the default" for one command and "the current
-    folder" for another). Leave --db out for the default."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})")
-    if url_refusal(text):
-        raise argparse.ArgumentTypeError(url_refusal(text))
-    return ServerURL(text) if is_server_url(text) else text
-
-
-def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = False) -> None:
-    parser.add_argument("--db", default=None, type=db_path_arg,
-                        help=f"results database (default: $DASHBENCH_DB or {default_db_path()})")
-    if read_only_option:
-        parser.add_argument("--read-only", action="store_true",
-                            help=f"open the database read-only and never write to it (also: {READ_ONLY_ENV}=1)")
-
-
-def read_only_requested(args) -> bool:
-    """--read-only, or DASHBENCH_READ_ONLY=1 (as the dashboard reads it)."""
-    text = (os.environ.get(READ_ONLY_ENV) or "").strip().lower()
-    if text not in _TRUE | _FALSE:
-        raise StoreError(f"{READ_ONLY_ENV}: {os.environ.get(READ_ONLY_ENV)!r} is not a yes/no value; use 1 or 0")
-    return bool(getattr(args, "read_only", False)) or text in _TRUE
-
-
-def refuse_if_read_only(args, what: str) -> None:
-    """A writing command in read-only mode: one line, nothing opened for writing."""
-    if read_only_requested(args):
-        raise StoreError(f"db: cannot {what}: read-only mode ({READ_ONLY_ENV}=1) never writes to the database")
-
-
-def one_field(message: str) -> str:
-    """A StoreError's text for SpecError("db", …): without a leading "db: " of its own."""
-    return message[4:] if message.startswith("db: ") else message
-
-
-def reports_store_errors(handler):
-    """A StoreError (unknown run, bad bundle, unreadable file) is one line on stderr, exit 2."""
-    @functools.wraps(handler)
-    def wrapped(args) -> int:
-        try:
-            return handler(args)
-        except StoreError as exc:
-            print(f"error: {shown(db_line(exc))}", file=sys.stderr)
-            return 2
-        except ValueError as exc:  # a bad filter value, e.g. --since yesterday
-            print(f"error: {shown(exc)}", file=sys.stderr)
-            return 2
-    return wrapped
+from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, database_file_exists,
+                             default_db_path, location,
+                             export_bundle, short_id, import_bundles, unreadable_text)
 
 
 def register(subparsers) -> None:

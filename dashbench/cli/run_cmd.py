@@ -18,7 +18,7 @@ import sys
 
 from dashbench.cli import strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
-from dashbench.cli.results_cmd import db_path_arg
+from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
@@ -161,7 +161,7 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     `stored_row`: `run_id` is a stored (queued) row, which a memory refusal ends as `oom`.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
     128+N cancelled."""
-    from dashbench.cli.results_cmd import one_field, refuse_if_read_only
+    from dashbench.cli.db_args import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, runner
     from dashbench.store import Store, StoreError
 
@@ -304,7 +304,7 @@ def _evaluation_text(event: dict) -> str:
 @contextlib.contextmanager
 def _last_word(spec, json_out: bool, stdout_fd: int | None):
     """With --json, the one JSON object is printed even when the run process's guard ends the
-    process itself (a stuck run cancelled, a run out of host memory: jobs/runner.py)."""
+    process itself (a stuck run cancelled, a run out of host memory: jobs/run_guard.py)."""
     from dashbench.jobs import runner
 
     if not json_out or stdout_fd is None:

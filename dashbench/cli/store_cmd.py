@@ -41,7 +41,7 @@ def register(subparsers) -> None:
                      "(SQLite's write lock, PostgreSQL's advisory lock). A store newer than this dashbench is "
                      "refused and left as it is. A store made before alembic ran the schema's steps is "
                      "stamped at the version it holds. For a store that read-only readers must find upgraded."))
-    from dashbench.cli.results_cmd import add_db_argument
+    from dashbench.cli.db_args import add_db_argument
 
     add_db_argument(upgrade)
     upgrade.set_defaults(func=_upgrade)
@@ -59,7 +59,7 @@ def _upgrade(args) -> int:
             done = f"upgraded from v{before}" if before != after else "nothing to upgrade"
             print(f"{store.path}: schema v{store.schema_version}, this dashbench's ({done})")
     except StoreError as exc:
-        from dashbench.cli.results_cmd import one_field
+        from dashbench.cli.db_args import one_field
 
         raise SpecError("db", one_field(str(exc))) from None
     return 0
@@ -73,7 +73,7 @@ def _scrub(message: str, stores: tuple[str, ...]) -> str:
 
 
 def _open(text: str, field: str, read_only: bool, upgrade_hint: bool = False):
-    from dashbench.cli.results_cmd import one_field
+    from dashbench.cli.db_args import one_field
     from dashbench.store import Store, StoreError, schema
 
     if not text.strip():
@@ -143,7 +143,7 @@ def _database_errors() -> tuple:
 
 
 def _copy(args) -> int:
-    from dashbench.cli.results_cmd import one_field, refuse_if_read_only
+    from dashbench.cli.db_args import one_field, refuse_if_read_only
     from dashbench.store import StoreError
 
     stores = (args.source, args.target)
@@ -184,7 +184,7 @@ class _Side:
         self._store, self._side = store, side
 
     def __getattr__(self, name: str):
-        from dashbench.cli.results_cmd import one_field
+        from dashbench.cli.db_args import one_field
         from dashbench.store import StoreError, db_line
 
         method = getattr(self._store, name)

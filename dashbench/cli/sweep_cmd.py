@@ -23,10 +23,12 @@ from dashbench.models import catalog, memory
 from dashbench.models.presets import TO_ACCURACY_FIELDS
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 
-from dashbench.cli import cluster_args, cluster_run, find_max_batch, strict_json
+from dashbench.cli import cluster_args, find_max_batch, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
-from dashbench.jobs import device_check, queue
-from dashbench.cli.results_cmd import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
+from dashbench.fleet.launcher import every, pick
+from dashbench.jobs import device_check
+from dashbench.jobs.launchers import LocalQueue
+from dashbench.cli.db_args import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown
 from dashbench.results.result import RunResult, phase_text
@@ -71,10 +73,8 @@ def cmd_sweep(args) -> int:
     cluster = cluster_args.address(args)  # None: the points run on this machine
     if cluster is not None and args.find_max_batch:
         raise SpecError("find_max_batch", "--find-max-batch searches on this machine; leave out --cluster")
-    if cluster is not None:
-        from dashbench.fleet.launch import team_store_url
-
-        team_store_url(args.db)  # a team store every host reaches, or one line saying so
+    launcher = pick(cluster, getattr(args, "on", None), owner_pid=os.getpid())
+    launcher.check(args.db)
     if args.find_max_batch:
         if args.batch_sizes is not None:
             raise SpecError("batch_sizes", "--find-max-batch chooses the batch sizes itself: leave out --batch-sizes")
@@ -91,7 +91,7 @@ def cmd_sweep(args) -> int:
         warnings = []
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
         catalog.check_spec(spec)
-        if not args.find_max_batch and cluster is None:  # there each try's (each node's) own process checks
+        if not args.find_max_batch and launcher.checks_here:  # else each try's (each node's) own process checks
             warnings.append(memory.check(spec))  # refuses a point that cannot fit, before any is queued
     db = args.db or default_db_path()
     try:  # an unusable database is one error line (as `run` says it) before the sweep says anything
@@ -101,7 +101,7 @@ def cmd_sweep(args) -> int:
     except StoreError as exc:
         raise SpecError("db", one_field(" ".join(str(exc).split()))) from None
     # The points share the device: asked once, before any row (on a cluster, each place says what it has).
-    problem = device_check.missing(specs[0]) if cluster is None else None
+    problem = device_check.missing(specs[0]) if launcher.checks_here else None
     if problem:
         raise SpecError("device", problem)
     for warning in filter(None, warnings):
@@ -111,7 +111,7 @@ def cmd_sweep(args) -> int:
         print(f"sweep {sweep_id}: the largest batch of {specs[0].model} that fits on {specs[0].device}", file=sys.stderr)
         return find_max_batch.find(args, specs[0], db, sweep_id, _wait)
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
-    if cluster is not None and (note := cluster_run.password_note(args.db)):
+    if note := launcher.note(args.db):
         print(f"note: {note}", file=sys.stderr)
     # The points belong to the sweep: stopped (Ctrl-C, SIGTERM, or SIGHUP from a dropped SSH
     # session), it cancels them; killed outright (SIGKILL), the queue cancels its queued points once
@@ -120,16 +120,12 @@ def cmd_sweep(args) -> int:
     run_ids: list[str] = []
     try:
         for spec in specs:
-            run_ids.append(queue.submit(spec, db, sweep_id=sweep_id, owner_pid=os.getpid()) if cluster is None
-                           else cluster_run.submit_point(spec, args, sweep_id))
-        rows = _wait(run_ids, db, sizes, None if cluster is None else cluster_run.ticker(cluster, db, run_ids))
+            run_ids.append(launcher.launch(spec, db, sweep_id=sweep_id))
+        rows = _wait(run_ids, db, sizes, every(cluster))
     except KeyboardInterrupt as exc:
         for sig in previous:  # a second signal must not cut the cancelling short
             signal.signal(sig, signal.SIG_IGN)
-        if cluster is None:
-            queue.cancel_all(run_ids, db, wait_s=10)
-        else:
-            cluster_run.cancel_points(cluster, db, run_ids)
+        launcher.cancel_all(run_ids, db)
         _say(f"sweep {sweep_id} cancelled")
         return 128 + int(getattr(exc, "signum", signal.SIGINT))
     finally:
@@ -152,17 +148,17 @@ def _say(line: str) -> None:
         pass
 
 
-def _wait(run_ids: list[str], db: str, sizes: list[int], tick=None) -> list[dict]:
-    """`tick`: called on every poll (a cluster's points: their lost hosts and ended jobs)."""
+def _wait(run_ids: list[str], db: str, sizes: list[int], launchers=None) -> list[dict]:
+    """`launchers`: tended on every poll (this machine's queue moves on; a cluster's points get the end
+    of their lost hosts and ended jobs); default: this machine's queue."""
     reported: set[str] = set()
     phases: dict[str, str] = {}  # what each point was last said to be doing
     # Its points' own processes wait an outage out too, and the queued ones stay queued in the store.
     away = PollWait(location(db), lambda line: _say(shown(line)), "the points wait", "the sweep goes on", POLL_S)
     while True:
         try:
-            queue.pump(db)
-            if tick is not None:
-                tick()
+            for each in launchers or [LocalQueue()]:
+                each.tend(db, run_ids)
             with Store(db) as store:
                 runs = {run_id: store.get_run(run_id) for run_id in run_ids}
         except StoreBusyError:  # another process holds the write lock: the points wait, not fail

@@ -3,7 +3,8 @@
 Ray is optional: it is imported only here, lazily, inside the functions that talk to a cluster, so a
 machine without it imports dashbench and runs locally exactly as before. `address` reads where the
 cluster is, `inventory` what its hosts hold, `launch` starts, follows and cancels a run on one host
-(`slices` a run over several hosts at once).
+(`slices` a run over several hosts at once), and `launcher` is the fleet behind the launch interface
+that this machine's queue shares (dashbench.jobs.launchers).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ any process that knows the address can follow or stop it by its id (`dashbench-<
 supervisor starts the run as a subprocess in its own session, so a crash never takes a Ray worker down;
 `stop_job` sends SIGTERM to the run's whole process tree (the run's own cancel: it records
 `cancelled`) and SIGKILL STOP_WAIT_S later (Ray's forced cancel, past the run's own grace of
-runner.CANCEL_GRACE_S). Ray never retries a job (a benchmark re-run silently is a wrong figure: the
+run_guard.CANCEL_GRACE_S). Ray never retries a job (a benchmark re-run silently is a wrong figure: the
 equivalent of max_retries=0). The dashboard holds no Ray driver: a task or detached actor would need
 `ray.init` in every dashboard process (~1.7 s and a driver's worth of memory). Measured here
 (bench/fleet_overhead.py, docs/PERFORMANCE.md, 2 shared cores at load average 9-12): a trivial job from
@@ -41,7 +41,7 @@ from dashbench.core.spec import RunSpec
 
 JOB_PREFIX = "dashbench-"
 HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it
-# Ray's SIGKILL after its SIGTERM: later than the run's own end of a stuck run (runner.CANCEL_GRACE_S).
+# Ray's SIGKILL after its SIGTERM: later than the run's own end of a stuck run (run_guard.CANCEL_GRACE_S).
 STOP_WAIT_S = 15
 PYTHON_ENV = node_python.PYTHON_ENV  # the Python on the nodes that has dashbench (default: their Ray's)
 # Settings of how a run measures, passed on to the node as they are here.

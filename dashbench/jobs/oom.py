@@ -6,7 +6,7 @@ traceback. No TensorFlow here: errors are told apart by their type's name and th
 - XLA (JAX, TensorFlow with jit_compile): "RESOURCE_EXHAUSTED: Out of memory while trying to allocate
   123456 bytes";
 - Python: MemoryError (an allocation refused under RLIMIT_AS / RLIMIT_DATA);
-- the run process's own host-memory guard (dashbench.jobs.runner.OutOfHostMemory);
+- the run process's own host-memory guard (dashbench.jobs.run_signals.OutOfHostMemory);
 - the kernel's OOM killer: judged by the launcher from SIGKILL and the cgroup's oom_kill counter.
 """
 

@@ -25,7 +25,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
-# runner.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
+# run_guard.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
 # alive this long after the cancel (its signal handling broken) gets SIGKILL from the next pump.
 CANCEL_GRACE_S = 30.0
 # Our own children, so their exit codes are collected (no zombies) and read: (db, run_id) -> Popen.

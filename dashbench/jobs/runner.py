@@ -4,19 +4,9 @@ The row exists before the first step (so a crash leaves a trace, never nothing),
 the run goes (so a SIGKILL keeps what was measured), and the end is always written: `done` with the
 result, `failed` with the error text, or `cancelled` on SIGTERM/SIGINT.
 
-While the run goes, a guard thread in this process (_Guard) watches two things the main thread may be
-too busy to see (a compile or a huge allocation in C code runs no Python signal handler):
-- memory: the process's resident memory against DASHBENCH_MEMORY_LIMIT_GB (if set), and the host's
-  MemAvailable against DASHBENCH_MEMORY_MIN_FREE (a share of MemTotal, default 0.05) while this
-  process holds at least half of the memory in use. Past either, the run is asked to stop (SIGUSR1 to
-  the main thread: it ends `oom: out of host memory (N GB of M)`; asked again while a stop raised
-  there has not reached the run's end, as one raised inside a gc callback is lost); if it has not ended
-  DASHBENCH_MEMORY_GRACE_S (default 2) later, the guard records that itself and ends the process —
-  before the kernel's OOM killer has to.
-- cancels: a SIGTERM/SIGINT/SIGHUP reaches the guard through signal.set_wakeup_fd even while the main
-  thread is stuck; if the run has not ended DASHBENCH_CANCEL_GRACE_S (default 10) later, the guard
-  records `cancelled` and ends the process (exit 128 + the signal), with no page rerun or other
-  process needed.
+Two helpers stand beside it: run_signals.py turns a cancel signal (or the guard's out-of-memory stop)
+into an exception in the main thread, never in the middle of a store write; run_guard.py watches
+the run from a thread of its own and ends the process when the main thread cannot.
 """
 
 from __future__ import annotations
@@ -24,22 +14,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
-import signal
-import sys
-import threading
 import time
 from typing import Callable
 
 from dashbench.models import memory
 from dashbench.core.accuracy import final_status
-from dashbench.engine import frameworks, peak_memory
+from dashbench.engine import peak_memory
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
 from dashbench.results.result import RunResult
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.core.stats import FLAG_DEVICE_SHARED
 from dashbench.store import Store, StoreError, new_run_id, this_host
-from dashbench.store.queue import heartbeat_lapse_s
+from dashbench.jobs.run_guard import _guarded, _say, beat_every_s
+from dashbench.jobs.run_signals import RunCancelled, _cancel_on_signals, _deferred_signals, _mark_ending
+# Named here too, where callers have always found them (run_cmd, the fleet, tests).
+from dashbench.jobs.run_guard import CANCEL_GRACE_S, END_WORDS, HARD_EXIT_HOOKS, _say_past_silencing  # noqa: F401
+from dashbench.jobs.run_signals import OOM_SIGNAL, OutOfHostMemory, _oom_message  # noqa: F401
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -47,49 +37,6 @@ FLUSH_EVERY_N = 100
 # A run's writes wait this long (after SQLite's busy timeout, with backoff) for a write lock that
 # another process holds, rather than fail a run whose samples are in memory.
 WRITE_RETRY_S = 600.0
-# The guard thread's sampling period, and its defaults (each overridable by the environment variable
-# named beside it).
-GUARD_POLL_S = 0.5
-CANCEL_POLL_S = 2.0  # how often the guard asks the store whether a cancel was asked
-HEARTBEAT_EVERY_S = 60.0  # the guard's heartbeat for the run: this often, or a third of the lapse if less
-BEAT_AGAIN_S = 5.0  # after a heartbeat the store did not take
-MEMORY_MIN_FREE = 0.05  # DASHBENCH_MEMORY_MIN_FREE: share of MemTotal that must stay available
-MEMORY_GRACE_S = 2.0  # DASHBENCH_MEMORY_GRACE_S: from asking the run to stop to ending it
-CANCEL_GRACE_S = 10.0  # DASHBENCH_CANCEL_GRACE_S: from a cancel signal to ending the process
-# The signal the guard sends the main thread to stop a run that is out of memory.
-OOM_SIGNAL = signal.SIGUSR1
-# Called as hook(status, error, run_id) just before the guard ends the process itself, so a command
-# can still say how the run ended (`run --json` prints its one JSON object). Registered per run.
-HARD_EXIT_HOOKS: list[Callable[[str, str, "str | None"], None]] = []
-# How an `error: run …:` line names each end.
-END_WORDS = {"failed": "failed", oom.STATUS: "out of memory", "cancelled": "cancelled"}
-
-
-# Both signal-raised ends derive from BaseException, as KeyboardInterrupt does: raised at whatever
-# bytecode the main thread is on, they must pass every `except Exception` on the way out — a
-# library's "best effort" block would swallow them (the run then ends `done`), and Keras and TF's
-# autograph re-create an Exception with their context added, as another type (a cancel turned into
-# ValueError, the run `failed`).
-class RunCancelled(BaseException):
-    """The run was stopped by SIGTERM, SIGINT or SIGHUP; it is recorded as `cancelled`."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(f"cancelled by {signal.Signals(signum).name}")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-class OutOfHostMemory(BaseException):
-    """The guard stopped the run before the host ran out of memory; it is recorded as `oom`
-    with this message: `out of host memory (N GB of M)`."""
-
-
-def beat_every_s() -> float:
-    """How often the guard beats for its run: every HEARTBEAT_EVERY_S, or a third of the lapse if less."""
-    return min(HEARTBEAT_EVERY_S, heartbeat_lapse_s() / 3)
 
 
 class _Recorder:
@@ -133,223 +80,6 @@ class _Recorder:
             self.store.add_samples(self.run_id, self.pending, wait=wait)
         self.pending = []
         self.last_flush = time.monotonic()
-
-
-_signal_state = threading.local()
-
-
-@contextlib.contextmanager
-def _deferred_signals(swallow: bool = False):
-    """A cancel that arrives mid-write raises after the write, so no transaction is cut in half.
-    With `swallow`, the run is already ending, so a late signal is simply dropped."""
-    _signal_state.busy = getattr(_signal_state, "busy", 0) + 1
-    try:
-        yield
-    finally:
-        _signal_state.busy -= 1
-        pending = getattr(_signal_state, "pending", None)
-        if pending is not None and not _signal_state.busy:
-            _signal_state.pending = None
-            if not swallow:
-                _raising(pending)
-                raise pending
-
-
-# The main thread's stop, for the guard to ask again: a stop raised inside a gc callback (JAX's
-# _xla_gc_callback runs on every collection), a __del__ or a weakref callback is only printed as
-# "Exception ignored in …" and the run goes on to `done`. Reset per run by _cancel_on_signals.
-_stop: dict = {"raised_at": None, "signum": None, "ending": False}
-# How long a raised stop may take to reach execute before the guard raises it again.
-ASK_AGAIN_S = 0.25
-
-
-def _raising(exc: BaseException) -> None:
-    _stop["raised_at"] = time.monotonic()
-    _stop["signum"] = OOM_SIGNAL if isinstance(exc, OutOfHostMemory) else exc.signum
-
-
-def _mark_ending() -> None:
-    """The run reached its end (written or being written): a stop asked again is dropped."""
-    if threading.current_thread() is threading.main_thread():
-        _stop["ending"] = True
-
-
-def _stop_under_way() -> bool:
-    """Whether the code a signal interrupts is already handling a stop (an except or finally block on
-    its way out): raising again there would cut the end's own writes short."""
-    exc = sys.exc_info()[1]
-    while exc is not None:
-        if isinstance(exc, (RunCancelled, OutOfHostMemory)):
-            return True
-        exc = exc.__context__
-    return False
-
-
-# What the guard found when it sent OOM_SIGNAL (the handler raises it in the main thread).
-_oom_message: list[str] = []
-
-
-def _on_signal(signum, _frame):
-    if _stop["ending"] or _stop_under_way():
-        return
-    if signum == OOM_SIGNAL:
-        exc = OutOfHostMemory(_oom_message[-1] if _oom_message else "out of host memory")
-    else:
-        exc = RunCancelled(signum)
-    if getattr(_signal_state, "busy", 0):
-        _signal_state.pending = exc
-        return
-    _raising(exc)
-    raise exc
-
-
-CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def _cancel_on_signals():
-    """Cancel signals raise RunCancelled in the main thread; they are also written to a wakeup pipe
-    (the guard's, yielded: its read end, or None) that a stuck main thread cannot hold up."""
-    # Signal handlers can only be set from the main thread; elsewhere (a test thread) we go without.
-    if threading.current_thread() is not threading.main_thread():
-        yield None
-        return
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    os.set_blocking(write_fd, False)
-    # SIGHUP too: a run in a terminal that goes away (a dropped SSH session) ends `cancelled`.
-    _stop.update(raised_at=None, signum=None, ending=False)
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (*CANCEL_SIGNALS, OOM_SIGNAL)}
-    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    try:
-        yield read_fd
-    finally:
-        signal.set_wakeup_fd(previous_fd)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        os.close(read_fd)
-        os.close(write_fd)
-
-
-class _Guard(threading.Thread):
-    """Watches the run's memory and its cancel signals from a thread of its own (see the module's
-    docstring); ends the process itself when the main thread does not end the run in time."""
-
-    def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None],
-                 cancel_asked: Callable[[], bool] | None = None, beat: Callable[[], bool] | None = None):
-        super().__init__(name="dashbench-run-guard", daemon=True)
-        self.wake_fd, self.end_hard, self.cancel_asked = wake_fd, end_hard, cancel_asked
-        self.next_ask = 0.0
-        self.beat, self.next_beat = beat, 0.0
-        self.stopped = threading.Event()
-        limit = memory.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
-        self.limit = limit * memory.GB if limit > 0 else None
-        self.min_free = memory.env_float("DASHBENCH_MEMORY_MIN_FREE", MEMORY_MIN_FREE)
-        self.memory_grace = memory.env_float("DASHBENCH_MEMORY_GRACE_S", MEMORY_GRACE_S)
-        self.cancel_grace = memory.env_float("DASHBENCH_CANCEL_GRACE_S", CANCEL_GRACE_S)
-        self.main_ident = threading.main_thread().ident
-        self.oom: tuple[float, str] | None = None  # (deadline, message)
-        self.cancel: tuple[float, int] | None = None  # (deadline, signal)
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            self._read_signals()
-            self._check_memory()
-            self._ask_again()
-            self._ask_store()
-            self._beat()
-            now = time.monotonic()
-            if self.stopped.is_set():
-                return
-            if self.oom is not None and now >= self.oom[0]:
-                self.end_hard(oom.STATUS, self.oom[1], oom.EXIT_CODE)
-                return
-            if self.cancel is not None and now >= self.cancel[0]:
-                signum = self.cancel[1]
-                name = signal.Signals(signum).name
-                self.end_hard("cancelled", f"cancelled by {name} (the run did not stop within "
-                                           f"{self.cancel_grace:g} s; its process was ended)", 128 + signum)
-                return
-
-    def _read_signals(self) -> None:
-        if self.wake_fd is None:
-            self.stopped.wait(GUARD_POLL_S)
-            return
-        poll = ASK_AGAIN_S if _stop["raised_at"] is not None else GUARD_POLL_S
-        try:
-            ready, _, _ = select.select([self.wake_fd], [], [], poll)
-            data = os.read(self.wake_fd, 512) if ready else b""
-        except (OSError, ValueError):  # closed as the run ends
-            self.stopped.wait(GUARD_POLL_S)
-            return
-        for signum in data:
-            if signum in CANCEL_SIGNALS and self.cancel is None:
-                self.cancel = (time.monotonic() + self.cancel_grace, signum)
-
-    def _ask_again(self) -> None:
-        """A stop raised in the main thread that has not reached execute ASK_AGAIN_S later may have
-        been lost (see _stop): raise it again, while our handler is still the signal's."""
-        raised, signum = _stop["raised_at"], _stop["signum"]
-        if self.wake_fd is None or raised is None or _stop["ending"] or time.monotonic() - raised < ASK_AGAIN_S:
-            return
-        if (self.oom is None and self.cancel is None) or signal.getsignal(signum) is not _on_signal:
-            return
-        _stop["raised_at"] = None  # set again by the handler when it raises
-        if not self.stopped.is_set():
-            try:
-                signal.pthread_kill(self.main_ident, signum)
-            except (OSError, ValueError):
-                pass
-
-    def _ask_store(self) -> None:
-        """A cancel asked in the store arms the same timer as the signal: the signal may never come
-        through (an engine that set SIGTERM to SIG_IGN, a handler replaced by a library)."""
-        now = time.monotonic()
-        if self.cancel is not None or self.cancel_asked is None or now < self.next_ask:
-            return
-        self.next_ask = now + CANCEL_POLL_S
-        try:
-            asked = self.cancel_asked()
-        except Exception:  # a locked or vanished database: the signal path still stands
-            return
-        if asked:
-            self.cancel = (time.monotonic() + self.cancel_grace, signal.SIGTERM)
-
-    def _beat(self) -> None:
-        """The run's heartbeat while its main thread writes nothing (a long compile, a slow first step), so
-        that no host presumes it dead and gives its claim up (DASHBENCH_HEARTBEAT_LAPSE_S)."""
-        now = time.monotonic()
-        if self.beat is None or now < self.next_beat:
-            return
-        try:
-            if self.beat():
-                self.next_beat = now + beat_every_s()
-        except Exception:  # a locked or unreachable database: tried again a few polls on
-            self.next_beat = now + BEAT_AGAIN_S
-
-    def _check_memory(self) -> None:
-        if self.oom is not None:
-            return
-        rss = memory.process_rss()
-        available, total = memory.host_memory()
-        message = None
-        if self.limit is not None and rss is not None and rss > self.limit:
-            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
-        elif available is not None and rss is not None and available < self.min_free * total \
-                and rss >= 0.5 * (total - available):  # this run, not another process, is what fills it
-            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(total)}; {memory.gb(available)} left)"
-        if message is None:
-            return
-        self.oom = (time.monotonic() + self.memory_grace, message)
-        _oom_message.append(message)
-        if self.wake_fd is not None:  # the handlers are ours: ask the main thread to stop the run
-            try:
-                signal.pthread_kill(self.main_ident, OOM_SIGNAL)
-            except (OSError, ValueError):
-                pass
 
 
 @temp_folder.in_own_folder  # TensorFlow's autograph files go there, gone at the run's end
@@ -470,69 +200,6 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
             store.close()
 
 
-@contextlib.contextmanager
-def _guarded(store: Store | None, wake_fd: int | None):
-    """The run's guard thread, from before the device wait to after the run's end is written.
-    Yields the run's shared state: its run_id once begun, and the lock its end is written under."""
-    state = {"run_id": None, "begun": False, "ended": False, "ending": threading.Lock()}
-    path = store.path if store is not None else None
-
-    def end_hard(status: str, error: str, code: int) -> None:
-        with state["ending"]:
-            if state["ended"]:
-                return  # the main thread got there first
-            state["ended"] = True
-            if path is not None and state["begun"] and state["run_id"]:
-                try:
-                    with Store(path) as own:  # this thread's own connection
-                        if status == "cancelled" and multihost.role() is not None:  # as execute's cancel
-                            from dashbench.store.placement import end_group_run
-
-                            end_group_run(own, state["run_id"], status, error, only_from=("queued", "running"))
-                        else:
-                            own.finish_run(state["run_id"], status, error=error)
-                except Exception as exc:  # the end is still the end; say why it is not recorded
-                    _say(f"error: could not record the run's end: {exc}")
-            _say_past_silencing(f"error: run {END_WORDS.get(status, status)}: {error}")
-            for hook in list(HARD_EXIT_HOOKS):
-                try:
-                    hook(status, error, state["run_id"] if state["begun"] else None)
-                except Exception:
-                    pass
-            temp_folder.remove_now()  # no finally block or atexit hook runs past os._exit
-            os._exit(code)
-
-    watcher: list[Store] = []  # the guard thread's own handle, opened on its first question
-
-    def cancel_asked() -> bool:
-        if path is None or not state["begun"] or not state["run_id"]:
-            return False
-        if not watcher:
-            watcher.append(Store(path, read_only=True))
-        return watcher[0].cancel_asked(state["run_id"])
-
-    beater: list[Store] = []  # the guard thread's own writing handle, for the heartbeat
-
-    def beat() -> bool:
-        if path is None or not state["begun"] or not state["run_id"] or state["ended"]:
-            return False
-        if not beater:
-            beater.append(Store(path))
-        beater[0].heartbeat(state["run_id"])
-        return True
-
-    guard = _Guard(wake_fd, end_hard, cancel_asked, beat)
-    guard.start()
-    try:
-        yield state
-    finally:
-        _mark_ending()
-        guard.stop()
-        guard.join(timeout=2 * GUARD_POLL_S + 1)
-        for own in watcher + beater:
-            own.close()
-
-
 def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResult, run_id: str | None) -> RunResult:
     """A later worker's end: its host and devices added to worker 0's run (which may take the id
     from the engine: JAX hands worker 0's on), nothing else written."""
@@ -546,23 +213,6 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
                             wait_s=multihost.join_wait_s()):
         _say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
     return result.replace(run_id=run_id)
-
-
-def _say_past_silencing(line: str) -> None:
-    """From the guard thread: the main thread may be in a compile whose native output is silenced
-    (descriptor 2 sent to a scratch file), and this line is the user's only word of the run's end."""
-    try:
-        sys.stderr.flush()
-        os.write(frameworks.user_stderr_fd(), (line + "\n").encode())
-    except (OSError, ValueError):
-        pass
-
-
-def _say(line: str) -> None:
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 @contextlib.contextmanager

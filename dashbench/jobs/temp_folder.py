@@ -2,7 +2,7 @@
 
 TensorFlow's autograph writes the source of every function it converts to tempfile's default folder
 (`__autograph_generated_file*.py`) and removes those files only in an atexit hook. A run process that
-the guard ends with os._exit (jobs/runner.py: a stuck cancel, a run out of host memory) runs no atexit
+the guard ends with os._exit (jobs/run_guard.py: a stuck cancel, a run out of host memory) runs no atexit
 hook, so each such run left its files in the user's /tmp. While a run goes, tempfile's default folder
 (`tempfile.tempdir`, read by every NamedTemporaryFile/mkstemp call) and TMPDIR (for the processes and
 native code it starts) point at a folder of the run's own, removed at its end: on the way out of

@@ -1,5 +1,5 @@
 """How much memory a run needs, and how much the host has: checked before a run is launched, and
-watched while it runs (dashbench.jobs.runner). No TensorFlow here.
+watched while it runs (dashbench.jobs.run_guard). No TensorFlow here.
 
 The estimate is analytic, from the shapes in dashbench.models.catalog: parameters, their gradients and
 the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
@@ -434,7 +434,7 @@ def _check_host_side(spec: RunSpec) -> None:
                                       f"available; a batch of at most ~{fits} would fit")
 
 
-# -- the watchdog's limits (read by dashbench.jobs.runner in the run process) -----------------------
+# -- the watchdog's limits (read by dashbench.jobs.run_guard in the run process) -----------------------
 
 
 def env_float(name: str, default: float) -> float:

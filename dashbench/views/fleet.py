@@ -1,5 +1,6 @@
 """The Run page's side of the fleet, without Streamlit: where a run can go ("this machine" or one of
-the cluster's places, with how many devices are free now), launching there, following and cancelling.
+the cluster's places, with how many devices are free now), and the launcher of each
+(dashbench.fleet.launcher): launching there, following and cancelling.
 
 The dashboard's cluster is $RAY_ADDRESS (any form `--cluster` takes). Without it, or without Ray, the
 page shows "this machine" only, exactly as before.
@@ -8,13 +9,9 @@ page shows "this machine" only, exactly as before.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 
 THIS_MACHINE = ""
-# How often the page settles its cluster runs (a lost host, an ended job): each check lists the nodes.
-SETTLE_EVERY_S = 3.0
-_last_settle: dict[str, float] = {}
 
 
 @dataclass
@@ -50,53 +47,34 @@ def places(env: dict | None = None) -> Places:
     return found
 
 
-def launch(specs: list, db, address: str, place: str, sweep_id: str | None = None) -> list[str]:
-    """Each spec launched at `place` on the cluster; the run ids. SpecError (nothing more launched) for
-    a request the cluster cannot hold or a store that is not a PostgreSQL team store."""
-    from dashbench.fleet.submit import submit
+def launcher(address: str | None, place: str):
+    """The launcher of a run launched at `place`: this machine's queue, or the cluster's place."""
+    from dashbench.fleet.launcher import pick
 
-    return [submit(spec, db, address, on=place, sweep_id=sweep_id) for spec in specs]
-
-
-def password_note(db) -> str | None:
-    """What the page says once after a launch when the team store's URL has a password: it is never
-    sent with a job (each host reads it from its own ~/.pgpass)."""
-    from dashbench.fleet import launch as fleet_launch
-
-    return fleet_launch.password_note(db)
+    return pick(None if place == THIS_MACHINE else address, place)
 
 
-def settle(db, address: str | None) -> int:
-    """Record the end of cluster runs whose job ended or whose host is gone, at most every
-    SETTLE_EVERY_S per process (the live panel calls it on each refresh). Returns how many changed."""
-    if address is None:
-        return 0
-    key = f"{address}|{db}"
-    now = time.monotonic()
-    if now - _last_settle.get(key, 0.0) < SETTLE_EVERY_S:
-        return 0
-    _last_settle[key] = now
-    from dashbench.fleet import launch as fleet_launch
-    from dashbench.core.spec import SpecError
-
-    try:
-        return fleet_launch.reconcile(address, db)
-    except SpecError:  # not a team store, or the cluster out of reach: the local queue still shows the runs
-        return 0
+def launch(specs: list, db, address: str | None, place: str, sweep_id: str | None = None) -> list[str]:
+    """Each spec launched at `place`; the run ids. SpecError (nothing more launched) for bad input, a
+    request the cluster cannot hold or, on a cluster, a store that is not a PostgreSQL team store."""
+    chosen = launcher(address, place)
+    return [chosen.launch(spec, db, sweep_id=sweep_id) for spec in specs]
 
 
-def cancel(run_id: str, db, address: str | None) -> bool:
-    """Cancel a cluster run through Ray (its own cancel, then Ray's forced one); False when the run is
-    not a job of this cluster (the local queue cancels it)."""
-    if address is None:
-        return False
-    from dashbench.fleet import launch as fleet_launch
-    from dashbench.core.spec import SpecError
+def tend(db, address: str | None) -> None:
+    """On each refresh of the live panel: this machine's queue moves on, and cluster runs whose job
+    ended or whose host is gone get their end recorded (at most every few seconds per process)."""
+    from dashbench.fleet.launcher import every
 
-    try:
-        if fleet_launch.job_state(address, run_id)[0] is None:
-            return False
-        fleet_launch.cancel(address, db, run_id)
-    except SpecError:
-        return False
-    return True
+    for each in every(address):
+        each.tend(db)
+
+
+def cancel(run_id: str, db, address: str | None) -> None:
+    """Cancel a run through the launcher that has it: a cluster's job through Ray (its own cancel, then
+    Ray's forced one), any other run through this machine's queue."""
+    from dashbench.fleet.launcher import every
+
+    for each in reversed(every(address)):
+        if each.cancel(run_id, db):
+            return

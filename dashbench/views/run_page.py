@@ -174,10 +174,9 @@ def show() -> None:
             specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep,
                                                        models_dir=ctx.settings.models_dir)
             place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
-            warnings = run_form.memory_warnings(specs) if place == fleet_views.THIS_MACHINE else []
-            ids = ([queue.submit(spec, db_path, sweep_id=sweep_id) for spec in specs]
-                   if place == fleet_views.THIS_MACHINE
-                   else fleet_views.launch(specs, db_path, places.address, place, sweep_id))
+            launcher = fleet_views.launcher(places.address, place)
+            warnings = run_form.memory_warnings(specs) if launcher.checks_here else []
+            ids = [launcher.launch(spec, db_path, sweep_id=sweep_id) for spec in specs]
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
         else:
@@ -185,7 +184,7 @@ def show() -> None:
                 st.warning(f"Memory: {md_text(warning)}")
             st.session_state.setdefault("my_runs", []).extend(ids)
             st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
-            if place != fleet_views.THIS_MACHINE and (note := fleet_views.password_note(db_path)):
+            if note := launcher.note(db_path):
                 st.info(f"Note: {md_text(note)}.")
 
     if find_max and not unclear:
@@ -222,8 +221,7 @@ def show() -> None:
     def live_panel():
         """Refreshes on its own while runs are active; a plain function of the store underneath."""
         with context.own_store(ctx.settings) as store:
-            queue.pump(db_path)
-            fleet_views.settle(db_path, places.address)  # cluster runs whose host was lost or whose job ended
+            fleet_views.tend(db_path, places.address)  # the queue moves on; lost hosts' and ended jobs' runs end
             current = live.running_first(store.runs(status=["queued", "running"]))
         if current.empty:
             st.rerun(scope="app")  # all finished: redraw the page once with their headlines
@@ -235,8 +233,7 @@ def show() -> None:
                 cols = st.columns([5, 1])
                 cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
                 if cols[1].button("Cancel", key=f"cancel_{run_id}"):
-                    if not fleet_views.cancel(run_id, db_path, places.address):
-                        queue.cancel(run_id, db_path)
+                    fleet_views.cancel(run_id, db_path, places.address)
                 st.progress(view.fraction)
                 if not view.samples.empty:
                     st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")

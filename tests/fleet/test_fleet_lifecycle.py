@@ -59,6 +59,41 @@ def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other
               what=f"point {row['run_id']}'s job ending")
 
 
+
+def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_cluster, pg_url):
+    """SIGTERM on `sweep --cluster` while a point runs: every point ends `cancelled` (the one Ray still
+    queues never starts), their jobs stop, the running point's process ends, and the sweep exits
+    128 + 15, as a local sweep does (tests/test_jobs.py)."""
+    address = ray_cluster.dashboard_url
+    _gpu_free(address)
+    shape = [f"--{k.replace('_', '-')}={v}" for k, v in LONG.items() if k != "batch_size"]
+    sweep = subprocess.Popen([sys.executable, "-m", "dashbench", "sweep", *shape, "--batch-sizes", "4,8",
+                              "--cluster", address, "--on", GPU_PLACE, "--db", pg_url],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def one_running():
+        with Store(pg_url) as store:
+            rows = [store.get_run(r) for r in store.runs()["run_id"]]
+        return len(rows) == 2 and next((r for r in rows if r["status"] == "running" and r["pid"]), None)
+    try:
+        row = _wait(one_running, what="a point running")
+        sweep.terminate()
+        _out, err = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 143, err[-2000:]
+    assert "cancelled" in err
+    with Store(pg_url) as store:
+        rows = [store.get_run(r) for r in store.runs()["run_id"]]
+    assert [r["status"] for r in rows] == ["cancelled", "cancelled"]
+    for point in rows:
+        _wait(lambda: launch.job_state(address, point["run_id"])[0] == "STOPPED", seconds=30,
+              what=f"point {point['run_id']}'s job stopping")
+    _wait(lambda: _ended([row["pid"]]), seconds=30, what="the running point's process ending")
+
+
 LAUNCH = """import json, sys
 from dashbench.core.spec import RunSpec
 from dashbench.views import fleet
