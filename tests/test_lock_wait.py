@@ -143,7 +143,8 @@ def test_opening_a_postgres_database_another_process_migrates_says_it_waits_then
     """The same on PostgreSQL: the schema's advisory lock held (as a migrating process holds it)."""
     import psycopg
 
-    from dashbench.store import migrate, postgres
+    from dashbench.store import migrate
+    from dashbench.store.postgres import server as postgres
 
     holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
     key = postgres.advisory_key(migrate.LOCK_NAME)

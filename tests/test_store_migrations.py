@@ -18,7 +18,8 @@ from schema_dump import postgres_layout, sqlite_layout
 from test_store import SPEC, result_for
 
 from dashbench.cli import main
-from dashbench.store import SchemaVersionError, Store, migrate, migrations, postgres, schema
+from dashbench.store import SchemaVersionError, Store, migrate, migrations, schema
+from dashbench.store.postgres import server as postgres
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 ROOT = Path(__file__).resolve().parent.parent

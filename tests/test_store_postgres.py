@@ -321,7 +321,7 @@ def test_store_upgrade_brings_an_old_file_to_the_head_and_refuses_a_newer_store(
 
 
 def test_the_next_store_on_a_server_reuses_a_pooled_connection_and_idle_ones_stay_few(pg_url, pg_server):
-    from dashbench.store import postgres
+    from dashbench.store.postgres import server as postgres
 
     def backend_pid(store):
         return store._read("SELECT pg_backend_pid()")[0][0]

@@ -78,7 +78,7 @@ def test_a_runs_last_samples_are_written_with_its_end(db_at, monkeypatch):
     """finish_run(samples=…): the runner's last batch goes with the end, on a server in the end's one
     statement; stored even when the run had ended already (as add_samples stores them), a batch sent
     again replaces its rows, and a missing run is said as before."""
-    from dashbench.store import pg_direct
+    from dashbench.store.postgres import direct as pg_direct
 
     with Store(db_at) as store:
         run_id, ended = store.create_run(SPEC), store.create_run(SPEC)
@@ -198,7 +198,7 @@ def _record_failure(conn, sql, params, failed: list) -> None:
 
 
 def test_a_server_write_sends_its_values_as_psycopg_would_or_leaves_them_to_psycopg():
-    from dashbench.store import pg_direct
+    from dashbench.store.postgres import direct as pg_direct
 
     assert pg_direct.typed(["é", None, 7, -2**63, 0.1, float("-inf")]) == (
         (0, 0, 20, 20, 701, 701), ["é".encode(), None, b"7", b"-9223372036854775808", b"0.1", b"-inf"])

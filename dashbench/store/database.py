@@ -166,7 +166,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def _open_server(self) -> None:
         import psycopg
 
-        from dashbench.store import postgres
+        from dashbench.store.postgres import server as postgres
 
         try:
             self._engine_key, self._engine = postgres.acquire_engine(self._url, self.read_only, self.busy_timeout_s)
@@ -195,7 +195,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
     def _checkout(self):
         """A pooled connection for this store; a server that refuses or cannot be reached is one line."""
-        from dashbench.store import pg_connection, postgres
+        from dashbench.store.postgres import connection as pg_connection, server as postgres
 
         try:
             return pg_connection.checkout(self._engine, self._url, self.path, self.busy_timeout_s)
@@ -209,7 +209,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         last use (a restart, a dropped tunnel); a driver's error said as the store's one line (refused)."""
         import psycopg
 
-        from dashbench.store import pg_connection, postgres
+        from dashbench.store.postgres import connection as pg_connection, server as postgres
 
         for attempt in (1, 2):
             with self._connection() as conn:
@@ -231,7 +231,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
                 raise StoreError("the store is closed")
             yield self._conn
             return
-        from dashbench.store import pg_connection
+        from dashbench.store.postgres import connection as pg_connection
 
         if self._server_conn is None:
             self._server_conn = self._checkout()
@@ -250,7 +250,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         way when the server refused them for what that way sorts out (a stored key, a lock in the way)."""
         if self._engine is None or self.read_only:
             return False
-        from dashbench.store import pg_connection
+        from dashbench.store.postgres import connection as pg_connection
 
         with self._lock, self._connection() as conn:
             try:
@@ -268,7 +268,8 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         that way), and to the one sent `behind` it if any, whose row count this returns or error raises."""
         import psycopg
 
-        from dashbench.store import pg_connection, retry
+        from dashbench.store import retry
+        from dashbench.store.postgres import connection as pg_connection
 
         what, again = self._in_flight
         self._in_flight = None
@@ -423,7 +424,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     @property
     def schema_version(self) -> int:
         if self._engine is not None:
-            from dashbench.store import postgres
+            from dashbench.store.postgres import server as postgres
 
             with self._lock:
                 return self._on_server(lambda conn: postgres.version(conn)[0])
@@ -433,7 +434,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def close(self) -> None:
         with self._lock:
             if self._engine is not None:
-                from dashbench.store import pg_connection, postgres
+                from dashbench.store.postgres import connection as pg_connection, server as postgres
 
                 if self._in_flight is not None:
                     what = self._in_flight[0]
@@ -472,7 +473,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the store {self.path} is open read-only")
         if self._engine is not None:
-            from dashbench.store import pg_connection
+            from dashbench.store.postgres import connection as pg_connection
 
             with self._lock, self._connection() as conn, pg_connection.write(conn, self._url, self.path, what,
                                                                              pipelined):
@@ -525,7 +526,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             return True
         import psycopg
 
-        from dashbench.store import pg_connection
+        from dashbench.store.postgres import connection as pg_connection
 
         with self._lock, self._connection(answered=False) as conn:
             if self._in_flight is not None:  # in the same trip, behind it, if it can go so: both answers read
@@ -584,7 +585,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         try:
             with self._write(what) as conn:
                 if self._engine is not None:  # the server checks the session and the role's grants
-                    from dashbench.store import postgres
+                    from dashbench.store.postgres import server as postgres
 
                     conn.execute(postgres.BUMP_CHANGES)
                     raise _RollBack
@@ -603,7 +604,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
             return self._conn.execute(sql, list(params)).fetchall()
 
     def _read_server(self, sql: str, params: Iterable) -> list[tuple]:
-        from dashbench.store import pg_connection
+        from dashbench.store.postgres import connection as pg_connection
 
         return self._on_server(lambda conn: pg_connection.read(conn, sql, params, self._say_lock_wait))
 
@@ -643,7 +644,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         """Changes whenever any connection commits to this database (watch.change_token; on a server,
         the counter every write transaction bumps)."""
         if self._engine is not None:
-            from dashbench.store import postgres
+            from dashbench.store.postgres import server as postgres
 
             with self._lock:
                 return ("postgresql", self.path, self._on_server(postgres.change_count))

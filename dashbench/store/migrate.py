@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from dashbench.store import migrations, postgres, retry, sidecars
+from dashbench.store import migrations, retry, sidecars
+from dashbench.store.postgres import server as postgres
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
 
 LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)

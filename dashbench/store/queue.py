@@ -46,7 +46,7 @@ class QueuePart:
         turns (an advisory lock per host) and a pump skips the rows another host's pump holds."""
         with self._write("start queued runs") as conn:
             if self.is_server:
-                from dashbench.store.postgres import advisory_key
+                from dashbench.store.postgres.server import advisory_key
 
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (advisory_key("dashbench-queue:" + this_host()),))
             _reconcile(conn, frozenset(skip_pids))

@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from dashbench.store import dialect, pg_direct, retry
+from dashbench.store import dialect, retry
+from dashbench.store.postgres import direct as pg_direct
 from dashbench.store.errors import ReadOnlyError
 from dashbench.store.outage import unreachable
-from dashbench.store.postgres import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
+from dashbench.store.postgres.server import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
 
 # A write transaction that changed nothing (the dashboard's queue pump on every rerun, with nothing to
 # start) has no transaction id: it leaves the count, so the pages' cached reads stay valid.
