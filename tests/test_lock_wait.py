@@ -75,7 +75,7 @@ def test_a_write_with_no_lock_to_wait_for_says_nothing(tmp_path, monkeypatch):
     # The busy timeout is set back after the attempt that does not wait: a later wait still waits.
     with Store(db) as store:
         store.check_writable()
-        assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.busy_timeout_s * 1000)
+        assert store._db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.busy_timeout_s * 1000)
     assert told == []
 
 

@@ -361,7 +361,7 @@ def test_a_write_that_changed_nothing_leaves_the_change_token(pg_url):
 @pytest.mark.parametrize("url", ["postgresql+psycopg://ann@db:5432/r?password=s3cr%40t&sslmode=require",
                                  "postgresql+psycopg://ann:s3cr%40t@db:5432/r?sslmode=require"])
 def test_a_password_given_as_a_query_parameter_is_masked_as_well(url):
-    from dashbench.store.dialect import scrub
+    from dashbench.store.urls import scrub
 
     shown = masked(url)
     assert "s3cr%40t" not in shown and "***" in shown and "sslmode=require" in shown and "ann" in shown

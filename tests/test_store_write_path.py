@@ -11,7 +11,7 @@ from test_store import SPEC, result_for, samples_for
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
-from dashbench.store.dialect import array_text
+from dashbench.store.postgres.dialect import array_text
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
@@ -108,7 +108,7 @@ def test_a_runs_last_samples_are_written_with_its_end(db_at, monkeypatch):
 
 
 def test_a_batchs_one_run_id_is_sent_to_a_server_once():
-    from dashbench.store.dialect import POSTGRES
+    from dashbench.store.postgres.dialect import POSTGRES
 
     columns, types = ("run_id", "idx"), ("text", "integer")
     sql, params = POSTGRES.insert_rows("samples", columns, types, [("r", 1), ("r", 2)], same=("run_id",))
