@@ -251,7 +251,7 @@ def postgres_server(given: str | None = None):
         yield GivenServer(given)
         return
     sys.path.insert(0, str(ROOT / "tests"))
-    from pg_server import start_server
+    from fixtures.pg_server import start_server
 
     server = start_server()
     try:

@@ -1,6 +1,6 @@
 """What going through a Ray cluster costs a run, on this machine.
 
-A one-node Ray cluster (a head declaring one GPU, so the run's place is a "GPU host"; tests/ray_cluster.py
+A one-node Ray cluster (a head declaring one GPU, so the run's place is a "GPU host"; tests/fixtures/ray_cluster.py
 starts it, object store capped) and a PostgreSQL team store (tests/pg_server.py). The same tiny run is
 launched from the command line, alternately:
 

@@ -108,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     import numpy as np
 
-    import learnable_data
+    from fixtures import learnable_data
     from dashbench.models.datasets import read_idx, write_idx
 
     seeds = list(range(args.seeds))

@@ -261,7 +261,7 @@ def postgres_databases(given: str | None):
                 conn.execute('DROP DATABASE IF EXISTS "dashbench_bench_inserts" WITH (FORCE)')
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from pg_server import start_server
+    from fixtures.pg_server import start_server
 
     server = start_server()
     try:

@@ -223,7 +223,7 @@ def database(given: str | None, durable: bool = False, with_server: bool = False
         yield given
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from pg_server import start_server
+    from fixtures.pg_server import start_server
 
     server = start_server(durable)
     try:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the learnable set's generator is the tests' (no download here)
 
 from docs_block import write_block  # noqa: E402 (bench/, on sys.path when a script here runs)
-from learnable_data import write_learnable_idx  # noqa: E402
+from fixtures.learnable_data import write_learnable_idx  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax")
 

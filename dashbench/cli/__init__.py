@@ -85,7 +85,7 @@ def _database_errors() -> tuple:
 
 def _driver_line(exc: BaseException) -> str:
     if type(exc).__module__.split(".")[0] in ("psycopg", "sqlalchemy"):
-        from dashbench.store import postgres
+        from dashbench.store.postgres import server as postgres
 
         return str(postgres.refused(exc, None, "the team store", "use")).replace("database the team", "the team")
     return f"db: {' '.join(str(exc).split()) or type(exc).__name__}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dashbench.cli.terminal import shown
 from dashbench.core.spec import SpecError
-from dashbench.store.dialect import masked, scrub
+from dashbench.store.urls import masked, scrub
 
 # Runs travel in batches, each one import transaction: memory stays bounded on a 100k-run store,
 # and a copy cut short keeps what it wrote and is finished by running it again.

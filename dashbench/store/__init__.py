@@ -1,10 +1,14 @@
-"""The results store: an SQLite file or a PostgreSQL server (database.py, the Store class — the only owner
-of the SQL — split by part: runs.py, samples.py, queue.py, prices.py; what differs between the two
-databases in dialect.py, the server opened in postgres.py, its connections and writes in pg_connection.py), its schema (schema.py) and forward migrations (alembic revisions in migrations/, run by migrate.py), run statuses and their allowed moves (states.py), run
-filters and DataFrames (queries.py, which also judges which stored rows can be read), the pages' bounded
-questions (browse.py), which errors are the store being away for a while (outage.py), the change token their cache is keyed on (watch.py), reading without leaving
--wal/-shm files (sidecars.py), and export bundles (bundle.py, on the Store's public API).
-Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the modules."""
+"""The results store: an SQLite file or a PostgreSQL server behind one Store (database.py, the only owner
+of the SQL, split by part: runs.py, samples.py, queue.py, prices.py). What differs between the databases is
+one interface (backend.py, with the SQL fragments in dialect.py) implemented once per database, in
+sqlite/ and postgres/; registry.py picks one by the location's URL scheme. Its schema (schema.py) and
+forward migrations (alembic revisions in migrations/, run by migrate.py), run statuses and their allowed
+moves (states.py), run filters and DataFrames (queries.py, which also judges which stored rows can be
+read), the pages' bounded questions (browse.py), which errors are the store being away for a while
+(outage.py), the change token their cache is keyed on (watch.py), reading without leaving -wal/-shm files
+(sidecars.py), a URL's password never shown (urls.py), and export bundles (bundle.py, on the Store's
+public API). Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the
+modules."""
 
 from dashbench.store.database import (  # noqa: F401  (the store's public face)
     BundleError,
@@ -30,7 +34,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     url_refusal,
     url_scheme,
 )
-from dashbench.store.dialect import without_password  # noqa: F401
+from dashbench.store.urls import without_password  # noqa: F401
 from dashbench.store.errors import StoreUnreachable, db_line  # noqa: F401
 from dashbench.store.outage import OUTAGE_ENV, PollWait, is_outage, outage_s  # noqa: F401
 from dashbench.store.queries import unreadable_text  # noqa: F401

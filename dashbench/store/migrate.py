@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from dashbench.store import migrations, postgres, retry, sidecars
+from dashbench.store import migrations, retry, sidecars
+from dashbench.store.postgres import server as postgres
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
 
 LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)
@@ -251,12 +252,7 @@ def _advisory_lock(conn, key: int, say_wait: Callable[[], None] | None) -> None:
 def upgrade_store(store) -> tuple[int, int]:
     """Take an open Store's database to the head (it is there already unless another process went back):
     what `dashbench store upgrade` runs after opening it; a store from before alembic is stamped."""
-    if store.is_server:
-        return upgrade_postgres(store.location.url, store.path, store.busy_timeout_s, say_wait=store._say_lock_wait)
-    try:
-        return upgrade_sqlite(store.path, store.busy_timeout_s, say_wait=store._say_lock_wait)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot upgrade database {store.path}: {exc}") from None
+    return store._db.upgrade()
 
 
 # -- the next revision -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from dashbench.store.dialect import SQLITE
+from dashbench.store.sqlite.dialect import SQLITE
 from dashbench.store.states import STATUSES
 
 Read = Callable[..., list]

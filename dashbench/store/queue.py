@@ -45,10 +45,7 @@ class QueuePart:
         pumping sessions never start two runs on one device. On a server, pumps of one host take
         turns (an advisory lock per host) and a pump skips the rows another host's pump holds."""
         with self._write("start queued runs") as conn:
-            if self.is_server:
-                from dashbench.store.postgres import advisory_key
-
-                conn.execute("SELECT pg_advisory_xact_lock(?)", (advisory_key("dashbench-queue:" + this_host()),))
+            self._db.take_queue_turn(conn, this_host())
             _reconcile(conn, frozenset(skip_pids))
             claim = QueueClaim(conn, this_host())
             try:

@@ -3,7 +3,7 @@ failure (SQLSTATE 40P01, 40001: the server ended our transaction, nothing of it 
 few times from the start; a lock another writer holds is said as the wait starts ("waiting for the
 database …", as on SQLite) and then waited for. The Store's writing methods are wrapped with `retried`;
 each call is one whole transaction, so trying it again is trying the call again. SQLite needs none of
-this: BEGIN IMMEDIATE takes its one write lock up front (database.py), where it says the same line.
+this: BEGIN IMMEDIATE takes its one write lock up front (sqlite/backend.py), where it says the same line.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ def first_try() -> bool:
 
 def retried(method):
     """Wrap a Store method whose call is one write transaction, so that on a server it is tried again
-    when another writer was in the way (bounded: CONFLICT_TRIES, the busy timeout plus write_retry_s)."""
+    when another writer was in the way (where its backend retries_writes; bounded: CONFLICT_TRIES, the busy timeout plus write_retry_s)."""
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        if not self.is_server or getattr(_state, "inside", False):
+        if not self._db.retries_writes or getattr(_state, "inside", False):
             return method(self, *args, **kwargs)
         deadline = time.monotonic() + self.busy_timeout_s + self.write_retry_s
         conflicts, said, pause = 0, False, 0.02

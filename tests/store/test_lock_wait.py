@@ -75,7 +75,7 @@ def test_a_write_with_no_lock_to_wait_for_says_nothing(tmp_path, monkeypatch):
     # The busy timeout is set back after the attempt that does not wait: a later wait still waits.
     with Store(db) as store:
         store.check_writable()
-        assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.busy_timeout_s * 1000)
+        assert store._db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.busy_timeout_s * 1000)
     assert told == []
 
 
@@ -143,7 +143,8 @@ def test_opening_a_postgres_database_another_process_migrates_says_it_waits_then
     """The same on PostgreSQL: the schema's advisory lock held (as a migrating process holds it)."""
     import psycopg
 
-    from dashbench.store import migrate, postgres
+    from dashbench.store import migrate
+    from dashbench.store.postgres import server as postgres
 
     holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
     key = postgres.advisory_key(migrate.LOCK_NAME)

@@ -310,7 +310,7 @@ def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
                 call()
         # Even a write that slips past the API is refused by SQLite itself.
         with pytest.raises(sqlite3.OperationalError):
-            ro._conn.execute("DELETE FROM runs")
+            ro._db.conn.execute("DELETE FROM runs")
         assert len(ro.runs()) == 2
     assert file_hash(path) == before
 

@@ -70,13 +70,19 @@ def _store_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module)
             out |= {f"{node.module}.{a.name}" for a in node.names}
-    modules = {f"dashbench.store.{p.stem}" for p in STORE.glob("*.py") if p.stem != "__init__"}
-    return out & modules
+    return out & set(_store_modules())
+
+
+def _store_modules() -> dict[str, Path]:
+    """The store's modules by name, its per-database folders' too (dashbench.store.postgres.server)."""
+    return {"dashbench.store." + ".".join(p.relative_to(STORE).with_suffix("").parts): p
+            for p in STORE.rglob("*.py") if p.stem != "__init__" and "migrations" not in p.parts}
 
 
 def test_the_store_modules_import_no_cycle():
-    graph = {f"dashbench.store.{p.stem}": _store_imports(p) for p in STORE.glob("*.py") if p.stem != "__init__"}
+    graph = {name: _store_imports(path) for name, path in _store_modules().items()}
     assert "dashbench.store.database" in graph["dashbench.store.bundle"]  # the walk sees imports
+    assert "dashbench.store.postgres.connection" in graph["dashbench.store.postgres.backend"]  # and folders
 
     def visit(module, path):
         if module in path:

@@ -18,7 +18,8 @@ from fixtures.schema_dump import postgres_layout, sqlite_layout
 from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.cli import main
-from dashbench.store import SchemaVersionError, Store, migrate, migrations, postgres, schema
+from dashbench.store import SchemaVersionError, Store, migrate, migrations, schema
+from dashbench.store.postgres import server as postgres
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.old_stores import HEAD, V9, old_file
 

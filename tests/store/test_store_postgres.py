@@ -321,7 +321,7 @@ def test_store_upgrade_brings_an_old_file_to_the_head_and_refuses_a_newer_store(
 
 
 def test_the_next_store_on_a_server_reuses_a_pooled_connection_and_idle_ones_stay_few(pg_url, pg_server):
-    from dashbench.store import postgres
+    from dashbench.store.postgres import server as postgres
 
     def backend_pid(store):
         return store._read("SELECT pg_backend_pid()")[0][0]
@@ -361,7 +361,7 @@ def test_a_write_that_changed_nothing_leaves_the_change_token(pg_url):
 @pytest.mark.parametrize("url", ["postgresql+psycopg://ann@db:5432/r?password=s3cr%40t&sslmode=require",
                                  "postgresql+psycopg://ann:s3cr%40t@db:5432/r?sslmode=require"])
 def test_a_password_given_as_a_query_parameter_is_masked_as_well(url):
-    from dashbench.store.dialect import scrub
+    from dashbench.store.urls import scrub
 
     shown = masked(url)
     assert "s3cr%40t" not in shown and "***" in shown and "sslmode=require" in shown and "ann" in shown

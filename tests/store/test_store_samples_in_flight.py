@@ -105,7 +105,7 @@ def test_a_batch_in_flight_when_the_connection_is_lost_is_one_line_and_the_handl
 
 
 def test_a_runs_end_goes_behind_its_batch_in_flight_in_the_same_trip(pg_url, monkeypatch):
-    from dashbench.store import pg_direct
+    from dashbench.store.postgres import direct as pg_direct
 
     with Store(pg_url) as store:
         for attempt in range(2):  # the second run after the connection's prepared statements were discarded

@@ -11,7 +11,7 @@ from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
-from dashbench.store.dialect import array_text
+from dashbench.store.postgres.dialect import array_text
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
@@ -78,7 +78,7 @@ def test_a_runs_last_samples_are_written_with_its_end(db_at, monkeypatch):
     """finish_run(samples=…): the runner's last batch goes with the end, on a server in the end's one
     statement; stored even when the run had ended already (as add_samples stores them), a batch sent
     again replaces its rows, and a missing run is said as before."""
-    from dashbench.store import pg_direct
+    from dashbench.store.postgres import direct as pg_direct
 
     with Store(db_at) as store:
         run_id, ended = store.create_run(SPEC), store.create_run(SPEC)
@@ -108,7 +108,7 @@ def test_a_runs_last_samples_are_written_with_its_end(db_at, monkeypatch):
 
 
 def test_a_batchs_one_run_id_is_sent_to_a_server_once():
-    from dashbench.store.dialect import POSTGRES
+    from dashbench.store.postgres.dialect import POSTGRES
 
     columns, types = ("run_id", "idx"), ("text", "integer")
     sql, params = POSTGRES.insert_rows("samples", columns, types, [("r", 1), ("r", 2)], same=("run_id",))
@@ -198,7 +198,7 @@ def _record_failure(conn, sql, params, failed: list) -> None:
 
 
 def test_a_server_write_sends_its_values_as_psycopg_would_or_leaves_them_to_psycopg():
-    from dashbench.store import pg_direct
+    from dashbench.store.postgres import direct as pg_direct
 
     assert pg_direct.typed(["é", None, 7, -2**63, 0.1, float("-inf")]) == (
         (0, 0, 20, 20, 701, 701), ["é".encode(), None, b"7", b"-9223372036854775808", b"0.1", b"-inf"])

@@ -1,4 +1,4 @@
-"""A run's one-statement writes on PostgreSQL (pg_connection.write_now) sent by libpq's own blocking call on a
+"""A run's one-statement writes on PostgreSQL (connection.write_now) sent by libpq's own blocking call on a
 statement prepared once per connection, past psycopg's cursor: psycopg's Python layer (its cursor, query
 conversion, parameter dumpers, result generators and waits) costs ~110 µs of the client's CPU per statement
 where PQexecPrepared costs ~30 µs, and a run's create, samples and end are four such statements.

@@ -1,6 +1,6 @@
 """The PostgreSQL side of the store, opening it: the process's engines (SQLAlchemy's pool), the schema's
 check, the change counter and the schema tables, the advisory lock's key, and how a driver's error is said.
-Its connections and write transactions are pg_connection.py's; migrate.py upgrades the schema.
+Its connections and write transactions are connection.py's, the Store's calls backend.py's; migrate.py upgrades the schema.
 
 SQLAlchemy 2's pool (`pool_pre_ping`: a connection is checked as it is taken, so a restarted server or a
 dropped SSH tunnel costs a reconnect, not an error) around psycopg 3 in autocommit mode: the Store says
@@ -18,7 +18,7 @@ import re
 import threading
 import zlib
 
-from dashbench.store import dialect, schema
+from dashbench.store import schema, urls
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreError, StoreUnreachable
 
 # The one row every write bumps in its own transaction: a reader that sees a new count sees the change.
@@ -120,8 +120,8 @@ def is_busy_error(exc) -> bool:
 def one_line(exc: BaseException, url: str | None) -> str:
     """A driver's error as one line, the URL's password never in it."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    line = dialect.scrub(text[0] if text else type(exc).__name__, url)
-    if url and any(words in line for words in _AUTH_FAILED) and dialect.without_password(url) == url:
+    line = urls.scrub(text[0] if text else type(exc).__name__, url)
+    if url and any(words in line for words in _AUTH_FAILED) and urls.without_password(url) == url:
         line += f" ({PASSWORD_HINT})"
     return line
 

@@ -1,6 +1,6 @@
 """The PostgreSQL store's connections and write transactions: a pooled psycopg connection that takes the
 store's `?` SQL, and writes sent in psycopg's pipeline (a transaction that reads nothing costs one round
-trip to the server, not one per statement), each bumping the change counter (postgres.py) before it
+trip to the server, not one per statement), each bumping the change counter (server.py) before it
 commits. A refused or failed write is one line naming the database."""
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from dashbench.store import dialect, pg_direct, retry
+from dashbench.store import retry
+from dashbench.store.postgres import direct as pg_direct
+from dashbench.store.postgres.dialect import POSTGRES
 from dashbench.store.errors import ReadOnlyError
 from dashbench.store.outage import unreachable
-from dashbench.store.postgres import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
+from dashbench.store.postgres.server import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
 
 # A write transaction that changed nothing (the dashboard's queue pump on every rerun, with nothing to
 # start) has no transaction id: it leaves the count, so the pages' cached reads stay valid.
@@ -27,7 +29,7 @@ def _pg_sql(sql: str) -> str:
 class PgConnection:
     """A psycopg connection (autocommit: the Store says BEGIN and COMMIT) that takes the store's `?` SQL."""
 
-    dialect = dialect.POSTGRES
+    dialect = POSTGRES
 
     def __init__(self, raw, lock_timeout_s: float):
         self.raw = raw  # SQLAlchemy's pooled DB-API connection
@@ -200,7 +202,7 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
     params = [value for _sql, values in [*statements, *also] for value in values]
     if _lock_wait_ms(conn) == conn.lock_ms and pg_direct.usable(conn.driver):
         typed = pg_direct.typed(params)
-        if typed is not None:  # the usual case: libpq's own call, no psycopg cursor (pg_direct.py)
+        if typed is not None:  # the usual case: libpq's own call, no psycopg cursor (direct.py)
             try:
                 return pg_direct.execute(conn.driver, sql, *typed) > 0
             except BaseException as exc:
