@@ -120,8 +120,8 @@ def trivial_jobs(address: str, node_id: str, n: int) -> list[float]:
 
 def measure(repeats: int) -> dict:
     """Both ways, alternately, `repeats` times each; then the trivial jobs."""
-    import pg_server
-    import ray_cluster
+    from fixtures import pg_server
+    from fixtures import ray_cluster
 
     load_before = os.getloadavg()
     folder = Path(tempfile.mkdtemp(prefix="dbray-"))
