@@ -49,7 +49,8 @@ from dashbench.cli import main as cli
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store, bundle
-from dashbench.views import compare, results
+from dashbench.views.compare import numbers as compare
+from dashbench.views.results import runs as results
 
 SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, warmup=1, label="corpus")
 

@@ -2,7 +2,7 @@
 figures and flags without scrolling sideways, at the widths dashbench.views.columns sets."""
 
 from browser_fixtures import PAGE_TIMEOUT_MS, WINDOW
-from dashbench.views.columns import COLUMNS, MUST_SEE, width_of
+from dashbench.views.common.columns import COLUMNS, MUST_SEE, width_of
 
 # Streamlit's grid draws on a canvas; its scroller's width is the columns' sum, and its hidden accessibility
 # table names the columns drawn, in order.

@@ -22,7 +22,7 @@ def pg_own():
     the dashboard's kept store handles forgotten (they point at its port)."""
     server = start_or_skip()
     yield server
-    from dashbench.views import store_handles
+    from dashbench.views.common import store_handles
 
     store_handles.forget()
     server.stop()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dashbench.views import store_handles
+from dashbench.views.common import store_handles
 
 SUPERUSER = "postgres"
 

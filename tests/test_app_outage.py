@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, TIMEOUT_S, assert_clean, texts
 
 import dashboard_data
-from dashbench.views import context
+from dashbench.views.common import context
 
 RUNS = 5
 PAGES = ["pages/compare.py", "pages/results.py", "pages/prices.py", "pages/run.py"]

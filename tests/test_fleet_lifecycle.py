@@ -61,7 +61,7 @@ def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other
 
 LAUNCH = """import json, sys
 from dashbench.core.spec import RunSpec
-from dashbench.views import fleet
+from dashbench.views.run import fleet
 address, url, place, spec = sys.argv[1:]
 print(fleet.launch([RunSpec(**json.loads(spec))], url, address, place)[0])
 """
@@ -72,7 +72,7 @@ def test_a_run_outlives_the_dashboard_that_launched_it_and_a_fresh_run_page_canc
     from streamlit.testing.v1 import AppTest
     from test_app import APP, TIMEOUT_S, assert_clean, show
 
-    from dashbench.views import devices as device_views
+    from dashbench.views.run import devices as device_views
 
     address = ray_cluster.dashboard_url
     _gpu_free(address)

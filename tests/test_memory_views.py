@@ -12,7 +12,8 @@ import dashboard_data
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views import compare, compare_view, results
+from dashbench.views.compare import numbers as compare, sections as compare_view
+from dashbench.views.results import runs as results
 
 GB = 10**9
 
@@ -107,7 +108,7 @@ def test_the_memory_chart_is_what_plotlys_validation_makes_of_it(tmp_path):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from dashbench.views import charts
+    from dashbench.views.common import charts
 
     db, _ids, _old = filled(tmp_path)
     with Store(db, read_only=True) as store:
@@ -158,7 +159,7 @@ def test_a_sweeps_oom_wall_is_marked_on_throughput_vs_batch(tmp_path):
 
 
 def test_the_live_panel_says_an_oom_run_ran_out_of_memory():
-    from dashbench.views import live
+    from dashbench.views.run import live
 
     view = live.live_view({"status": "oom", "error": "out of memory (MemoryError)"})
     assert view.finished and view.text == "oom: out of memory" and view.error == "out of memory (MemoryError)"

@@ -11,7 +11,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from dashbench.store import Store
-from dashbench.views import pages_folder, ui
+from dashbench.views.streamlit import pages_folder, ui
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -4,7 +4,7 @@ tests/test_accuracy_real.py."""
 
 import math
 
-from dashbench.views import parity
+from dashbench.views.compare import parity
 
 
 def throughput_run(run_id, backend, seed, losses, replicas=1):

@@ -12,7 +12,7 @@ from dashbench.hardware import peaks
 from dashbench.cli import main
 from dashbench.engine import calibration, frameworks, probe
 from dashbench.store import Store, migrate, schema, this_host
-from dashbench.views import results
+from dashbench.views.results import runs as results
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "4",
         "--warmup", "1", "--device", "cpu"]

@@ -12,7 +12,8 @@ from test_app import select_rows, show, start, texts
 from test_store import SPEC, result_for
 
 from dashbench.store import Store, unreadable_text
-from dashbench.views import compare, results
+from dashbench.views.compare import numbers as compare
+from dashbench.views.results import runs as results
 from store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 

@@ -7,12 +7,15 @@ import re
 import pandas as pd
 import pytest
 
-from dashbench.views import charts
+from dashbench.views.common import charts
 
 from dashbench.costs import prices, reference
-from dashbench.views import compare, context, devices, live, results, run_form
-from dashbench.views.format import flag_list, flag_text, md_text, run_label
-from dashbench.views.samples import prepare_samples, step_samples
+from dashbench.views.compare import numbers as compare
+from dashbench.views.common import context
+from dashbench.views.run import devices, live, form as run_form
+from dashbench.views.results import runs as results
+from dashbench.views.common.format import flag_list, flag_text, md_text, run_label
+from dashbench.views.common.samples import prepare_samples, step_samples
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import STATUSES, TERMINAL, Store
 
@@ -418,7 +421,7 @@ def test_published_rows_are_grouped_by_workload_with_no_cross_workload_speedup()
 
 
 def test_tables_have_no_none_text_and_the_csv_whole_numbers(store):
-    from dashbench.views.format import blank_text
+    from dashbench.views.common.format import blank_text
 
     runs = store.runs()
     catalog = prices.catalog(store)
@@ -454,7 +457,7 @@ def test_every_compare_chart_is_what_plotlys_validation_makes_of_it(store):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from dashbench.views import compare_view
+    from dashbench.views.compare import sections as compare_view
 
     frame = compare.compare_frame(store.runs(status="done"), prices.catalog(store), reference.rows())
     frame, bases = compare_view.with_speedups(frame, None)

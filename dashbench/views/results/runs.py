@@ -8,7 +8,7 @@ import pandas as pd
 
 from dashbench.results.result import short_id
 from dashbench.store import ACTIVE, StoreError
-from dashbench.views.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
+from dashbench.views.common.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 
 # The figures a user came for first (seen at a 1400 px window: columns.MUST_SEE), then what ran, then bookkeeping.
 RESULTS_COLUMNS = [

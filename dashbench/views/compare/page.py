@@ -9,8 +9,12 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views import accuracy_view, compare, compare_choice, compare_view, context, parity, results, ui
-from dashbench.views.format import cost_help, md_text, unreadable_note
+from dashbench.views.compare import accuracy as accuracy_view, choice as compare_choice, numbers as compare, parity
+from dashbench.views.compare import sections as compare_view
+from dashbench.views.common import context
+from dashbench.views.results import runs as results
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import cost_help, md_text, unreadable_note
 
 
 def _unless_set(key, value):

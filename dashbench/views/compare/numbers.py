@@ -10,10 +10,11 @@ import pandas as pd
 
 from dashbench.core.frames import records
 from dashbench.results.result import short_id
-from dashbench.views import compare_choice
-from dashbench.views.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of, blank_text,
-                                    duration_text, flag_list, flag_text, is_missing, is_number, md_text, mixed_backends,
-                                    nullable_ints, run_label, run_labels, run_shape, shape_text, with_ms, workload_text)
+from dashbench.views.compare import choice as compare_choice
+from dashbench.views.common.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
+                                           blank_text, duration_text, flag_list, flag_text, is_missing, is_number,
+                                           md_text, mixed_backends, nullable_ints, run_label, run_labels, run_shape,
+                                           shape_text, with_ms, workload_text)
 
 REFERENCE_PREFIX = "ref:"
 DEFAULT_RUNS = 12  # the runs Compare plots until the user picks: the newest of each setup

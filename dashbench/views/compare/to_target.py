@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Optional
 
-from dashbench.views.format import DEFAULT_BACKEND, PRECISION_SHORT, is_missing, is_number, shape_text
+from dashbench.views.common.format import DEFAULT_BACKEND, PRECISION_SHORT, is_missing, is_number, shape_text
 
 # A setup without its device: what makes epochs to target the same wherever it trains (model, shapes,
 # global batch, precision). The columns are the store's runs frame's; batch_size is the global batch.

@@ -10,9 +10,12 @@ import streamlit as st
 
 from dashbench.results import accuracy_text
 from dashbench.costs import prices
-from dashbench.views import accuracy_view, charts, context, results, ui
-from dashbench.views.format import cost_help, md_text, unreadable_note
-from dashbench.views.samples import prepare_samples
+from dashbench.views.compare import accuracy as accuracy_view
+from dashbench.views.common import charts, context
+from dashbench.views.results import runs as results
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import cost_help, md_text, unreadable_note
+from dashbench.views.common.samples import prepare_samples
 
 
 def _query_changed():

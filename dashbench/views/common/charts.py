@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashbench.views.format import cost_unit
+from dashbench.views.common.format import cost_unit
 
 MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"

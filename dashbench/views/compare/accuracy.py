@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dashbench.core.frames import records
-from dashbench.views import accuracy_charts, charts, parity, to_target
-from dashbench.views.format import is_number
+from dashbench.views.compare import accuracy_charts, parity, to_target
+from dashbench.views.common import charts
+from dashbench.views.common.format import is_number
 
 TABLE_COLUMNS = {
     "device": "device", "source": "how", "target": "target", "seeds_reached": "seeds reached",

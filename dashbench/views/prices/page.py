@@ -8,9 +8,9 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views import prices as price_views
-from dashbench.views import ui
-from dashbench.views.format import md_text
+from dashbench.views.prices import tables as price_views
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import md_text
 from dashbench.core.spec import SpecError
 
 

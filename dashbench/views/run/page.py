@@ -9,12 +9,15 @@ import streamlit as st
 
 from dashbench.results import accuracy_text
 from dashbench.jobs import checks, max_batch, queue
-from dashbench.views import charts, ui
-from dashbench.views import devices as device_views
-from dashbench.views import fleet as fleet_views
-from dashbench.views import checks as check_views
-from dashbench.views import context, live, results, run_form
-from dashbench.views.format import md_text, run_label
+from dashbench.views.common import charts
+from dashbench.views.streamlit import ui
+from dashbench.views.run import devices as device_views
+from dashbench.views.run import fleet as fleet_views
+from dashbench.views.run import checks as check_views
+from dashbench.views.common import context
+from dashbench.views.run import live, form as run_form
+from dashbench.views.results import runs as results
+from dashbench.views.common.format import md_text, run_label
 from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
 

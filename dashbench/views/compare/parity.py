@@ -33,8 +33,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from dashbench.views.format import is_number
-from dashbench.views.to_target import accuracy_of, device_key, device_text, setup_key
+from dashbench.views.common.format import is_number
+from dashbench.views.compare.to_target import accuracy_of, device_key, device_text, setup_key
 
 TOLERANCE_SIGMAS = 3.0
 PERSISTENT_POINTS = 2
@@ -223,7 +223,7 @@ def verdicts_for(store, run_ids: Iterable[str]) -> list[Verdict]:
 
 def flag_lines(verdicts: list[Verdict]) -> list[str]:
     """Markdown-safe lines for the page: each flag, then each setup's note; empty when nothing to say."""
-    from dashbench.views.format import md_text
+    from dashbench.views.common.format import md_text
 
     lines = [f"- {md_text(flag.text())}" for v in verdicts for flag in v.flags]
     lines += [f"- {md_text(v.kind)} curves: {md_text(v.note)}" for v in verdicts if v.note]

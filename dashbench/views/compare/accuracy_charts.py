@@ -7,8 +7,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashbench.views.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
-from dashbench.views.format import is_number
+from dashbench.views.common.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
+from dashbench.views.common.format import is_number
 
 PREDICTED_COLOR = "#8fbbd9"  # the measured blue, lighter and hatched: a prediction is never read as measured
 # One colour per run on the curve charts (seeds of one run share it, each its own dash).

@@ -1,0 +1,1 @@
+"""The Results page: its widgets (page), and its table, run detail and bundles (runs)."""
