@@ -13,7 +13,7 @@ from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views.compare import numbers as compare, sections as compare_view
-from dashbench.views.results import runs as results
+from dashbench.views.common import stored_runs
 
 GB = 10**9
 
@@ -77,7 +77,7 @@ def test_compare_csv_and_results_detail_carry_the_peak(tmp_path):
     by_id = csv.set_index("run_id")
     assert by_id.loc[ids[0], "peak_memory_bytes"] == 5 * GB and pd.isna(by_id.loc[old, "peak_memory_bytes"])
     assert by_id.loc[ids[0], "memory_estimate_ratio"] == 5 / 12
-    labels = [label for label, _value, _detail in results.run_detail(run)["headline"]]
+    labels = [label for label, _value, _detail in stored_runs.run_detail(run)["headline"]]
     assert "peak memory" in labels
 
 

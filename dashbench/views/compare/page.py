@@ -12,7 +12,7 @@ from dashbench.costs import prices, reference
 from dashbench.views.compare import accuracy as accuracy_view, choice as compare_choice, numbers as compare, parity
 from dashbench.views.compare import sections as compare_view
 from dashbench.views.common import context
-from dashbench.views.results import runs as results
+from dashbench.views.common import stored_runs
 from dashbench.views.streamlit import ui
 from dashbench.views.common.format import cost_help, md_text, unreadable_note
 
@@ -79,7 +79,7 @@ def show() -> None:
                                                                              if s in options["status"]]),
                                           key="cmp_status", on_change=_filters_changed),
         }
-        query = results.query(selections)
+        query = stored_runs.query(selections)
         matching, default_ids, recent, hidden = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs,
                                                           ctx.store, query)
         search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",

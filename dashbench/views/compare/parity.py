@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from dashbench.views.common.format import is_number
-from dashbench.views.compare.to_target import accuracy_of, device_key, device_text, setup_key
+from dashbench.views.common.stored_runs import accuracy_of
+from dashbench.views.compare.to_target import device_key, device_text, setup_key
 
 TOLERANCE_SIGMAS = 3.0
 PERSISTENT_POINTS = 2

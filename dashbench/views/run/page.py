@@ -16,7 +16,7 @@ from dashbench.views.run import fleet as fleet_views
 from dashbench.views.run import checks as check_views
 from dashbench.views.common import context
 from dashbench.views.run import live, form as run_form
-from dashbench.views.results import runs as results
+from dashbench.views.common import stored_runs
 from dashbench.views.common.format import md_text, run_label
 from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
@@ -253,7 +253,7 @@ def show() -> None:
     if mine:
         st.subheader("Last finished in this store" if earlier else "Finished")
         for run in mine:
-            detail = results.run_detail(run)
+            detail = stored_runs.run_detail(run)
             with st.container(border=True):
                 ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
         cols = st.columns(2)

@@ -339,7 +339,7 @@ def _retry_when_back(settings) -> None:
 
 
 def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
-    """A stored run's title, status, error, flags and headline figures (views.results.run_detail), and a
+    """A stored run's title, status, error, flags and headline figures (common.stored_runs.run_detail), and a
     to-accuracy run's headline lines (accuracy_text.result_lines). Every stored string goes through
     md_text: a bundle from elsewhere may hold any markup."""
     st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")

@@ -1,5 +1,5 @@
 """Plotly figures of time and cost to a target accuracy (Compare) and of a run's curve (Results).
-No Streamlit and no TensorFlow here; the rows come from views.to_target.target_rows, the curves from
+No Streamlit and no TensorFlow here; the rows come from compare.to_target.target_rows, the curves from
 a stored RunResult.accuracy."""
 
 from __future__ import annotations
