@@ -3,7 +3,7 @@ selected row, and bundle export / import / delete."""
 
 from dashbench.views.streamlit import needs
 
-needs.stop_if_missing()  # Streamlit may run this file before app.py (views/pages_folder.py)
+needs.stop_if_missing()  # Streamlit may run this file before app.py (views/streamlit/pages_folder.py)
 from dashbench.views.results import page as results_page  # noqa: E402
 
 results_page.show()  # its widgets live in a module, compiled once per process (see there)

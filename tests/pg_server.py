@@ -214,7 +214,7 @@ def pg_url(pg_server):
     with pg_server.connect() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     yield pg_server.url(name)
-    # A dashboard run in this process keeps its store handle (views/store_handles.py): closed here, while
+    # A dashboard run in this process keeps its store handle (views/common/store_handles.py): closed here, while
     # the database is still there, not at exit over connections the DROP cut.
     store_handles.forget()
     with pg_server.connect() as conn:

@@ -20,7 +20,7 @@ PAGES = ["app.py", *sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.p
 
 # The app in a fresh interpreter where `import MODULE` fails, as in a Python without requirements-app.txt:
 # its root address and each page opened directly (a browser's first request, which Streamlit may run
-# before app.py: views/pages_folder.py). A module Streamlit itself imports cannot be missing there.
+# before app.py: views/streamlit/pages_folder.py). A module Streamlit itself imports cannot be missing there.
 WITHOUT = f"""
 import json, sys
 name = sys.argv[1]

@@ -1,4 +1,4 @@
-"""The dashboard server's process-wide settings (dashbench/views/serving.py)."""
+"""The dashboard server's process-wide settings (dashbench/views/streamlit/serving.py)."""
 
 import threading
 

@@ -1,6 +1,6 @@
 """Plotly figure builders: a DataFrame in, a Figure out. No Streamlit and no TensorFlow here.
 
-Frames come from dashbench.views (compare.compare_frame, samples.step_samples, compare.sweep_frame),
+Frames come from the views (compare.numbers.compare_frame, common.samples.step_samples, compare.numbers.sweep_frame),
 so the column names below are the ones those produce. Reference rows (published figures) are drawn hatched and
 grey so they can never be mistaken for a measured run.
 """

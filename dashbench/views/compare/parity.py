@@ -1,7 +1,7 @@
 """Convergence parity (issue 23 item 5): does one setup train alike on every device and backend?
 
-Where the same setup (views.to_target.setup_key) and seed has runs on more than one device (an
-accelerator, its count and replicas, and the backend: views.to_target.device_key), their curves are
+Where the same setup (compare.to_target.setup_key) and seed has runs on more than one device (an
+accelerator, its count and replicas, and the backend: compare.to_target.device_key), their curves are
 compared point by point at the same training step:
 - a throughput run: its loss per host loop (RunResult.losses, warm-up included), at step
   (i + 1) × steps_per_loop; only the loss (on synthetic data there is nothing else);

@@ -1,7 +1,7 @@
 """Prices' widgets: the catalog in use (shipped defaults and your overrides), and the published reference rows.
 
 pages/prices.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 its selected row, and bundle export / import / delete.
 
 pages/results.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 

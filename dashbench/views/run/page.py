@@ -1,7 +1,7 @@
 """Run's widgets: launch a run or a batch-size sweep through the job runner and watch it live.
 
 pages/run.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Streamlit glue for the pages (with pages_folder.py and app.py, the only code that imports streamlit)."""
+"""Streamlit glue for the pages: their context, shared caches, tables and messages (with app.py, pages/,
+this folder and each page's page.py, the only code that imports Streamlit)."""
 
 from __future__ import annotations
 
