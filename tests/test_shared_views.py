@@ -20,7 +20,7 @@ import dashboard_data
 from dashbench.costs import prices
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views.compare import numbers as compare, sections as compare_view
+from dashbench.views.compare import numbers as compare, picker, sections as compare_view
 from dashbench.views.results import runs as results
 from dashbench.views.streamlit import ui
 from dashbench.views.prices import tables as price_views
@@ -30,7 +30,7 @@ from test_app import APP, TIMEOUT_S, assert_clean
 BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
             (compare, "compare_table"), (results, "results_table"), (results, "overview"),
             (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table"),
-            (compare, "picker_runs"), (compare, "runs_by_id")]
+            (picker, "picker_runs"), (picker, "runs_by_id")]
 
 
 @pytest.fixture

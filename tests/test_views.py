@@ -10,7 +10,7 @@ import pytest
 from dashbench.views.common import charts
 
 from dashbench.costs import prices, reference
-from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import numbers as compare, picker
 from dashbench.views.common import context
 from dashbench.views.run import devices, live, form as run_form
 from dashbench.views.common import stored_runs
@@ -203,7 +203,7 @@ def test_preset_fills_the_form_for_the_device_class():
     assert run_form.preset_form_values("riseml-resnet50", "gpu")["run_batch_size"] == 128
     quick = run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
     assert quick["run_steps"] <= 5 and quick["run_label"] == "preset:colab-fashion-mnist"
-    assert "riseml-bilstm-tpu" in compare.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
+    assert "riseml-bilstm-tpu" in picker.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
 
 
 def test_live_view_is_a_plain_function_of_progress():
