@@ -109,20 +109,33 @@ def foundation(text: str, parts: list[str]) -> set[str]:
     return set()
 
 
-def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
-    """The arrows of the README's import picture: lines `PART ──▶ PART PART …  words`."""
-    by_short = {part.removeprefix("dashbench/"): part for part in parts}
+def drawn_arrows(text: str, places: dict[str, str]) -> set[tuple[str, str]]:
+    """The arrows of a README picture: lines `PLACE ──▶ PLACE PLACE …  words`, each place as `places` names it."""
     drawn = set()
     for block in code_blocks(text):
         for line in block:
             source, arrow, rest = line.partition("──▶")
-            if not arrow or source.strip() not in by_short:
+            if not arrow or source.strip() not in places:
                 continue
             for token in rest.split():
-                if token not in by_short:
+                if token not in places:
                     break  # the words after the targets
-                drawn.add((by_short[source.strip()], by_short[token]))
+                drawn.add((places[source.strip()], places[token]))
     return drawn
+
+
+def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
+    """The arrows of the README's import picture: lines `PART ──▶ PART PART …  words`."""
+    return drawn_arrows(text, {part.removeprefix("dashbench/"): part for part in parts})
+
+
+def assert_drawn_exactly(drawn: set, actual: dict, picture_name: str) -> None:
+    """Every import drawn (actual: arrow → where it is imported), and nothing drawn that is imported nowhere."""
+    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
+               if (source, dest) not in drawn]
+    assert not undrawn, f"imports missing from {picture_name}:\n" + "\n".join(undrawn)
+    stale = sorted(drawn - set(actual))
+    assert not stale, f"drawn in {picture_name}, imported nowhere: {stale}"
 
 
 def readme_rules(text: str) -> set[tuple[str, str]]:
@@ -184,11 +197,7 @@ def test_the_readme_picture_draws_exactly_the_imports():
         if source != dest and (source in floors or dest not in floors):
             actual.setdefault((source, dest), f"{path}:{line}")
     assert drawn, "no picture found in the README's architecture section"
-    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
-               if (source, dest) not in drawn]
-    assert not undrawn, "imports missing from the README picture:\n" + "\n".join(undrawn)
-    stale = sorted(drawn - set(actual))
-    assert not stale, f"drawn in the README picture, imported nowhere: {stale}"
+    assert_drawn_exactly(drawn, actual, "the README picture")
 
 
 def test_the_readme_forbids_the_arrows_of_the_design():
@@ -354,17 +363,8 @@ def views_arrows(root: Path) -> dict[tuple[str, str], str]:
 
 def views_picture(text: str) -> set[tuple[str, str]]:
     """The arrows of the README's views picture: lines ` PLACE ──▶ PLACE PLACE …  words`."""
-    places = {"app.py", "pages/X.py", "X/page.py", "X/", *(f"{folder}/" for folder in SHARED_FOLDERS)}
-    drawn = set()
-    for block in code_blocks(text):
-        for line in block:
-            source, arrow, rest = line.partition("──▶")
-            if arrow and source.strip() in places:
-                for token in rest.split():
-                    if token not in places:
-                        break
-                    drawn.add((source.strip(), token))
-    return drawn
+    places = ("app.py", "pages/X.py", "X/page.py", "X/", *(f"{folder}/" for folder in SHARED_FOLDERS))
+    return drawn_arrows(text, {place: place for place in places})
 
 
 def test_the_views_hold_one_folder_per_page_and_the_shared_ones():
@@ -393,11 +393,7 @@ def test_only_the_readme_places_import_streamlit():
 def test_the_readme_views_picture_draws_exactly_the_imports_between_the_views_folders():
     drawn, actual = views_picture(ARCHITECTURE), views_arrows(ROOT)
     assert drawn, "no picture of views/ found in the README's architecture section"
-    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
-               if (source, dest) not in drawn]
-    assert not undrawn, "imports missing from the README's views picture:\n" + "\n".join(undrawn)
-    stale = sorted(drawn - set(actual))
-    assert not stale, f"drawn in the README's views picture, imported nowhere: {stale}"
+    assert_drawn_exactly(drawn, actual, "the README's views picture")
 
 
 def test_the_views_walk_finds_streamlit_and_a_page_reaching_into_another(tmp_path):
