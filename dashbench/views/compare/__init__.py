@@ -1,1 +1,1 @@
-"""The Compare page: its widgets (page), and its numbers, choice, sections, to-target and parity."""
+"""The Compare page: its widgets (page), and its run picker, choice, numbers, sections, to-target and parity."""
