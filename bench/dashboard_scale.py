@@ -101,7 +101,7 @@ class PageFailed(RuntimeError):
 
 @contextlib.contextmanager
 def dashboard_env(db: Path, read_only: bool):
-    """The app reads its settings from the environment on every script run (views/settings.py)."""
+    """The app reads its settings from the environment on every script run (views/common/settings.py)."""
     saved = {k: os.environ.get(k) for k in ("DASHBENCH_DB", "DASHBENCH_READ_ONLY")}
     os.environ["DASHBENCH_DB"] = str(db)
     if read_only:

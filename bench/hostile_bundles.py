@@ -49,7 +49,9 @@ from dashbench.cli import main as cli
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store, bundle
-from dashbench.views import compare, results
+from dashbench.views.compare import numbers as compare
+from dashbench.views.common import stored_runs
+from dashbench.views.results import runs as results
 
 SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, warmup=1, label="corpus")
 
@@ -281,7 +283,7 @@ def readable(db: Path) -> str | None:
             compare.compare_frame(runs)
             for run_id in runs["run_id"]:
                 run = store.get_run(run_id)
-                results.run_detail(run)
+                stored_runs.run_detail(run)
                 store.samples(run_id)
     except Exception as exc:  # the point of the corpus: anything here is a finding
         return f"{type(exc).__name__}: {str(exc)[:200]}"

@@ -76,7 +76,7 @@ def accuracy_specs(backend: str, seeds, data_path: str) -> list[dict]:
 
 def judge(runs: dict, seeds: list[int], k: float) -> tuple[int, int, int, int]:
     """(false alarms, pairs, detections, broken runs) of the rule at K = k."""
-    from dashbench.views import parity
+    from dashbench.views.compare import parity
 
     old = parity.TOLERANCE_SIGMAS
     parity.TOLERANCE_SIGMAS = k

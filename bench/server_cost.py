@@ -253,7 +253,7 @@ def measure_together(browser, db: Path, row: PageCost, root: Path, log_dir: Path
 
 
 # A page with a title only, on the process-wide settings app.py gives the dashboard's server.
-FLOOR_APP = ("import streamlit as st\nfrom dashbench.views import serving\n\nserving.poll_config_files_slowly()\n"
+FLOOR_APP = ("import streamlit as st\nfrom dashbench.views.streamlit import serving\n\nserving.poll_config_files_slowly()\n"
              'st.title("Floor")\n')
 
 

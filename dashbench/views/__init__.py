@@ -1,5 +1,6 @@
-"""Everything the dashboard pages compute, testable without Streamlit and without TensorFlow.
+"""The dashboard's pages, one folder each (run, compare, results, prices), what they share (common), and
+the Streamlit bootstrap and glue (streamlit).
 
-Pages are thin: they draw widgets and call these modules, one per thing they hold (compare,
-results, run_form, live, devices, prices, filters, samples, format, context, columns).
+Only each page's page.py and the streamlit folder import Streamlit; every other module here is plain
+Python, tested without a Streamlit script run and without TensorFlow (tests/test_architecture.py).
 """

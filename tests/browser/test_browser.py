@@ -17,7 +17,7 @@ from fixtures.browser_fixtures import (  # noqa: F401 (browser: the fixture)
 from fixtures.browser_tables import assert_figures_and_flags_in_view, grids_of
 from dashbench.costs import prices
 from dashbench.store import Store
-from dashbench.views import results
+from dashbench.views.results import runs as results
 
 # At once, on a server that has run no script yet: three on Results, one on /compare typed by hand.
 VISITORS = ("/results", "/results", "/results", "/compare")

@@ -10,7 +10,7 @@ from fixtures.browser_fixtures import (  # noqa: F401 (browser: the fixture)
     IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server)
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views.columns import width_of
+from dashbench.views.common.columns import width_of
 
 # Every text cut short on the page: an input's value or placeholder wider than its box, an ellipsis
 # element whose text overflows (a chip, a select's value), a sidebar <code> past the sidebar's edge.

@@ -8,7 +8,7 @@ from fixtures.app_outage import team  # noqa: F401 (a fixture: a filled store on
 from fixtures.stored_runs import SPEC
 
 from dashbench.store import Store
-from dashbench.views import context
+from dashbench.views.common import context
 
 
 def test_a_page_open_in_chromium_through_a_server_crash_recovers_by_itself(browser, team):

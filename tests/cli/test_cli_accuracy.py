@@ -170,7 +170,7 @@ def test_a_bundle_round_trips_a_to_accuracy_run_and_its_status(db, capsys, tmp_p
 
 def test_the_compare_csv_carries_the_to_accuracy_columns(db):
     from dashbench.costs import prices, reference
-    from dashbench.views import compare, compare_view
+    from dashbench.views.compare import numbers as compare, sections as compare_view
 
     with Store(db, read_only=True) as store:
         runs = store.runs()
@@ -205,7 +205,7 @@ def test_a_sweep_gives_every_point_the_to_accuracy_fields_and_exits_4_when_some_
 
 
 def test_the_run_form_sends_the_chosen_mode_and_the_live_panel_reads_each_evaluation():
-    from dashbench.views import live, run_form
+    from dashbench.views.run import live, form as run_form
 
     state = {**run_form.run_form_defaults(["cpu"]), "run_model": "fashion_mnist_cnn", "run_data": "real",
              "run_data_path": " /data/fm ", "run_mode": "epochs", "run_epochs": 3, "run_steps_per_epoch": 7,

@@ -81,7 +81,7 @@ def test_the_seed_000_preset_at_quick_shapes_sits_next_to_the_articles_times(tmp
 def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_path, monkeypatch, learnable_idx):
     from streamlit.testing.v1 import AppTest
 
-    from dashbench.views import live
+    from dashbench.views.run import live
 
     db = tmp_path / "page.sqlite"
     monkeypatch.setenv("DASHBENCH_DB", str(db))

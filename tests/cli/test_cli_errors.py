@@ -18,7 +18,7 @@ from dashbench.cli import main
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
-from dashbench.views import run_form
+from dashbench.views.run import form as run_form
 from fixtures.no_training import no_training  # noqa: F401 (fixtures)
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2",

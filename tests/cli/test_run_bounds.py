@@ -14,8 +14,8 @@ from dashbench.core.spec import MAX_SAMPLES, RunSpec, SpecError
 from dashbench.store import BundleError, Store, bundle
 from dashbench.store.queries import CHART_BUCKETS
 from dashbench.store.validate import MAX_ERROR_CHARS
-from dashbench.views.samples import step_samples
-from dashbench.views.compare_view import CHARTS
+from dashbench.views.common.samples import step_samples
+from dashbench.views.compare.sections import CHARTS
 
 BIG = 200_000  # loops of a run stored before the bound (the had 1.5 million)
 WARM = 3

@@ -24,7 +24,7 @@ from dashbench.core.accuracy import final_status
 from dashbench.models.datasets import read_idx, write_idx
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views import parity, to_target
+from dashbench.views.compare import parity, to_target
 
 # The seed CNN at quick shapes; every 3 steps an evaluation, so a curve has points before the target.
 SETUP = dict(model="fashion_mnist_cnn", batch_size=32, image_size=28, width=16, device="cpu")

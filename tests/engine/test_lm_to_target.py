@@ -18,7 +18,7 @@ from dashbench.models import catalog, lm_text
 from dashbench.cli import spec_args
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store
-from dashbench.views import parity, to_target
+from dashbench.views.compare import parity, to_target
 
 # Vocabulary 512 (the smallest llama width), one block; the loss starts near ln 512 = 6.24.
 TINY = ["--model", "llama", "--device", "cpu", "--seq-len", "32", "--width", "16", "--layers", "1",

@@ -4,7 +4,7 @@ tests/engine/test_accuracy_real.py."""
 
 import math
 
-from dashbench.views import parity
+from dashbench.views.compare import parity
 from fixtures.parity_runs import throughput_run
 
 

@@ -96,7 +96,7 @@ def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_
 
 LAUNCH = """import json, sys
 from dashbench.core.spec import RunSpec
-from dashbench.views import fleet
+from dashbench.views.run import fleet
 address, url, place, spec = sys.argv[1:]
 print(fleet.launch([RunSpec(**json.loads(spec))], url, address, place)[0])
 """
@@ -107,7 +107,7 @@ def test_a_run_outlives_the_dashboard_that_launched_it_and_a_fresh_run_page_canc
     from streamlit.testing.v1 import AppTest
     from fixtures.app_test import APP, TIMEOUT_S, assert_clean, show
 
-    from dashbench.views import devices as device_views
+    from dashbench.views.run import devices as device_views
 
     address = ray_cluster.dashboard_url
     _gpu_free(address)

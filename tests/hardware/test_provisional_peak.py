@@ -12,7 +12,7 @@ from dashbench.hardware import peaks
 from dashbench.cli import main
 from dashbench.engine import calibration, frameworks, probe
 from dashbench.store import Store, migrate, schema, this_host
-from dashbench.views import results
+from dashbench.views.common import stored_runs
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "4",
         "--warmup", "1", "--device", "cpu"]
@@ -92,7 +92,7 @@ def test_cpu_runs_before_doctor_share_the_first_probe_until_a_calibration_wins(t
     shown = capfd.readouterr().out
     assert peaks.PROVISIONAL_NOTE in shown and "provisional" in shown
     with Store(db, read_only=True) as store:
-        detail = results.run_detail(store.get_run(second["run_id"]))
+        detail = stored_runs.run_detail(store.get_run(second["run_id"]))
     notes = [more for label, _, more in detail["headline"] if label == "achieved TFLOP/s"]
     assert notes and peaks.PROVISIONAL_NOTE in notes[0], detail["headline"]
 

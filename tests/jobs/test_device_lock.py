@@ -18,8 +18,8 @@ from dashbench.cli import main
 from dashbench.jobs import device_lock, queue
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views.format import md_text
-from dashbench.views.live import live_view
+from dashbench.views.common.format import md_text
+from dashbench.views.run.live import live_view
 
 # The real `python -m dashbench run`, with an engine that notes when it measures (in $WINDOWS) and
 # measures until the file $GATE exists.

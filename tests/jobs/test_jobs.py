@@ -71,7 +71,7 @@ def validations(monkeypatch):
 
 def test_the_run_process_gets_only_the_run_id_and_runs_the_stored_spec(tmp_path, monkeypatch, validations):
     from dashbench.engine import loop
-    from dashbench.views import run_form
+    from dashbench.views.run import form as run_form
 
     argv_file = tmp_path / "argv.json"
     monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, "-c", ARGV_RUN, str(argv_file)])

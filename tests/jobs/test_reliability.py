@@ -264,7 +264,7 @@ def test_an_empty_db_is_the_same_error_for_every_command(argv, tmp_path, capsys,
 
 
 def test_an_import_names_the_runs_whose_stored_copy_differs(tmp_path, capsys):
-    from dashbench.views import results
+    from dashbench.views.results import runs as results
 
     db = tmp_path / "c.sqlite"
     same, changed = fill(db, runs=2)
@@ -394,7 +394,7 @@ def test_a_killed_sweep_leaves_no_queued_point_for_a_later_page_load_to_start(fa
 
 
 def test_the_results_page_says_a_locked_database_instead_of_crashing(tmp_path, monkeypatch):
-    from dashbench.views import results
+    from dashbench.views.results import runs as results
 
     monkeypatch.setenv("DASHBENCH_BUSY_TIMEOUT_S", "0.2")
     db = tmp_path / "page.sqlite"

@@ -80,8 +80,8 @@ def test_the_quick_try_trains_on_jax_with_tokens_per_second_and_both_flop_counts
 
 
 def test_a_quick_llama_run_is_labelled_quick_and_the_forms_quick_try_is_its_recipe():
-    from dashbench.views import run_form
-    from dashbench.views.format import run_label
+    from dashbench.views.run import form as run_form
+    from dashbench.views.common.format import run_label
 
     # The store keeps width and seq_len, not layers: the label shows what it keeps (a layers
     # dimension read from the defaults would say 32, not the run's 2).

@@ -94,7 +94,7 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
     assert f"model: vit.py:build_tiny — sha256 {sha256(EXAMPLES / 'vit.py')[:12]}…" in shown
     assert "inputs image (16, 16, 3) float32" in shown
     assert "(the compiler's count of one step: no formula for this model)" in shown
-    from dashbench.views import compare
+    from dashbench.views.compare import numbers as compare
 
     with Store(db) as store:
         runs = store.runs()

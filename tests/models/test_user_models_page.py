@@ -11,7 +11,7 @@ from fixtures.app_test import assert_clean, show, start, texts
 from dashbench.models import model_file
 from dashbench.core.spec import SpecError
 from dashbench.store import Store
-from dashbench.views import run_form
+from dashbench.views.run import form as run_form
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 

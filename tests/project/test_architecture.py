@@ -1,7 +1,9 @@
 """docs/architecture.md holds in the code: its folder list, its import picture, its forbidden arrows,
-and no TensorFlow outside engine/. The page is read, not copied here, so the two cannot drift apart."""
+no TensorFlow outside engine/, views/' folders and the places that may import Streamlit. The page is
+read, not copied here, so the two cannot drift apart."""
 
 import ast
+import fnmatch
 import json
 import re
 import subprocess
@@ -106,20 +108,33 @@ def foundation(text: str, parts: list[str]) -> set[str]:
     return set()
 
 
-def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
-    """The arrows of the page's import picture: lines `PART ──▶ PART PART …  words`."""
-    by_short = {part.removeprefix("dashbench/"): part for part in parts}
+def drawn_arrows(text: str, places: dict[str, str]) -> set[tuple[str, str]]:
+    """The arrows of a page picture: lines `PLACE ──▶ PLACE PLACE …  words`, each place as `places` names it."""
     drawn = set()
     for block in code_blocks(text):
         for line in block:
             source, arrow, rest = line.partition("──▶")
-            if not arrow or source.strip() not in by_short:
+            if not arrow or source.strip() not in places:
                 continue
             for token in rest.split():
-                if token not in by_short:
+                if token not in places:
                     break  # the words after the targets
-                drawn.add((by_short[source.strip()], by_short[token]))
+                drawn.add((places[source.strip()], places[token]))
     return drawn
+
+
+def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
+    """The arrows of the page's import picture: lines `PART ──▶ PART PART …  words`."""
+    return drawn_arrows(text, {part.removeprefix("dashbench/"): part for part in parts})
+
+
+def assert_drawn_exactly(drawn: set, actual: dict, picture_name: str) -> None:
+    """Every import drawn (actual: arrow → where it is imported), and nothing drawn that is imported nowhere."""
+    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
+               if (source, dest) not in drawn]
+    assert not undrawn, f"imports missing from {picture_name}:\n" + "\n".join(undrawn)
+    stale = sorted(drawn - set(actual))
+    assert not stale, f"drawn in {picture_name}, imported nowhere: {stale}"
 
 
 def readme_rules(text: str) -> set[tuple[str, str]]:
@@ -181,11 +196,7 @@ def test_the_readme_picture_draws_exactly_the_imports():
         if source != dest and (source in floors or dest not in floors):
             actual.setdefault((source, dest), f"{path}:{line}")
     assert drawn, "no picture found in the page's architecture section"
-    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
-               if (source, dest) not in drawn]
-    assert not undrawn, "imports missing from the page picture:\n" + "\n".join(undrawn)
-    stale = sorted(drawn - set(actual))
-    assert not stale, f"drawn in the page picture, imported nowhere: {stale}"
+    assert_drawn_exactly(drawn, actual, "the page picture")
 
 
 def test_the_readme_forbids_the_arrows_of_the_design():
@@ -268,7 +279,7 @@ def test_nothing_outside_the_engine_imports_a_framework_at_import_time():
                and not matches(name, "dashbench/engine/") and name != "dashbench.__main__"}
     for face in [n for n in files if not n.startswith("dashbench")]:  # app and pages
         modules |= {target for _, target in imports_of(face, files[face], set(files))}
-    assert {"dashbench.views.ui", "dashbench.cli.run_cmd", "dashbench.jobs.runner", "streamlit"} <= modules
+    assert {"dashbench.views.streamlit.ui", "dashbench.cli.run_cmd", "dashbench.jobs.runner", "streamlit"} <= modules
     script = (
         "import importlib, json, sys\n"
         f"for name in {sorted(modules)!r}:\n"
@@ -279,6 +290,132 @@ def test_nothing_outside_the_engine_imports_a_framework_at_import_time():
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"imported at import time: {loaded[:10]}"
+
+
+# -- the views: a folder per page, and which modules import Streamlit ------------------------------
+
+VIEWS = "dashbench/views/"
+SHARED_FOLDERS = ("common", "streamlit")  # the views' folders that are no page
+STREAMLIT_PLACES = {"app.py", "pages/", "dashbench/views/streamlit/", "dashbench/views/*/page.py"}  # at most these
+
+
+def page_names(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / "pages").glob("*.py"))
+
+
+def view_folders(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / VIEWS).iterdir() if (p / "__init__.py").exists())
+
+
+def streamlit_rule(text: str) -> set[str]:
+    """The places the page lets import Streamlit: the line `- `streamlit` only in `PLACE`, `PLACE` … — why`."""
+    found = re.search(r"^- `streamlit` only in (.+?) —", text, flags=re.M)
+    return set(re.findall(r"`([^`]+)`", found.group(1))) if found else set()
+
+
+def at_place(path: str, place: str) -> bool:
+    """Does a file lie at a page place: `pages/` (and below), `app.py`, `dashbench/views/*/page.py` (a pattern)?"""
+    return path.startswith(place) if place.endswith("/") else fnmatch.fnmatchcase(path, place)
+
+
+def streamlit_imports(root: Path) -> dict[str, int]:
+    """file → the line of its first import of Streamlit, at module level or inside a function."""
+    files = module_files(root)
+    found = {}
+    for name, path in files.items():
+        lines = [line for line, target in imports_of(name, path, set(files)) if target.split(".")[0] == "streamlit"]
+        if lines:
+            found[path.relative_to(root).as_posix()] = min(lines)
+    return found
+
+
+def views_place(module: str, pages: list[str]) -> tuple[str, str] | None:
+    """(the place in the page's views picture, the page folder or ""): app.py, pages/X.py, X/page.py, X/, …"""
+    if module == "app":
+        return "app.py", ""
+    if module.startswith("pages."):
+        return "pages/X.py", module.removeprefix("pages.")
+    folder, _, rest = module.removeprefix("dashbench.views.").partition(".")
+    if not module.startswith("dashbench.views.") or folder not in (*pages, *SHARED_FOLDERS):
+        return None
+    if folder in SHARED_FOLDERS:
+        return folder + "/", ""
+    return ("X/page.py" if rest == "page" else "X/"), folder
+
+
+def views_arrows(root: Path) -> dict[tuple[str, str], str]:
+    """(place, place) → where, for every import between the views' places; a page's import of another
+    page's module keeps that page's name (`compare/`), which no picture can draw."""
+    pages = page_names(root)
+    found = {}
+    for path, line, name, target in arrows(root):
+        source, dest = views_place(name, pages), views_place(target, pages)
+        if source is None or dest is None:
+            continue
+        (place, page), (dest_place, dest_page) = source, dest
+        if page and dest_page and page != dest_page:
+            dest_place = dest_place.replace("X", dest_page)  # another page's part: not drawable
+        if place != dest_place:
+            found.setdefault((place, dest_place), f"{path}:{line}")
+    return found
+
+
+def views_picture(text: str) -> set[tuple[str, str]]:
+    """The arrows of the page's views picture: lines ` PLACE ──▶ PLACE PLACE …  words`."""
+    places = ("app.py", "pages/X.py", "X/page.py", "X/", *(f"{folder}/" for folder in SHARED_FOLDERS))
+    return drawn_arrows(text, {place: place for place in places})
+
+
+def test_the_views_hold_one_folder_per_page_and_the_shared_ones():
+    pages, files = page_names(ROOT), module_files(ROOT)
+    assert pages, "no pages/*.py"
+    assert view_folders(ROOT) == sorted([*pages, *SHARED_FOLDERS]), view_folders(ROOT)
+    loose = sorted(p.name for p in (ROOT / VIEWS).glob("*.py"))
+    assert loose == ["__init__.py"], f"loose modules in views/: {loose}"
+    for page in pages:
+        assert (ROOT / VIEWS / page / "page.py").exists(), f"no {VIEWS}{page}/page.py"
+        imported = {target for _, target in imports_of(f"pages.{page}", files[f"pages.{page}"], set(files))}
+        assert f"dashbench.views.{page}.page" in imported, f"pages/{page}.py does not call its views/{page}/page.py"
+
+
+def test_only_the_readme_places_import_streamlit():
+    places = streamlit_rule(ARCHITECTURE)
+    assert places and places <= STREAMLIT_PLACES, places  # the page may allow fewer places, never more
+    importers = streamlit_imports(ROOT)
+    outside = [f"{path}:{line}" for path, line in sorted(importers.items())
+               if not any(at_place(path, place) for place in places)]
+    assert not outside, "Streamlit imported outside the page's places:\n" + "\n".join(outside)
+    pages_without = [page for page in page_names(ROOT) if f"{VIEWS}{page}/page.py" not in importers]
+    assert not pages_without, f"a page.py that draws no widget: {pages_without}"
+
+
+def test_the_readme_views_picture_draws_exactly_the_imports_between_the_views_folders():
+    drawn, actual = views_picture(ARCHITECTURE), views_arrows(ROOT)
+    assert drawn, "no picture of views/ found in the page's architecture section"
+    assert_drawn_exactly(drawn, actual, "the page's views picture")
+
+
+def test_the_views_walk_finds_streamlit_and_a_page_reaching_into_another(tmp_path):
+    """A lazy `from streamlit.x import y`, and Compare's page importing Results' logic."""
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "compare.py").write_text("from dashbench.views.compare import page\n")
+    (tmp_path / "pages" / "results.py").write_text("")
+    for package in ("dashbench", "dashbench/views", "dashbench/views/compare", "dashbench/views/results",
+                    "dashbench/views/common"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    views = tmp_path / "dashbench" / "views"
+    (views / "compare" / "page.py").write_text("import streamlit as st\nfrom dashbench.views.results import runs\n")
+    (views / "results" / "runs.py").write_text("def later():\n    from streamlit.runtime import exists\n")
+    (views / "common" / "format.py").write_text("")
+    (views / "results" / "page.py").write_text("from dashbench.views.common import format\n")
+    assert streamlit_imports(tmp_path) == {"dashbench/views/compare/page.py": 1, "dashbench/views/results/runs.py": 2}
+    assert not at_place("dashbench/views/results/runs.py", "dashbench/views/*/page.py")
+    assert at_place("dashbench/views/results/page.py", "dashbench/views/*/page.py")
+    assert set(views_arrows(tmp_path)) == {("pages/X.py", "X/page.py"), ("X/page.py", "results/"),
+                                           ("X/page.py", "common/")}
+    drawn = "```\n pages/X.py ──▶ X/page.py  words\n X/ ──▶ common/\n app.py ──▶ views/\n```\n"
+    assert views_picture(drawn) == {("pages/X.py", "X/page.py"), ("X/", "common/")}  # app.py's main arrow is not one
 
 
 # -- import circles ------------------------------------------------------------------------------

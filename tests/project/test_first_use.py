@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashbench.views import needs
+from dashbench.views.streamlit import needs
 
 from fixtures.app_test import start  # AppTest of app.py on a store in tmp_path
 
@@ -20,7 +20,7 @@ PAGES = ["app.py", *sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.p
 
 # The app in a fresh interpreter where `import MODULE` fails, as in a Python without requirements-app.txt:
 # its root address and each page opened directly (a browser's first request, which Streamlit may run
-# before app.py: views/pages_folder.py). A module Streamlit itself imports cannot be missing there.
+# before app.py: views/streamlit/pages_folder.py). A module Streamlit itself imports cannot be missing there.
 WITHOUT = f"""
 import json, sys
 name = sys.argv[1]
@@ -66,8 +66,8 @@ for name in {needs.APP_MODULES!r}:
     __import__(name)
 before = {{name.split(".")[0] for name in sys.modules}}
 sys.path.insert(0, {str(ROOT)!r})
-for page in ("compare_page", "results_page", "prices_page", "run_page"):
-    __import__(f"dashbench.views.{{page}}")
+for page in ("compare", "results", "prices", "run"):
+    __import__(f"dashbench.views.{{page}}.page")
 new = {{name.split(".")[0] for name in sys.modules}} - before - set(sys.stdlib_module_names) - {{"dashbench"}}
 print(json.dumps(sorted(new)))
 """
@@ -105,7 +105,7 @@ def test_compare_on_the_empty_store_shows_every_published_row_it_chose(tmp_path,
 
 def test_a_typed_run_address_on_a_read_only_dashboard_says_why_it_shows_compare(tmp_path, monkeypatch):
     from dashbench.store import Store
-    from dashbench.views import ui
+    from dashbench.views.streamlit import ui
 
     assert ui.requested_page("http://127.0.0.1:8501/run") == "run"
     assert ui.requested_page("http://host:8501/base/run/") == "run"

@@ -48,7 +48,7 @@ def test_the_wheel_holds_the_package_its_data_and_the_command(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     data = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "dashbench" / "data").iterdir())
     assert data and set(data) <= set(names), set(data) - set(names)
-    assert {"dashbench/__main__.py", "dashbench/engine/workloads/flops.py", "dashbench/views/ui.py"} <= set(names)
+    assert {"dashbench/__main__.py", "dashbench/engine/workloads/flops.py", "dashbench/views/streamlit/ui.py"} <= set(names)
     # The store's alembic environment: every revision, and the template `migrate revision` writes from.
     revisions = {f"dashbench/store/migrations/versions/{p.name}"
                  for p in (ROOT / "dashbench" / "store" / "migrations" / "versions").glob("[0-9]*.py")}

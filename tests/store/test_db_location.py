@@ -9,7 +9,7 @@ import pytest
 from fixtures.cli_runs import TINY_RUN, file_hash, fill, run_cli
 
 from dashbench.store import Store, StoreError, watch
-from dashbench.views import context, settings
+from dashbench.views.common import context, settings
 
 URL = "mysql://someone:secret@dbhost/results"
 

@@ -9,7 +9,7 @@ import pytest
 
 from fixtures import dashboard_data
 from dashbench.store import Store
-from dashbench.views import settings, store_handles
+from dashbench.views.common import settings, store_handles
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,8 @@ from fixtures.bundle_fill import fill
 
 from dashbench.results.result import RunResult, _json_fields, _RULES
 from dashbench.store import BundleError, ReadOnlyError, Store, StoreError, bundle
-from dashbench.views import compare, results
+from dashbench.views.compare import numbers as compare
+from dashbench.views.results import runs as results
 from fixtures.import_checks import exported, snapshot, write  # noqa: F401 (fixtures)
 
 

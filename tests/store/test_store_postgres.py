@@ -16,7 +16,7 @@ from fixtures.stored_runs import SPEC, result_for, samples_for
 from dashbench.jobs import queue as jobs_queue
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, masked, schema
 from dashbench.store import queue as store_queue
-from dashbench.views import settings
+from dashbench.views.common import settings
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 PASSWORD = "s3cret-Pw"

@@ -12,7 +12,9 @@ from fixtures.app_test import select_rows, show, start, texts
 from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.store import Store, unreadable_text
-from dashbench.views import compare, results
+from dashbench.views.compare import numbers as compare
+from dashbench.views.common import stored_runs
+from dashbench.views.results import runs as results
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
@@ -78,7 +80,7 @@ def test_a_result_blob_that_is_not_what_the_engine_writes_is_named_not_raised(tm
         first, second = store.get_run(ids[0]), store.get_run(ids[1])
     assert first["result"] is None and first["unreadable"].startswith("result.flags: must be")
     assert second["result"] is None and second["unreadable"] == "result: not JSON"
-    assert results.run_detail(first)["unreadable"] == first["unreadable"]
+    assert stored_runs.run_detail(first)["unreadable"] == first["unreadable"]
 
 
 def test_list_skips_a_bad_row_with_a_warning_and_json_stays_json(tmp_path):

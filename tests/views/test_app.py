@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashbench.views import results, run_form, store_handles
+from dashbench.views.results import runs as results
+from dashbench.views.run import form as run_form
+from dashbench.views.common import store_handles
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store, watch
 
@@ -64,7 +66,7 @@ def test_every_page_renders_on_a_store_with_many_runs(filled, monkeypatch):
     shown = texts(at)
     assert "above peak" in shown and "not on the chosen device" in shown
     # Throughput and cost until the visitor picks more; every chart the runs have can be picked.
-    from dashbench.views.compare_view import CHARTS
+    from dashbench.views.compare.sections import CHARTS
 
     (charts,) = at.get("segmented_control")
     assert charts.value == ["throughput", "cost"] and len(at.get("plotly_chart")) == 2
@@ -197,7 +199,7 @@ def _assert_no_live_markup(shown: list[str]) -> None:
 
 
 def test_stored_markup_is_shown_as_text(tmp_path, monkeypatch):
-    from dashbench.views.format import md_text
+    from dashbench.views.common.format import md_text
 
     db = tmp_path / "hostile.sqlite"
     with Store(db) as store:
@@ -532,7 +534,7 @@ def test_run_page_says_when_this_machine_was_last_checked_and_checks_it(tmp_path
 
 
 def test_the_sidebar_names_a_database_under_home_as_a_shell_would(tmp_path, monkeypatch):
-    from dashbench.views.format import path_text
+    from dashbench.views.common.format import path_text
 
     monkeypatch.setenv("HOME", str(tmp_path))
     db = tmp_path / ".dashbench" / "runs.sqlite"

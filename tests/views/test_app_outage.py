@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from fixtures.app_test import APP, TIMEOUT_S, assert_clean, texts
 
 from fixtures import dashboard_data
-from dashbench.views import context
+from dashbench.views.common import context
 from fixtures.app_outage import team  # noqa: F401 (fixtures)
 
 PAGES = ["pages/compare.py", "pages/results.py", "pages/prices.py", "pages/run.py"]

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from dashbench.views import charts
+from dashbench.views.common import charts
 
 # One row of each kind: a measured run, a flagged one, a published figure.
 ROWS = pd.DataFrame({
@@ -72,7 +72,7 @@ def test_the_step_time_axis_has_at_least_two_ticks_inside_its_range(ms, at_least
 
 
 def test_compare_offers_the_charts_its_runs_have_and_builds_only_those_asked_for():
-    from dashbench.views import compare_view
+    from dashbench.views.compare import sections as compare_view
 
     rows = ROWS.assign(id=["a", "b", "ref:c"], group="conv2d", model="conv2d", accelerator=["CPU", "CPU", "K80"],
                        precision="fp32", batch_size=[32, 64, 32], usd_per_million_examples=[0.5, 0.6, 0.4])

@@ -145,7 +145,7 @@ def test_each_page_freezes_the_long_lived_heap_once(big, monkeypatch):
     (ui.freeze_heap_once), so no later full collection walks them again; a later run freezes nothing."""
     import gc
 
-    from dashbench.views import ui
+    from dashbench.views.streamlit import ui
 
     calls = []
     freeze = gc.freeze

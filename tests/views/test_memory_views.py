@@ -12,7 +12,8 @@ from fixtures import dashboard_data
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views import compare, compare_view, results
+from dashbench.views.compare import numbers as compare, sections as compare_view
+from dashbench.views.common import stored_runs
 
 GB = 10**9
 
@@ -76,7 +77,7 @@ def test_compare_csv_and_results_detail_carry_the_peak(tmp_path):
     by_id = csv.set_index("run_id")
     assert by_id.loc[ids[0], "peak_memory_bytes"] == 5 * GB and pd.isna(by_id.loc[old, "peak_memory_bytes"])
     assert by_id.loc[ids[0], "memory_estimate_ratio"] == 5 / 12
-    labels = [label for label, _value, _detail in results.run_detail(run)["headline"]]
+    labels = [label for label, _value, _detail in stored_runs.run_detail(run)["headline"]]
     assert "peak memory" in labels
 
 
@@ -107,7 +108,7 @@ def test_the_memory_chart_is_what_plotlys_validation_makes_of_it(tmp_path):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from dashbench.views import charts
+    from dashbench.views.common import charts
 
     db, _ids, _old = filled(tmp_path)
     with Store(db, read_only=True) as store:
@@ -158,7 +159,7 @@ def test_a_sweeps_oom_wall_is_marked_on_throughput_vs_batch(tmp_path):
 
 
 def test_the_live_panel_says_an_oom_run_ran_out_of_memory():
-    from dashbench.views import live
+    from dashbench.views.run import live
 
     view = live.live_view({"status": "oom", "error": "out of memory (MemoryError)"})
     assert view.finished and view.text == "oom: out of memory" and view.error == "out of memory (MemoryError)"

@@ -14,7 +14,7 @@ from dashbench.models import catalog
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import TERMINAL, Store
-from dashbench.views import run_form
+from dashbench.views.run import form as run_form
 from fixtures.run_page_plain import plain
 
 
@@ -122,7 +122,7 @@ def test_a_reload_shows_the_last_finished_runs_of_the_store(tmp_path, monkeypatc
 
 
 def test_only_a_commands_characters_become_code():
-    from dashbench.views.format import md_text, md_text_with_commands
+    from dashbench.views.common.format import md_text, md_text_with_commands
 
     shown = md_text_with_commands("not calibrated: run `python -m dashbench doctor`")
     assert shown.endswith(" run `python -m dashbench doctor`") and "\\`" not in shown

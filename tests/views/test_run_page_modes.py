@@ -6,7 +6,7 @@ from fixtures.run_page_form import fill_run_form
 from fixtures.app_test import assert_clean, show, start, texts
 
 from dashbench.store import Store
-from dashbench.views import run_form
+from dashbench.views.run import form as run_form
 
 BOX_KEYS = {f"run_{name}" for name in run_form.ACCURACY_BOXES}
 TO_ACCURACY = ("target_accuracy", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds")

@@ -1,10 +1,10 @@
-"""The dashboard server's process-wide settings (dashbench/views/serving.py)."""
+"""The dashboard server's process-wide settings (dashbench/views/streamlit/serving.py)."""
 
 import threading
 
 from streamlit.watcher import polling_path_watcher
 
-from dashbench.views import serving
+from dashbench.views.streamlit import serving
 
 
 def test_streamlits_config_polling_slows_to_the_chosen_period_and_still_sees_an_edit(tmp_path, monkeypatch):
@@ -35,7 +35,7 @@ def test_a_process_polling_slowly_still_exits_at_once(tmp_path):
 
     watched = tmp_path / "config.toml"
     watched.write_text("[server]\n")
-    script = ("from streamlit.watcher import polling_path_watcher\nfrom dashbench.views import serving\n"
+    script = ("from streamlit.watcher import polling_path_watcher\nfrom dashbench.views.streamlit import serving\n"
               "serving.poll_config_files_slowly(3600.0)\n"
               f"polling_path_watcher.PollingPathWatcher({str(watched)!r}, print)\nprint('watching')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

@@ -20,15 +20,17 @@ from fixtures import dashboard_data
 from dashbench.costs import prices
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views import compare, compare_view, results, ui
-from dashbench.views import prices as price_views
+from dashbench.views.compare import numbers as compare, picker, sections as compare_view
+from dashbench.views.results import runs as results
+from dashbench.views.streamlit import ui
+from dashbench.views.prices import tables as price_views
 
 from fixtures.app_test import APP, TIMEOUT_S, assert_clean
 
 BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
             (compare, "compare_table"), (results, "results_table"), (results, "overview"),
             (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table"),
-            (compare, "picker_runs"), (compare, "runs_by_id")]
+            (picker, "picker_runs"), (picker, "runs_by_id")]
 
 
 @pytest.fixture
@@ -201,7 +203,7 @@ def test_a_shared_figure_is_written_out_as_plotly_writes_the_figure_and_its_dict
     import plotly.graph_objects as go
     import plotly.io
 
-    from dashbench.views import charts
+    from dashbench.views.common import charts
 
     frame = pd.DataFrame({"label": ["a", "b"], "examples_per_sec": [10.0, 20.0], "kind": ["measured", "reference"]})
     expected = plotly.io.to_json(charts.throughput(frame), validate=False)

@@ -10,9 +10,10 @@ import pytest
 from dashbench.costs import prices, reference
 from dashbench.results.result import FLAG_SHORT
 from dashbench.store import Store
-from dashbench.views import compare, compare_view, results
-from dashbench.views import prices as price_views
-from dashbench.views.columns import COLUMNS, MUST_SEE, text_px, width_of
+from dashbench.views.compare import numbers as compare, sections as compare_view
+from dashbench.views.results import runs as results
+from dashbench.views.prices import tables as price_views
+from dashbench.views.common.columns import COLUMNS, MUST_SEE, text_px, width_of
 
 from fixtures import dashboard_data
 

@@ -8,7 +8,7 @@ from fixtures.accuracy_results import block, seed_run, store_run
 from dashbench.costs import prices
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views import accuracy_view, to_target
+from dashbench.views.compare import accuracy as accuracy_view, to_target
 
 
 def test_prediction_is_epochs_times_examples_over_throughput_plus_scaled_evaluation(tmp_path):

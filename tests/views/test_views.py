@@ -7,12 +7,16 @@ import re
 import pandas as pd
 import pytest
 
-from dashbench.views import charts
+from dashbench.views.common import charts
 
 from dashbench.costs import prices, reference
-from dashbench.views import compare, context, devices, live, results, run_form
-from dashbench.views.format import flag_list, flag_text, md_text, run_label
-from dashbench.views.samples import prepare_samples, step_samples
+from dashbench.views.compare import numbers as compare, picker
+from dashbench.views.common import context
+from dashbench.views.run import devices, live, form as run_form
+from dashbench.views.common import stored_runs
+from dashbench.views.results import runs as results
+from dashbench.views.common.format import flag_list, flag_text, md_text, run_label
+from dashbench.views.common.samples import prepare_samples, step_samples
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import STATUSES, TERMINAL, Store
 
@@ -45,10 +49,10 @@ def test_run_label_is_unique_and_says_what_ran(store):
 
 
 def test_filters_and_search(store):
-    only = store.runs(**results.query({"accelerator": ["V100"], "model": []}))
+    only = store.runs(**stored_runs.query({"accelerator": ["V100"], "model": []}))
     assert len(only) and set(only["accelerator"]) == {"V100"}
-    assert len(store.runs(**results.query({}, "  "))) == store.count_runs()
-    found = store.runs(**results.query({}, "CPU SWEEP"))  # the label, any case
+    assert len(store.runs(**stored_runs.query({}, "  "))) == store.count_runs()
+    found = store.runs(**stored_runs.query({}, "CPU SWEEP"))  # the label, any case
     assert set(found["sweep_id"]) == {"sweep-fixture-1"}
     assert store.count_runs(search="100%") == 0  # LIKE's wildcards typed are literal
     assert "TPU v2" in store.facets()["accelerator"]
@@ -199,7 +203,7 @@ def test_preset_fills_the_form_for_the_device_class():
     assert run_form.preset_form_values("riseml-resnet50", "gpu")["run_batch_size"] == 128
     quick = run_form.preset_form_values("colab-fashion-mnist", "cpu", quick=True)
     assert quick["run_steps"] <= 5 and quick["run_label"] == "preset:colab-fashion-mnist"
-    assert "riseml-bilstm-tpu" in compare.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
+    assert "riseml-bilstm-tpu" in picker.preset_reference_keys(["preset:riseml-bilstm", None, "x"])
 
 
 def test_live_view_is_a_plain_function_of_progress():
@@ -265,7 +269,7 @@ def test_step_samples_and_detail_charts(store):
     assert len(set(boxes.y)) == 3 and len(boxes.x) == len(samples)
     one = prepare_samples(store.samples(frame["run_id"].iloc[0]))
     assert {t.name for t in charts.loss_curve(one).data} == {"warm-up", "measured"}
-    detail = results.run_detail(store.get_run(frame["run_id"].iloc[0]))
+    detail = stored_runs.run_detail(store.get_run(frame["run_id"].iloc[0]))
     assert detail["headline"] and detail["env"]["tensorflow"] == "2.20.0"
 
 
@@ -418,7 +422,7 @@ def test_published_rows_are_grouped_by_workload_with_no_cross_workload_speedup()
 
 
 def test_tables_have_no_none_text_and_the_csv_whole_numbers(store):
-    from dashbench.views.format import blank_text
+    from dashbench.views.common.format import blank_text
 
     runs = store.runs()
     catalog = prices.catalog(store)
@@ -454,7 +458,7 @@ def test_every_compare_chart_is_what_plotlys_validation_makes_of_it(store):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from dashbench.views import compare_view
+    from dashbench.views.compare import sections as compare_view
 
     frame = compare.compare_frame(store.runs(status="done"), prices.catalog(store), reference.rows())
     frame, bases = compare_view.with_speedups(frame, None)
@@ -478,7 +482,7 @@ def test_run_detail_names_each_flag_once():
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")
     values, _ = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 500.0, ["contended", "above_peak"], random.Random(0))
     values["host_load"] = {"other_cores": 1.6, "cores": 2}
-    detail = results.run_detail({"run_id": "r-1", "status": "done", "spec": spec.to_dict(),
+    detail = stored_runs.run_detail({"run_id": "r-1", "status": "done", "spec": spec.to_dict(),
                                  "result": RunResult.from_dict(values)})
     assert detail["flags"] == [
         "contended: other processes kept the machine busy while it measured (other processes used 1.6 of 2 cores)",
@@ -501,7 +505,7 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
         s.finish_run(run_id, "done", result={**values, "replicas": 2, "per_replica_batch_size": 32})
         queued = s.create_run(two, status="queued")
         runs = s.runs().set_index("run_id")
-        detail = results.run_detail(s.get_run(run_id))
+        detail = stored_runs.run_detail(s.get_run(run_id))
     # The Results table names a run id first (a long name is cut at the column's edge, the id is not).
     labels = {i: label.split(" · ", 1)[1] for i, label in zip(runs.index, results.results_table(runs.reset_index())["run"])}
     assert labels[run_id].startswith("fashion_mnist_cnn · CPU · 2 replicas · b64 · fp32 · quick 28px w8")

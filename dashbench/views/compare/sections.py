@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dashbench.core.frames import records
-from dashbench.views import charts, compare
-from dashbench.views.format import cost_unit, is_missing, is_number, md_text
-from dashbench.views.samples import step_samples
+from dashbench.views.common import charts
+from dashbench.views.compare import numbers as compare
+from dashbench.views.common.format import cost_unit, is_missing, is_number, md_text
+from dashbench.views.common.samples import step_samples
 
 
 def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFrame, dict]:

@@ -1,4 +1,5 @@
-"""Streamlit glue for the pages (with pages_folder.py and app.py, the only code that imports streamlit)."""
+"""Streamlit glue for the pages: their context, shared caches, tables and messages (with app.py, pages/,
+this folder and each page's page.py, the only code that imports Streamlit)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import weakref
 
 import streamlit as st
 
-from dashbench.views import pages_folder
-from dashbench.views.format import md_text, md_text_with_commands
+from dashbench.views.streamlit import pages_folder
+from dashbench.views.common.format import md_text, md_text_with_commands
 
 CONTEXT_KEY = "dashbench"
 
@@ -169,7 +170,7 @@ def key_of(mapping: dict) -> tuple:
 
 def column_config(table) -> dict:
     """st.column_config for a dashbench table: readable labels and number formats (views.columns)."""
-    from dashbench.views.columns import COLUMNS, width_of
+    from dashbench.views.common.columns import COLUMNS, width_of
 
     config = {}
     for name in table.columns:
@@ -210,7 +211,7 @@ def _shown(frame) -> tuple:
     (blank_text) nor converts it to Arrow again (pandas -> Arrow, ~3 ms CPU for Prices' 41-column
     reference rows, was most of a table's cost; writing the Arrow table out takes ~0.05 ms).
     The conversion is Streamlit's own, so the bytes sent are the same. Forgotten when the frame is."""
-    from dashbench.views.format import blank_text
+    from dashbench.views.common.format import blank_text
 
     with _shown_lock:
         known = _shown_frames.get(id(frame))
@@ -306,7 +307,7 @@ OUTAGE_RETRY_S = 3.0
 def show_store_error(settings, message: str) -> None:
     """The store's error instead of the page; during a team-store outage the page asks again every few
     seconds and reruns by itself once the server answers (no restart of the dashboard, no click)."""
-    from dashbench.views import context
+    from dashbench.views.common import context
 
     if context.is_outage(message):
         st.warning(md_text(message), icon=":material/cloud_off:")
@@ -321,7 +322,7 @@ def through_outages(panel):
     its next timed run tries again, and shows the panel once the server answers."""
     @functools.wraps(panel)
     def shown():
-        from dashbench.views import context, store_handles
+        from dashbench.views.common import context, store_handles
 
         try:
             return panel()
@@ -332,14 +333,14 @@ def through_outages(panel):
 
 @st.fragment(run_every=OUTAGE_RETRY_S)
 def _retry_when_back(settings) -> None:
-    from dashbench.views import store_handles
+    from dashbench.views.common import store_handles
 
     if store_handles.reachable(settings):
         st.rerun(scope="app")
 
 
 def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
-    """A stored run's title, status, error, flags and headline figures (views.results.run_detail), and a
+    """A stored run's title, status, error, flags and headline figures (common.stored_runs.run_detail), and a
     to-accuracy run's headline lines (accuracy_text.result_lines). Every stored string goes through
     md_text: a bundle from elsewhere may hold any markup."""
     st.markdown(f"**{md_text(detail['title'])}** — status {md_text(detail['status'])}")

@@ -1,16 +1,16 @@
 """Prices' widgets: the catalog in use (shipped defaults and your overrides), and the published reference rows.
 
 pages/prices.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views import prices as price_views
-from dashbench.views import ui
-from dashbench.views.format import md_text
+from dashbench.views.prices import tables as price_views
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import md_text
 from dashbench.core.spec import SpecError
 
 

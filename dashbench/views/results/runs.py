@@ -1,4 +1,4 @@
-"""The Results page: the table of stored runs, one run's detail, bundle export and import."""
+"""The Results page: the table of stored runs a page at a time, bundle export, import and delete."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 from dashbench.results.result import short_id
 from dashbench.store import ACTIVE, StoreError
-from dashbench.views.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
+from dashbench.views.common.format import cost_help, flag_text, md_text, nullable_ints, run_label, run_labels, with_ms
 
 # The figures a user came for first (seen at a 1400 px window: columns.MUST_SEE), then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
@@ -35,14 +35,6 @@ SORTS = {
     "accelerator": ("Accelerator, A to Z", "accelerator", False),
     "status": ("Status, A to Z", "status", False),
 }
-
-
-def query(selections: dict[str, Iterable] | None, search: str = "") -> dict:
-    """The Store.runs filters of the filter widgets: the non-empty selections and the search text."""
-    out = {column: list(chosen) for column, chosen in (selections or {}).items() if chosen}
-    if (search or "").strip():
-        out["search"] = search.strip()
-    return out
 
 
 def page_count(total: int, size: int = PAGE_SIZE) -> int:
@@ -115,26 +107,6 @@ def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
                                      runs.get("examples_per_sec", [None] * n), runs.get("host_cpus", [None] * n)):
         out.append(prices.cost_values(acc, count, eps, match, cpus)["usd_per_million_examples"])
     return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
-
-
-def run_detail(run: dict) -> dict:
-    """What the detail view shows for one stored run: headline figures, flags explained, environment."""
-    result = run.get("result")
-    values = result.to_dict() if result is not None else {}
-    spec = run.get("spec") or {}
-    return {
-        "title": run_label({**spec, **values, "run_id": run.get("run_id"), "label": run.get("label"),
-                            "batch_size": values.get("global_batch_size") or spec.get("batch_size")}),
-        "status": run.get("status"),
-        "error": run.get("error"),
-        "headline": result.figures() if result is not None else [],
-        # Each note names its flag in words ("contended: other processes …"): shown as it is, no prefix.
-        "flags": [note for _flag, note in result.flag_notes()] if result is not None else [],
-        "env": values.get("env") or {},
-        "placement": values.get("placement") or {},
-        "spec": spec,
-        "unreadable": run.get("unreadable"),  # "field: why" when part of the stored run could not be read
-    }
 
 
 def bundle_bytes(db_path: str, **filters) -> bytes:
@@ -213,4 +185,3 @@ def import_summary(counts: dict) -> str:
         text += (f"; {len(differing)} of them differ from the stored copy, which was kept "
                  f"(run id: first differing field): {shown}")
     return text + "."
-

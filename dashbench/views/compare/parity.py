@@ -1,7 +1,7 @@
 """Convergence parity: does one setup train alike on every device and backend?
 
-Where the same setup (views.to_target.setup_key) and seed has runs on more than one device (an
-accelerator, its count and replicas, and the backend: views.to_target.device_key), their curves are
+Where the same setup (compare.to_target.setup_key) and seed has runs on more than one device (an
+accelerator, its count and replicas, and the backend: compare.to_target.device_key), their curves are
 compared point by point at the same training step:
 - a throughput run: its loss per host loop (RunResult.losses, warm-up included), at step
   (i + 1) × steps_per_loop; only the loss (on synthetic data there is nothing else);
@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from dashbench.core.accuracy import metric_of
-from dashbench.views.format import is_number
-from dashbench.views.to_target import accuracy_of, device_key, device_text, setup_key
+from dashbench.views.common.format import is_number
+from dashbench.views.common.stored_runs import accuracy_of
+from dashbench.views.compare.to_target import device_key, device_text, setup_key
 
 TOLERANCE_SIGMAS = 3.0
 PERSISTENT_POINTS = 2
@@ -227,7 +228,7 @@ def verdicts_for(store, run_ids: Iterable[str]) -> list[Verdict]:
 
 def flag_lines(verdicts: list[Verdict]) -> list[str]:
     """Markdown-safe lines for the page: each flag, then each setup's note; empty when nothing to say."""
-    from dashbench.views.format import md_text
+    from dashbench.views.common.format import md_text
 
     lines = [f"- {md_text(flag.text())}" for v in verdicts for flag in v.flags]
     lines += [f"- {md_text(v.kind)} curves: {md_text(v.note)}" for v in verdicts if v.note]

@@ -9,8 +9,8 @@ import pandas as pd
 
 from dashbench.results.result import phase_text
 from dashbench.store import TERMINAL, WITH_RESULT
-from dashbench.views.format import is_number, md_text
-from dashbench.views.samples import prepare_samples
+from dashbench.views.common.format import is_number, md_text
+from dashbench.views.common.samples import prepare_samples
 
 
 @dataclass

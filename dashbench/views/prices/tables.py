@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashbench.views.format import flag_text
+from dashbench.views.common.format import flag_text
 
 CATALOG_COLUMNS = ["origin", "device", "provider", "unit", "chips_per_unit", "on_demand_usd_per_hour",
                    "spot_usd_per_hour", "region", "unconfirmed", "source", "as_of", "note", "key"]

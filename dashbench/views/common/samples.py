@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dashbench.core.frames import records
-from dashbench.views.format import is_missing, is_number
+from dashbench.views.common.format import is_missing, is_number
 
 
 def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:

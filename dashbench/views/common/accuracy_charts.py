@@ -1,5 +1,5 @@
 """Plotly figures of time and cost to a target accuracy (Compare) and of a run's curve (Results).
-No Streamlit and no TensorFlow here; the rows come from views.to_target.target_rows, the curves from
+No Streamlit and no TensorFlow here; the rows come from compare.to_target.target_rows, the curves from
 a stored RunResult.accuracy."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashbench.core.accuracy import METRICS, metric_of
-from dashbench.views.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
-from dashbench.views.format import is_number
+from dashbench.views.common.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
+from dashbench.views.common.format import is_number
 
 PREDICTED_COLOR = "#8fbbd9"  # the measured blue, lighter and hatched: a prediction is never read as measured
 # One colour per run on the curve charts (seeds of one run share it, each its own dash).

@@ -8,10 +8,11 @@ prediction from the epochs the run needed (see predict). No Streamlit and no Ten
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from dashbench.core.spec import has_held_out
-from dashbench.views.format import DEFAULT_BACKEND, PRECISION_SHORT, is_missing, is_number, shape_text
+from dashbench.views.common.format import DEFAULT_BACKEND, PRECISION_SHORT, is_missing, is_number, shape_text
+from dashbench.views.common.stored_runs import accuracy_of
 
 # A setup without its device: what makes epochs to target the same wherever it trains (model, shapes,
 # global batch, precision). The columns are the store's runs frame's; batch_size is the global batch.
@@ -25,17 +26,6 @@ MEASURED_STATUSES = ("done", "not_reached")
 THROUGHPUT_RUNS = 200  # newest runs of one setup read to find each device's throughput (bounded at 100k runs)
 FOUND_READS = 20  # results of other to-accuracy runs of a setup read at most (for the measured rows and errors)
 MEASURED_KIND, PREDICTED_KIND = "measured", "predicted"
-
-
-def accuracy_of(result: Any) -> Optional[dict]:
-    """The stored accuracy block of a result (a RunResult or its dict), None for a throughput-only run."""
-    if result is None:
-        return None
-    if isinstance(result, dict):
-        block = result.get("accuracy")
-    else:
-        block = getattr(result, "accuracy", None)
-    return block if isinstance(block, dict) and isinstance(block.get("runs"), list) else None
 
 
 def _value(row, name):

@@ -2,7 +2,7 @@
 its selected row, and bundle export / import / delete.
 
 pages/results.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import streamlit as st
 
 from dashbench.results import accuracy_text
 from dashbench.costs import prices
-from dashbench.views import accuracy_view, charts, context, results, ui
-from dashbench.views.format import cost_help, md_text, unreadable_note
-from dashbench.views.samples import prepare_samples
+from dashbench.views.common import charts, context, stored_runs
+from dashbench.views.results import runs as results
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import cost_help, md_text, unreadable_note
+from dashbench.views.common.samples import prepare_samples
 
 
 def _query_changed():
@@ -43,7 +45,7 @@ def show() -> None:
     }
     search = row.text_input("Search (label, host, id, model, error, …)", key="res_search",
                             on_change=_query_changed)
-    query = results.query(selections, search)
+    query = stored_runs.query(selections, search)
     total = db.count_runs(**query) if query else stored
     pages = results.page_count(total)
     if st.session_state.get("res_page", 1) > pages:  # the store or the filters shrank under the page shown
@@ -77,14 +79,14 @@ def show() -> None:
         if len(selected) > 1:
             st.caption(f"{len(selected)} runs selected: the first one's detail.")
         run = db.get_run(run_id)
-        detail = results.run_detail(run) if run is not None else None
+        detail = stored_runs.run_detail(run) if run is not None else None
         if detail is None:
             st.warning(f"Run {md_text(run_id)} is no longer stored.")
         else:
             if detail["unreadable"]:
                 st.warning(md_text(f"Part of this stored run could not be read: {detail['unreadable']}"))
             ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
-            curve = ui.shared(ctx, ("curve", run_id), accuracy_view.run_curve, run)
+            curve = ui.shared(ctx, ("curve", run_id), stored_runs.run_curve, run)
             if curve is not None:  # a to-accuracy run: its validation accuracy and loss per evaluation, per seed
                 st.plotly_chart(curve, key="detail_accuracy")
             samples = prepare_samples(db.sample_buckets(run_id))

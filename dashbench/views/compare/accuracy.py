@@ -1,4 +1,4 @@
-"""Compare's "Time and cost to target" and "Convergence parity" parts, and Results' run curve, built
+"""Compare's "Time and cost to target" and "Convergence parity" parts, built
 from the chosen runs only (a page's memo keeps what they build per store version and choice).
 No Streamlit and no TensorFlow here."""
 
@@ -11,8 +11,9 @@ import pandas as pd
 from dashbench.core.accuracy import metric_of
 from dashbench.core.frames import records
 from dashbench.core.spec import has_held_out
-from dashbench.views import accuracy_charts, charts, parity, to_target
-from dashbench.views.format import is_number
+from dashbench.views.compare import parity, to_target
+from dashbench.views.common import accuracy_charts, charts
+from dashbench.views.common.format import is_number
 
 TABLE_COLUMNS = {
     "device": "device", "source": "how", "target": "target", "seeds_reached": "seeds reached",
@@ -124,16 +125,3 @@ def parity_verdicts(store, runs: pd.DataFrame) -> list:
     """views.parity's verdicts over the chosen runs that have a counterpart on another device."""
     ids = parity_candidates(runs)
     return parity.verdicts_for(store, ids) if ids else []
-
-
-def run_curve(run: dict):
-    """Results' chart of one stored run's curve, None for a throughput-only run."""
-    block = to_target.accuracy_of(run.get("result")) if run else None
-    return accuracy_charts.run_curve(block) if block is not None else None
-
-
-def curve_table(run: dict) -> pd.DataFrame:
-    """One row per evaluation and seed of a stored run (empty for a throughput-only run)."""
-    block = to_target.accuracy_of(run.get("result")) if run else None
-    rows = [{"seed": r.get("seed"), **point} for r in (block or {}).get("runs", []) for point in r.get("curve") or []]
-    return pd.DataFrame(rows, columns=["seed", "epoch", "step", "wall_s", "train_loss", "val_loss", "val_accuracy"])

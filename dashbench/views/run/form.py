@@ -6,7 +6,7 @@ from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
 from dashbench.core.spec import (DEFAULT_MAX_EPOCHS, HELD_OUT_SYNTHETIC_MODELS, LOSS_TARGET_MODELS, SPEC_DEFAULTS, RunSpec,
                             SpecError, parse_batch_sizes)
 from dashbench.store import TERMINAL, new_sweep_id
-from dashbench.views.format import is_number, md_text
+from dashbench.views.common.format import is_number, md_text
 
 FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
                "image_size", "seq_len", "width", "layers", "data", "data_path")

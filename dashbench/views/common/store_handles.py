@@ -26,7 +26,7 @@ _handles: OrderedDict = OrderedDict()  # (location, read_only) -> (file identity
 
 def shared_store(settings) -> tuple[Any, str | None]:
     """(store, None) or (None, message), as context.open_store, but the store is shared: never close it."""
-    from dashbench.views import context
+    from dashbench.views.common import context
 
     key = (_location(settings.db_path), bool(settings.read_only))
     identity = _identity(settings.db_path)
@@ -50,7 +50,7 @@ def reachable(settings) -> bool:
     """Whether the store answers now: one read of its change token on the shared handle (which gives up a
     connection the server dropped and takes a fresh one), or a first open where none is kept."""
     from dashbench.store import StoreError
-    from dashbench.views import context
+    from dashbench.views.common import context
 
     store, error = shared_store(settings)
     if store is None:

@@ -1,7 +1,7 @@
 """Run's widgets: launch a run or a batch-size sweep through the job runner and watch it live.
 
 pages/run.py only calls show(): a page file is compiled again for each visitor who finds no other session
-open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare_page)."""
+open (Streamlit empties its script cache when the last one leaves), a module once per process (see compare/page.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import streamlit as st
 
 from dashbench.results import accuracy_text
 from dashbench.jobs import checks, max_batch, queue
-from dashbench.views import charts, ui
-from dashbench.views import devices as device_views
-from dashbench.views import fleet as fleet_views
-from dashbench.views import checks as check_views
-from dashbench.views import context, live, results, run_form
-from dashbench.views.format import md_text, run_label
+from dashbench.views.common import charts
+from dashbench.views.streamlit import ui
+from dashbench.views.run import devices as device_views
+from dashbench.views.run import fleet as fleet_views
+from dashbench.views.run import checks as check_views
+from dashbench.views.common import context
+from dashbench.views.run import live, form as run_form
+from dashbench.views.common import stored_runs
+from dashbench.views.common.format import md_text, run_label
 from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 
 
@@ -248,7 +251,7 @@ def show() -> None:
     if mine:
         st.subheader("Last finished in this store" if earlier else "Finished")
         for run in mine:
-            detail = results.run_detail(run)
+            detail = stored_runs.run_detail(run)
             with st.container(border=True):
                 ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
         cols = st.columns(2)

@@ -1,6 +1,6 @@
 """Plotly figure builders: a DataFrame in, a Figure out. No Streamlit and no TensorFlow here.
 
-Frames come from dashbench.views (compare.compare_frame, samples.step_samples, compare.sweep_frame),
+Frames come from the views (compare.numbers.compare_frame, common.samples.step_samples, compare.numbers.sweep_frame),
 so the column names below are the ones those produce. Reference rows (published figures) are drawn hatched and
 grey so they can never be mistaken for a measured run.
 """
@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashbench.views.format import cost_unit
+from dashbench.views.common.format import cost_unit
 
 MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"

@@ -9,8 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views import accuracy_view, compare, compare_choice, compare_view, context, parity, results, ui
-from dashbench.views.format import cost_help, md_text, unreadable_note
+from dashbench.views.compare import accuracy as accuracy_view, choice as compare_choice, numbers as compare, parity
+from dashbench.views.compare import picker
+from dashbench.views.compare import sections as compare_view
+from dashbench.views.common import context
+from dashbench.views.common import stored_runs
+from dashbench.views.streamlit import ui
+from dashbench.views.common.format import cost_help, md_text, unreadable_note
 
 
 def _unless_set(key, value):
@@ -33,7 +38,7 @@ def show() -> None:
     db = ui.CachedStore(ctx)  # reads answered from the cache while the database is unchanged
 
     # One look-up per store version for every session (ui.shared): a new visitor only draws what is kept.
-    stored, options, newest = ui.shared(ctx, (), compare.overview, ctx.store)
+    stored, options, newest = ui.shared(ctx, (), picker.overview, ctx.store)
     if not stored:
         st.markdown(context.EMPTY_STORE_TEXT_READ_ONLY if ctx.settings.read_only else context.EMPTY_STORE_TEXT)
         if not ctx.settings.read_only:
@@ -50,7 +55,7 @@ def show() -> None:
         # the filters open on what it points at (set before the widgets exist, as Streamlit requires).
         st.session_state["cmp_requested"] = list(requested)  # copies: the kept list is every visitor's
         st.session_state["cmp_runs"] = list(requested)
-        st.session_state["cmp_model"] = compare.models_of(db.runs(run_ids=requested), requested)
+        st.session_state["cmp_model"] = picker.models_of(db.runs(run_ids=requested), requested)
         for key in ("cmp_acc", "cmp_backend", "cmp_precision", "cmp_status", "cmp_ref_rows", "cmp_search"):
             st.session_state.pop(key, None)
 
@@ -75,32 +80,32 @@ def show() -> None:
                                                                              if s in options["status"]]),
                                           key="cmp_status", on_change=_filters_changed),
         }
-        query = results.query(selections)
-        matching, default_ids, recent, hidden = ui.shared(ctx, ("picker", ui.key_of(query)), compare.picker_runs,
+        query = stored_runs.query(selections)
+        matching, default_ids, recent, hidden = ui.shared(ctx, ("picker", ui.key_of(query)), picker.picker_runs,
                                                           ctx.store, query)
         search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
                                key="cmp_search")
-        found = db.run_ids(**query, search=search, limit=compare.PICKER_RUNS) if search.strip() else []
+        found = db.run_ids(**query, search=search, limit=picker.PICKER_RUNS) if search.strip() else []
         picked = st.session_state.get("cmp_runs") or []
         offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
-        offered_runs = ui.shared(ctx, ("offered", tuple(offered)), compare.runs_by_id, ctx.store, tuple(offered))
-        labels = ui.shared(ctx, tuple(offered), compare.labels_by_id, offered_runs)
+        offered_runs = ui.shared(ctx, ("offered", tuple(offered)), picker.runs_by_id, ctx.store, tuple(offered))
+        labels = ui.shared(ctx, tuple(offered), picker.labels_by_id, offered_runs)
         offered = [r for r in offered if r in labels]
         default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
         if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
             st.session_state["cmp_runs"] = [r for r in picked if r in labels]
         chosen = st.multiselect("Runs", offered, default=_unless_set("cmp_runs", default_ids), format_func=labels.get,
                                 key="cmp_runs", on_change=_runs_changed)
-        st.caption(compare.picker_caption(len(chosen), matching, len(found) if search.strip() else None, hidden))
+        st.caption(picker.picker_caption(len(chosen), matching, len(found) if search.strip() else None, hidden))
         show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
         published = ui.memo((), reference.rows)  # the shipped rows: one frame per process, only read here
-        ref_names = ui.memo((), compare.reference_names, published)
+        ref_names = ui.memo((), picker.reference_names, published)
         picked_key = ("chosen", tuple(offered), tuple(chosen))
-        chosen_runs = ui.shared(ctx, picked_key, compare.runs_of, offered_runs, chosen)
+        chosen_runs = ui.shared(ctx, picked_key, picker.runs_of, offered_runs, chosen)
         # Kept with the chosen runs: pandas' unique() and tolist() were ~0.3 ms of each new visitor's run.
-        chosen_models, chosen_labels = ui.shared(ctx, picked_key, compare.models_and_labels, chosen_runs)
+        chosen_models, chosen_labels = ui.shared(ctx, picked_key, picker.models_and_labels, chosen_runs)
         ref_default = None if "cmp_ref_rows" in st.session_state else ui.shared(
-            ctx, ("ref_default", tuple(chosen)), compare.reference_for_models, published, chosen_models, chosen_labels)
+            ctx, ("ref_default", tuple(chosen)), picker.reference_for_models, published, chosen_models, chosen_labels)
         # Pills, not a multiselect: every row stays in view (a multiselect's box cut the 13 chosen by default on
         # the empty store off after three lines), and a click adds or drops one.
         ref_keys = st.pills("Published rows (default: those for the chosen runs' models)", list(ref_names),
@@ -114,7 +119,7 @@ def show() -> None:
     # nothing, or a new visitor who chose what another did, only draws it.
     choice = (ui.token(ctx), tuple(chosen), tuple(ref_keys) if show_reference else None)
     frame = ui.memo(choice, compare.compare_frame, chosen_runs, catalog,
-                    ui.memo(tuple(ref_keys), compare.runs_of, published, ref_keys, "key") if show_reference else None)
+                    ui.memo(tuple(ref_keys), picker.runs_of, published, ref_keys, "key") if show_reference else None)
     if frame.empty:
         st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
         st.stop()

@@ -4,7 +4,7 @@ functions of a store, kept per store version by the page (ui.shared)."""
 
 from __future__ import annotations
 
-from dashbench.views.format import md_text
+from dashbench.views.common.format import md_text
 
 HIDDEN_SCAN = 100  # the newest runs hidden_models looks among: what was just done, at a fifth of the default's scan
 

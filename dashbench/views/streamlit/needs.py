@@ -1,5 +1,5 @@
 """What the dashboard needs installed, checked by app.py and by every page file before anything imports it
-(Streamlit may run a page file before app.py: views/pages_folder.py): `streamlit run app.py` from a Python
+(Streamlit may run a page file before app.py: views/streamlit/pages_folder.py): `streamlit run app.py` from a Python
 without requirements-app.txt is one line naming what is missing and the command that installs it, not a
 ModuleNotFoundError on every page. Standard library only (and the running Streamlit), for that reason."""
 

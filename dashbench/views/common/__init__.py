@@ -1,0 +1,1 @@
+"""What the pages share, without Streamlit: wording, columns, charts, samples, settings, the AppContext."""

@@ -1,0 +1,1 @@
+"""The Prices page: its widgets (page), and its tables."""
