@@ -56,9 +56,9 @@ def handle_devices(args) -> int:
 
     backends.select(args.backend)
     if args.backend == "jax":
-        from dashbench.engine.jax_devices import discover
+        from dashbench.engine.jax.devices import discover
     else:
-        from dashbench.engine.devices import discover
+        from dashbench.engine.tensorflow.devices import discover
 
     info = discover()
     if args.json:

@@ -105,7 +105,7 @@ def device_kinds(backend: str) -> list[str]:
     """The device kinds `backend` sees here: the CPU always, then a GPU or a TPU where present."""
     kinds = ["cpu"]
     if backend == "jax":
-        from dashbench.engine import jax_devices
+        from dashbench.engine.jax import devices as jax_devices
 
         jax = jax_devices.import_jax()
         for kind in ("gpu", "tpu"):
@@ -115,7 +115,7 @@ def device_kinds(backend: str) -> list[str]:
             except RuntimeError:
                 pass
         return kinds
-    from dashbench.engine import devices
+    from dashbench.engine.tensorflow import devices
 
     tf = devices.import_tensorflow()
     with devices.native_stderr_silenced():
@@ -150,11 +150,11 @@ def _versions(backend: str) -> dict:
 
     versions = {"dashbench": __version__}
     if backend == "jax":
-        from dashbench.engine import jax_devices
+        from dashbench.engine.jax import devices as jax_devices
 
         versions["jax"] = jax_devices.import_jax().__version__
     else:
-        from dashbench.engine import devices
+        from dashbench.engine.tensorflow import devices
 
         versions["tensorflow"] = devices.import_tensorflow().__version__
     import keras

@@ -10,7 +10,9 @@ set-up early (physical devices only: a CPU run's logical devices are set later).
 from __future__ import annotations
 
 from dashbench.hardware import tpu
-from dashbench.engine import backends, devices, driverless, frameworks, jax_devices
+from dashbench.engine import backends, driverless, frameworks
+from dashbench.engine.jax import devices as jax_devices
+from dashbench.engine.tensorflow import devices
 from dashbench.core.spec import RunSpec, SpecError
 
 

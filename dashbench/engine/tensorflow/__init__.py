@@ -1,0 +1,1 @@
+"""The TensorFlow backend: its measured loop, its training to accuracy, its devices."""
