@@ -1,5 +1,5 @@
-"""The engine's entry: RunSpec in, RunResult out, on the spec's Keras backend (engine/tensorflow/,
-engine/jax/). The measuring rules both backends keep are in each backend's loop.py."""
+"""The engine's entry: RunSpec in, RunResult out, on the spec's Keras backend (engine/backends.py).
+The measuring rules every backend keeps are in each backend's loop.py."""
 
 from __future__ import annotations
 
@@ -15,18 +15,7 @@ Event = Callable[[dict], None]
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     """Train `spec.model` as the spec says, on the spec's Keras backend, and return the measured result."""
     backends.select(spec.backend)
+    backend = backends.get(spec.backend)
     if spec.to_accuracy:  # train to a target (or for fixed epochs), evaluating a held-out split
-        if spec.backend == "jax":
-            from dashbench.engine.jax import accuracy as jax_accuracy
-
-            return jax_accuracy.run(spec, on_event)
-        from dashbench.engine.tensorflow import accuracy as tf_accuracy
-
-        return tf_accuracy.run(spec, on_event)
-    if spec.backend == "jax":
-        from dashbench.engine.jax import loop as jax_loop
-
-        return jax_loop.run(spec, on_event)
-    from dashbench.engine.tensorflow import loop as tf_loop
-
-    return tf_loop.run(spec, on_event)
+        return backend.run_to_accuracy(spec, on_event)
+    return backend.run(spec, on_event)
