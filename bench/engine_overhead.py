@@ -9,7 +9,7 @@ drifting load on a shared machine hits all three alike; the report is the median
 Compilation and warm-up are excluded from all three. Writes the table into docs/PERFORMANCE.md between <!-- engine --> markers.
 
 The JAX column (between <!-- engine-jax --> markers) compares the engine on Keras's JAX backend
-(dashbench.engine.jax_loop) with a minimal hand-written `jax.jit` step on the same model, optimizer
+(dashbench.engine.jax.loop) with a minimal hand-written `jax.jit` step on the same model, optimizer
 and numpy batch: model.stateless_call + optimizer.stateless_apply, donated state, one step per call,
 float(loss) after every call. Keras picks its backend once per process, so each JAX measurement runs
 in a child process of this script (`--jax-child`); in it, after each engine host loop the same number
@@ -38,7 +38,8 @@ from pathlib import Path
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
 from dashbench.models import catalog
-from dashbench.engine import devices, envinfo, loop, workloads
+from dashbench.engine import envinfo, loop, workloads
+from dashbench.engine.tensorflow import devices
 from dashbench.core.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +200,7 @@ def render(spec: RunSpec, result: dict) -> str:
 def jax_hand_loop(spec: RunSpec):
     """A minimal hand-written JAX step; returns chunk(n) → (wall, CPU) seconds for n calls, each
     followed by float(loss). Built (and compiled) before the engine sets its distribution."""
-    from dashbench.engine import jax_devices
+    from dashbench.engine.jax import devices as jax_devices
 
     jax = jax_devices.import_jax()
     import keras
@@ -363,7 +364,7 @@ def render_jax(args, rows: list[dict]) -> str:
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}). The dashbench engine on Keras's JAX "
-        "backend (`engine/jax_loop.py`: DataParallel, one jitted function of `steps_per_loop` steps — written out "
+        "backend (`engine/jax/loop.py`: DataParallel, one jitted function of `steps_per_loop` steps — written out "
         "on a CPU, with XLA's memory-optimised schedule when there are several — donated state, one host call per "
         "`steps_per_loop` steps, after which the host waits for the loss and the step counter) against a minimal "
         "hand-written `jax.jit` step on the same model, optimizer and numpy batch (`stateless_call` + "

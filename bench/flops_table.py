@@ -57,7 +57,8 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
 
     from dashbench.models import catalog
     from dashbench.core import stats
-    from dashbench.engine import compiler_flops, jax_loop, workloads
+    from dashbench.engine import compiler_flops, workloads
+    from dashbench.engine.jax import loop as jax_loop
     from dashbench.core.spec import RunSpec
 
     spec = RunSpec(model=model, batch_size=batch, backend="jax", **overrides)

@@ -25,7 +25,7 @@ from docs_block import write_block  # bench/, on sys.path when a script here run
 
 from dashbench.hardware import peaks  # no TensorFlow in either
 from dashbench.core import stats
-from dashbench.engine.devices import canonical_gpu
+from dashbench.engine.target import canonical_gpu
 from dashbench.costs.reference import conv2d_flops
 
 MATMUL_CASES = (  # label, torch dtype name, TF32 allowed, dashbench precision

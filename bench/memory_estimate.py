@@ -57,7 +57,7 @@ def child(model: str, batch: int, backend: str, device: str = "cpu") -> None:
         print(json.dumps(runner.execute(spec, record=False).memory))
         return
     if backend == "jax":
-        from dashbench.engine import jax_loop as engine
+        from dashbench.engine.jax import loop as engine
     else:
         from dashbench.engine import loop as engine
     engine.run(spec)

@@ -55,16 +55,12 @@ def handle_devices(args) -> int:
     from dashbench.engine import backends
 
     backends.select(args.backend)
-    if args.backend == "jax":
-        from dashbench.engine.jax_devices import discover
-    else:
-        from dashbench.engine.devices import discover
-
-    info = discover()
+    backend = backends.get(args.backend)
+    info = backend.discover()
     if args.json:
         print(strict_json.dumps(info))
         return 0
-    framework = f"JAX {info['jax']}" if args.backend == "jax" else f"TensorFlow {info['tensorflow']}"
+    framework = f"{backend.display_name} {info[backend.name]}"
     print(f"{framework}; default device: {info['default_device']}")
     print(f"CPU: {info['cpu']['model']} ({info['cpu']['cores']} cores)")
     for gpu in info["gpus"]:

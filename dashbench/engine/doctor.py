@@ -103,27 +103,9 @@ def _finite(value) -> bool:
 
 def device_kinds(backend: str) -> list[str]:
     """The device kinds `backend` sees here: the CPU always, then a GPU or a TPU where present."""
-    kinds = ["cpu"]
-    if backend == "jax":
-        from dashbench.engine import jax_devices
+    from dashbench.engine import backends
 
-        jax = jax_devices.import_jax()
-        for kind in ("gpu", "tpu"):
-            try:
-                if jax.devices(kind):
-                    kinds.append(kind)
-            except RuntimeError:
-                pass
-        return kinds
-    from dashbench.engine import devices
-
-    tf = devices.import_tensorflow()
-    with devices.native_stderr_silenced():
-        if tf.config.list_physical_devices("GPU"):
-            kinds.append("gpu")
-    if devices.tpu_evidence():
-        kinds.append("tpu")
-    return kinds
+    return backends.get(backend).device_kinds()
 
 
 def check(backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATCH_STEPS,
@@ -148,15 +130,9 @@ def check(backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATC
 def _versions(backend: str) -> dict:
     from dashbench import __version__
 
-    versions = {"dashbench": __version__}
-    if backend == "jax":
-        from dashbench.engine import jax_devices
+    from dashbench.engine import backends
 
-        versions["jax"] = jax_devices.import_jax().__version__
-    else:
-        from dashbench.engine import devices
-
-        versions["tensorflow"] = devices.import_tensorflow().__version__
+    versions = {"dashbench": __version__, **backends.get(backend).versions()}
     import keras
 
     versions["keras"] = keras.__version__

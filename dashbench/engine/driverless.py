@@ -15,6 +15,7 @@ import sys
 
 from dashbench.hardware import tpu
 from dashbench.core.spec import RunSpec
+from dashbench.engine import backends
 
 # What a GPU driver leaves on Linux: NVIDIA's kernel module (and its device files in a container),
 # WSL2's GPU paravirtualisation, AMD's ROCm.
@@ -39,15 +40,13 @@ def missing(spec: RunSpec) -> str | None:
     jobs.device_check), or None: the device may be here, or only the framework can tell."""
     if spec.device not in ("gpu", "tpu") or gpu_driver() is not None:
         return None
-    framework = "JAX" if spec.backend == "jax" else "TensorFlow"
+    backend = backends.get(spec.backend)
     evidence = tpu.evidence()
     if spec.device == "gpu":
-        head = f"gpu requested but {framework} sees no GPU"
-    elif evidence or (spec.backend != "jax" and spec.tpu not in (None, "local")):
+        head = f"gpu requested but {backend.display_name} sees no GPU"
+    elif evidence or (backend.remote_tpu and spec.tpu not in (None, "local")):
         return None  # a TPU may be here, or is remote (--tpu NAME): the run finds it
-    elif spec.backend == "jax":
-        head = "tpu requested but JAX sees no TPU"
     else:
-        head = "tpu requested but this host shows no TPU (no /dev/accel0 or /dev/vfio/0, no TPU_ACCELERATOR_TYPE or TPU_NAME)"
+        head = backend.no_tpu
     seen = f"TPU evidence: {evidence}" if evidence else "no TPU"
     return f"{head}; found: CPU ({os.cpu_count()} cores), no GPU ({NO_DRIVER}), {seen}; use --device cpu or auto"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench import __version__
-from dashbench.engine.devices import cpu_model
+from dashbench.engine.target import cpu_model
 
 # What a run started on a Ray cluster's node learns of it from its environment (fleet/launch.py).
 FLEET_ENV = {"host": "DASHBENCH_HOST", "ray_node_id": "DASHBENCH_RAY_NODE_ID", "ray_job": "DASHBENCH_RAY_JOB",

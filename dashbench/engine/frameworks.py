@@ -1,5 +1,6 @@
-"""What the device modules (devices, jax_devices) and the matmul probe share, kept below all three so
-that none of them imports another for it: the quiet framework importers, and the CPU probe's size.
+"""What the backends' device modules (tensorflow/devices, jax/devices) and the matmul probe share,
+kept below them all so that none of them imports another for it: the quiet framework importers,
+and the CPU probe's size.
 
 TensorFlow and JAX are imported inside functions, after their logging is turned down: the GPU builds
 print a cuInit error (and JAX's CUDA plugin complains) on a machine without a GPU, harmless but

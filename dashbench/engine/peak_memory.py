@@ -16,7 +16,6 @@ The framework is only looked up where the run already imported it (sys.modules):
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Optional
 
 from dashbench.models import memory
@@ -117,25 +116,9 @@ def device_capacity(kind: str) -> Optional[float]:
 
 def framework_meters(backend: str) -> list:
     """The meters of the accelerators the run's framework (already imported) sees; [] on a CPU."""
-    if backend == "jax":
-        jax = sys.modules.get("jax")
-        if jax is None:
-            return []
-        try:
-            return jax_meters(jax.local_devices())
-        except Exception:
-            return []
-    tf = sys.modules.get("tensorflow")
-    if tf is None:
-        return []
-    for kind in ("gpu", "tpu"):
-        meters = tf_meters(tf, kind, None)
-        if meters:
-            capacity = device_capacity(kind)
-            for meter in meters:
-                meter.capacity = capacity
-            return meters
-    return []
+    from dashbench.engine import backends
+
+    return backends.get(backend).memory_meters()
 
 
 class Tracker:

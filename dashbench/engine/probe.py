@@ -1,4 +1,4 @@
-"""The matmul probe: the attainable TFLOP/s of one device, on either backend. The engine's CPU peak
+"""The matmul probe: the attainable TFLOP/s of one device, on any backend (Backend.matmul). The engine's CPU peak
 (MFU and the above-peak flag on a CPU) and `dashbench doctor`'s probes per precision are this one
 measurement."""
 
@@ -14,28 +14,9 @@ from dashbench.engine.frameworks import CPU_PROBE_REPEATS
 def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int = 3) -> float:
     """Best of `repeats` timed size² products on this host's first device of `kind`, after one
     warm-up (TFLOP/s). Fetching a scalar of the product waits for it."""
-    if backend == "jax":
-        jax = frameworks.import_jax()
-        import jax.numpy as jnp
+    from dashbench.engine import backends
 
-        device = jax.local_devices(backend=kind)[0]  # this host's own: devices(kind)[0] is host 0's
-        a = jax.device_put(jax.random.normal(jax.random.key(1), (size, size), dtype=dtype), device)
-        b = jax.device_put(jax.random.normal(jax.random.key(2), (size, size), dtype=dtype), device)
-        matmul = jax.jit(lambda x, y: jnp.matmul(x, y)[0, 0])
-
-        def fetch():
-            return float(matmul(a, b))
-    else:
-        tf = frameworks.import_tensorflow()
-        name = {"cpu": "/cpu:0", "gpu": "/gpu:0", "tpu": "/tpu:0"}[kind]
-        with tf.device(name):
-            a = tf.random.stateless_normal([size, size], seed=[1, 2], dtype=dtype)
-            b = tf.random.stateless_normal([size, size], seed=[3, 4], dtype=dtype)
-        matmul = tf.function(lambda x, y: tf.matmul(x, y)[0, 0])
-
-        def fetch():
-            with tf.device(name):
-                return float(matmul(a, b).numpy())
+    fetch = backends.get(backend).matmul(kind, dtype, size)
     fetch()
     best = float("inf")
     for _ in range(repeats):

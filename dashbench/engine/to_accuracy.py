@@ -13,7 +13,7 @@ How it measures (MLPerf Training's rules where they apply):
 - the training calls are the run's samples: its throughput and step times are over training steps
   only, evaluations excluded, so the run is also a throughput run.
 
-A backend gives a Trainer (engine/tf_accuracy.py, engine/jax_accuracy.py): set_seed(seed) sets the
+A backend gives a Trainer (engine/tensorflow/accuracy.py, engine/jax/accuracy.py): set_seed(seed) sets the
 weights and optimizer state for a seed (outside the timed region); train(xs, ys) runs k stacked
 batches and returns their mean loss once it is on the host; evaluate() runs the held-out split and
 returns (loss, accuracy) on the host.

@@ -1,7 +1,7 @@
 """Peak dense throughput per accelerator, for MFU and the above-peak check.
 
 Datasheet peaks (data/peaks.csv) are hard limits. A CPU has no datasheet figure that TensorFlow
-reaches, so its peak is measured inside the run process (dashbench.engine.devices.cpu_peak_tflops).
+reaches, so its peak is measured inside the run process (dashbench.engine.probe.cpu_peak_tflops).
 That measurement is soft (oneDNN convolutions run at about the matmul rate), so a CPU figure is
 flagged only when it is well above it (CPU_SOFT_MARGIN). No TensorFlow here.
 """

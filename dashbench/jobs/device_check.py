@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 
-from dashbench.engine import driverless
+from dashbench.engine import backends, driverless
 from dashbench.core.spec import RunSpec
 
 # The discovery command before `--backend B`; a module attribute so tests can count its starts.
@@ -40,17 +40,18 @@ def missing(spec: RunSpec, timeout: float = TIMEOUT_S) -> str | None:
 
 
 def judge(spec: RunSpec, report: dict) -> str | None:
-    """The `devices --json` report (engine devices.discover / jax_devices.discover) against the spec."""
+    """The `devices --json` report (the backend's Backend.discover) against the spec."""
     if spec.device not in ("gpu", "tpu"):
         return None
-    framework = "JAX" if spec.backend == "jax" else "TensorFlow"
+    backend = backends.get(spec.backend)
+    framework = backend.display_name
     gpus = report.get("gpus") if isinstance(report.get("gpus"), list) else []
     tpu = report.get("tpu") if isinstance(report.get("tpu"), dict) else {}
     by_kind = report.get("devices") if isinstance(report.get("devices"), dict) else None  # JAX's report
     tpus = len(by_kind.get("tpu") or []) if by_kind is not None else int(bool(tpu.get("evidence")))
     if spec.device == "gpu" and gpus and (spec.replicas or 1) <= len(gpus):
         return None
-    if spec.device == "tpu" and (tpus or (spec.backend != "jax" and spec.tpu not in (None, "local"))):
+    if spec.device == "tpu" and (tpus or (backend.remote_tpu and spec.tpu not in (None, "local"))):
         return None  # a remote TPU (--tpu NAME) is found by the run itself
     return f"{_wanted(spec, len(gpus))} but {framework} sees {_seen(spec.device, len(gpus))}; found: {_found(report, gpus, tpus)}"
 

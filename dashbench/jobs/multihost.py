@@ -6,7 +6,7 @@ the fleet's launcher (fleet/slices.py). Every process measures the same steps an
 so only worker 0 writes the run; the others add their host and devices to its placement when they
 end (store/placement.py). They agree on the run's id through `--run-id` or DASHBENCH_RUN_ID,
 given the same on every host; a JAX run without one takes worker 0's through JAX's own collectives
-once the hosts have joined (engine/jax_devices.py). No TensorFlow or JAX here.
+once the hosts have joined (engine/jax/devices.py). No TensorFlow or JAX here.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from dashbench.models import catalog
 from dashbench.core import stats
 from dashbench.engine import hostload, loop, measured
-from dashbench.engine.devices import Target
+from dashbench.engine.target import Target
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec, SpecError
 

@@ -16,7 +16,8 @@ from fixtures.xla import FAST_XLA_COMPILE
 
 from dashbench.models import catalog
 from dashbench.core import stats
-from dashbench.engine import backends, jax_devices
+from dashbench.engine import backends
+from dashbench.engine.jax import devices as jax_devices
 from dashbench.core.spec import RunSpec, SpecError
 from fixtures.child_env import child_env
 
@@ -34,7 +35,8 @@ ALL_WORKLOADS = """
 import json, sys
 import numpy as np
 from dashbench.models import catalog
-from dashbench.engine import jax_loop, jax_seed, loop, workloads
+from dashbench.engine import loop, workloads
+from dashbench.engine.jax import loop as jax_loop, seed as jax_seed
 from dashbench.core.spec import RunSpec
 out = {"runs": {}}
 for model, precision in [(m, "float32") for m in ("conv2d", "fashion_mnist_cnn")] + [

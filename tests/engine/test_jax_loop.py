@@ -1,4 +1,4 @@
-"""The JAX engine's jitted loop (engine/jax_loop.py) is k single steps, whichever way it is built:
+"""The JAX engine's jitted loop (engine/jax/loop.py) is k single steps, whichever way it is built:
 written out step by step (as on a CPU) or as a `fori_loop` (as on accelerators), one batch for every
 step (synthetic data) or k stacked batches (real data); and on a CPU its k steps fit in one step's
 scratch memory, so a faster loop cannot be a different one, nor a slower one a bigger one.
@@ -19,8 +19,9 @@ CHILD = """
 import json
 import jax, keras, numpy as np
 from dashbench.models import catalog
-from dashbench.engine import jax_seed, workloads
-from dashbench.engine.jax_loop import loop_compiler_options, step_of, train_loop_of
+from dashbench.engine import workloads
+from dashbench.engine.jax import seed as jax_seed
+from dashbench.engine.jax.loop import loop_compiler_options, step_of, train_loop_of
 from dashbench.core.spec import RunSpec
 
 K = 2  # two steps a host call: a skipped, repeated or reordered step still moves the losses

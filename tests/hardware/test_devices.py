@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dashbench.engine import devices
+from dashbench.engine.tensorflow import devices
 from dashbench.core.spec import RunSpec, SpecError
 
 

@@ -260,7 +260,7 @@ def _fake_tensorflow(devices: int, mesh_shape):
     ("v6e-8", 8, [2, 4, 1, 1], "TPU v6e", 8),
 ])
 def test_the_tensorflow_target_counts_chips_from_the_type(monkeypatch, accelerator_type, devices, mesh, name, chips):
-    from dashbench.engine import devices as engine_devices
+    from dashbench.engine.tensorflow import devices as engine_devices
     from dashbench.core.spec import RunSpec
 
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", accelerator_type)

@@ -11,32 +11,24 @@ The builder contract, as small as torchbench's `get_module()`:
   integer inputs: token ids), "labels" (a function of the numpy inputs giving the targets), "loss" (a
   Keras loss or its name) and "optimizer" (a Keras optimizer or its name).
 
-The file is imported here only, in the run's own process, under a time limit.
+The file is imported only in the run's own process, under a time limit (user_import).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import os
-import sys
-import threading
-from pathlib import Path
 from typing import Optional
 
 from dashbench.models import model_file
 from dashbench.models.catalog import Shapes
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.core.spec import SpecError
+from dashbench.engine.workloads.user_import import import_file, one_line, say
 
-IMPORT_TIMEOUT_ENV = "DASHBENCH_MODEL_IMPORT_TIMEOUT_S"
-IMPORT_TIMEOUT_S = 60.0
 RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
 BUILDER_ARGUMENTS = ("batch_size", "classes")
 FEATURE_GROUPS = 64  # the teacher reads each input as this many means of contiguous chunks
 
 _workloads: dict = {}
-_modules: dict = {}
 
 
 def workload(spec) -> "UserWorkload":
@@ -45,48 +37,6 @@ def workload(spec) -> "UserWorkload":
     if key not in _workloads:
         _workloads[key] = UserWorkload(spec)
     return _workloads[key]
-
-
-def _say(field_text: str) -> SpecError:
-    return SpecError("model", field_text)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= 500 else text[:500] + "…"
-
-
-def import_file(path: Path, sha: str):
-    """The module of a builder file, imported once, in a thread the run waits on for at most
-    DASHBENCH_MODEL_IMPORT_TIMEOUT_S: a file that hangs at import is named, never waited for."""
-    key = (str(path), sha)
-    if key in _modules:
-        return _modules[key]
-    limit = float(os.environ.get(IMPORT_TIMEOUT_ENV) or IMPORT_TIMEOUT_S)
-    name = f"dashbench_user_model_{sha[:12]}"
-    found: dict = {}
-
-    def load():
-        try:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module  # what keras.saving's registered classes are looked up in
-            spec.loader.exec_module(module)
-            found["module"] = module
-        except BaseException as exc:  # the user's code: any error is its message
-            sys.modules.pop(name, None)
-            found["error"] = exc
-
-    thread = threading.Thread(target=load, name=f"import {path.name}", daemon=True)
-    thread.start()
-    thread.join(limit)
-    if thread.is_alive():
-        raise _say(f"{path.name} did not finish importing within {limit:g} s ({IMPORT_TIMEOUT_ENV}): stopped")
-    if "error" in found:
-        raise _say(f"{path.name} failed at import: {_one_line(found['error'])}")
-    _modules[key] = found["module"]
-    return found["module"]
 
 
 class UserWorkload(KerasWorkload):
@@ -120,7 +70,7 @@ class UserWorkload(KerasWorkload):
             return self._load_saved(keras)
         function = getattr(import_file(self.path, self.sha), self.builder, None)
         if not callable(function):
-            raise _say(f"{self.path.name} has no function {self.builder}()")
+            raise say(f"{self.path.name} has no function {self.builder}()")
         try:
             parameters = inspect.signature(function).parameters
         except (TypeError, ValueError):
@@ -130,24 +80,24 @@ class UserWorkload(KerasWorkload):
         for name, parameter in parameters.items():
             if name in BUILDER_ARGUMENTS and (given[name] is not None or parameter.default is inspect.Parameter.empty):
                 if given[name] is None:
-                    raise _say(f"{self.where}() asks for {name}, which this run has none of (classes: an image "
+                    raise say(f"{self.where}() asks for {name}, which this run has none of (classes: an image "
                                f"folder's class count); give it a default")
                 kwargs[name] = given[name]
             elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
                     inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-                raise _say(f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
+                raise say(f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
                            f"{', '.join(BUILDER_ARGUMENTS)}")
         try:
             out = function(**kwargs)
         except Exception as exc:
-            raise _say(f"{self.where}() raised {_one_line(exc)}") from None
+            raise say(f"{self.where}() raised {one_line(exc)}") from None
         if isinstance(out, dict):
             unknown = [key for key in out if key not in RETURNED_KEYS]
             if unknown:
-                raise _say(f"{self.where}() returned a dict with {unknown[0]!r}; its keys are {', '.join(RETURNED_KEYS)}")
+                raise say(f"{self.where}() returned a dict with {unknown[0]!r}; its keys are {', '.join(RETURNED_KEYS)}")
             self.extras, out = {k: v for k, v in out.items() if k != "model"}, out.get("model")
         if not isinstance(out, keras.Model):
-            raise _say(f"{self.where}() returned {type(out).__name__}, not a keras.Model "
+            raise say(f"{self.where}() returned {type(out).__name__}, not a keras.Model "
                        f"(or a dict with 'model')")
         self._take_compiled(out)
         return out
@@ -158,11 +108,11 @@ class UserWorkload(KerasWorkload):
         except Exception as exc:
             text = str(exc)
             if "Lambda" in text or "safe_mode" in text:
-                raise _say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
+                raise say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
                            f"the model without Lambda layers, or give a builder file.py:build") from None
-            raise _say(f"{self.path.name} is not a loadable Keras 3 model: {_one_line(exc)}") from None
+            raise say(f"{self.path.name} is not a loadable Keras 3 model: {one_line(exc)}") from None
         if not isinstance(loaded, keras.Model):
-            raise _say(f"{self.path.name} holds {type(loaded).__name__}, not a keras.Model")
+            raise say(f"{self.path.name} holds {type(loaded).__name__}, not a keras.Model")
         # Fresh weights from the run's seed, as a builder's: the file gives the architecture.
         fresh = keras.models.clone_model(loaded)
         self._take_compiled(loaded)
@@ -181,31 +131,31 @@ class UserWorkload(KerasWorkload):
         inputs = []
         wanted = self.extras.get("inputs") or {}
         if not isinstance(wanted, dict):
-            raise _say(f"{self.where}(): 'inputs' must map input names to {{'low', 'high'}}")
+            raise say(f"{self.where}(): 'inputs' must map input names to {{'low', 'high'}}")
         for tensor in model.inputs:
             name, shape, dtype = _name(tensor), tuple(tensor.shape[1:]), str(tensor.dtype)
             if any(d is None for d in shape):
-                raise _say(f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
+                raise say(f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
                            f"fixed (keras.Input(shape=...)) so its examples can be made")
             made = {"name": name, "shape": list(shape), "dtype": dtype}
             if "int" in dtype or dtype == "bool":
                 bounds = wanted.get(name) or {}
                 high = bounds.get("high", 2 if dtype == "bool" else _embedding_size(model, tensor))
                 if high is None:
-                    raise _say(f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
+                    raise say(f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
                                f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}")
                 made.update(low=int(bounds.get("low", 0)), high=int(high))
             elif "float" not in dtype:
-                raise _say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
+                raise say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
             inputs.append(made)
         if not model.outputs:
-            raise _say(f"{self.where}: the model has no outputs")
+            raise say(f"{self.where}: the model has no outputs")
         if len(model.outputs) > 1 and "labels" not in self.extras:
-            raise _say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' "
+            raise say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' "
                        f"for them")
         outputs = [{"name": _name(t), "shape": list(t.shape[1:]), "dtype": str(t.dtype)} for t in model.outputs]
         if any(d is None for d in outputs[0]["shape"]):
-            raise _say(f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
+            raise say(f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
                        f"must be fixed for a target to be made")
         return {"inputs": inputs, "outputs": outputs, **self._task(model, outputs[0])}
 
@@ -229,10 +179,10 @@ class UserWorkload(KerasWorkload):
         else:
             kind = "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
         if kind in ("classes", "one_hot") and (len(shape) != 1 or shape[0] < 2):
-            raise _say(f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at "
+            raise say(f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at "
                        f"least 2 classes")
         if self.classes is not None and shape[0] != self.classes:
-            raise _say(f"output {output['name']!r} has {shape[0]} classes; the image folder has {self.classes}")
+            raise say(f"output {output['name']!r} has {shape[0]} classes; the image folder has {self.classes}")
         if loss_fn is None:
             from_logits = not _ends_in_softmax(model)
             self.loss_fn = (lambda y, p: keras.losses.sparse_categorical_crossentropy(y, p, from_logits=from_logits)) \
@@ -297,7 +247,7 @@ class UserWorkload(KerasWorkload):
             try:
                 y = np.asarray(self.extras["labels"](x))
             except Exception as exc:
-                raise _say(f"{self.where}: its labels function raised {_one_line(exc)}") from None
+                raise say(f"{self.where}: its labels function raised {one_line(exc)}") from None
             return x, y
         return x, self._targets(arrays, self.meta["inputs"], batch, seed)
 
@@ -330,16 +280,16 @@ class UserWorkload(KerasWorkload):
         self.classes = shapes.classes or None
         model = self.build_model(shapes)
         if len(model.inputs) != 1 or len(model.inputs[0].shape) != 4:
-            raise _say(f"{self.where}: an image folder feeds a model of one image input (height, width, "
+            raise say(f"{self.where}: an image folder feeds a model of one image input (height, width, "
                        f"channels); this one's inputs are {[_shape(t.shape[1:]) for t in model.inputs]}")
         height, width, channels = model.inputs[0].shape[1:]
         if height != width or channels not in (1, 3):
-            raise _say(f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
+            raise say(f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
                        f"image folder is read square, with 1 or 3 channels")
         return Shapes(image_size=int(height), channels=int(channels), classes=shapes.classes)
 
     def real_dataset(self, data_path, global_batch, seed):
-        raise _say("a model file has no Fashion-MNIST reader: use --data folder (an image folder) or synthetic")
+        raise say("a model file has no Fashion-MNIST reader: use --data folder (an image folder) or synthetic")
 
     real_batches = real_dataset
 
@@ -418,12 +368,12 @@ def prepare(spec) -> None:
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
     from dashbench.models import catalog, memory
-    from dashbench.engine import backends, frameworks
+    from dashbench.engine import backends
 
     shapes = catalog.check_spec(spec)
     backends.select(spec.backend)
     # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
-    frameworks.import_tensorflow() if spec.backend == "tensorflow" else frameworks.import_jax()
+    backends.get(spec.backend).import_framework()
     user = workload(spec)
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)

@@ -1,6 +1,6 @@
 """The measured training loop on Keras's JAX backend: RunSpec in, RunResult out.
 
-How it measures (the same rules as the TensorFlow loop, engine/loop.py):
+How it measures (the same rules as the TensorFlow loop, engine/tensorflow/loop.py):
 - data parallel through `keras.distribution.DataParallel` over the run's devices: variables are
   replicated, each batch is split along its first axis, XLA inserts the gradient all-reduce;
 - one jitted function runs `steps_per_loop` steps (written out on a CPU, a `fori_loop` elsewhere) of a step built from
@@ -20,7 +20,8 @@ from typing import Callable, Optional
 
 from dashbench.models import catalog
 from dashbench.core import stats
-from dashbench.engine import calibration, compiler_flops, jax_devices, jax_seed, measured, workloads
+from dashbench.engine import calibration, compiler_flops, measured, workloads
+from dashbench.engine.jax import devices as jax_devices, seed as jax_seed
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
 

@@ -1,13 +1,13 @@
 """Training to a target accuracy on Keras's JAX backend (engine/to_accuracy.py holds the rules): the
 stateless step, k-step loop, data parallelism and compiler options of the measured loop
-(engine/jax_loop.py), fed host batches; the evaluation a jitted function of one batch."""
+(engine/jax/loop.py), fed host batches; the evaluation a jitted function of one batch."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import (accuracy_data, calibration, compiler_flops, jax_devices, jax_loop, jax_seed, measured,
-                              to_accuracy, workloads)
+from dashbench.engine import accuracy_data, calibration, compiler_flops, measured, to_accuracy, workloads
+from dashbench.engine.jax import devices as jax_devices, loop as jax_loop, seed as jax_seed
 from dashbench.results.result import RunResult
 
 

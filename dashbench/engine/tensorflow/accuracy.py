@@ -1,13 +1,13 @@
 """Training to a target accuracy on TensorFlow (engine/to_accuracy.py holds the rules): the
-strategy, model, optimizer and XLA choice of the measured loop (engine/loop.py), a tf.function of
+strategy, model, optimizer and XLA choice of the measured loop (engine/tensorflow/loop.py), a tf.function of
 k steps over host-fed batches split per replica, and one of an evaluation batch."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import (accuracy_data, backends, calibration, compiler_flops, devices, measured, to_accuracy,
-                              workloads)
+from dashbench.engine import accuracy_data, backends, calibration, compiler_flops, measured, to_accuracy, workloads
+from dashbench.engine.tensorflow import devices
 from dashbench.results.result import RunResult
 
 

@@ -16,8 +16,8 @@ from typing import Optional
 
 from dashbench.hardware import tpu
 from dashbench.engine import probe
-from dashbench.engine.devices import DeviceError, Target, canonical_gpu
-# import_jax and native_stderr_silenced are also used as jax_devices.X by the JAX loop and the doctor.
+from dashbench.engine.target import DeviceError, Target, canonical_gpu
+# import_jax and native_stderr_silenced are also used as jax_devices.X by the JAX loop and accuracy.
 from dashbench.engine.frameworks import import_jax, native_stderr_silenced
 from dashbench.core.spec import RunSpec, SpecError, divisibility_message
 
@@ -164,7 +164,7 @@ def cpu_peak_tflops(dtype: str = "float32", size: int = 0, repeats: int = 3) -> 
 
 def discover() -> dict:
     """What JAX sees here, for `devices --backend jax` (the shape of devices.discover()'s answer)."""
-    from dashbench.engine.devices import cpu_model
+    from dashbench.engine.target import cpu_model
 
     jax = import_jax()
     gpus = [{"name": _device_name(d), "device_name": d.device_kind, "accelerator": canonical_gpu(d.device_kind)}

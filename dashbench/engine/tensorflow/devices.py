@@ -12,39 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from dashbench.hardware import tpu
 from dashbench.engine import probe
-# import_tensorflow and native_stderr_silenced are also used as devices.X by the loop and the doctor.
+# import_tensorflow and native_stderr_silenced are also used as devices.X by the loop and accuracy.
 from dashbench.engine.frameworks import import_tensorflow, native_stderr_silenced
 from dashbench.core.spec import RunSpec, SpecError, divisibility_message
-
-# Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
-_GPU_NAMES = ("H200", "H100", "A100", "V100", "P100", "K80", "T4", "L4")
-
-
-class DeviceError(SpecError):
-    """The requested device is not available; the message says what was found instead."""
-
-    def __init__(self, message: str):
-        super().__init__("device", message)
-
-
-@dataclass
-class Target:
-    """A strategy plus what it runs on, resolved from a RunSpec."""
-
-    strategy: Any
-    kind: str  # cpu | gpu | tpu
-    accelerator: str  # canonical name (peaks.csv) or the raw device name
-    accelerator_count: int
-    device_names: list = field(default_factory=list)
-    replicas: int = 1
-    multi_worker: bool = False
-    env: dict = field(default_factory=dict)  # facts for the run's environment record (e.g. "tpu")
+# DeviceError, Target and the names are every backend's; also used as devices.X by the TF modules and tests.
+from dashbench.engine.target import DeviceError, Target, canonical_gpu, cpu_model
 
 
 def tpu_evidence() -> Optional[str]:
@@ -227,14 +203,6 @@ def found_summary(tf) -> str:
     return ", ".join(parts) + f"; use --device {' or '.join(usable)}"
 
 
-def canonical_gpu(raw: str) -> str:
-    """'NVIDIA H100 80GB HBM3' → 'H100'; an unknown name is kept as it is."""
-    for name in _GPU_NAMES:
-        if re.search(rf"(?<![A-Za-z0-9]){name}(?![0-9A-Za-z])", raw):
-            return name
-    return raw or "GPU"
-
-
 def canonical_tpu(accelerator_type: str) -> str:
     """'v5litepod-8' → 'TPU v5e'; unknown or empty → 'TPU' (dashbench.hardware.tpu.canonical_name)."""
     return tpu.canonical_name(accelerator_type)
@@ -246,19 +214,6 @@ def _gpu_details(tf, device) -> dict:
     except Exception:  # details are informative only
         return {}
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in details.items()}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
 
 
 def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats: int = probe.CPU_PROBE_REPEATS) -> float:
