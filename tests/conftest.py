@@ -29,6 +29,9 @@ def pytest_configure(config):
     os.chmod(folder, 0o1777)
     _session_tmp.append(folder)
     os.environ[SESSION_TMP_ENV] = os.environ["TMPDIR"] = tempfile.tempdir = folder
+    # dashbench's cache (each Ray node's Python: fleet/node_python.py), one for the whole session, as a
+    # user's is for all their commands: the cluster's hosts are asked once, not by every `run --cluster`.
+    os.environ["DASHBENCH_CACHE_DIR"] = os.path.join(folder, "cache")
 
 
 def pytest_unconfigure(config):
