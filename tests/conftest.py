@@ -29,6 +29,9 @@ def pytest_configure(config):
     os.chmod(folder, 0o1777)
     _session_tmp.append(folder)
     os.environ[SESSION_TMP_ENV] = os.environ["TMPDIR"] = tempfile.tempdir = folder
+    # dashbench's cache (each Ray node's Python: fleet/node_python.py), one for the whole session, as a
+    # user's is for all their commands: the cluster's hosts are asked once, not by every `run --cluster`.
+    os.environ["DASHBENCH_CACHE_DIR"] = os.path.join(folder, "cache")
 
 
 def pytest_unconfigure(config):
@@ -74,6 +77,10 @@ LONGEST_FIRST = (
     "test_jax_backend.py::test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops",
     "test_jax_backend.py::test_four_devices_and_two_hosts_give_the_one_device_loss",
     "test_browser.py::test_every_page_in_a_real_browser",
+    "test_bench_server_cost.py::test_server_cost_prints_cpu_per_visit_for_a_tiny_store",
+    # the first of the group carries its module fixture: one interpreter for all eight modules
+    "test_first_use.py::test_the_app_without_a_requirement_says_in_one_line_what_is_missing_on_every_page[numpy]",
+    "test_store_outage.py::test_a_run_outlives_an_immediate_stop_of_its_postgres_server[60]",
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[inception_v3]",
     "test_engine.py::test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batch",
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[resnet50]",
@@ -107,6 +114,8 @@ def pytest_collection_modifyitems(config, items):
 
     def place(item):
         name = item.nodeid.rsplit("/", 1)[-1]
+        if getattr(config.option, "loadgroup", False) and item.get_closest_marker("xdist_group"):
+            name = name.rsplit("@", 1)[0]  # without its group's suffix (_name_xdist_groups)
         return rank.get(name, len(rank))
 
     items.sort(key=place)  # stable: every other test keeps its order

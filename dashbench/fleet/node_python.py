@@ -8,13 +8,17 @@ to the host (num_cpus=0: it runs beside a run holding the host's CPUs). A host w
 import dashbench is refused before anything is stored.
 
 The task needs a Ray driver; it lives in a short child process (`python -m dashbench.fleet.node_python`),
-never in the dashboard's, and each host's answer is kept for the process's life (a host started again
-is a new Ray node id). A Jobs API address (http://head:8265) carries no driver address: a shell-only
+never in the dashboard's, and costs seconds (a driver's start on the cluster): each host's answer is kept
+for the process's life and in a small file under the user's cache folder (DASHBENCH_CACHE_DIR), keyed by
+the host's Ray node id, so the next `run --cluster` does not ask again. A host whose Ray is started again
+is a new node id, asked afresh; only a host that has dashbench is kept (a refusal is always asked again).
+A Jobs API address (http://head:8265) carries no driver address: a shell-only
 job on the head prints the GCS address its jobs are given (RAY_ADDRESS), asked once per process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,6 +32,9 @@ from dashbench.fleet import FleetError
 PYTHON_ENV = "DASHBENCH_FLEET_PYTHON"  # a Python to use on every host instead of asking
 INSTALL = "bash scripts/install.sh requirements-cluster.txt"
 ASK_TIMEOUT_S = 180.0
+CACHE_ENV = "DASHBENCH_CACHE_DIR"  # the user's cache folder for dashbench (default ~/.cache/dashbench)
+CACHE_FILE = "node-pythons.json"  # Ray node id -> the Python with dashbench there
+CACHE_KEEP = 256  # node ids kept in the file: the newest, so a long-lived cluster's restarts do not pile up
 _known: dict[tuple[str, str], str] = {}  # (cluster, node id) -> that node's Python with dashbench
 _gcs: dict[str, str] = {}  # a Jobs API address -> its cluster's GCS address
 
@@ -40,6 +47,11 @@ def python_on(address, hosts: list) -> dict[str, str]:
         return {host.node_id: override for host in hosts}
     missing = [host for host in hosts if (address.text, host.node_id) not in _known]
     if missing:
+        kept = _read_cache()
+        for host in [h for h in missing if h.node_id in kept]:
+            _known[(address.text, host.node_id)] = kept[host.node_id]
+        missing = [host for host in missing if host.node_id not in kept]
+    if missing:
         answers = _ask(address, [host.node_id for host in missing])
         for host in missing:
             answer = answers.get(host.node_id) or {}
@@ -51,7 +63,51 @@ def python_on(address, hosts: list) -> dict[str, str]:
                                        f"({answer['python']}): install it there ({INSTALL}) and start Ray on "
                                        f"that host from that venv (.venv/bin/ray start …)")
             _known[(address.text, host.node_id)] = answer["python"]
+        _write_cache({host.node_id: _known[(address.text, host.node_id)] for host in missing})
     return {host.node_id: _known[(address.text, host.node_id)] for host in hosts}
+
+
+def cache_path():
+    """The file of hosts' answers: DASHBENCH_CACHE_DIR, else $XDG_CACHE_HOME/dashbench, else ~/.cache/dashbench."""
+    from pathlib import Path
+
+    folder = os.environ.get(CACHE_ENV, "").strip()
+    if not folder:
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+        folder = os.path.join(base, "dashbench")
+    return Path(folder) / CACHE_FILE
+
+
+def _read_cache() -> dict[str, str]:
+    """The kept answers; none where the file is missing or unreadable (then the hosts are asked)."""
+    try:
+        kept = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    return {node: python for node, python in kept.items() if isinstance(node, str) and isinstance(python, str)}
+
+
+def _write_cache(answers: dict[str, str]) -> None:
+    """Adds `answers` to the file, written whole to a temporary file and renamed over it (processes that
+    write at once each leave a whole file). A cache that cannot be written only costs the next ask."""
+    import tempfile
+
+    path = cache_path()
+    kept = {node: python for node, python in _read_cache().items() if node not in answers}
+    kept = dict(list({**kept, **answers}.items())[-CACHE_KEEP:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{CACHE_FILE}.", delete=False) as out:
+            json.dump(kept, out)
+    except OSError:
+        return
+    try:
+        os.replace(out.name, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(out.name)
 
 
 def _ask(address, node_ids: list[str]) -> dict:

@@ -79,3 +79,34 @@ def test_a_run_uses_its_hosts_ray_python_and_a_host_without_dashbench_is_refused
     finally:
         ray_cluster.kill_node(OFF_PATH)
         ray_cluster.kill_node(BARE)
+
+
+def _asks(ray_cluster) -> int:
+    """How many times the cluster was asked for a host's Python: each ask is a Ray driver of its own
+    (`python -m dashbench.fleet.node_python`), listed by the cluster as a job."""
+    from ray.util.state import list_jobs
+
+    return sum("dashbench.fleet.node_python" in (job.entrypoint or "")
+               for job in list_jobs(address=ray_cluster.dashboard_url, limit=10_000))
+
+
+def test_a_hosts_python_is_asked_once_and_kept_by_its_ray_node_id(ray_cluster, tmp_path, monkeypatch):
+    from dashbench.fleet import inventory, node_python
+    from dashbench.fleet.address import parse
+
+    monkeypatch.setenv(node_python.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(node_python, "_known", {})  # a process that has asked nothing yet
+    address = parse(ray_cluster.gcs_address)
+    first, second = sorted((h for h in inventory.hosts(address) if h.alive), key=lambda h: h.name)[:2]
+    before = _asks(ray_cluster)
+    python = node_python.python_on(address, [first])[first.node_id]
+    assert Path(python).name.startswith("python") and _asks(ray_cluster) == before + 1
+    assert json.loads(node_python.cache_path().read_text()) == {first.node_id: python}
+
+    monkeypatch.setattr(node_python, "_known", {})  # the next command: a new process
+    assert node_python.python_on(address, [first]) == {first.node_id: python}
+    assert _asks(ray_cluster) == before + 1  # answered from the file, the cluster not asked
+    # A node id the file does not hold (another host, or one whose Ray started again) is asked, and kept.
+    both = node_python.python_on(address, [first, second])
+    assert both[first.node_id] == python and _asks(ray_cluster) == before + 2
+    assert set(json.loads(node_python.cache_path().read_text())) == {first.node_id, second.node_id}

@@ -20,37 +20,50 @@ PAGES = ["app.py", *sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.p
 
 # The app in a fresh interpreter where `import MODULE` fails, as in a Python without requirements-app.txt:
 # its root address and each page opened directly (a browser's first request, which Streamlit may run
-# before app.py: views/streamlit/pages_folder.py). A module Streamlit itself imports cannot be missing there.
+# before app.py: views/streamlit/pages_folder.py). One interpreter takes every module in turn: the
+# module and its submodules are taken out of sys.modules and barred (None), and every dashbench module is
+# dropped, so each module's pages import dashbench afresh without it; the module is put back after.
+# Streamlit, imported once, keeps what it holds: it is running, as for a user.
 WITHOUT = f"""
 import json, sys
-name = sys.argv[1]
-sys.modules[name] = None
-try:
-    from streamlit.testing.v1 import AppTest
-except ImportError:
-    print(json.dumps({{"streamlit_needs_it": True}}))
-    raise SystemExit
+from streamlit.testing.v1 import AppTest
+
 shown = {{}}
-for page in {PAGES!r}:
-    at = AppTest.from_file({APP!r}, default_timeout=120)
-    if page != "app.py":
-        at.switch_page(page)
-    at.run()
-    shown[page] = {{"errors": [e.value for e in at.error], "exceptions": [e.value for e in at.exception],
-                   "titles": [t.value for t in at.title]}}
+for name in sys.argv[1:]:
+    held = {{key: sys.modules.pop(key) for key in list(sys.modules)
+            if key == name or key.startswith(name + ".") or key.split(".")[0] == "dashbench"}}
+    sys.modules[name] = None
+    shown[name] = {{}}
+    for page in {PAGES!r}:
+        at = AppTest.from_file({APP!r}, default_timeout=120)
+        if page != "app.py":
+            at.switch_page(page)
+        at.run()
+        shown[name][page] = {{"errors": [e.value for e in at.error], "exceptions": [e.value for e in at.exception],
+                             "titles": [t.value for t in at.title]}}
+    del sys.modules[name]
+    for key in [key for key in sys.modules if key.split(".")[0] == "dashbench"]:
+        del sys.modules[key]
+    sys.modules.update(held)
 print(json.dumps(shown))
 """
 
 
-@pytest.mark.parametrize("module", needs.APP_MODULES)
-def test_the_app_without_a_requirement_says_in_one_line_what_is_missing_on_every_page(tmp_path, module):
-    env = {"DASHBENCH_DB": str(tmp_path / "runs.sqlite"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", WITHOUT, module], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=600)
+@pytest.fixture(scope="module")
+def pages_without(tmp_path_factory):
+    """module -> page -> what the page showed, with that module unimportable (one interpreter for all)."""
+    home = tmp_path_factory.mktemp("without")
+    env = {"DASHBENCH_DB": str(home / "runs.sqlite"), "HOME": str(home), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", WITHOUT, *needs.APP_MODULES], capture_output=True, text=True,
+                          env=env, cwd=home, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    shown = json.loads(done.stdout.strip().splitlines()[-1])
-    if shown.get("streamlit_needs_it"):
-        pytest.skip(f"Streamlit imports {module} itself: it cannot be missing where Streamlit runs")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.xdist_group("pages_without")  # one worker, one interpreter for every module
+@pytest.mark.parametrize("module", needs.APP_MODULES)
+def test_the_app_without_a_requirement_says_in_one_line_what_is_missing_on_every_page(pages_without, module):
+    shown = pages_without[module]
     assert sorted(shown) == sorted(PAGES)
     for page, on_it in shown.items():
         assert on_it["exceptions"] == [] and on_it["titles"] == [], (page, on_it)  # no traceback, no page under it
