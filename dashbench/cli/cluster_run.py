@@ -10,8 +10,8 @@ import time
 from dashbench.cli.terminal import shown, shown_lines
 
 POLL_S = 0.5
-NODE_CHECK_S = 3.0
-PENDING_SAY_S = 3.0  # a job still pending after this long waits for devices (its start takes ~1 s)  # how often a running run's node is looked up (a lost host)
+NODE_CHECK_S = 3.0  # how often a running run's node is looked up (a lost host)
+PENDING_SAY_S = 3.0  # a job still pending after this long waits for devices (a job's start is quicker)
 EXIT_CODES = {"done": 0, "not_reached": 0, "failed": 1, "interrupted": 1, "oom": 3, "cancelled": 130}
 
 

@@ -1,9 +1,9 @@
 """Rows of a pandas frame as dicts, fast.
 
 pandas 3 builds `DataFrame.to_dict("records")` through `itertuples`, which indexes the frame once per
-cell when a column is Arrow-backed (the `str` columns every store read has): ~1 ms a row, most of the
-cost of building Compare for a dozen runs. Reading each column once is ~50× faster and gives the same
-Python values (None/NaN, Timestamps, lists)."""
+cell when a column is Arrow-backed (the `str` columns every store read has): most of the cost of building
+Compare for a dozen runs. Reading each column once is far faster (docs/history/performance.md) and gives
+the same Python values (None/NaN, Timestamps, lists)."""
 
 from __future__ import annotations
 

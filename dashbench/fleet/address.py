@@ -5,7 +5,7 @@
 - `HOST:6379`: the head's GCS (what `ray start --address` takes), and `auto` for a cluster this
   machine belongs to.
 Every form reaches the same Jobs API: Ray's JobSubmissionClient finds the dashboard from a Ray Client
-or GCS address (a ~1.7 s connection, made once per process and address).
+or GCS address (a slow connection, made once per process and address).
 """
 
 from __future__ import annotations

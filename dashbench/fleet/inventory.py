@@ -22,7 +22,7 @@ _clients: dict[str, object] = {}
 
 def jobs_client(address: ClusterAddress | str):
     """Ray's JobSubmissionClient for the cluster, made once per process and address (for a Ray
-    Client or GCS address it connects to find the dashboard: ~1.7 s)."""
+    Client or GCS address it connects to find the dashboard, which takes a while)."""
     address = address if isinstance(address, ClusterAddress) else parse(address)
     client = _clients.get(address.text)
     if client is None:

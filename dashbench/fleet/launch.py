@@ -9,11 +9,8 @@ supervisor starts the run as a subprocess in its own session, so a crash never t
 `cancelled`) and SIGKILL STOP_WAIT_S later (Ray's forced cancel, past the run's own grace of
 run_guard.CANCEL_GRACE_S). Ray never retries a job (a benchmark re-run silently is a wrong figure: the
 equivalent of max_retries=0). The dashboard holds no Ray driver: a task or detached actor would need
-`ray.init` in every dashboard process (~1.7 s and a driver's worth of memory). Measured here
-(bench/fleet_overhead.py, docs/PERFORMANCE.md, 2 shared cores at load average 9-12): a trivial job from
-submit to its end 2.4 s (1.3-1.9 s when the machine was quieter); a tiny run through the cluster costs
-+5.9 CPU s over the local queue: 3.0 in the waiting `run --cluster` (Ray's import, placing, polling), 2.9
-in Ray's processes (the job's supervisor actor, the dashboard answering the polls).
+`ray.init` in every dashboard process (a slow connection and a driver's worth of memory). What a run
+through the cluster costs over the local queue is measured by bench/fleet_overhead.py (docs/PERFORMANCE.md).
 
 The run's row is written first, `queued` with host `ray:<node name>` (so no local queue on any host
 claims it); the job is pinned to the node of the chosen place by its `ray.io/node-id` label and asks

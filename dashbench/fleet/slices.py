@@ -39,7 +39,7 @@ from dashbench.core.spec import RunSpec
 
 GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
 CANCEL_GRACE_S = 15.0  # from Ray's cancel (SIGTERM to the run) to its forced one
-LOST_WAIT_S = 30.0  # how long a failed group waits for Ray to say whether a host was lost (~10-20 s here)
+LOST_WAIT_S = 30.0  # how long a failed group waits for Ray to say whether a host was lost (Ray takes its heartbeats' timeout to say so)
 
 
 def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placement, sweep_id: str | None = None) -> str:

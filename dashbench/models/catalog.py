@@ -47,7 +47,7 @@ class Workload:
     unit: str  # "images" | "sequences" | "tokens"
     description: str
     defaults: dict  # full-size shapes: image_size/channels/seq_len/width/classes/vocab
-    quick: dict  # shape overrides and batch size for a ~30 s CPU run (quick_recipe adds the steps)
+    quick: dict  # shape overrides and batch size for a CPU run of seconds (quick_recipe adds the steps)
     batch_sizes: dict  # default global batch per device class
     overrides: tuple  # which of image_size, seq_len, width, layers this workload accepts
     min_image_size: int = 1

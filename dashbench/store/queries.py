@@ -271,7 +271,7 @@ def sample_buckets(read: Read, run_id: str | list[str], buckets: int = CHART_BUC
 
 # Columns with few values and an index that starts with them (runs_<column>, runs_status): their distinct
 # values are found by a skip scan, one index lookup per value. SELECT DISTINCT walks the whole index on both
-# databases (PostgreSQL has no skip scan): 0.1-0.25 s a column at 1M runs, five of them on every first load.
+# databases (PostgreSQL has no skip scan), too slow at 1M runs for five columns on every first load.
 _SKIP_SCAN_COLUMNS = frozenset({"model", "device", "backend", "accelerator", "precision", "batch_size", "status"})
 
 

@@ -1,7 +1,7 @@
 """Seeding a JAX run's Keras without importing TensorFlow.
 
 `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed, and to do so imports
-it: ~4 s of CPU and several hundred MiB in every JAX run process that has TensorFlow beside it,
+it: seconds of CPU and hundreds of MiB in every JAX run process that has TensorFlow beside it,
 for a seed nothing there uses (the JAX loops feed batches from numpy, never tf.data).
 """
 

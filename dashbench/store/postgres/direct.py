@@ -1,7 +1,8 @@
 """A run's one-statement writes on PostgreSQL (connection.write_now) sent by libpq's own blocking call on a
 statement prepared once per connection, past psycopg's cursor: psycopg's Python layer (its cursor, query
-conversion, parameter dumpers, result generators and waits) costs ~110 µs of the client's CPU per statement
-where PQexecPrepared costs ~30 µs, and a run's create, samples and end are four such statements.
+conversion, parameter dumpers, result generators and waits) costs the client several times the CPU of
+PQexecPrepared per statement, and a run's create, samples and end are four such statements
+(docs/history/performance.md).
 
 Parameters go as text with the types psycopg would give them (a str or None untyped, for the server to
 infer from its column; an int as bigint; a float as double precision, in Python's shortest exact form), so

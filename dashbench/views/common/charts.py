@@ -26,7 +26,7 @@ _PHASES = ((True, "warm-up", "circle-open", REFERENCE_COLOR), (False, "measured"
 TITLE_PX, LEGEND_LINE_PX = 50, 20
 
 # No template of our own: Streamlit's (its theme, light or dark) costs a figure nothing to build, where
-# plotly_white's validation cost ~25 ms a chart.
+# plotly_white's validation is paid by every chart.
 _LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), height=380)
 
 
@@ -103,7 +103,7 @@ def _legend_on_top(title, entries: int) -> dict:
 
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure made in one go from plain trace and layout dicts, unvalidated: Plotly's checks of each
-    property cost ~5 ms a chart, paid on every change of Compare's choice. The dicts are written in
+    property are paid on every change of Compare's choice. The dicts are written in
     Plotly's full form (title=dict(text=...)); tests/views/test_views.py validates every chart built here."""
     return go.Figure(data=traces, layout=layout, _validate=False)
 
@@ -129,7 +129,7 @@ class SharedFigure(go.Figure):
 def shared(figure: go.Figure | None) -> SharedFigure | None:
     """`figure` itself, made a SharedFigure (None stays None): for a figure kept and drawn as it is from now
     on. Its class is changed in place (SharedFigure adds no state of its own): Plotly's copy of a figure into
-    a new one cost ~10 ms a chart, paid by the visitor who builds it."""
+    a new one would be paid by the visitor who builds it."""
     if figure is not None and not isinstance(figure, SharedFigure):
         figure.__class__ = SharedFigure
     return figure
@@ -181,7 +181,7 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
     title = "Step time per run (ms, lower is better)"
     if samples.empty:
         return _empty(title, "No step-time samples recorded for these runs")
-    # One trace, a box per run on the y axis: a trace per run cost ~5 ms each to build, for nothing.
+    # One trace, a box per run on the y axis: a trace per run costs its build for each run, for nothing.
     boxes = dict(type="box", x=(samples["step_time_s"] * 1000.0).tolist(), y=_wrapped(samples["label"]),
                  orientation="h", boxpoints="all", jitter=0.3, pointpos=0, marker=dict(color=MEASURED_COLOR),
                  hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>")

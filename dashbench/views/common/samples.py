@@ -28,8 +28,8 @@ STEP_COLUMNS = ["label", "run_id", "index", "steps", "duration_s", "loss", "warm
 def step_samples(store, frame: pd.DataFrame) -> pd.DataFrame:
     """Per-step times of the measured samples of the measured rows, labelled for the chart, runs in the
     frame's order: each loop's, or for a run of more loops than a chart draws, each bucket's mean
-    (Store.sample_buckets, summed in SQL). Row by row: prepare_samples' column operations cost ~10 ms
-    here, on every change of Compare's choice."""
+    (Store.sample_buckets, summed in SQL). Row by row: prepare_samples' column operations were a
+    visible share of every change of Compare's choice (docs/history/performance.md)."""
     measured = frame[frame["kind"] == "measured"] if "kind" in frame else frame.iloc[0:0]
     ids = list(dict.fromkeys(measured["run_id"]))
     stored = store.sample_buckets(ids, measured_only=True) if ids else None

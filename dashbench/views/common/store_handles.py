@@ -1,7 +1,7 @@
 """One open store per database and mode, kept across script runs and sessions of the dashboard process.
 
-Opening a Store and closing it again cost ~1.5 ms of CPU on every script run (the close looks at SQLite's
-side files each time): a tenth of what a new visitor is allowed. A Store is thread-safe (its lock guards
+Opening a Store and closing it again on every script run cost a tenth of what a new visitor is allowed
+(the close looks at SQLite's side files each time; docs/history/performance.md). A Store is thread-safe (its lock guards
 its one SQLite connection, or its one pooled server connection), so the sessions' script threads share it.
 It still sees every commit: each read is its own transaction (SQLite's autocommit, a server's snapshot per
 statement), so a new run shows on the next rerun as before. A file replaced under the same name (a

@@ -28,8 +28,8 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
 
     Every row has: id (run_id or "ref:<key>"), kind (measured|reference), label, model, accelerator,
     batch_size, examples_per_sec, step-time columns, cost columns, flags, flag_text.
-    Built row by row as plain dicts and made a frame once: column by column in pandas it cost ~80 ms
-    for a dozen runs, paid on every change of Compare's choice.
+    Built row by row as plain dicts and made a frame once: column by column in pandas it is paid
+    on every change of Compare's choice (docs/history/performance.md).
     """
     match = None
     if catalog is not None:

@@ -1,8 +1,8 @@
 """Compare's widgets: throughput, step time, cost and speed-up of chosen runs, next to published figures.
 
 pages/compare.py only calls show(). Streamlit compiles a page's file again for a visitor who finds no other
-session open (it empties its script cache when the last session leaves): ~3 ms of a new visitor's server
-CPU for these ~200 lines, paid by every visitor one after another. A module is compiled once per process."""
+session open (it empties its script cache when the last session leaves), paid by every visitor one after
+another. A module is compiled once per process."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def show() -> None:
         ref_names = ui.memo((), picker.reference_names, published)
         picked_key = ("chosen", tuple(offered), tuple(chosen))
         chosen_runs = ui.shared(ctx, picked_key, picker.runs_of, offered_runs, chosen)
-        # Kept with the chosen runs: pandas' unique() and tolist() were ~0.3 ms of each new visitor's run.
+        # Kept with the chosen runs: pandas' unique() and tolist() would run again for each new visitor.
         chosen_models, chosen_labels = ui.shared(ctx, picked_key, picker.models_and_labels, chosen_runs)
         ref_default = None if "cmp_ref_rows" in st.session_state else ui.shared(
             ctx, ("ref_default", tuple(chosen)), picker.reference_for_models, published, chosen_models, chosen_labels)

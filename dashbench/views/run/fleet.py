@@ -28,7 +28,7 @@ def cluster_address(env: dict | None = None) -> str | None:
 
 
 def places(env: dict | None = None) -> Places:
-    """This machine, and each place of the cluster with its free devices now (a live read: ~0.5 s)."""
+    """This machine, and each place of the cluster with its free devices now (a live read of the cluster)."""
     address = cluster_address(env)
     found = Places(address)
     if address is None:

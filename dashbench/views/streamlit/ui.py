@@ -43,9 +43,9 @@ _FROZEN_AFTER: set = set()
 
 def freeze_heap_once(page: str) -> None:
     """After a page's first run in this process (its imports done), move every object alive to the
-    collector's permanent generation (gc.freeze). Streamlit, pandas, pyarrow and Plotly leave ~130k
-    long-lived objects that each full collection walked again: a pause of ~170 ms in some later
-    rerun, more than the rest of that rerun. Once per page, so what a page creates later is still
+    collector's permanent generation (gc.freeze). Streamlit, pandas, pyarrow and Plotly leave a large heap of
+    long-lived objects that each full collection walked again: a pause in some later rerun longer
+    than the rest of that rerun (docs/history/performance.md). Once per page, so what a page creates later is still
     collected as usual."""
     if page in _FROZEN_AFTER:
         return
@@ -105,8 +105,8 @@ def memo(key, fn, *args):
 
 class _Kept:
     """memo()'s values: a dict looked up directly, the most recent MEMO_ENTRIES kept. A look-up through
-    st.cache_resource hashed its arguments and read the function's signature each call, ~0.2 ms: a
-    fifth of what Compare's script run cost a new visitor, who asks for ~20 kept values."""
+    st.cache_resource hashed its arguments and read the function's signature each call: a large
+    share of what Compare's script run cost a new visitor, who asks for many kept values."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -208,8 +208,8 @@ _shown_frames: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, what
 def _shown(frame) -> tuple:
     """(what st.dataframe is given, its column_config), prepared once while `frame` lives: a table from
     memo() is the same object in every session, so a new visitor's run neither scans it again
-    (blank_text) nor converts it to Arrow again (pandas -> Arrow, ~3 ms CPU for Prices' 41-column
-    reference rows, was most of a table's cost; writing the Arrow table out takes ~0.05 ms).
+    (blank_text) nor converts it to Arrow again (pandas -> Arrow was most of a table's cost; writing
+    the Arrow table out is cheap).
     The conversion is Streamlit's own, so the bytes sent are the same. Forgotten when the frame is."""
     from dashbench.views.common.format import blank_text
 
@@ -233,8 +233,8 @@ def _shown(frame) -> tuple:
 
 class _Config(dict):
     """A column's config that st.dataframe's copy of it (copy.deepcopy per column, before it changes the copy)
-    makes by a plain walk of its dicts and lists: ~0.1 ms a column for every visitor with deepcopy's memo and
-    dispatch, most of what a kept table still cost a new session."""
+    makes by a plain walk of its dicts and lists: deepcopy's memo and dispatch, per column and visitor, were
+    most of what a kept table still cost a new session."""
 
     def __deepcopy__(self, memo):
         return _plain_copy(self)
