@@ -176,6 +176,15 @@ def test_the_package_root_holds_subpackages_only():
     assert loose == ["__init__.py", "__main__.py"], f"loose modules at the package root: {loose}"
 
 
+MAX_LINES = 500  # past this a module holds more than one concern: split it by concern
+
+
+def test_no_module_of_the_package_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "dashbench").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
+
+
 def test_every_import_points_down_the_folder_list():
     parts = folder_list(ARCHITECTURE)
     upward = []
