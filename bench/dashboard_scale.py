@@ -246,7 +246,7 @@ class GivenServer:
 
 @contextlib.contextmanager
 def postgres_server(given: str | None = None):
-    """The server at `given`, left running; else a throwaway one (tests/pg_server.py), stopped afterwards."""
+    """The server at `given`, left running; else a throwaway one (tests/fixtures/pg_server.py), stopped afterwards."""
     if given:
         yield GivenServer(given)
         return

@@ -1,7 +1,7 @@
 """What going through a Ray cluster costs a run, on this machine.
 
 A one-node Ray cluster (a head declaring one GPU, so the run's place is a "GPU host"; tests/fixtures/ray_cluster.py
-starts it, object store capped) and a PostgreSQL team store (tests/pg_server.py). The same tiny run is
+starts it, object store capped) and a PostgreSQL team store (tests/fixtures/pg_server.py). The same tiny run is
 launched from the command line, alternately:
 
   local   — `python -m dashbench run … --db <team store>`: this process runs it

@@ -247,7 +247,7 @@ def pg_size_mb(url: str) -> float:
 @contextmanager
 def postgres_databases(given: str | None):
     """(a URL for the filled store, a URL for the write path): two empty databases on a throwaway
-    server (tests/pg_server.py), or on the server of --pg-url, whose database must be empty."""
+    server (tests/fixtures/pg_server.py), or on the server of --pg-url, whose database must be empty."""
     if given:
         with _pg_connect(given) as conn:
             conn.execute('DROP DATABASE IF EXISTS "dashbench_bench_inserts"')

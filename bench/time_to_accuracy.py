@@ -1,5 +1,5 @@
 """Time to accuracy: the seed CNN trained to a target validation accuracy on the learnable 10-class
-set (tests/learnable_data.py, written as Fashion-MNIST IDX files), TensorFlow and JAX side by side,
+set (tests/fixtures/learnable_data.py, written as Fashion-MNIST IDX files), TensorFlow and JAX side by side,
 several seeds each (the median time to target, its spread, how many seeds reached it), with the
 share of the timed region spent evaluating the held-out split. Each backend runs as
 `python -m dashbench run … --target-accuracy … --seeds …` in a process of its own (Keras takes one

@@ -2,5 +2,5 @@
 the Streamlit bootstrap and glue (streamlit).
 
 Only each page's page.py and the streamlit folder import Streamlit; every other module here is plain
-Python, tested without a Streamlit script run and without TensorFlow (tests/test_architecture.py).
+Python, tested without a Streamlit script run and without TensorFlow (tests/project/test_architecture.py).
 """

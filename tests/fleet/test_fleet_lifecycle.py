@@ -63,7 +63,7 @@ def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other
 def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_cluster, pg_url):
     """SIGTERM on `sweep --cluster` while a point runs: every point ends `cancelled` (the one Ray still
     queues never starts), their jobs stop, the running point's process ends, and the sweep exits
-    128 + 15, as a local sweep does (tests/test_jobs.py)."""
+    128 + 15, as a local sweep does (tests/jobs/test_jobs.py)."""
     address = ray_cluster.dashboard_url
     _gpu_free(address)
     shape = [f"--{k.replace('_', '-')}={v}" for k, v in LONG.items() if k != "batch_size"]

@@ -1,6 +1,6 @@
 """The launch interface: this machine's queue and the Ray fleet behind one Protocol, picked in one place,
 with Ray (and the fleet's cluster code) never imported when a run stays on this machine.
-(The fleet's launches on a real cluster: tests/test_fleet.py, tests/test_fleet_lifecycle.py.)"""
+(The fleet's launches on a real cluster: tests/fleet/test_fleet.py, tests/fleet/test_fleet_lifecycle.py.)"""
 
 import json
 import subprocess
