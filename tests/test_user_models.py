@@ -238,6 +238,8 @@ def test_the_largest_batch_search_names_the_file_again():
     argv = max_batch.argv_for(spec)
     assert argv[:4] == ["--model", f"{EXAMPLES / 'vit.py'}:build_tiny", "--start-batch", "8"]
     assert "--model-path" not in argv and "--model-sha256" not in argv
+    # With the hash it had when the search was asked for: the sweep refuses a file changed since.
+    assert argv[argv.index("--expect-sha256") + 1] == sha256(EXAMPLES / "vit.py")
 
 
 def test_a_sweep_queues_each_point_with_the_files_hash(tmp_path, capfd):
