@@ -157,6 +157,12 @@ class UserWorkload(KerasWorkload):
             loaded = keras.saving.load_model(str(self.path), safe_mode=True)
         except Exception as exc:
             text = str(exc)
+            missing = _unregistered_classes(keras, self.path) if "Could not locate class" in text else []
+            if missing:
+                raise _say(f"{self.path.name} uses custom class{'es' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)}, which no code here defines (a .keras file holds no code): give "
+                           f"a builder file.py:build that defines {'them' if len(missing) > 1 else 'it'} (registered "
+                           f"with keras.saving.register_keras_serializable) and returns the model") from None
             if "Lambda" in text or "safe_mode" in text:
                 raise _say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
                            f"the model without Lambda layers, or give a builder file.py:build") from None
@@ -371,6 +377,43 @@ class UserWorkload(KerasWorkload):
         inputs = sum(int(np.prod(m["shape"] or [1])) for m in self.meta["inputs"])
         return {"parameters": int(model.count_params()), "slots": slots, "activations": activations,
                 "inputs": inputs}
+
+
+CONFIG_LIMIT = 64 * 2**20  # a .keras file's config.json beyond this is not read for class names
+
+
+def _unregistered_classes(keras, path: Path) -> list[str]:
+    """The classes a .keras file's config names that are neither Keras's own nor registered in this
+    process (its registered name, `package>Name`, where it has one), in the order they appear."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if archive.getinfo("config.json").file_size > CONFIG_LIMIT:
+                return []
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return []
+    found: list[str] = []
+    pending = [config]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, list):
+            pending.extend(item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        pending.extend(item.values())
+        name, module = item.get("class_name"), item.get("module")
+        if not isinstance(name, str) or "module" not in item or name.startswith("__"):
+            continue
+        if isinstance(module, str) and module.split(".")[0] == "keras":
+            continue
+        registered = item.get("registered_name") if isinstance(item.get("registered_name"), str) else name
+        if keras.saving.get_registered_object(registered) is None and registered not in found:
+            found.append(registered)
+    return found
 
 
 def _name(tensor) -> str:
