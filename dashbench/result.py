@@ -1,5 +1,4 @@
-"""RunResult: what was measured. Built by the engine, stored as JSON by the store, loaded back by it,
-and put into words here once for the CLI and the dashboard.
+"""RunResult: what was measured. Built by the engine, stored as JSON by the store, put into words here.
 
 No TensorFlow here. The JSON keys are the stored format: `to_dict()` writes exactly the keys the
 engine always wrote, and `from_dict()` reads any result JSON written since (missing keys get their
@@ -111,10 +110,9 @@ class RunResult:
     model_info: Optional[dict[str, Any]] = None
     env: dict[str, Any] = field(default_factory=dict)
     host_load: Optional[dict[str, Any]] = None  # the machine during the measured window (engine.hostload)
-    # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
-    # peak_bytes and window_peak_bytes (summed over devices), capacity_bytes (one device's memory or the
-    # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
-    # estimate_bytes, estimate_ratio (peak / estimate).
+    # Measured peak memory beside the estimate (engine/peak_memory.py): kind host|device, source, peak_bytes and
+    # window_peak_bytes (summed over devices), capacity_bytes (one device's or the host's), devices [{name, peak_bytes,
+    # window_peak_bytes, capacity_bytes}], host_peak_bytes, estimate_bytes, estimate_source (xla|counts), estimate_ratio.
     memory: Optional[dict[str, Any]] = None
     # A to-accuracy run's curves, time to target and seeds (dashbench/accuracy.py holds its shape).
     accuracy: Optional[dict[str, Any]] = None
@@ -266,7 +264,8 @@ class RunResult:
         if _number(mem.get("window_peak_bytes")):
             parts.append(f"measured window {_bytes(mem['window_peak_bytes'])}")
         if _number(mem.get("estimate_bytes")) and _number(mem.get("estimate_ratio")):
-            parts.append(f"{mem['estimate_ratio']:.2f}× the estimate {_bytes(mem['estimate_bytes'])}")
+            by = " (XLA's memory analysis)" if mem.get("estimate_source") == "xla" else ""
+            parts.append(f"{mem['estimate_ratio']:.2f}× the estimate {_bytes(mem['estimate_bytes'])}{by}")
         if _number(mem.get("capacity_bytes")):
             parts.append(f"of {_bytes(mem['capacity_bytes'])}" + (" each" if len(devices) > 1 else ""))
         return _bytes(mem["peak_bytes"]), "; ".join(parts)
@@ -432,7 +431,7 @@ _RULES = {
 }
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
-MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")
+MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio", "estimate_source")
 DEVICE_MEMORY_KEYS = ("name", "peak_bytes", "window_peak_bytes", "capacity_bytes")
 
 
@@ -450,6 +449,7 @@ def _memory(name, value, finite):
     if value.get("kind") not in (None, "host", "device"):
         _fail(f"{name}.kind", "host, device or null", value.get("kind"))
     _text_or_null(f"{name}.source", value.get("source"), finite)
+    _text_or_null(f"{name}.estimate_source", value.get("estimate_source"), finite)
     devices = value.get("devices", [])
     if not isinstance(devices, list):
         _fail(f"{name}.devices", "a list", devices)

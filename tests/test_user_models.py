@@ -86,6 +86,8 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
             assert run["flops_source"] == "compiler" and "analytic_flops_per_example" not in run, run
             assert run["compiler_flops_per_example"] > 0 and run["achieved_tflops"] > 0, run
             assert run["flops_per_example"] == run["compiler_flops_per_example"]
+        # The memory guard checked XLA's analysis of the JAX run's compiled step, and the counts on TensorFlow.
+        assert tf_run["memory"]["estimate_source"] == "counts" and jax_run["memory"]["estimate_source"] == "xla"
     assert tf_results[0]["model_info"]["builder"] == "build_tiny"
     assert tf_results[0]["model_info"]["outputs"] == [{"name": "logits", "shape": [4], "dtype": "float32"}]
     assert tf_results[1]["model_info"]["optimizer"] == "AdamW"  # the ViT's compiled optimizer

@@ -180,6 +180,10 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
                         store.finish_run(run_id, "failed", error=str(exc))
                 raise
         if check_memory:
+            if spec.backend == "jax":
+                from dashbench.engine import jax_loop
+
+                jax_loop.before_run(spec)  # the guard then checks XLA's bytes for the step, not the counts
             try:
                 warning = memory.check(spec)
             except SpecError as exc:
