@@ -468,7 +468,18 @@ def prepare(spec) -> None:
     # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
     frameworks.import_tensorflow() if spec.backend == "tensorflow" else frameworks.import_jax()
     user = workload(spec)
+    if _joins_peers():
+        # Building the model now would start the framework before the multi-host start joins this host
+        # to its peers (jax.distributed.initialize, TF_CONFIG's strategy): the engine builds it after.
+        return
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
     memory.know(spec.model, user.facts())
+
+
+def _joins_peers() -> bool:
+    """Whether this process is one host's of a multi-host run (JAX's multi-host start, or TF_CONFIG)."""
+    from dashbench.engine import jax_devices
+
+    return jax_devices.distributed_settings() is not None or bool(os.environ.get("TF_CONFIG"))
