@@ -12,6 +12,7 @@ markers in docs/MEMORY.md.
     python bench/memory_estimate.py --models resnet50 --no-write
     python bench/memory_estimate.py --device gpu     # on a GPU box: the devices' measured peak
     python bench/memory_estimate.py --from-store DB  # every stored run's measured peak beside its estimate
+    python bench/memory_estimate.py --xla            # JAX at quick shapes: XLA's estimate beside the counts
 
 With --device gpu or tpu each point runs through the runner (not recorded) and its result's `memory`
 record (dashbench/engine/peak_memory.py: the devices' peak bytes) is set beside the estimate of one
@@ -88,6 +89,73 @@ def device_peak(model: str, batch: int, backend: str, device: str) -> tuple[floa
     return float(record.get("peak_bytes") or 0.0), time.monotonic() - began, done.returncode, record
 
 
+def xla_child(model: str, batch: int) -> None:
+    """A JAX run at quick shapes in this process, as `run` does it: the step compiled first for the memory
+    guard, then the engine; prints the estimate the guard checked and its source."""
+    from dashbench.engine.jax import loop as jax_loop
+
+    spec = quick_spec(model, batch)
+    jax_loop.before_run(spec)
+    need = memory.estimate(spec)
+    print(json.dumps({"estimate": need.total, "source": need.source}), flush=True)
+    jax_loop.run(spec)
+
+
+def quick_spec(model: str, batch: int) -> RunSpec:
+    from dashbench.models import catalog
+
+    return RunSpec(model=model, batch_size=batch, steps=2, warmup=1, seed=0, device="cpu", backend="jax",
+                   **catalog.get(model).quick_shapes())
+
+
+def xla_point(model: str, batch: int) -> tuple[float, float, str, float]:
+    """(XLA's estimate, the counts' estimate, the source the guard used, peak RSS) of one point."""
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen([sys.executable, __file__, "--xla-child", model, str(batch)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{model} at batch {batch} exited {os.waitstatus_to_exitcode(status)}: run it alone")
+    said = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    return said["estimate"], memory.estimate(quick_spec(model, batch)).total, said["source"], usage.ru_maxrss * 1024.0
+
+
+XLA_BATCHES = {"conv2d": (16, 128), "fashion_mnist_cnn": (64, 512), "resnet50": (8, 32), "inception_v3": (4, 16),
+               "bilstm": (32, 256), "llama": (8, 32)}
+
+
+def xla_table(models: list[str], write: bool) -> int:
+    lines = ["| workload | batch | XLA estimate (GB) | counts estimate (GB) | peak RSS (GB) | XLA ÷ peak "
+             "| counts ÷ peak |", "|---|---|---|---|---|---|---|"]
+    below, began = [], time.monotonic()
+    for model in models:
+        for batch in XLA_BATCHES[model]:
+            xla, counts, source, peak = xla_point(model, batch)
+            print(f"{model:<18} batch {batch:<4} xla {gb(xla)} GB ({source}), counts {gb(counts)} GB, "
+                  f"peak {gb(peak)} GB", file=sys.stderr, flush=True)
+            if source != "xla" or xla < peak:
+                below.append(f"{model} at {batch}" + ("" if source == "xla" else f" (source {source})"))
+            lines.append(f"| {model} | {batch} | {gb(xla)} | {gb(counts)} | {gb(peak)} | {xla / peak:.2f} "
+                         f"| {counts / peak:.2f} |")
+    text = (
+        "## XLA's memory analysis against the counts (jax, quick shapes, CPU)\n\n"
+        "`bench/memory_estimate.py --xla`: each point one `run`-like process at the workload's quick shapes "
+        "(`models`), 1 warm-up + 2 measured steps: the estimate the guard checked (XLA's memory analysis of the "
+        "compiled step, plus the framework and the numpy batch), the counts' estimate of the same spec, and the "
+        "process's peak RSS.\n"
+        f"Machine: {os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
+        f"measured {dt.date.today().isoformat()}, {time.monotonic() - began:.0f} s in all, load average "
+        f"{os.getloadavg()[0]:.1f} at the end.\n\n" + "\n".join(lines) + "\n\n"
+        + ("XLA's estimate is above the peak everywhere." if not below else "XLA's estimate BELOW the peak or "
+           "not used: " + ", ".join(below))
+    )
+    print(text)
+    if write:
+        write_block(DOC, "memory-xla", text, title="# Memory")
+    return 0 if not below else 1
+
+
 def stored_rows(db: str) -> list[str]:
     """A table row per done run of `db` with a measured peak: its estimate, peak, window peak, capacity."""
     from dashbench.store import Store
@@ -139,8 +207,16 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu", "tpu"),
                         help="gpu/tpu: the devices' measured peak (the run's memory record) beside the estimate")
     parser.add_argument("--from-store", metavar="DB", help="the measured peak of every stored run that has one")
+    parser.add_argument("--xla", action="store_true", help="jax at quick shapes: XLA's estimate beside the counts")
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "BATCH", "BACKEND"), help=argparse.SUPPRESS)
+    parser.add_argument("--xla-child", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.xla_child:
+        xla_child(args.xla_child[0], int(args.xla_child[1]))
+        return 0
+    if args.xla:
+        chosen = [m for m in args.models.split(",") if m]
+        return xla_table([m for m in chosen if m in XLA_BATCHES], not args.no_write)
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2], args.device)
         return 0

@@ -50,6 +50,25 @@ def register_arguments(parser) -> None:
                         help=f"--find-max-batch: the first batch tried (default {DEFAULT_START})")
     parser.add_argument("--max-batch", type=_whole("max_batch"), default=None,
                         help=f"--find-max-batch: never try a batch above this (default {DEFAULT_MAX})")
+    parser.add_argument("--expect-sha256", default=None, metavar="HEX",
+                        help="refuse the sweep unless --model's file has this sha256 (the Run page's search "
+                             "passes the hash of the file it was asked for)")
+
+
+def check_expected(args, spec: RunSpec) -> None:
+    """--expect-sha256: the model file is still the one the search was asked for, or one line saying
+    it changed (before any row exists)."""
+    expected = getattr(args, "expect_sha256", None)
+    if expected is None:
+        return
+    if len(expected) != 64 or any(c not in "0123456789abcdefABCDEF" for c in expected):
+        raise SpecError("expect_sha256", f"must be a sha256 of 64 hex digits, got {expected[:70]!r}")
+    if not spec.model_path:
+        raise SpecError("expect_sha256", f"checks a model file's hash, and --model {spec.model} names no file")
+    if spec.model_sha256 != expected.lower():
+        name = os.path.basename(spec.model_path)
+        raise SpecError("model", f"{name} changed since the search was asked for (sha256 {expected[:12].lower()}… "
+                                 f"then, {spec.model_sha256[:12]}… now): refused; ask again to search the new file")
 
 
 def bounds(args) -> tuple[int, int]:

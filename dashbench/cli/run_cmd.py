@@ -180,6 +180,9 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
                         store.finish_run(run_id, "failed", error=str(exc))
                 raise
         if check_memory:
+            from dashbench.engine import backends
+
+            backends.get(spec.backend).before_run(spec)  # JAX: the guard then checks XLA's bytes for the step
             try:
                 warning = memory.check(spec)
             except SpecError as exc:

@@ -89,6 +89,7 @@ def cmd_sweep(args) -> int:
         sizes = parse_batch_sizes(args.batch_sizes)
         specs = [spec_from_args(args, batch_size=size) for size in sizes]
         warnings = []
+    find_max_batch.check_expected(args, specs[0])  # every point is of one file: the one asked for, or refused
     for spec in specs:  # every point checked (no TensorFlow) before any row exists
         catalog.check_spec(spec)
         if not args.find_max_batch and launcher.checks_here:  # else each try's (each node's) own process checks

@@ -83,6 +83,11 @@ class Backend(abc.ABC):
         """Meters (engine/peak_memory.py) of the accelerators the framework, if this process already
         imported it, sees; [] on a CPU. Starts nothing."""
 
+    @abc.abstractmethod
+    def before_run(self, spec: RunSpec) -> None:
+        """Work done in the run's process before its memory check: a backend that can compile one step
+        there records its compiler's memory analysis for the guard (models/memory.py); others do nothing."""
+
 
 def interface() -> list[str]:
     """The names every backend implements: the abstract methods and the class attributes above."""

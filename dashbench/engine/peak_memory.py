@@ -163,10 +163,11 @@ class Tracker:
         self.window = [meter.peak() for meter in self.meters or []]
         self.host_window = host_peak()
 
-    def summary(self, estimate_bytes: Optional[float] = None, host_capacity: Optional[float] = None) -> Optional[dict]:
+    def summary(self, estimate_bytes: Optional[float] = None, host_capacity: Optional[float] = None,
+                estimate_source: Optional[str] = None) -> Optional[dict]:
         """The run's peaks: over the run (up to the window's end) and over the measured window,
         per device and summed on an accelerator, the process's on a CPU; with the device's memory,
-        the pre-run estimate (bytes, for what `peak_bytes` counts) and peak / estimate."""
+        the estimate (bytes, for what `peak_bytes` counts), where it came from, and peak / estimate."""
         if self.meters is None:  # the run never reached its measured window
             return None
         host_run = _max(self.host_before, self.host_window)
@@ -191,21 +192,24 @@ class Tracker:
                        capacity_bytes=_int(host_capacity), devices=[])
         out["host_peak_bytes"] = _int(host_run)
         out["estimate_bytes"] = _int(estimate_bytes)
+        out["estimate_source"] = estimate_source if _number(estimate_bytes) else None
         ok = _number(out["peak_bytes"]) and _number(estimate_bytes) and estimate_bytes > 0
         out["estimate_ratio"] = out["peak_bytes"] / estimate_bytes if ok else None
         return out
 
 
-def run_estimate(spec, devices: int) -> Optional[float]:
-    """The pre-run estimate of what `peak_bytes` counts: the process (CPU) or all devices together
-    (each holds the weights and its share of the batch, as memory.check counts it)."""
+def run_estimate(spec, devices: int) -> tuple[Optional[float], Optional[str]]:
+    """The estimate of what `peak_bytes` counts: the process (CPU) or all devices together (each
+    holds the weights and its share of the batch, as memory.check counts it), and its source
+    (memory.SOURCES: XLA's analysis of the compiled step, or the counts)."""
     try:
         if devices > 1:
-            share = spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None)
-            return memory.estimate(share).total * devices
-        return memory.estimate(spec).total
+            share = memory.estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None))
+            return share.total * devices, share.source
+        need = memory.estimate(spec)
+        return need.total, need.source
     except Exception:
-        return None
+        return None, None
 
 
 def _number(value) -> bool:

@@ -114,7 +114,7 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
     with Store(url) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=HOST_PREFIX + host.name)
     try:
-        with _model_folder(spec) as folder:
+        with model_folder(spec) as folder:
             start_job(address, run_id, url, placement, python=python, model_folder=folder)
     except Exception as exc:
         with Store(url) as store:
@@ -124,7 +124,7 @@ def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Plac
 
 
 @contextlib.contextmanager
-def _model_folder(spec: RunSpec):
+def model_folder(spec: RunSpec):
     """A user's model file alone in a folder, for its Ray job to carry to the node (its working_dir;
     the node checks the hash); None for a built-in. Ray uploads it as the job is submitted."""
     if not spec.model_path:

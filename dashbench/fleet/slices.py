@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 
+from dashbench.models import model_file
 from dashbench.fleet import FleetError, launch, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.jobs import temp_folder
@@ -67,11 +68,18 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
     env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
     env.update({"DASHBENCH_DB": launch.sent_url(db), GROUP_ENV: json.dumps(orders),
                 "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
+    runtime_env: dict = {"env_vars": env}
     try:
-        inventory.jobs_client(address).submit_job(
-            entrypoint=f"{shlex.quote(pythons[driver.node_id])} -m dashbench.fleet.slices",
-            submission_id=launch.job_id(run_id), runtime_env={"env_vars": env},
-            metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)})
+        # A user's model file goes with the job (its working_dir), which every host's task inherits:
+        # each host's run reads that copy and checks its hash, as a one-host run does.
+        with launch.model_folder(spec) as folder:
+            if folder:
+                runtime_env["working_dir"] = folder
+                env[model_file.ARRIVED_ENV] = os.path.basename(spec.model_path)
+            inventory.jobs_client(address).submit_job(
+                entrypoint=f"{shlex.quote(pythons[driver.node_id])} -m dashbench.fleet.slices",
+                submission_id=launch.job_id(run_id), runtime_env=runtime_env,
+                metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)})
     except Exception as exc:
         with Store(db) as store:
             store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {launch._one_line(exc)}")

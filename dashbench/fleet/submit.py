@@ -23,9 +23,5 @@ def submit(spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | No
     if placement.kind.multi_host:
         from dashbench.fleet import slices
 
-        if spec.model_path:
-            raise launch.FleetError("model", "a model file runs on one host of the cluster: its Ray job carries "
-                                             "the file; choose a one-host place (--on HOST)")
-
         return slices.launch_group(address=address, spec=spec, db=url, placement=placement, sweep_id=sweep_id)
     return launch.submit_one(spec, url, address, placement, sweep_id=sweep_id)

@@ -27,8 +27,11 @@ _lock = threading.Lock()
 
 def argv_for(spec: RunSpec) -> list[str]:
     """The spec as `sweep` options (its batch size as --start-batch; steps and warm-up left to the
-    search's few unless the spec changed them from their defaults)."""
+    search's few unless the spec changed them from their defaults). A model file is named with the
+    hash it had when the search was asked for: the sweep refuses to start on a file changed since."""
     out = ["--model", model_file.argument(spec), "--start-batch", str(spec.batch_size)]
+    if spec.model_path and spec.model_sha256:
+        out += ["--expect-sha256", spec.model_sha256]
     for name, value in spec.to_dict().items():
         if name in ("model", "batch_size", "model_path", "model_sha256") or value is None or value == SPEC_DEFAULTS.get(name):
             continue

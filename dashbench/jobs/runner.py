@@ -254,7 +254,8 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
 def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None:
     """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.models.memory)."""
     devices = len(tracker.meters or []) or 1
-    return tracker.summary(peak_memory.run_estimate(spec, devices), memory.host_capacity())
+    estimate, source = peak_memory.run_estimate(spec, devices)
+    return tracker.summary(estimate, memory.host_capacity(), source)
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:

@@ -56,6 +56,22 @@ def know(model: str, facts: dict) -> None:
     USER_MODEL_FACTS[model] = dict(facts)
 
 
+# XLA's memory analysis of a compiled JAX training step, from the run's own process (engine/jax/compiled_step.py):
+# step_key(spec) → {fixed_bytes, per_example_bytes, batch_bytes_per_example, state_bytes, parameters}.
+COMPILED_STEPS: dict[tuple, dict] = {}
+SOURCES = {"xla": "XLA's memory analysis of the compiled step", "counts": "parameter, slot and activation counts"}
+
+
+def step_key(spec: RunSpec) -> tuple:
+    """What one training step's compiled memory depends on, the batch aside (it scales with that)."""
+    return (spec.model, spec.model_sha256, spec.backend, spec.device, spec.precision, spec.image_size,
+            spec.seq_len, spec.width, spec.layers, spec.data)
+
+
+def know_compiled(spec: RunSpec, facts: dict) -> None:
+    COMPILED_STEPS[step_key(spec)] = dict(facts)
+
+
 def estimable(spec: RunSpec) -> bool:
     return spec.model in catalog.WORKLOADS or spec.model in USER_MODEL_FACTS
 # keras.applications' models at their default shapes: parameters, and forward activations per
@@ -83,6 +99,7 @@ class Estimate:
     per_example: float
     fixed: float
     batch_size: int
+    source: str = "counts"  # SOURCES: XLA's analysis of the compiled step, or the counts
 
     @property
     def total(self) -> float:
@@ -149,17 +166,30 @@ def _counts(spec: RunSpec) -> tuple[float, float, float]:
 
 
 def estimate(spec: RunSpec) -> Estimate:
+    if step_key(spec) in COMPILED_STEPS:
+        return _compiled_estimate(spec)
     params, activations, inputs = _counts(spec)
     slots = USER_MODEL_FACTS[spec.model]["slots"] if spec.model in USER_MODEL_FACTS else \
         OPTIMIZER_SLOTS.get(spec.model, 2)
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
     factor = BACKWARD_FACTOR
-    if spec.backend == "jax" and _on_host_cpu(spec):
+    if spec.backend == "jax" and on_host_cpu(spec):
         factor = XLA_CPU_BACKWARD_FACTORS.get(spec.model, XLA_CPU_BACKWARD_FACTOR)
     per_example = (activations * factor + 2 * inputs) * FLOAT
     return Estimate(params=int(params), per_example=per_example,
                     fixed=FRAMEWORK_BYTES + _graph_bytes(spec) + weights, batch_size=spec.batch_size)
+
+
+def _compiled_estimate(spec: RunSpec) -> Estimate:
+    """From the compiled step where this process has it; on the host's CPU plus the framework, the numpy
+    batch the device copy was made from, and a copy of the state on each logical CPU device."""
+    facts = COMPILED_STEPS[step_key(spec)]
+    fixed, per_example = facts["fixed_bytes"], facts["per_example_bytes"]
+    if on_host_cpu(spec):
+        fixed += FRAMEWORK_BYTES + ((spec.replicas or 1) - 1) * facts["state_bytes"]
+        per_example += facts["batch_bytes_per_example"]
+    return Estimate(facts["parameters"], per_example, fixed, spec.batch_size, source="xla")
 
 
 def host_memory() -> tuple[Optional[float], Optional[float]]:
@@ -311,7 +341,7 @@ def process_rss(pid: int | str = "self") -> Optional[float]:
     return _status_bytes("VmRSS:", pid)
 
 
-def _on_host_cpu(spec: RunSpec) -> bool:
+def on_host_cpu(spec: RunSpec) -> bool:
     """Whether the run computes on the host's CPU: asked for, or `auto` on a host with no accelerator."""
     return spec.device == "cpu" or (spec.device == "auto" and not _has_accelerator())
 
@@ -345,7 +375,7 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     free memory of the GPUs used (nvidia-smi) for a GPU run, a TPU device's share of its chip's HBM
     (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
     without the framework."""
-    if _on_host_cpu(spec):
+    if on_host_cpu(spec):
         available, _bound = host_budget(spec.backend)
         return available, "the host", 1
     if spec.device in ("gpu", "auto"):
@@ -401,16 +431,17 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
     need = estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None) if devices > 1 else spec)
     room = available * (ACCELERATOR_MARGIN if accelerator else 1.0)
     each = " on each device" if devices > 1 else ""
+    said = "estimate" if need.source == "counts" else f"estimate: {SOURCES[need.source]}"
     if need.total > room:
         fits = need.max_batch(room) * devices
         hint = f"a batch of at most ~{fits} would fit" if fits else "no batch size fits at these shapes"
         if accelerator:
             hint += f" (the estimate errs high on accelerators: refused past {ACCELERATOR_MARGIN:g}× memory)"
         raise SpecError("batch_size", f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of "
-                                      f"memory{each} (estimate) but {where} has {gb(available)} available; {hint}")
+                                      f"memory{each} ({said}) but {where} has {gb(available)} available; {hint}")
     if need.total > WARN_FRACTION * available:
         share = need.total / available
-        text = (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory{each} (estimate), "
+        text = (f"{spec.model} at batch {spec.batch_size} needs about {gb(need.total)} of memory{each} ({said}), "
                 f"{share:.0%} of the {gb(available)} {where} has available")
         if accelerator:
             text += ("; the estimate counts activations in float32 and unfused, so it may well fit: if not, the "

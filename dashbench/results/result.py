@@ -70,7 +70,7 @@ class RunResult(ResultText):
     # Measured peak memory beside the pre-run estimate (engine/peak_memory.py): kind host|device, source,
     # peak_bytes and window_peak_bytes (summed over devices), capacity_bytes (one device's memory or the
     # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
-    # estimate_bytes, estimate_ratio (peak / estimate).
+    # estimate_bytes, estimate_source (xla|counts), estimate_ratio (peak / estimate).
     memory: Optional[dict[str, Any]] = None
     # A to-accuracy run's curves, time to target and seeds (dashbench/core/accuracy.py holds its shape).
     accuracy: Optional[dict[str, Any]] = None

@@ -120,7 +120,7 @@ _RULES = {
 }
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
-MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio")
+MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio", "estimate_source")
 DEVICE_MEMORY_KEYS = ("name", "peak_bytes", "window_peak_bytes", "capacity_bytes")
 
 
@@ -138,6 +138,7 @@ def _memory(name, value, finite):
     if value.get("kind") not in (None, "host", "device"):
         _fail(f"{name}.kind", "host, device or null", value.get("kind"))
     _text_or_null(f"{name}.source", value.get("source"), finite)
+    _text_or_null(f"{name}.estimate_source", value.get("estimate_source"), finite)
     devices = value.get("devices", [])
     if not isinstance(devices, list):
         _fail(f"{name}.devices", "a list", devices)

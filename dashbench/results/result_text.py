@@ -167,7 +167,8 @@ class ResultText:
         if _number(mem.get("window_peak_bytes")):
             parts.append(f"measured window {_bytes(mem['window_peak_bytes'])}")
         if _number(mem.get("estimate_bytes")) and _number(mem.get("estimate_ratio")):
-            parts.append(f"{mem['estimate_ratio']:.2f}× the estimate {_bytes(mem['estimate_bytes'])}")
+            by = " (XLA's memory analysis)" if mem.get("estimate_source") == "xla" else ""
+            parts.append(f"{mem['estimate_ratio']:.2f}× the estimate {_bytes(mem['estimate_bytes'])}{by}")
         if _number(mem.get("capacity_bytes")):
             parts.append(f"of {_bytes(mem['capacity_bytes'])}" + (" each" if len(devices) > 1 else ""))
         return _bytes(mem["peak_bytes"]), "; ".join(parts)

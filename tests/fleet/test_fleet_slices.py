@@ -82,3 +82,32 @@ def test_cancel_ends_every_hosts_process_of_a_group_run(ray_cluster, pg_url):
     with Store(pg_url) as store:
         row = store.get_run(run_id)
     assert row["status"] == "cancelled", (row["status"], row["error"])
+
+
+def test_a_model_file_runs_over_a_slice_carried_by_the_group_job(ray_cluster, pg_url, tmp_path, monkeypatch):
+    """The group's Ray job carries the file (its working_dir), which each host's task inherits: each
+    host's process reads that copy and checks its hash; the run is stored once, under the file's identity."""
+    import shutil
+    from pathlib import Path
+
+    from dashbench.models import model_file
+
+    monkeypatch.setenv("XLA_FLAGS", FAST_XLA_COMPILE)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "examples" / "models" / "mlp.py", folder / "mlp.py")
+    reference = model_file.reference(f"{folder / 'mlp.py'}:build_tiny")
+    spec = RunSpec(batch_size=8, steps=3, warmup=1, device="cpu", backend="jax", **reference)
+    run_id = submit(spec, pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
+    deadline = time.monotonic() + 600
+    while launch.job_state(ray_cluster.dashboard_url, run_id)[0] not in launch.ENDED and time.monotonic() < deadline:
+        time.sleep(0.5)
+    with Store(pg_url) as store:
+        row = store.get_run(run_id)
+    assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
+    result = row["result"]
+    assert result.model == reference["model"] and result.model_info["sha256"] == reference["model_sha256"]
+    assert result.placement["hosts"] == list(rc.TPU_HOSTS) and result.env["process_count"] == 2
+    info = inventory.jobs_client(ray_cluster.dashboard_url).get_job_info(launch.job_id(run_id))
+    assert info.runtime_env["env_vars"][model_file.ARRIVED_ENV] == "mlp.py"
+    assert str(info.runtime_env.get("working_dir", "")).startswith("gcs://")  # the file went with the job

@@ -141,3 +141,41 @@ def test_the_run_page_button_starts_the_search_and_shows_its_answer(tmp_path, mo
     shown = "\n".join(s.value for s in at.success).replace("\\", "").replace("\u200b", "")  # md_text's escapes
     assert "largest batch that fits: 20 (batch 21 ran out of memory)" in shown
     assert "best throughput per dollar: batch 16" in shown
+
+
+def test_a_model_file_changed_after_the_click_is_refused_when_the_search_starts(tmp_path):
+    """The Run page's search (jobs/max_batch.py) passes the hash the file had at the click: the sweep
+    refuses at its start, in one line, with nothing stored, rather than at each try."""
+    import time
+    from pathlib import Path
+
+    from dashbench.models import model_file
+
+    path = tmp_path / "m.py"
+    path.write_text((Path(__file__).resolve().parent.parent / "examples" / "models" / "mlp.py").read_text())
+    spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{path}:build_tiny"))  # the click
+    path.write_text(path.read_text() + "\n# edited\n")
+    now = model_file.sha256_of(path)
+    db = str(tmp_path / "runs.sqlite")
+    max_batch.launch(spec, db)
+    deadline = time.monotonic() + 300
+    while max_batch.state(db)["running"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    search = max_batch.state(db)
+    assert search["returncode"] == 2 and search["summary"] is None
+    lines = Path(search["log_path"]).read_text().strip().splitlines()
+    assert lines == [f"error: model: m.py changed since the search was asked for (sha256 {spec.model_sha256[:12]}… "
+                     f"then, {now[:12]}… now): refused; ask again to search the new file"], lines
+    assert not Path(db).exists() or Store(db).runs().empty
+
+
+@pytest.mark.parametrize("given,line", [
+    ("abc", "error: expect_sha256: must be a sha256 of 64 hex digits, got 'abc'"),
+    ("0" * 64, "error: expect_sha256: checks a model file's hash, and --model conv2d names no file"),
+])
+def test_a_bad_expected_hash_is_one_line(given, line, tmp_path, capfd):
+    db = tmp_path / "runs.sqlite"
+    assert main(["sweep", "--model", "conv2d", "--device", "cpu", "--find-max-batch", "--expect-sha256", given,
+                 "--db", str(db)]) == 2
+    assert capfd.readouterr().err.strip() == line
+    assert not db.exists()

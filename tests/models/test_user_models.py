@@ -76,6 +76,8 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
             assert run["flops_source"] == "compiler" and "analytic_flops_per_example" not in run, run
             assert run["compiler_flops_per_example"] > 0 and run["achieved_tflops"] > 0, run
             assert run["flops_per_example"] == run["compiler_flops_per_example"]
+        # The memory guard checked XLA's analysis of the JAX run's compiled step, and the counts on TensorFlow.
+        assert tf_run["memory"]["estimate_source"] == "counts" and jax_run["memory"]["estimate_source"] == "xla"
     assert tf_results[0]["model_info"]["builder"] == "build_tiny"
     assert tf_results[0]["model_info"]["outputs"] == [{"name": "logits", "shape": [4], "dtype": "float32"}]
     assert tf_results[1]["model_info"]["optimizer"] == "AdamW"  # the ViT's compiled optimizer
@@ -181,6 +183,48 @@ def test_a_lambda_keras_file_is_refused_by_safe_mode(tmp_path, capfd):
     assert len(err.strip().splitlines()) == 1 and rows(db) == []
 
 
+# Saved in a process of its own, which defines the two layers (one registered there): the run's process
+# defines neither, as a .keras file brings no code.
+SAVE_CUSTOM = """
+import sys
+import keras
+from keras import layers
+
+
+class Twice(layers.Layer):
+    def call(self, x):
+        return x * 2.0
+
+
+@keras.saving.register_keras_serializable(package="mine")
+class Shift(layers.Layer):
+    def call(self, x):
+        return x + 1.0
+
+
+x = keras.Input((4,), name="x")
+keras.Model(x, layers.Dense(2)(Shift()(Twice()(x)))).save(sys.argv[1])
+"""
+
+
+def test_a_keras_file_with_custom_layers_names_them_and_the_fix(tmp_path, capfd):
+    path = tmp_path / "custom.keras"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
+    subprocess.run([sys.executable, "-c", SAVE_CUSTOM, str(path)], check=True, env=env, timeout=300,
+                   capture_output=True)
+    line = ("error: model: custom.keras uses custom classes Twice, mine>Shift, which no code here defines (a .keras "
+            "file holds no code): give a builder file.py:build that defines them (registered with "
+            "keras.saving.register_keras_serializable) and returns the model")
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "--model", str(path), "--db", str(db), *TINY]) == 2
+    err = capfd.readouterr().err
+    assert err.strip() == line, err
+    jax = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", str(path), "--backend", "jax",
+                          "--db", str(db), *TINY], capture_output=True, text=True, env=env, timeout=600)
+    assert jax.returncode == 2 and jax.stderr.strip() == line, jax.stderr[-2000:]
+    assert rows(db) == []
+
+
 def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd):
     from dashbench.models import model_file
     from dashbench.core.spec import RunSpec
@@ -228,6 +272,8 @@ def test_the_largest_batch_search_names_the_file_again():
     argv = max_batch.argv_for(spec)
     assert argv[:4] == ["--model", f"{EXAMPLES / 'vit.py'}:build_tiny", "--start-batch", "8"]
     assert "--model-path" not in argv and "--model-sha256" not in argv
+    # With the hash it had when the search was asked for: the sweep refuses a file changed since.
+    assert argv[argv.index("--expect-sha256") + 1] == sha256(EXAMPLES / "vit.py")
 
 
 def test_a_sweep_queues_each_point_with_the_files_hash(tmp_path, capfd):

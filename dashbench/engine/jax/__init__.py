@@ -90,6 +90,11 @@ class Jax(Backend):
             return float(matmul(a, b))
         return fetch
 
+    def before_run(self, spec) -> None:
+        from dashbench.engine.jax import loop
+
+        loop.before_run(spec)
+
     def memory_meters(self) -> list:
         jax = sys.modules.get("jax")
         if jax is None:

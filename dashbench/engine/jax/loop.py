@@ -9,6 +9,8 @@ How it measures (the same rules as the TensorFlow loop, engine/tensorflow/loop.p
 - synthetic data is the same numpy global batch as on TensorFlow, put on the devices once;
   real data comes from the host, `steps_per_loop` batches per host call;
 - the first host call (tracing + XLA compilation + one loop) is `compile_s`, apart from the samples;
+- on a CPU, one step is compiled alone before the run, for the memory guard (`before_run`): its XLA
+  memory and cost analysis (engine/jax/compiled_step.py) give the estimate and the compiler's FLOPs;
 - each host call is timed until the loss is on the host and the optimizer's step counter (the last
   thing a step writes) is ready, so asynchronous dispatch cannot make a step look faster.
 """
@@ -18,9 +20,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench.models import catalog
+from dashbench.models import catalog, memory
 from dashbench.core import stats
-from dashbench.engine import calibration, compiler_flops, measured, workloads
+from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
+from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices, seed as jax_seed
 from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
@@ -58,16 +61,10 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
-    loss_scaling = spec.precision == "mixed_float16"
-    model = keras_side.build_model(shapes)
-    optimizer = keras_side.make_optimizer(shapes)
-    if loss_scaling:
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    optimizer.build(model.trainable_variables)
+    model, optimizer, step = model_and_step(keras, spec, keras_side, shapes)
     flops = keras_side.flops_per_example(model)
     parameters = int(sum(int(np.prod(v.shape)) for v in model.trainable_variables))
 
-    step = step_of(model, optimizer, keras_side, loss_scaling)
     real = spec.data == "real"
     k = spec.steps_per_loop
     train_loop = train_loop_of(step, k, written_out=target.kind == "cpu", stacked=real)
@@ -78,11 +75,7 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
     # step's outputs (placed on the mesh) would then differ in type from its first inputs: a recompile.
     replicated = NamedSharding(mesh, PartitionSpec())
     placed_on_mesh = lambda a: a if a.sharding == replicated else jax.device_put(a, replicated)
-    state = jax.tree_util.tree_map(placed_on_mesh, (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in optimizer.variables],
-    ))
+    state = jax.tree_util.tree_map(placed_on_mesh, state_of(model, optimizer))
     state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, state)
     counter = _iterations_index(optimizer)
     # The loss replicated: every host of a multi-host run can read it.
@@ -149,6 +142,66 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
         },
         host_load=host_load,
     )
+
+
+# Batch the synthetic example arrays are made at before a run, to learn their shapes and dtypes: the
+# step is compiled for the run's batch from them, and never made at that size then.
+SHAPE_BATCH = 8
+
+
+def before_run(spec) -> Optional[str]:
+    """In a JAX run's own process, before its memory check: compile its step and tell the memory
+    guard XLA's bytes. Returns the estimate's source ("xla"), or None where the counts stand: not a
+    CPU run of synthetic data's throughput, a multi-host run (JAX must join its peers first), or a
+    compile that failed."""
+    if spec.backend != "jax" or spec.to_accuracy or spec.data != "synthetic" or not memory.on_host_cpu(spec) \
+            or jax_devices.distributed_settings() is not None:
+        return None
+    try:
+        found = _analyse_before(spec)
+    except Exception:  # the counts stand; the run itself says what is wrong with it
+        return None
+    return "xla" if found and found.get("memory") else None
+
+
+def _analyse_before(spec) -> Optional[dict]:
+    backends.select("jax")
+    jax_devices.prepare(spec)
+    jax = jax_devices.import_jax()
+    import keras
+
+    shapes = catalog.check_spec(spec)
+    keras_side = workloads.of(spec)
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(spec.precision)
+    try:
+        model, optimizer, step = model_and_step(keras, spec, keras_side, shapes)
+        x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, SHAPE_BATCH), spec.seed)
+        at_batch = lambda tree: jax.tree_util.tree_map(
+            lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree)
+        examples = spec.batch_size * stats.examples_per_item(catalog.get(spec.model).unit, shapes.seq_len)
+        found = compiled_step.analyse(step, state_of(model, optimizer), at_batch(x), at_batch(y), examples)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    compiled_step.remember(spec, found)
+    return found
+
+
+def model_and_step(keras, spec, keras_side, shapes):
+    """(model, built optimizer, `step_of` them) of a run, under the precision policy already set."""
+    loss_scaling = spec.precision == "mixed_float16"
+    model = keras_side.build_model(shapes)
+    optimizer = keras_side.make_optimizer(shapes)
+    if loss_scaling:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer, step_of(model, optimizer, keras_side, loss_scaling)
+
+
+def state_of(model, optimizer) -> tuple:
+    """A step's state: the values of the trainable, non-trainable and optimizer variables."""
+    return ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+            [v.value for v in optimizer.variables])
 
 
 def step_of(model, optimizer, workload, loss_scaling: bool):
@@ -222,15 +275,22 @@ def loop_compiler_options(kind: str, k: int) -> dict:
 
 
 def _compiler_flops(step, holder, real: bool, spec, workload, shapes):
-    """XLA's FLOPs per example of one step on the global batch (one batch of the stacked real ones)."""
+    """XLA's FLOPs per example of one step on the global batch (one batch of the stacked real ones):
+    from the step compiled before the run for the memory guard, else compiled now, when its memory
+    analysis gives the result's estimate too (a synthetic batch's: the real one's k batches differ)."""
     import jax
 
-    x, y = holder["inputs"]
-    skip = 2 if real else 1  # the stacked real batches lead with the loop's steps
-    # A model of several inputs takes a tuple of arrays: each is described alike.
-    one = lambda a: jax.tree_util.tree_map(lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a)
-    examples = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
-    return compiler_flops.jax_step(step, holder["state"], one(x), one(y), examples)
+    found = compiled_step.reused(spec)
+    if found is None:
+        x, y = holder["inputs"]
+        skip = 2 if real else 1  # the stacked real batches lead with the loop's steps
+        # A model of several inputs takes a tuple of arrays: each is described alike.
+        one = lambda a: jax.tree_util.tree_map(lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a)
+        examples = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
+        found = compiled_step.analyse(step, holder["state"], one(x), one(y), examples)
+        if not real:
+            compiled_step.remember(spec, found)
+    return found["flops_per_example"] if found else None
 
 
 def _iterations_index(optimizer) -> Optional[int]:

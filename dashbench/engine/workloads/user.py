@@ -107,6 +107,12 @@ class UserWorkload(KerasWorkload):
             loaded = keras.saving.load_model(str(self.path), safe_mode=True)
         except Exception as exc:
             text = str(exc)
+            missing = _unregistered_classes(keras, self.path) if "Could not locate class" in text else []
+            if missing:
+                raise _say(f"{self.path.name} uses custom class{'es' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)}, which no code here defines (a .keras file holds no code): give "
+                           f"a builder file.py:build that defines {'them' if len(missing) > 1 else 'it'} (registered "
+                           f"with keras.saving.register_keras_serializable) and returns the model") from None
             if "Lambda" in text or "safe_mode" in text:
                 raise say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
                            f"the model without Lambda layers, or give a builder file.py:build") from None
@@ -323,6 +329,43 @@ class UserWorkload(KerasWorkload):
                 "inputs": inputs}
 
 
+CONFIG_LIMIT = 64 * 2**20  # a .keras file's config.json beyond this is not read for class names
+
+
+def _unregistered_classes(keras, path: Path) -> list[str]:
+    """The classes a .keras file's config names that are neither Keras's own nor registered in this
+    process (its registered name, `package>Name`, where it has one), in the order they appear."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if archive.getinfo("config.json").file_size > CONFIG_LIMIT:
+                return []
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return []
+    found: list[str] = []
+    pending = [config]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, list):
+            pending.extend(item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        pending.extend(item.values())
+        name, module = item.get("class_name"), item.get("module")
+        if not isinstance(name, str) or "module" not in item or name.startswith("__"):
+            continue
+        if isinstance(module, str) and module.split(".")[0] == "keras":
+            continue
+        registered = item.get("registered_name") if isinstance(item.get("registered_name"), str) else name
+        if keras.saving.get_registered_object(registered) is None and registered not in found:
+            found.append(registered)
+    return found
+
+
 def _name(tensor) -> str:
     """The name of the layer that makes a tensor (an Input's own name), else the tensor's."""
     history = getattr(tensor, "_keras_history", None)
@@ -375,7 +418,18 @@ def prepare(spec) -> None:
     # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
     backends.get(spec.backend).import_framework()
     user = workload(spec)
+    if _joins_peers():
+        # Building the model now would start the framework before the multi-host start joins this host
+        # to its peers (jax.distributed.initialize, TF_CONFIG's strategy): the engine builds it after.
+        return
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
     memory.know(spec.model, user.facts())
+
+
+def _joins_peers() -> bool:
+    """Whether this process is one host's of a multi-host run (JAX's multi-host start, or TF_CONFIG)."""
+    from dashbench.engine.jax import devices as jax_devices
+
+    return jax_devices.distributed_settings() is not None or bool(os.environ.get("TF_CONFIG"))
