@@ -158,12 +158,19 @@ def summarize(spec: RunSpec, raw: dict) -> dict:
     return {
         "ms_per_step": {name: 1000 * statistics.median(s["wall"]) / k for name, s in seconds.items()},
         "against": {name: paired.compare(seconds["engine"], seconds[name]) for name in seconds if name != "engine"},
+        **_measured_at(),
         **{key: raw[key] for key in ("seconds", "load_before", "load_after", "one_minute", "host_load")},
     }
 
 
+def _measured_at() -> dict:
+    """When and at which commit figures were measured (a --render-json later keeps them)."""
+    return {"measured": date.today().isoformat(), "commit": envinfo.git_commit()}
+
+
 def render(spec: RunSpec, summary: dict) -> str:
     env = envinfo.record([], spec.precision, spec.xla)
+    measured, commit = summary.get("measured", date.today().isoformat()), summary.get("commit", env["git_commit"])
     k, ms = spec.steps_per_loop, summary["ms_per_step"]
     rounds = summary["against"]["hand"]["wall"]["rounds"]
     with_fit = "fit" in summary["against"]
@@ -171,14 +178,15 @@ def render(spec: RunSpec, summary: dict) -> str:
         "## Engine overhead (`bench/engine_overhead.py`)" + _heading_tail(spec.model),
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
-        f"{spec.precision}, on the CPU, measured {date.today().isoformat()}. One process, the loops of the same "
-        f"model and data taking turns in {rounds} rounds of {k} step(s): the engine's host loop (one `tf.function` "
-        "call: a `tf.range` loop under its distribution strategy, then the loss and step counter read back), then "
-        f"{k} call(s) of a minimal hand-written one-step `tf.function` (the loss read after the last)"
-        + (f" and one Keras `model.fit` epoch of {k} step(s), those two in alternating order. " if with_fit else ". ")
+        f"{spec.precision}, on the CPU, measured {measured}. One process, the loops of the same model and data "
+        f"taking turns in {rounds} rounds of {_steps(k)}: the engine's host loop (one `tf.function` call: "
+        + ("the step under its distribution strategy" if k == 1 else "a `tf.range` loop under its distribution strategy")
+        + f", then the loss and step counter read back), then {k} call{'s' if k > 1 else ''} of a minimal "
+        "hand-written one-step `tf.function` (the loss read after the last)"
+        + (f" and one Keras `model.fit` epoch of {_steps(k)}, those two in alternating order. " if with_fit else ". ")
         + f"{paired.METHOD} "
         f"Host: {env['cpu_model']}, TensorFlow {env['tensorflow']}, Keras {env['keras']}, commit "
-        f"{env['git_commit']}; {paired.render_load(summary['load_before'], summary['load_after'], summary['one_minute'])}"
+        f"{commit}; {paired.render_load(summary['load_before'], summary['load_after'], summary['one_minute'])}"
         f"{_other_cores(summary['host_load'])}.",
         "",
         "| engine against | rounds | ms/step engine | ms/step other | wall ratio: median [IQR] (95% CI) | "
@@ -193,6 +201,10 @@ def render(spec: RunSpec, summary: dict) -> str:
         lines.append(f"| {label} | {ratios['wall']['rounds']} | {ms['engine']:.2f} | {ms[name]:.2f} | "
                      f"{paired.render_spread(ratios['wall'])} | {paired.render_spread(ratios['cpu'])} | {goal} |")
     return "\n".join(lines)
+
+
+def _steps(k: int) -> str:
+    return f"{k} step{'s' if k > 1 else ''}"
 
 
 def _other_cores(host_load, short: bool = False) -> str:
@@ -294,6 +306,7 @@ def summarize_jax(spec: RunSpec, raw: dict) -> dict:
         "engine_ms": 1000 * statistics.median(seconds["engine"]["wall"]) / k,
         "hand_ms": 1000 * statistics.median(seconds["hand"]["wall"]) / k,
         "ratios": paired.compare(seconds["engine"], seconds["hand"]),
+        **_measured_at(),
         **{key: raw[key] for key in ("seconds", "load_before", "load_after", "one_minute", "host_load", "jax", "devices")},
     }
 
@@ -355,11 +368,12 @@ def run_jax_child(args, steps_per_loop: int) -> dict:
 def render_jax(args, rows: list[dict]) -> str:
     spec = _jax_spec(args, rows[0]["steps_per_loop"])
     env = envinfo.record([], spec.precision, True)
+    measured, commit = rows[0].get("measured", date.today().isoformat()), rows[0].get("commit", env["git_commit"])
     lines = [
         "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)" + _heading_tail(spec.model),
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
-        f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}), measured {date.today().isoformat()}. The "
+        f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}), measured {measured}. The "
         "dashbench engine on Keras's JAX backend (`engine/jax_loop.py`: DataParallel, one jitted function of "
         "`steps_per_loop` steps — written out on a CPU, with XLA's memory-optimised schedule when there are several "
         "— donated state, one host call per `steps_per_loop` steps, after which the host waits for the loss and the "
@@ -368,7 +382,7 @@ def render_jax(args, rows: list[dict]) -> str:
         "every call). Each row is its own child process; in it the engine's host loops and the same number of "
         f"hand-written steps take turns (engine, hand, engine, hand, ...). {paired.METHOD} Host: "
         f"{env['cpu_model']} ({rows[0]['load_before']['cpus']} CPUs), JAX {rows[0]['jax']}, Keras {env['keras']}, "
-        f"commit {env['git_commit']}.",
+        f"commit {commit}.",
         "",
         "| steps_per_loop | rounds | ms/step engine | ms/step hand | wall ratio: median [IQR] (95% CI) | "
         "CPU ratio: median [IQR] (95% CI) | load average (1/5/15 min) before → after (1-min range over the rounds) |",
@@ -409,6 +423,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     parser.add_argument("--skip-fit", action="store_true", help="TensorFlow: the engine and the hand loop only")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the figures to PATH as JSON")
+    parser.add_argument("--render-json", default=None, metavar="PATH",
+                        help="measure nothing: write the tables from figures --json saved (give the same shapes)")
     parser.add_argument("--only", choices=("tf", "jax"), default=None, help="measure one backend only")
     # XLA:CPU runs this CNN's convolutions ~10x slower than TensorFlow's oneDNN (batch 128, width 16:
     # ~0.4 s a step by hand, several seconds in the engine), so the JAX rows default to smaller shapes.
@@ -423,27 +439,34 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.jax_child:
         return jax_child(args)
+    saved = json.loads(Path(args.render_json).read_text()) if args.render_json else None
     results: dict = {}
-    if args.only != "jax":
+    if args.only != "jax" and (saved is None or "tf" in saved):
         spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
                        steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu",
                        **_lm_shape(args))
-        summary = summarize(spec, measure(spec, with_fit=not args.skip_fit))
+        summary = saved["tf"] if saved else summarize(spec, measure(spec, with_fit=not args.skip_fit))
         results["tf"] = summary
+        _save(args, results)
         text = render(spec, summary)
         print(text)
         if not args.no_write:
             write_block(DOC, _marker(args, "engine"), text)
-    if args.only != "tf":
-        rows = [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
+    if args.only != "tf" and (saved is None or "jax" in saved):
+        rows = saved["jax"] if saved else [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
         results["jax"] = rows
+        _save(args, results)
         text = render_jax(args, rows)
         print(text)
         if not args.no_write:
             write_block(DOC, _marker(args, "engine-jax"), text)
+    return 0
+
+
+def _save(args, results: dict) -> None:
+    """--json: the figures so far, so a later failure loses none of them."""
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -85,14 +85,15 @@ def test_the_tensorflow_table_says_how_each_loop_ran_and_the_load():
                "load_before": {"loadavg": [2.5, 2.0, 1.5], "cpus": 2}, "load_after": {"loadavg": [3.0, 2.5, 2.0], "cpus": 2},
                "one_minute": [2.6, 2.9], "host_load": {"cores": 2, "window_s": 0.1, "note": "too short"}}
     text = bench.render(spec, summary)
-    assert "one `tf.function` call" in text and "10 call(s) of a minimal hand-written one-step" in text
-    assert "`model.fit` epoch of 10 step(s)" in text
+    assert "one `tf.function` call: a `tf.range` loop" in text and "10 calls of a minimal hand-written one-step" in text
+    assert "`model.fit` epoch of 10 steps" in text and "30 rounds" not in text and "99 rounds of 10 steps" in text
     assert "load average (1/5/15 min) 2.50 / 2.00 / 1.50 → 3.00 / 2.50 / 2.00 (1-min, over the rounds: 2.60–2.90) on 2 CPUs" in text
     assert "| hand-written tf.function | 99 | 30.00 | 29.00 |" in text
     assert "is BELOW the 0.98 goal by CPU time (median 0.960, 95% interval 0.950–0.970) |" in text
     assert "| Keras model.fit | 99 | 30.00 | 31.00 | 1.020 [1.000–1.040]" in text
     del summary["against"]["fit"]
-    assert "model.fit" not in bench.render(spec, summary)
+    one = bench.render(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=20, steps_per_loop=1, device="cpu"), summary)
+    assert "model.fit" not in one and "tf.range" not in one and "rounds of 1 step:" in one and "then 1 call of" in one
 
 
 def test_a_tiny_jax_run_gives_every_figure_of_its_row(tmp_path):
