@@ -67,7 +67,7 @@ def verdict(ratios: dict) -> str:
     parts = []
     for clock, label in (("wall", "wall"), ("cpu", "CPU")):
         s = ratios[clock]
-        interval = f"{s['ci_low']:.3f}–{s['ci_high']:.3f}"
+        interval = f"{_end(s['ci_low'])}–{_end(s['ci_high'])}"
         if s["ci_low"] >= GOAL:
             parts.append(f"meets the {GOAL} goal by {label} time (median {s['median']:.3f}, 95% interval {interval})")
         elif s["ci_high"] < GOAL:
@@ -76,6 +76,12 @@ def verdict(ratios: dict) -> str:
             parts.append(f"is not settled against the {GOAL} goal by {label} time: median {s['median']:.3f}, "
                          f"its 95% interval {interval} spans {GOAL}")
     return "; ".join(parts)
+
+
+def _end(value: float) -> str:
+    """An interval's end to 3 decimals, or 4 where 3 would round it onto the goal it misses or meets."""
+    text = f"{value:.3f}"
+    return f"{value:.4f}" if text == f"{GOAL:.3f}" and value != GOAL else text
 
 
 def render_load(before: dict, after: dict, one_minute: list[float], short: bool = False) -> str:

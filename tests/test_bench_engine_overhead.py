@@ -50,6 +50,8 @@ def test_the_spread_brackets_the_median_and_the_verdict_names_the_clock_that_mis
     assert "is not settled against the 0.98 goal by wall time: median 0.975, its 95% interval 0.960–0.985 spans" in \
         paired.verdict({"wall": unsettled, "cpu": met})
     assert "BELOW" not in paired.verdict({"wall": unsettled, "cpu": met})
+    # An end that rounds onto the goal keeps a fourth decimal, so "0.980–0.994 spans 0.98" cannot be read.
+    assert "its 95% interval 0.9796–0.997 spans 0.98" in paired.verdict({"wall": spread(0.987, 0.9796), "cpu": met})
 
 
 def test_each_jax_row_says_what_was_measured_and_its_own_verdict():
