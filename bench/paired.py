@@ -58,7 +58,7 @@ def load_now() -> dict:
 
 def render_spread(s: dict) -> str:
     """`1.003 [0.99–1.01] (CI 0.995–1.008)`: the median, its IQR, and its bootstrap interval."""
-    return f"{s['median']:.3f} [{s['q1']:.3f}–{s['q3']:.3f}] (CI {s['ci_low']:.3f}–{s['ci_high']:.3f})"
+    return f"{s['median']:.3f} [{s['q1']:.3f}–{s['q3']:.3f}] (CI {_end(s['ci_low'])}–{_end(s['ci_high'])})"
 
 
 def verdict(ratios: dict) -> str:
