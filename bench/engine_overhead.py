@@ -5,7 +5,8 @@
   fit    — Keras model.fit on a repeated tf.data batch (the seeds' way)
 
 After each of the engine's host loops, the same number of steps runs by hand and by fit, so
-drifting load on a shared machine hits all three alike; the report is the median over loops.
+drifting load on a shared machine hits all three alike. The report is the median of per-round
+ratios with their spread, by wall and CPU time, and the machine's load (bench/paired.py).
 Compilation and warm-up are excluded from all three. Writes the table into docs/PERFORMANCE.md between <!-- engine --> markers.
 
 The JAX column (between <!-- engine-jax --> markers) compares the engine on Keras's JAX backend
@@ -13,13 +14,14 @@ The JAX column (between <!-- engine-jax --> markers) compares the engine on Kera
 and numpy batch: model.stateless_call + optimizer.stateless_apply, donated state, one step per call,
 float(loss) after every call. Keras picks its backend once per process, so each JAX measurement runs
 in a child process of this script (`--jax-child`); in it, after each engine host loop the same number
-of steps runs by hand (engine, hand, engine, hand, ...), and the ratios are taken pair by pair.
+of steps runs by hand (engine, hand, engine, hand, ...), and the ratios are taken round by round.
 
     python bench/engine_overhead.py                  # short CPU settings, writes docs/PERFORMANCE.md
     python bench/engine_overhead.py --model fashion_mnist_cnn --batch-size 1024 --width 64 --steps 50
     python bench/engine_overhead.py --only jax       # the JAX column only (steps_per_loop 1, 10 and 50)
     python bench/engine_overhead.py --model llama --seq-len 64 --width 64 --layers 2 --batch-size 8 \
-        --jax-width 64 --jax-batch-size 8 --steps 60 --jax-pairs 20 --jax-steps-per-loop 1,10   # the LM
+        --steps 300 --steps-per-loop 1 --skip-fit \
+        --jax-width 64 --jax-batch-size 8 --jax-pairs 200 --jax-steps-per-loop 1,10   # the LM
 
 A model other than the default writes its own blocks (<!-- engine-llama -->, <!-- engine-jax-llama -->).
 """
@@ -33,9 +35,11 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
-from docs_block import write_block  # bench/, on sys.path when a script here runs
+import paired  # bench/, on sys.path when a script here runs
+from docs_block import write_block
 
 from dashbench.models import catalog
 from dashbench.engine import envinfo, loop, workloads
@@ -109,20 +113,21 @@ def fit_loop(spec: RunSpec):
     return chunk
 
 
-def measure(spec: RunSpec) -> dict:
+def measure(spec: RunSpec, with_fit: bool = True) -> dict:
     """Run the engine; after each of its measured host loops, run the same steps by hand and by fit.
 
     Interleaving at the scale of one host loop means that a burst of load from other processes
-    hits all three alike. Wall time is what a user gets; process CPU time (all threads) is the work
-    done, which other processes' load barely changes, so on a shared machine it shows overhead
-    that wall-clock noise hides. On a CPU, TensorFlow runs a function synchronously, so no device
-    idles while the host works and CPU time misses no stall.
+    hits all three alike; the ratios are taken round by round (bench/paired.py). Wall time is what a
+    user gets; process CPU time (all threads) is the work done, which other processes' load barely
+    changes, so on a shared machine it shows overhead that wall-clock noise hides. On a CPU,
+    TensorFlow runs a function synchronously, so no device idles while the host works and CPU time
+    misses no stall. Returns the per-round seconds, the load and the engine's own host-load record.
     """
     k = spec.steps_per_loop
-    load_before = os.getloadavg()
-    others = {"hand": hand_loop(spec), "fit": fit_loop(spec)}
-    wall = {"engine": [], "hand": [], "fit": []}
-    cpu = {"engine": [], "hand": [], "fit": []}
+    load_before = paired.load_now()
+    others = {"hand": hand_loop(spec), **({"fit": fit_loop(spec)} if with_fit else {})}
+    seconds = {name: {"wall": [], "cpu": []} for name in ("engine", *others)}
+    one_minute: list[float] = []
     last_cpu = [None]
 
     def after_each_loop(event: dict) -> None:
@@ -130,68 +135,86 @@ def measure(spec: RunSpec) -> dict:
             return
         now = time.process_time()
         if not event["warmup"] and last_cpu[0] is not None:
-            wall["engine"].append(event["duration_s"])
-            cpu["engine"].append(now - last_cpu[0])  # the engine's loop and its own bookkeeping
-            order = list(others) if len(wall["engine"]) % 2 else list(others)[::-1]  # neither always first
+            seconds["engine"]["wall"].append(event["duration_s"])
+            seconds["engine"]["cpu"].append(now - last_cpu[0])  # the engine's loop and its own bookkeeping
+            rounds = len(seconds["engine"]["wall"])
+            order = list(others) if rounds % 2 else list(others)[::-1]  # neither always first
             for name in order:
-                seconds, cpu_seconds = others[name](k)
-                wall[name].append(seconds)
-                cpu[name].append(cpu_seconds)
-            rates = "  ".join(f"{n} {spec.batch_size * k / s[-1]:8.1f}" for n, s in wall.items())
-            print(f"loop {len(wall['engine'])}: examples/s  {rates}", file=sys.stderr, flush=True)
+                wall, cpu = others[name](k)
+                seconds[name]["wall"].append(wall)
+                seconds[name]["cpu"].append(cpu)
+            one_minute.append(os.getloadavg()[0])
+            rates = "  ".join(f"{n} {spec.batch_size * k / s['wall'][-1]:8.1f}" for n, s in seconds.items())
+            print(f"loop {rounds}: examples/s  {rates}", file=sys.stderr, flush=True)
         last_cpu[0] = time.process_time()
 
-    loop.run(spec, on_event=after_each_loop)
-    out = {}
-    for name in wall:
-        examples = spec.batch_size * k
-        out[name] = {
-            "median": statistics.median(examples / s for s in wall[name]),
-            "total": examples * len(wall[name]) / sum(wall[name]),
-            "cpu": examples * len(cpu[name]) / sum(cpu[name]),
-            "loops": len(wall[name]),
-        }
-    out["load"] = (load_before, os.getloadavg())
-    return out
+    result = loop.run(spec, on_event=after_each_loop)
+    return {"seconds": seconds, "load_before": load_before, "load_after": paired.load_now(),
+            "one_minute": one_minute, "host_load": result.host_load}
 
 
-def render(spec: RunSpec, result: dict) -> str:
+def summarize(spec: RunSpec, raw: dict) -> dict:
+    """The engine against the hand loop and against fit, round by round; ms per step of each."""
+    seconds, k = raw["seconds"], spec.steps_per_loop
+    return {
+        "ms_per_step": {name: 1000 * statistics.median(s["wall"]) / k for name, s in seconds.items()},
+        "against": {name: paired.compare(seconds["engine"], seconds[name]) for name in seconds if name != "engine"},
+        **_measured_at(),
+        **{key: raw[key] for key in ("seconds", "load_before", "load_after", "one_minute", "host_load")},
+    }
+
+
+def _measured_at() -> dict:
+    """When and at which commit figures were measured (a --render-json later keeps them)."""
+    return {"measured": date.today().isoformat(), "commit": envinfo.git_commit()}
+
+
+def render(spec: RunSpec, summary: dict) -> str:
     env = envinfo.record([], spec.precision, spec.xla)
-    hand = result["hand"]
-    loads = " → ".join(" / ".join(f"{v:.2f}" for v in values) for values in result.pop("load"))
-    ratio = {name: {key: result[name][key] / hand[key] for key in ("median", "total", "cpu")} for name in result}
-    loops = result["engine"]["loops"]
+    measured, commit = summary.get("measured", date.today().isoformat()), summary.get("commit", env["git_commit"])
+    k, ms = spec.steps_per_loop, summary["ms_per_step"]
+    rounds = summary["against"]["hand"]["wall"]["rounds"]
+    with_fit = "fit" in summary["against"]
     lines = [
         "## Engine overhead (`bench/engine_overhead.py`)" + _heading_tail(spec.model),
         "",
-        f"Same model and data in one process: `{spec.model}`, global batch {spec.batch_size}, "
-        f"shapes {catalog.get(spec.model).shapes(spec).to_dict()}, {spec.precision}, on the CPU. "
-        f"{loops} measured host loops of {spec.steps_per_loop} steps: the engine runs them in one `tf.function` call "
-        "(a `tf.range` loop inside, under its distribution strategy) and then reads the loss and step counter back; "
-        f"after each engine loop, {spec.steps_per_loop} calls of a minimal hand-written one-step `tf.function` "
-        f"(the loss read after the last) and one Keras `model.fit` epoch of {spec.steps_per_loop} steps ran too, so "
-        f"load from other processes hits all three alike. Host: {env['cpu_model']} ({env['cpu_count']} cores), TensorFlow "
-        f"{env['tensorflow']}, Keras {env['keras']}, commit {env['git_commit']}; load average (1/5/15 min) "
-        f"{loads}, before → after.",
+        f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
+        f"{spec.precision}, on the CPU, measured {measured}. One process, the loops of the same model and data "
+        f"taking turns in {rounds} rounds of {_steps(k)}: the engine's host loop (one `tf.function` call: "
+        + ("the step under its distribution strategy" if k == 1 else "a `tf.range` loop under its distribution strategy")
+        + f", then the loss and step counter read back), then {k} call{'s' if k > 1 else ''} of a minimal "
+        "hand-written one-step `tf.function` (the loss read after the last)"
+        + (f" and one Keras `model.fit` epoch of {_steps(k)}, those two in alternating order. " if with_fit else ". ")
+        + f"{paired.METHOD} "
+        f"Host: {env['cpu_model']}, TensorFlow {env['tensorflow']}, Keras {env['keras']}, commit "
+        f"{commit}; {paired.render_load(summary['load_before'], summary['load_after'], summary['one_minute'])}"
+        f"{_other_cores(summary['host_load'])}.",
         "",
-        "| loop | examples/s (median of loops) | examples/s (total) | examples per CPU-second | "
-        "ratio to hand: median / total / CPU |",
-        "|---|---:|---:|---:|---|",
+        "| engine against | rounds | ms/step engine | ms/step other | wall ratio: median [IQR] (95% CI) | "
+        "CPU ratio: median [IQR] (95% CI) | verdict |",
+        "|---|---:|---:|---:|---|---|---|",
     ]
-    for name, label in (("engine", "dashbench engine"), ("hand", "hand-written tf.function"), ("fit", "Keras model.fit")):
-        row, r = result[name], ratio[name]
-        lines.append(f"| {label} | {row['median']:.1f} | {row['total']:.1f} | {row['cpu']:.1f} | "
-                     f"{r['median']:.3f} / {r['total']:.3f} / {r['cpu']:.3f} |")
-    e_cpu, f_cpu = ratio["engine"]["cpu"], ratio["fit"]["cpu"]
-    lines += [
-        "",
-        f"Work per example (CPU time, the figure that load from other processes barely moves): engine "
-        f"{e_cpu:.3f}× the hand loop's throughput ({'at most 2% behind' if e_cpu >= 0.98 else 'MORE than 2% behind'}), "
-        f"model.fit {f_cpu:.3f}× (engine {'no slower' if e_cpu >= f_cpu else 'SLOWER'} than fit). "
-        "Wall-clock ratios on a shared 2-core machine move by several percent between runs; on a quiet "
-        "machine or an accelerator, rerun this script to get them cleanly.",
-    ]
+    for name, label in (("hand", "hand-written tf.function"), ("fit", "Keras model.fit")):
+        if name not in summary["against"]:
+            continue
+        ratios = summary["against"][name]
+        goal = paired.verdict(ratios) if name == "hand" else "(a reference, not the goal)"
+        lines.append(f"| {label} | {ratios['wall']['rounds']} | {ms['engine']:.2f} | {ms[name]:.2f} | "
+                     f"{paired.render_spread(ratios['wall'])} | {paired.render_spread(ratios['cpu'])} | {goal} |")
     return "\n".join(lines)
+
+
+def _steps(k: int) -> str:
+    return f"{k} step{'s' if k > 1 else ''}"
+
+
+def _other_cores(host_load, short: bool = False) -> str:
+    """What the engine's own record says the rest of the machine used during its measured loops."""
+    if not host_load or "other_cores" not in host_load:
+        return ""
+    if short:
+        return f"; others used {host_load['other_cores']:.2f} of {host_load['cores']} cores"
+    return f"; other processes used {host_load['other_cores']:.2f} of {host_load['cores']} cores over the rounds"
 
 
 # --- JAX: the engine's jax_loop against a hand-written jax.jit step (in a child process) ---------
@@ -244,11 +267,11 @@ def jax_hand_loop(spec: RunSpec):
 
 def measure_jax(spec: RunSpec) -> dict:
     """In a process whose Keras runs on JAX: the engine's host loops, each followed by the same
-    number of hand-written steps. Returns the per-pair seconds (wall and CPU) and the load."""
-    load_before = os.getloadavg()
+    number of hand-written steps. Returns the per-round seconds (wall and CPU) and the load."""
+    load_before = paired.load_now()
     hand = jax_hand_loop(spec)
-    wall = {"engine": [], "hand": []}
-    cpu = {"engine": [], "hand": []}
+    seconds = {name: {"wall": [], "cpu": []} for name in ("engine", "hand")}
+    one_minute: list[float] = []
     last_cpu = [None]
     k = spec.steps_per_loop
 
@@ -257,47 +280,35 @@ def measure_jax(spec: RunSpec) -> dict:
             return
         now = time.process_time()
         if not event["warmup"] and last_cpu[0] is not None:
-            wall["engine"].append(event["duration_s"])
-            cpu["engine"].append(now - last_cpu[0])  # the engine's loop and its own bookkeeping
-            seconds, cpu_seconds = hand(k)
-            wall["hand"].append(seconds)
-            cpu["hand"].append(cpu_seconds)
-            ratio = wall["hand"][-1] / wall["engine"][-1]
-            print(f"jax k={k} loop {len(wall['engine'])}: ms/step engine {1000 * wall['engine'][-1] / k:7.2f}  "
-                  f"hand {1000 * seconds / k:7.2f}  engine/hand throughput {ratio:.3f}", file=sys.stderr, flush=True)
+            seconds["engine"]["wall"].append(event["duration_s"])
+            seconds["engine"]["cpu"].append(now - last_cpu[0])  # the engine's loop and its own bookkeeping
+            wall, cpu = hand(k)
+            seconds["hand"]["wall"].append(wall)
+            seconds["hand"]["cpu"].append(cpu)
+            one_minute.append(os.getloadavg()[0])
+            print(f"jax k={k} loop {len(one_minute)}: ms/step engine {1000 * event['duration_s'] / k:7.2f}  "
+                  f"hand {1000 * wall / k:7.2f}", file=sys.stderr, flush=True)
         last_cpu[0] = time.process_time()
 
     result = loop.run(spec, on_event=after_each_loop)
     import jax
 
     return {
-        "wall": wall, "cpu": cpu, "load_before": load_before, "load_after": os.getloadavg(),
-        "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "engine_device": result.device,
+        "seconds": seconds, "load_before": load_before, "load_after": paired.load_now(), "one_minute": one_minute,
+        "host_load": result.host_load, "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
     }
 
 
 def summarize_jax(spec: RunSpec, raw: dict) -> dict:
-    """Throughputs and engine/hand ratios (>1: the engine is faster): the median of the per-pair
-    ratios, and the ratios of the totals, for wall and CPU time."""
-    n = spec.batch_size * spec.steps_per_loop
-    wall, cpu = raw["wall"], raw["cpu"]
-    pairs = list(zip(wall["hand"], wall["engine"]))
-    cpu_pairs = list(zip(cpu["hand"], cpu["engine"]))
+    """ms per step of each loop and the engine/hand ratios (>1: the engine is faster), round by round."""
+    seconds, k = raw["seconds"], spec.steps_per_loop
     return {
-        "steps_per_loop": spec.steps_per_loop,
-        "loops": len(pairs),
-        "engine_ms": 1000 * statistics.median(wall["engine"]) / spec.steps_per_loop,
-        "hand_ms": 1000 * statistics.median(wall["hand"]) / spec.steps_per_loop,
-        "engine_eps": n * len(pairs) / sum(wall["engine"]),
-        "hand_eps": n * len(pairs) / sum(wall["hand"]),
-        "wall_median": statistics.median(h / e for h, e in pairs),
-        "wall_total": sum(wall["hand"]) / sum(wall["engine"]),
-        "cpu_median": statistics.median(h / e for h, e in cpu_pairs),
-        "cpu_total": sum(cpu["hand"]) / sum(cpu["engine"]),
-        "load_before": raw["load_before"],
-        "load_after": raw["load_after"],
-        "jax": raw["jax"],
-        "devices": raw["devices"],
+        "steps_per_loop": k,
+        "engine_ms": 1000 * statistics.median(seconds["engine"]["wall"]) / k,
+        "hand_ms": 1000 * statistics.median(seconds["hand"]["wall"]) / k,
+        "ratios": paired.compare(seconds["engine"], seconds["hand"]),
+        **_measured_at(),
+        **{key: raw[key] for key in ("seconds", "load_before", "load_after", "one_minute", "host_load", "jax", "devices")},
     }
 
 
@@ -358,44 +369,37 @@ def run_jax_child(args, steps_per_loop: int) -> dict:
 def render_jax(args, rows: list[dict]) -> str:
     spec = _jax_spec(args, rows[0]["steps_per_loop"])
     env = envinfo.record([], spec.precision, True)
-    load = lambda values: " / ".join(f"{v:.2f}" for v in values)
+    measured, commit = rows[0].get("measured", date.today().isoformat()), rows[0].get("commit", env["git_commit"])
     lines = [
         "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)" + _heading_tail(spec.model),
         "",
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
-        f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}). The dashbench engine on Keras's JAX "
-        "backend (`engine/jax/loop.py`: DataParallel, one jitted function of `steps_per_loop` steps — written out "
-        "on a CPU, with XLA's memory-optimised schedule when there are several — donated state, one host call per "
-        "`steps_per_loop` steps, after which the host waits for the loss and the step counter) against a minimal "
-        "hand-written `jax.jit` step on the same model, optimizer and numpy batch (`stateless_call` + "
-        "`stateless_apply`, donated state, XLA's defaults, one step per call, `float(loss)` after every call). "
-        "Each row is its own child process; in it, "
-        "after every measured engine host loop the same number of steps ran by hand (engine, hand, engine, "
-        "hand, ...), compilation and warm-up excluded. Ratios are engine throughput / hand throughput "
-        "(above 1: the engine is faster), as the median of the per-pair ratios and as the ratio of the "
-        f"totals. Host: {env['cpu_model']} ({env['cpu_count']} cores), JAX {rows[0]['jax']}, Keras "
-        f"{env['keras']}, commit {env['git_commit']}.",
+        f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}), measured {measured}. The "
+        "dashbench engine on Keras's JAX backend (`engine/jax/loop.py`: DataParallel, one jitted function of "
+        "`steps_per_loop` steps — written out on a CPU, with XLA's memory-optimised schedule when there are several "
+        "— donated state, one host call per `steps_per_loop` steps, after which the host waits for the loss and the "
+        "step counter) against a minimal hand-written `jax.jit` step on the same model, optimizer and numpy batch "
+        "(`stateless_call` + `stateless_apply`, donated state, XLA's defaults, one step per call, `float(loss)` after "
+        "every call). Each row is its own child process; in it the engine's host loops and the same number of "
+        f"hand-written steps take turns (engine, hand, engine, hand, ...). {paired.METHOD} Host: "
+        f"{env['cpu_model']} ({rows[0]['load_before']['cpus']} CPUs), JAX {rows[0]['jax']}, Keras {env['keras']}, "
+        f"commit {commit}.",
         "",
-        "| steps_per_loop | pairs | ms/step engine | ms/step hand | wall ratio: median / total | "
-        "CPU ratio: median / total | load average (1/5/15 min) before → after |",
+        "| steps_per_loop | rounds | ms/step engine | ms/step hand | wall ratio: median [IQR] (95% CI) | "
+        "CPU ratio: median [IQR] (95% CI) | load average (1/5/15 min) before → after (1-min range over the rounds) |",
         "|---:|---:|---:|---:|---|---|---|",
     ]
     for row in rows:
+        ratios = row["ratios"]
         lines.append(
-            f"| {row['steps_per_loop']} | {row['loops']} | {row['engine_ms']:.2f} | {row['hand_ms']:.2f} | "
-            f"{row['wall_median']:.3f} / {row['wall_total']:.3f} | {row['cpu_median']:.3f} / {row['cpu_total']:.3f} | "
-            f"{load(row['load_before'])} → {load(row['load_after'])} |"
+            f"| {row['steps_per_loop']} | {ratios['wall']['rounds']} | {row['engine_ms']:.2f} | {row['hand_ms']:.2f} | "
+            f"{paired.render_spread(ratios['wall'])} | {paired.render_spread(ratios['cpu'])} | "
+            f"{paired.render_load(row['load_before'], row['load_after'], row['one_minute'], short=True)}"
+            f"{_other_cores(row['host_load'], short=True)} |"
         )
     lines.append("")
     for row in rows:
-        lines.append(f"- {_measured_words(row['steps_per_loop'])}: the engine is {_verdict(row)} the hand "
-                     f"step by CPU time (median {row['cpu_median']:.3f}, total {row['cpu_total']:.3f}); wall "
-                     f"{row['wall_median']:.3f} / {row['wall_total']:.3f}.")
-    lines += [
-        "",
-        "The machine is shared (2 cores, see the load average), so wall ratios move by a few percent between runs; "
-        "CPU time, which other processes' load barely changes, is the steadier figure.",
-    ]
+        lines.append(f"- {_measured_words(row['steps_per_loop'])}: the engine {paired.verdict(row['ratios'])}.")
     return "\n".join(lines)
 
 
@@ -405,10 +409,6 @@ def _measured_words(k: int) -> str:
         return "steps_per_loop 1 (one step per host call on both sides)"
     return (f"steps_per_loop {k} (the engine: {k} steps in one jitted call, then the loss and step counter read "
             f"back; by hand: {k} calls of one step, `float(loss)` after each)")
-
-
-def _verdict(row: dict) -> str:
-    return "at most 2% behind" if min(row["cpu_median"], row["cpu_total"]) >= 0.98 else "MORE than 2% behind"
 
 
 def main(argv=None) -> int:
@@ -422,13 +422,17 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--steps-per-loop", type=int, default=10)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
+    parser.add_argument("--skip-fit", action="store_true", help="TensorFlow: the engine and the hand loop only")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the figures to PATH as JSON")
+    parser.add_argument("--render-json", default=None, metavar="PATH",
+                        help="measure nothing: write the tables from figures --json saved (give the same shapes)")
     parser.add_argument("--only", choices=("tf", "jax"), default=None, help="measure one backend only")
     # XLA:CPU runs this CNN's convolutions ~10x slower than TensorFlow's oneDNN (batch 128, width 16:
     # ~0.4 s a step by hand, several seconds in the engine), so the JAX rows default to smaller shapes.
     parser.add_argument("--jax-batch-size", type=int, default=32)
     parser.add_argument("--jax-width", type=int, default=4)
     parser.add_argument("--jax-pairs", type=int, default=100,
-                        help="engine/hand pairs per JAX row (measured steps: pairs × steps_per_loop)")
+                        help="engine/hand rounds per JAX row (measured steps: rounds × steps_per_loop)")
     parser.add_argument("--jax-steps", type=int, default=None, help="measured steps per JAX row, instead of --jax-pairs")
     parser.add_argument("--jax-steps-per-loop", default="1,10,50",
                         help="the JAX rows' steps_per_loop, comma-separated (the first is the verdict)")
@@ -436,22 +440,34 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.jax_child:
         return jax_child(args)
-    if args.only != "jax":
+    saved = json.loads(Path(args.render_json).read_text()) if args.render_json else None
+    results: dict = {}
+    if args.only != "jax" and (saved is None or "tf" in saved):
         spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
                        steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu",
                        **_lm_shape(args))
-        result = measure(spec)
-        text = render(spec, result)
+        summary = saved["tf"] if saved else summarize(spec, measure(spec, with_fit=not args.skip_fit))
+        results["tf"] = summary
+        _save(args, results)
+        text = render(spec, summary)
         print(text)
         if not args.no_write:
             write_block(DOC, _marker(args, "engine"), text)
-    if args.only != "tf":
-        rows = [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
+    if args.only != "tf" and (saved is None or "jax" in saved):
+        rows = saved["jax"] if saved else [run_jax_child(args, int(k)) for k in args.jax_steps_per_loop.split(",")]
+        results["jax"] = rows
+        _save(args, results)
         text = render_jax(args, rows)
         print(text)
         if not args.no_write:
             write_block(DOC, _marker(args, "engine-jax"), text)
     return 0
+
+
+def _save(args, results: dict) -> None:
+    """--json: the figures so far, so a later failure loses none of them."""
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -93,17 +93,7 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
         source = iter(strategy.experimental_distribute_dataset(dataset))
     else:
         source = _synthetic_on_devices(tf, strategy, keras_side, shapes, global_batch, per_replica_batch, spec.seed)
-    real = spec.data == "real"
-
-    @tf.function
-    def train_loop(batches, steps):
-        loss = tf.constant(0.0)
-        for _ in tf.range(steps):
-            batch = next(batches) if real else batches
-            per_replica_loss = strategy.run(replica_step, args=batch)
-            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
-        return loss, tf.convert_to_tensor(optimizer.iterations)
-
+    train_loop = train_loop_of(tf, strategy, replica_step, optimizer, spec.steps_per_loop, spec.data == "real")
     steps_per_loop = tf.constant(spec.steps_per_loop)
 
     def host_loop() -> tuple[float, float]:
@@ -140,6 +130,31 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
         },
         host_load=host_load,
     )
+
+
+def train_loop_of(tf, strategy, replica_step, optimizer, k: int, real: bool):
+    """The host call's `tf.function`: `train_loop(batches, steps) → (last loss, optimizer step counter)`,
+    `steps` steps of `replica_step` under `strategy` (`k`: the run's steps_per_loop). `real`: `batches`
+    is a distributed iterator, one batch a step; otherwise the same batch every step."""
+
+    def one_step(batches):
+        batch = next(batches) if real else batches
+        per_replica_loss = strategy.run(replica_step, args=batch)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+
+    @tf.function
+    def train_loop(batches, steps):
+        if k == 1:
+            # A `tf.range` loop of one iteration is a While op that the executor runs on every call,
+            # overhead the one step alone does not need (docs/PERFORMANCE.md, engine overhead).
+            loss = one_step(batches)
+        else:
+            loss = tf.constant(0.0)
+            for _ in tf.range(steps):
+                loss = one_step(batches)
+        return loss, tf.convert_to_tensor(optimizer.iterations)
+
+    return train_loop
 
 
 def _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side, shapes, spec,
