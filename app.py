@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench.views.streamlit import needs
-from dashbench.views.streamlit import serving
+from dashbench.views.streamlit import needs, serving
 
 serving.poll_config_files_slowly()  # process-wide; before anything else, on every run: one attribute check
 
@@ -16,11 +15,10 @@ serving.poll_config_files_slowly()  # process-wide; before anything else, on eve
 st.set_page_config(page_title="dashbench", page_icon="⏱️", layout="wide")
 needs.stop_if_missing()  # before the imports below, which need what it checks
 
-from dashbench.views.common import settings as settings_module  # noqa: E402
-from dashbench.views.streamlit import ui  # noqa: E402
-from dashbench.views.common import context  # noqa: E402
-from dashbench.views.common import store_handles  # noqa: E402
-from dashbench.views.common.format import path_text  # noqa: E402
+from dashbench.views.common import context, store_handles
+from dashbench.views.common import settings as settings_module
+from dashbench.views.common.format import path_text
+from dashbench.views.streamlit import ui
 
 settings = settings_module.load()
 # One handle per database, shared by every run of every session: never closed here (store_handles).

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench.models import catalog
 from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec
+from dashbench.models import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONVERGENCE.md"
@@ -44,8 +44,9 @@ def spec_for(model: str, seed: int, full: bool, steps: int, warmup: int, backend
     batch = quick.pop("batch_size")
     if full:
         quick, batch = {}, FULL_BATCH[model]
-    return RunSpec(model=model, batch_size=batch, steps=steps, warmup=warmup, seed=seed, device="cpu",
-                   backend=backend, **quick)
+    return RunSpec(
+        model=model, batch_size=batch, steps=steps, warmup=warmup, seed=seed, device="cpu", backend=backend, **quick
+    )
 
 
 def verdict(losses: list) -> tuple[bool, str]:
@@ -67,12 +68,22 @@ def measure(spec: RunSpec) -> dict:
     try:
         result = loop.run(spec).to_dict()
     except Exception as exc:  # one broken point is a row in the table, not the end of the script
-        return {"ok": False, "why": f"{type(exc).__name__}: {str(exc)[:120]}", "losses": [], "flags": [],
-                "seconds": time.monotonic() - began}
+        return {
+            "ok": False,
+            "why": f"{type(exc).__name__}: {str(exc)[:120]}",
+            "losses": [],
+            "flags": [],
+            "seconds": time.monotonic() - began,
+        }
     ok, why = verdict(result["losses"])
     flags = [f for f in result["flags"] if f != "above_peak"]
-    return {"ok": ok and "loss_not_falling" not in flags, "why": why, "losses": result["losses"],
-            "flags": result["flags"], "seconds": time.monotonic() - began}
+    return {
+        "ok": ok and "loss_not_falling" not in flags,
+        "why": why,
+        "losses": result["losses"],
+        "flags": result["flags"],
+        "seconds": time.monotonic() - began,
+    }
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -131,13 +142,21 @@ def main(argv=None) -> int:
             spec = spec_for(model, seed, full, args.steps, args.warmup, args.backend)
             out = measure(spec)
             shapes = catalog.get(model).shapes(spec).to_dict()
-            shown = "full" if full else "quick " + ",".join(f"{k}={v}" for k, v in shapes.items()
-                                                         if k in ("image_size", "seq_len", "width"))
+            shown = (
+                "full"
+                if full
+                else "quick "
+                + ",".join(f"{k}={v}" for k, v in shapes.items() if k in ("image_size", "seq_len", "width"))
+            )
             row = {"model": model, "shapes": shown, "batch": spec.batch_size, "seed": seed, **out}
             rows.append(row)
             losses = ", ".join(f"{v:.3g}" for v in out["losses"])
-            print(f"{model:<18} {'full ' if full else 'quick'} seed {seed}: {'ok  ' if out['ok'] else 'FAIL'} "
-                  f"{out['why']:<22} [{losses}] ({out['seconds']:.1f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{model:<18} {'full ' if full else 'quick'} seed {seed}: {'ok  ' if out['ok'] else 'FAIL'} "
+                f"{out['why']:<22} [{losses}] ({out['seconds']:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     failed = [r for r in rows if not r["ok"]]
     when = dt.date.today().isoformat()
     command = " ".join(["bench/convergence.py", *(sys.argv[1:] if argv is None else argv)])

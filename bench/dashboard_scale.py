@@ -48,14 +48,21 @@ BROWSER_PAGES = ("compare", "results")
 MODES = ("normal", "read-only")
 TIMEOUT_S = 900  # one AppTest script run; the pages take ~30 s at 100k runs before the rewrite
 CHROMIUM = os.environ.get("DASHBENCH_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 BUSY = "[data-testid='stSkeleton'], [data-testid='stSpinner']"
 BROWSER_TIMEOUT_MS = 600_000
 
 
 # ---------------------------------------------------------------------------------------------- targets
+
 
 def rerun_target(runs: int) -> float | None:
     """The issues' targets: ≤ 0.3 s per rerun at 10k runs, ≤ 1.5 s at 100k (smaller stores: the same),
@@ -79,6 +86,7 @@ def cell(seconds: float | None, target: float | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- AppTest
+
 
 @dataclass
 class PageTimes:
@@ -191,8 +199,9 @@ def filter_change(at, key: str, where: str) -> float | None:
     return seconds
 
 
-def measure_page(db: Path | str, runs: int, mode: str, page: str, tries: int, reruns: int, budget_s: float,
-                 database: str = "SQLite") -> PageTimes:
+def measure_page(
+    db: Path | str, runs: int, mode: str, page: str, tries: int, reruns: int, budget_s: float, database: str = "SQLite"
+) -> PageTimes:
     """Per try: a fresh session's first load (caches cleared), then (first try only) `reruns` reruns
     with nothing changed, then one filter change. Stops repeating once `budget_s` is spent on the page
     (every measurement is taken at least once), so a page that takes 30 s is not timed 20 times."""
@@ -231,6 +240,7 @@ def measure_page(db: Path | str, runs: int, mode: str, page: str, tries: int, re
 @dataclass
 class GivenServer:
     """A running PostgreSQL server named by a superuser's URL (--postgres-url), with PgServer's url/connect."""
+
     given: str
 
     def url(self, dbname: str = "postgres") -> str:
@@ -260,8 +270,9 @@ def postgres_server(given: str | None = None):
         server.stop()
 
 
-def postgres_store(server, name: str, runs: int, samples: int, seed: int = 0,
-                   keep: bool = False) -> tuple[str, float | None]:
+def postgres_store(
+    server, name: str, runs: int, samples: int, seed: int = 0, keep: bool = False
+) -> tuple[str, float | None]:
     """A new database on `server` filled by store_queries' filler: its URL and the seconds the fill took;
     with `keep`, a database of that name already there is taken as it is (None seconds), as --keep takes
     an SQLite file (a 1M-run fill takes longer than the pages' timing: fill once, time as often as needed)."""
@@ -278,6 +289,7 @@ def postgres_store(server, name: str, runs: int, samples: int, seed: int = 0,
 
 
 # ---------------------------------------------------------------------------------------------- browser
+
 
 def browser_available() -> bool:
     if not Path(CHROMIUM).exists():
@@ -296,8 +308,19 @@ def streamlit_server(db: Path, read_only: bool, log_dir: Path, app: Path = APP):
     """`streamlit run app.py` on a free port, as tests/browser/test_browser.py starts it; killed on exit."""
     port = free_port()
     log_path = log_dir / f"streamlit-{port}.log"
-    argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
-            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     if read_only:
         argv += ["--", "--read-only"]
     env = dict(os.environ, DASHBENCH_DB=str(db))
@@ -385,8 +408,9 @@ FLOOR_APPS = {
     "a page with a title only": 'import streamlit as st\nst.title("Floor")\n',
     "a page with five small Plotly bar charts": (
         'import plotly.graph_objects as go\nimport streamlit as st\nst.title("Floor")\n'
-        'for i in range(5):\n'
-        '    st.plotly_chart(go.Figure(go.Bar(x=[1, 2, 3], y=["a", "b", "c"], orientation="h")), key=f"c{i}")\n'),
+        "for i in range(5):\n"
+        '    st.plotly_chart(go.Figure(go.Bar(x=[1, 2, 3], y=["a", "b", "c"], orientation="h")), key=f"c{i}")\n'
+    ),
 }
 
 
@@ -428,11 +452,14 @@ def measure_floor(tries: int, log_dir: Path) -> dict[str, tuple[float, float]]:
 
 # ---------------------------------------------------------------------------------------------- report
 
+
 def table(rows: list[PageTimes], browser: bool) -> str:
     databases = len({r.database for r in rows}) > 1
-    lines = ["| stored runs | " + ("database | " if databases else "") + "mode | page | first load s "
-             "| rerun s (best/median) | filter change s | browser idle s (first/reload) |",
-             "|---:|" + ("---|" if databases else "") + "---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| stored runs | " + ("database | " if databases else "") + "mode | page | first load s "
+        "| rerun s (best/median) | filter change s | browser idle s (first/reload) |",
+        "|---:|" + ("---|" if databases else "") + "---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         load_t, rerun_t = first_load_target(r.runs), rerun_target(r.runs)
         first = cell(min(r.first), load_t) if r.first else "n/a"
@@ -469,27 +496,45 @@ def versions() -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default="100,10000,100000",
-                        help="stored runs per store, comma-separated (the smallest is the baseline)")
+    parser.add_argument(
+        "--runs",
+        default="100,10000,100000",
+        help="stored runs per store, comma-separated (the smallest is the baseline)",
+    )
     parser.add_argument("--samples", type=int, default=5, help="measured samples per stored run (fill speed)")
     parser.add_argument("--tries", type=int, default=3, help="fresh sessions per page (first load, filter change)")
     parser.add_argument("--reruns", type=int, default=5, help="reruns with nothing changed, in the first session")
-    parser.add_argument("--budget", type=float, default=120.0,
-                        help="seconds per page and mode after which no more tries start (each kind runs once)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=120.0,
+        help="seconds per page and mode after which no more tries start (each kind runs once)",
+    )
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated: " + ",".join(PAGES))
     parser.add_argument("--keep", type=Path, help="fill the stores in this folder and keep them (default: a temp dir)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
-    parser.add_argument("--postgres", action="store_true",
-                        help="the same stores on PostgreSQL too, each page timed beside SQLite (a throwaway server "
-                             "started as the tests start theirs; Debian's postgresql); AppTest only")
-    parser.add_argument("--postgres-url", metavar="URL",
-                        help="with --postgres: this running server (a superuser's URL) instead of a throwaway one; "
-                             "with --keep its databases runs_N and warm_up are kept and, when there, used as they are")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the same stores on PostgreSQL too, each page timed beside SQLite (a throwaway server "
+        "started as the tests start theirs; Debian's postgresql); AppTest only",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        metavar="URL",
+        help="with --postgres: this running server (a superuser's URL) instead of a throwaway one; "
+        "with --keep its databases runs_N and warm_up are kept and, when there, used as they are",
+    )
     parser.add_argument("--block", help="the docs block written (default: dashboard, or dashboard-postgres)")
     browser = parser.add_mutually_exclusive_group()
-    browser.add_argument("--browser", dest="browser", action="store_true", default=None,
-                         help="also time /compare and /results in headless Chromium "
-                              "(default: on when /usr/bin/chromium and playwright are there)")
+    browser.add_argument(
+        "--browser",
+        dest="browser",
+        action="store_true",
+        default=None,
+        help="also time /compare and /results in headless Chromium "
+        "(default: on when /usr/bin/chromium and playwright are there)",
+    )
     browser.add_argument("--no-browser", dest="browser", action="store_false")
     args = parser.parse_args(argv)
     args.run_counts = [int(n.replace("_", "")) for n in args.runs.split(",") if n.strip()]
@@ -534,35 +579,58 @@ def main(argv: list[str] | None = None) -> int:
                     fill_s, _ = store_queries.fill(db, runs, args.samples)
                     store_queries.checkpoint(db)
                 fills.append((runs, fill_s, db.stat().st_size / 2**20))
-                print(f"{runs:,} runs: {db} ({fills[-1][2]:,.0f} MiB"
-                      + (f", filled in {fill_s:.1f} s)" if fill_s is not None else ", kept)"), file=sys.stderr, flush=True)
+                print(
+                    f"{runs:,} runs: {db} ({fills[-1][2]:,.0f} MiB"
+                    + (f", filled in {fill_s:.1f} s)" if fill_s is not None else ", kept)"),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 store_rows = []
                 for mode in MODES:
                     for page in args.page_list:
                         if page == "run" and mode == "read-only":
                             continue  # not registered in read-only mode
                         row = measure_page(db, runs, mode, page, args.tries, args.reruns, args.budget)
-                        print(f"  {mode:9} {page:8} first {min(row.first):.2f} s, rerun "
-                              + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a")
-                              + (f", filter {min(row.filter):.2f} s" if row.filter else ""), file=sys.stderr, flush=True)
+                        print(
+                            f"  {mode:9} {page:8} first {min(row.first):.2f} s, rerun "
+                            + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a")
+                            + (f", filter {min(row.filter):.2f} s" if row.filter else ""),
+                            file=sys.stderr,
+                            flush=True,
+                        )
                         store_rows.append(row)
                 if args.browser and server is None:
                     measure_browser(db, store_rows, args.tries, args.budget, folder)
                 if server is not None:
                     url, fill_s = postgres_store(server, f"runs_{runs}", runs, args.samples, keep=keep_pg)
                     pg_fills.append((runs, fill_s))
-                    print(f"{runs:,} runs on PostgreSQL, " + (f"filled in {fill_s:.1f} s" if fill_s is not None
-                                                              else "kept"), file=sys.stderr, flush=True)
+                    print(
+                        f"{runs:,} runs on PostgreSQL, "
+                        + (f"filled in {fill_s:.1f} s" if fill_s is not None else "kept"),
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     for mode in MODES:
                         for page in args.page_list:
                             if page == "run" and mode == "read-only":
                                 continue
-                            row = measure_page(url, runs, mode, page, args.tries, args.reruns, args.budget,
-                                               database="PostgreSQL")
-                            print(f"  {mode:9} {page:8} PostgreSQL first {min(row.first):.2f} s, rerun "
-                                  + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a"), file=sys.stderr, flush=True)
-                            store_rows.insert(next(i + 1 for i, r in enumerate(store_rows)
-                                                   if r.mode == mode and r.page == page and r.database == "SQLite"), row)
+                            row = measure_page(
+                                url, runs, mode, page, args.tries, args.reruns, args.budget, database="PostgreSQL"
+                            )
+                            print(
+                                f"  {mode:9} {page:8} PostgreSQL first {min(row.first):.2f} s, rerun "
+                                + (f"{min(row.rerun):.2f} s" if row.rerun else "n/a"),
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            store_rows.insert(
+                                next(
+                                    i + 1
+                                    for i, r in enumerate(store_rows)
+                                    if r.mode == mode and r.page == page and r.database == "SQLite"
+                                ),
+                                row,
+                            )
                 rows.extend(store_rows)
             floor = measure_floor(args.tries, folder) if args.browser else {}
         except PageFailed as error:
@@ -570,11 +638,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     load_end = os.getloadavg()
     cpu = platform.processor() or platform.machine()
-    fill_text = "; ".join(f"{runs:,} runs {size:,.0f} MiB" + (f" filled in {s:.0f} s" if s is not None else "")
-                          for runs, s, size in fills)
+    fill_text = "; ".join(
+        f"{runs:,} runs {size:,.0f} MiB" + (f" filled in {s:.0f} s" if s is not None else "") for runs, s, size in fills
+    )
     if args.postgres:
-        fill_text += "; on PostgreSQL " + "; ".join(f"{runs:,} runs" + (f" filled in {s:.0f} s" if s is not None
-                                                                         else "") for runs, s in pg_fills)
+        fill_text += "; on PostgreSQL " + "; ".join(
+            f"{runs:,} runs" + (f" filled in {s:.0f} s" if s is not None else "") for runs, s in pg_fills
+        )
     lines = [
         "## Dashboard pages at scale" + (" (SQLite and PostgreSQL)" if args.postgres else ""),
         "",
@@ -594,17 +664,39 @@ def main(argv: list[str] | None = None) -> int:
         "",
         table(rows, args.browser),
         "",
-        *([("Floor, in the same browser under the same protocol (Streamlit alone, no dashbench code): "
-            + "; ".join(f"{name} {first:.2f} s / {reload:.2f} s" for name, (first, reload) in floor.items())
-            + " (first visit / reload, best of " + str(args.tries) + ")."), ""] if floor else []),
+        *(
+            [
+                (
+                    "Floor, in the same browser under the same protocol (Streamlit alone, no dashbench code): "
+                    + "; ".join(f"{name} {first:.2f} s / {reload:.2f} s" for name, (first, reload) in floor.items())
+                    + " (first visit / reload, best of "
+                    + str(args.tries)
+                    + ")."
+                ),
+                "",
+            ]
+            if floor
+            else []
+        ),
         f"Machine: {os.cpu_count()} CPU cores ({cpu}), load average {load_start[0]:.1f} at the start and "
         f"{load_end[0]:.1f} at the end; {versions()}; measured {time.strftime('%Y-%m-%d', time.localtime(started))}"
         f" in {(time.time() - started) / 60:.0f} min.",
-        *(["", "PostgreSQL: " + ("the running server given by --postgres-url" if args.postgres_url else
-                                 "a local server started by the script as the tests start theirs (fsync off), over "
-                                 "TCP on 127.0.0.1") + ", the same filler; each page's rows on SQLite and PostgreSQL "
-           "measured one after the other in this one run (the machine was shared with other work: see the load average)."]
-          if args.postgres else []),
+        *(
+            [
+                "",
+                "PostgreSQL: "
+                + (
+                    "the running server given by --postgres-url"
+                    if args.postgres_url
+                    else "a local server started by the script as the tests start theirs (fsync off), over "
+                    "TCP on 127.0.0.1"
+                )
+                + ", the same filler; each page's rows on SQLite and PostgreSQL "
+                "measured one after the other in this one run (the machine was shared with other work: see the load average).",
+            ]
+            if args.postgres
+            else []
+        ),
     ]
     text = "\n".join(lines)
     print(text)

@@ -11,7 +11,7 @@ def write_block(path: Path, marker: str, text: str, title: str = "# Performance"
     current = path.read_text() if path.exists() else title + "\n"
     block = f"{start}\n{text.rstrip()}\n{end}"
     if start in current and end in current:
-        current = current[: current.index(start)] + block + current[current.index(end) + len(end):]
+        current = current[: current.index(start)] + block + current[current.index(end) + len(end) :]
     else:
         current = current.rstrip("\n") + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)

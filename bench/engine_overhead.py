@@ -41,10 +41,10 @@ from pathlib import Path
 import paired  # bench/, on sys.path when a script here runs
 from docs_block import write_block
 
-from dashbench.models import catalog
+from dashbench.core.spec import RunSpec
 from dashbench.engine import envinfo, loop, workloads
 from dashbench.engine.tensorflow import devices
-from dashbench.core.spec import RunSpec
+from dashbench.models import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"
@@ -91,8 +91,9 @@ def fit_loop(spec: RunSpec):
     import keras
 
     tf, model, optimizer, (x, y) = _setup(spec)
-    model.compile(optimizer=optimizer, loss=lambda y, p: workloads.per_example_loss(spec.model, y, p),
-                  jit_compile=False)
+    model.compile(
+        optimizer=optimizer, loss=lambda y, p: workloads.per_example_loss(spec.model, y, p), jit_compile=False
+    )
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
 
     class Timer(keras.callbacks.Callback):
@@ -149,8 +150,13 @@ def measure(spec: RunSpec, with_fit: bool = True) -> dict:
         last_cpu[0] = time.process_time()
 
     result = loop.run(spec, on_event=after_each_loop)
-    return {"seconds": seconds, "load_before": load_before, "load_after": paired.load_now(),
-            "one_minute": one_minute, "host_load": result.host_load}
+    return {
+        "seconds": seconds,
+        "load_before": load_before,
+        "load_after": paired.load_now(),
+        "one_minute": one_minute,
+        "host_load": result.host_load,
+    }
 
 
 def summarize(spec: RunSpec, raw: dict) -> dict:
@@ -181,7 +187,11 @@ def render(spec: RunSpec, summary: dict) -> str:
         f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU, measured {measured}. One process, the loops of the same model and data "
         f"taking turns in {rounds} rounds of {_steps(k)}: the engine's host loop (one `tf.function` call: "
-        + ("the step under its distribution strategy" if k == 1 else "a `tf.range` loop under its distribution strategy")
+        + (
+            "the step under its distribution strategy"
+            if k == 1
+            else "a `tf.range` loop under its distribution strategy"
+        )
         + f", then the loss and step counter read back), then {k} call{'s' if k > 1 else ''} of a minimal "
         "hand-written one-step `tf.function` (the loss read after the last)"
         + (f" and one Keras `model.fit` epoch of {_steps(k)}, those two in alternating order. " if with_fit else ". ")
@@ -199,8 +209,10 @@ def render(spec: RunSpec, summary: dict) -> str:
             continue
         ratios = summary["against"][name]
         goal = paired.verdict(ratios) if name == "hand" else "(a reference, not the goal)"
-        lines.append(f"| {label} | {ratios['wall']['rounds']} | {ms['engine']:.2f} | {ms[name]:.2f} | "
-                     f"{paired.render_spread(ratios['wall'])} | {paired.render_spread(ratios['cpu'])} | {goal} |")
+        lines.append(
+            f"| {label} | {ratios['wall']['rounds']} | {ms['engine']:.2f} | {ms[name]:.2f} | "
+            f"{paired.render_spread(ratios['wall'])} | {paired.render_spread(ratios['cpu'])} | {goal} |"
+        )
     return "\n".join(lines)
 
 
@@ -248,11 +260,13 @@ def jax_hand_loop(spec: RunSpec):
         return loss, (trainable, non_trainable, optimizer_state)
 
     step = jax.jit(step, donate_argnums=0)
-    holder = [(
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in optimizer.variables],
-    )]
+    holder = [
+        (
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            [v.value for v in optimizer.variables],
+        )
+    ]
 
     def chunk(n: int) -> tuple[float, float]:
         start, cpu = time.perf_counter(), time.process_time()
@@ -286,16 +300,25 @@ def measure_jax(spec: RunSpec) -> dict:
             seconds["hand"]["wall"].append(wall)
             seconds["hand"]["cpu"].append(cpu)
             one_minute.append(os.getloadavg()[0])
-            print(f"jax k={k} loop {len(one_minute)}: ms/step engine {1000 * event['duration_s'] / k:7.2f}  "
-                  f"hand {1000 * wall / k:7.2f}", file=sys.stderr, flush=True)
+            print(
+                f"jax k={k} loop {len(one_minute)}: ms/step engine {1000 * event['duration_s'] / k:7.2f}  "
+                f"hand {1000 * wall / k:7.2f}",
+                file=sys.stderr,
+                flush=True,
+            )
         last_cpu[0] = time.process_time()
 
     result = loop.run(spec, on_event=after_each_loop)
     import jax
 
     return {
-        "seconds": seconds, "load_before": load_before, "load_after": paired.load_now(), "one_minute": one_minute,
-        "host_load": result.host_load, "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
+        "seconds": seconds,
+        "load_before": load_before,
+        "load_after": paired.load_now(),
+        "one_minute": one_minute,
+        "host_load": result.host_load,
+        "jax": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
     }
 
 
@@ -308,7 +331,10 @@ def summarize_jax(spec: RunSpec, raw: dict) -> dict:
         "hand_ms": 1000 * statistics.median(seconds["hand"]["wall"]) / k,
         "ratios": paired.compare(seconds["engine"], seconds["hand"]),
         **_measured_at(),
-        **{key: raw[key] for key in ("seconds", "load_before", "load_after", "one_minute", "host_load", "jax", "devices")},
+        **{
+            key: raw[key]
+            for key in ("seconds", "load_before", "load_after", "one_minute", "host_load", "jax", "devices")
+        },
     }
 
 
@@ -317,9 +343,18 @@ def _jax_spec(args, steps_per_loop: int) -> RunSpec:
         steps = args.jax_pairs * steps_per_loop  # one pair per engine host loop
     else:
         steps = max(steps_per_loop, args.jax_steps // steps_per_loop * steps_per_loop)
-    return RunSpec(model=args.model, batch_size=args.jax_batch_size, width=args.jax_width,
-                   image_size=args.image_size, steps=steps, warmup=max(steps_per_loop, 5),
-                   steps_per_loop=steps_per_loop, device="cpu", backend="jax", **_lm_shape(args))
+    return RunSpec(
+        model=args.model,
+        batch_size=args.jax_batch_size,
+        width=args.jax_width,
+        image_size=args.image_size,
+        steps=steps,
+        warmup=max(steps_per_loop, 5),
+        steps_per_loop=steps_per_loop,
+        device="cpu",
+        backend="jax",
+        **_lm_shape(args),
+    )
 
 
 def _lm_shape(args) -> dict:
@@ -349,9 +384,21 @@ def jax_child(args) -> int:
 
 def run_jax_child(args, steps_per_loop: int) -> dict:
     """Run one JAX measurement in a fresh process (Keras cannot switch backends inside one)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--jax-child", "--model", args.model,
-               "--jax-batch-size", str(args.jax_batch_size), "--jax-width", str(args.jax_width),
-               "--jax-pairs", str(args.jax_pairs), "--steps-per-loop", str(steps_per_loop)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--jax-child",
+        "--model",
+        args.model,
+        "--jax-batch-size",
+        str(args.jax_batch_size),
+        "--jax-width",
+        str(args.jax_width),
+        "--jax-pairs",
+        str(args.jax_pairs),
+        "--steps-per-loop",
+        str(steps_per_loop),
+    ]
     if args.jax_steps is not None:
         command += ["--jax-steps", str(args.jax_steps)]
     if args.image_size is not None:
@@ -363,7 +410,7 @@ def run_jax_child(args, steps_per_loop: int) -> dict:
     lines = [line for line in done.stdout.splitlines() if line.startswith(CHILD_RESULT)]
     if done.returncode or not lines:
         raise RuntimeError(f"the JAX child (steps_per_loop {steps_per_loop}) failed, exit {done.returncode}")
-    return json.loads(lines[-1][len(CHILD_RESULT):])
+    return json.loads(lines[-1][len(CHILD_RESULT) :])
 
 
 def render_jax(args, rows: list[dict]) -> str:
@@ -407,8 +454,10 @@ def _measured_words(k: int) -> str:
     """What one pair of a row compares, in words."""
     if k == 1:
         return "steps_per_loop 1 (one step per host call on both sides)"
-    return (f"steps_per_loop {k} (the engine: {k} steps in one jitted call, then the loss and step counter read "
-            f"back; by hand: {k} calls of one step, `float(loss)` after each)")
+    return (
+        f"steps_per_loop {k} (the engine: {k} steps in one jitted call, then the loss and step counter read "
+        f"back; by hand: {k} calls of one step, `float(loss)` after each)"
+    )
 
 
 def main(argv=None) -> int:
@@ -424,18 +473,31 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     parser.add_argument("--skip-fit", action="store_true", help="TensorFlow: the engine and the hand loop only")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the figures to PATH as JSON")
-    parser.add_argument("--render-json", default=None, metavar="PATH",
-                        help="measure nothing: write the tables from figures --json saved (give the same shapes)")
+    parser.add_argument(
+        "--render-json",
+        default=None,
+        metavar="PATH",
+        help="measure nothing: write the tables from figures --json saved (give the same shapes)",
+    )
     parser.add_argument("--only", choices=("tf", "jax"), default=None, help="measure one backend only")
     # XLA:CPU runs this CNN's convolutions ~10x slower than TensorFlow's oneDNN (batch 128, width 16:
     # ~0.4 s a step by hand, several seconds in the engine), so the JAX rows default to smaller shapes.
     parser.add_argument("--jax-batch-size", type=int, default=32)
     parser.add_argument("--jax-width", type=int, default=4)
-    parser.add_argument("--jax-pairs", type=int, default=100,
-                        help="engine/hand rounds per JAX row (measured steps: rounds × steps_per_loop)")
-    parser.add_argument("--jax-steps", type=int, default=None, help="measured steps per JAX row, instead of --jax-pairs")
-    parser.add_argument("--jax-steps-per-loop", default="1,10,50",
-                        help="the JAX rows' steps_per_loop, comma-separated (the first is the verdict)")
+    parser.add_argument(
+        "--jax-pairs",
+        type=int,
+        default=100,
+        help="engine/hand rounds per JAX row (measured steps: rounds × steps_per_loop)",
+    )
+    parser.add_argument(
+        "--jax-steps", type=int, default=None, help="measured steps per JAX row, instead of --jax-pairs"
+    )
+    parser.add_argument(
+        "--jax-steps-per-loop",
+        default="1,10,50",
+        help="the JAX rows' steps_per_loop, comma-separated (the first is the verdict)",
+    )
     parser.add_argument("--jax-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.jax_child:
@@ -443,9 +505,17 @@ def main(argv=None) -> int:
     saved = json.loads(Path(args.render_json).read_text()) if args.render_json else None
     results: dict = {}
     if args.only != "jax" and (saved is None or "tf" in saved):
-        spec = RunSpec(model=args.model, batch_size=args.batch_size, width=args.width, image_size=args.image_size,
-                       steps=args.steps, warmup=args.steps_per_loop, steps_per_loop=args.steps_per_loop, device="cpu",
-                       **_lm_shape(args))
+        spec = RunSpec(
+            model=args.model,
+            batch_size=args.batch_size,
+            width=args.width,
+            image_size=args.image_size,
+            steps=args.steps,
+            warmup=args.steps_per_loop,
+            steps_per_loop=args.steps_per_loop,
+            device="cpu",
+            **_lm_shape(args),
+        )
         summary = saved["tf"] if saved else summarize(spec, measure(spec, with_fit=not args.skip_fit))
         results["tf"] = summary
         _save(args, results)

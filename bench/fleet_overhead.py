@@ -34,8 +34,23 @@ from docs_block import write_block  # bench/, on sys.path when a script here run
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-TINY = ["run", "--model", "fashion_mnist_cnn", "--image-size", "8", "--width", "4", "--batch-size", "8", "--steps", "3",
-        "--warmup", "1", "--device", "cpu"]
+TINY = [
+    "run",
+    "--model",
+    "fashion_mnist_cnn",
+    "--image-size",
+    "8",
+    "--width",
+    "4",
+    "--batch-size",
+    "8",
+    "--steps",
+    "3",
+    "--warmup",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 def timed_cli(argv: list[str], env: dict, cluster=None) -> dict:
@@ -46,8 +61,14 @@ def timed_cli(argv: list[str], env: dict, cluster=None) -> dict:
     sampler = _Sampler(cluster) if cluster else None
     own = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "dashbench", *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     first, tail = None, []
     for line in proc.stderr:
         if first is None and line.strip().startswith("step 1/"):
@@ -59,9 +80,13 @@ def timed_cli(argv: list[str], env: dict, cluster=None) -> dict:
     ray_cpu = sampler.stop() if sampler else 0.0
     if code:
         print(f"exit {code}: {' | '.join(tail)}", file=sys.stderr)
-    return {"first_step_s": first, "total_s": total, "code": code,
-            "cpu_cli_s": after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime,
-            "cpu_ray_s": ray_cpu}
+    return {
+        "first_step_s": first,
+        "total_s": total,
+        "code": code,
+        "cpu_cli_s": after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime,
+        "cpu_ray_s": ray_cpu,
+    }
 
 
 class _Sampler:
@@ -110,8 +135,12 @@ def trivial_jobs(address: str, node_id: str, n: int) -> list[float]:
     out = []
     for _ in range(n):
         start = time.monotonic()
-        job = client.submit_job(entrypoint="true", submission_id=f"bench-{uuid.uuid4().hex[:8]}",
-                                entrypoint_num_gpus=1, entrypoint_label_selector={"ray.io/node-id": node_id})
+        job = client.submit_job(
+            entrypoint="true",
+            submission_id=f"bench-{uuid.uuid4().hex[:8]}",
+            entrypoint_num_gpus=1,
+            entrypoint_label_selector={"ray.io/node-id": node_id},
+        )
         while str(client.get_job_status(job).value) not in ("SUCCEEDED", "FAILED", "STOPPED"):
             time.sleep(0.05)
         out.append(time.monotonic() - start)
@@ -120,8 +149,7 @@ def trivial_jobs(address: str, node_id: str, n: int) -> list[float]:
 
 def measure(repeats: int) -> dict:
     """Both ways, alternately, `repeats` times each; then the trivial jobs."""
-    from fixtures import pg_server
-    from fixtures import ray_cluster
+    from fixtures import pg_server, ray_cluster
 
     load_before = os.getloadavg()
     folder = Path(tempfile.mkdtemp(prefix="dbray-"))
@@ -142,8 +170,9 @@ def measure(repeats: int) -> dict:
         rows = {"local": [], "cluster": []}
         for _ in range(repeats):
             rows["local"].append(timed_cli([*TINY, "--db", url], env, cluster))
-            rows["cluster"].append(timed_cli([*TINY, "--db", url, "--cluster", cluster.dashboard_url, "--on", "gpu-1"],
-                                             env, cluster))
+            rows["cluster"].append(
+                timed_cli([*TINY, "--db", url, "--cluster", cluster.dashboard_url, "--on", "gpu-1"], env, cluster)
+            )
         jobs = trivial_jobs(cluster.dashboard_url, node_id, max(3, repeats))
     finally:
         cluster.stop()

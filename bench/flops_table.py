@@ -27,13 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # (model, shape overrides, batch size): full size where this CPU host can build the model, else
 # the LM at a shape a TF process can hold (121 M parameters).
 CASES = [
-    ("llama", {"width": 64, "layers": 2, "seq_len": 64}, 8), ("llama", {"width": 1024, "layers": 4, "seq_len": 1024}, 1),
+    ("llama", {"width": 64, "layers": 2, "seq_len": 64}, 8),
+    ("llama", {"width": 1024, "layers": 4, "seq_len": 1024}, 1),
     # Llama 3.1 8B's proportions at 1/16 of its width: with the vocabulary at 32 per unit of width,
     # the embedding's share of N is 32 / (13·L) and attention's term against 6N is 2T / (13·width),
     # both the 8B's at 32 layers and 512 tokens. The 8B itself does not compile here: XLA:CPU was
     # killed for memory at one layer of its full width, vocabulary and length, on this 23 GB host.
     ("llama", {"width": 256, "layers": 32, "seq_len": 512}, 1),
-    ("conv2d", {}, 128), ("fashion_mnist_cnn", {}, 1024), ("bilstm", {}, 64), ("resnet50", {}, 32),
+    ("conv2d", {}, 128),
+    ("fashion_mnist_cnn", {}, 1024),
+    ("bilstm", {}, 64),
+    ("resnet50", {}, 32),
     ("inception_v3", {}, 32),
 ]
 TF_SKIPS: set = set()
@@ -55,11 +59,11 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     import jax
     import keras
 
-    from dashbench.models import catalog
     from dashbench.core import stats
+    from dashbench.core.spec import RunSpec
     from dashbench.engine import compiler_flops, workloads
     from dashbench.engine.jax import loop as jax_loop
-    from dashbench.core.spec import RunSpec
+    from dashbench.models import catalog
 
     spec = RunSpec(model=model, batch_size=batch, backend="jax", **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -76,19 +80,21 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     compiled = jax.jit(step).lower(state, batch_of(x), batch_of(y)).compile()
     seconds = time.perf_counter() - start
     examples = batch * stats.examples_per_item(catalog.get(model).unit, shapes.seq_len)
-    return {"analytic": workloads.flops_per_example(net)["training"],
-            "compiler": compiler_flops.per_example(compiler_flops.xla_cost(compiled), examples),
-            "compile_s": seconds, "parameters": sum(_prod(v.shape) for v in net.trainable_variables)}
+    return {
+        "analytic": workloads.flops_per_example(net)["training"],
+        "compiler": compiler_flops.per_example(compiler_flops.xla_cost(compiled), examples),
+        "compile_s": seconds,
+        "parameters": sum(_prod(v.shape) for v in net.trainable_variables),
+    }
 
 
 def count_tf(model: str, overrides: dict, batch: int) -> dict:
-    import keras
     import tensorflow as tf
 
-    from dashbench.models import catalog
     from dashbench.core import stats
-    from dashbench.engine import compiler_flops, workloads
     from dashbench.core.spec import RunSpec
+    from dashbench.engine import compiler_flops, workloads
+    from dashbench.models import catalog
 
     spec = RunSpec(model=model, batch_size=batch, **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -107,9 +113,12 @@ def count_tf(model: str, overrides: dict, batch: int) -> dict:
     start = time.perf_counter()
     examples = batch * stats.examples_per_item(catalog.get(model).unit, shapes.seq_len)
     counted = compiler_flops.tf_step(tf, step, specs, examples)
-    return {"analytic": workloads.flops_per_example(net)["training"], "compiler": counted,
-            "compile_s": time.perf_counter() - start,
-            "parameters": int(sum(_prod(v.shape) for v in net.trainable_variables))}
+    return {
+        "analytic": workloads.flops_per_example(net)["training"],
+        "compiler": counted,
+        "compile_s": time.perf_counter() - start,
+        "parameters": int(sum(_prod(v.shape) for v in net.trainable_variables)),
+    }
 
 
 def _prod(shape) -> int:
@@ -126,22 +135,36 @@ def child(backend: str, cases: list) -> None:
             row = count(model, overrides, batch)
         except Exception as error:  # one workload's failure is a row, not the table's end
             row = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
-        print(json.dumps({"model": model, "overrides": overrides, "batch": batch, "backend": backend, **row}), flush=True)
+        print(
+            json.dumps({"model": model, "overrides": overrides, "batch": batch, "backend": backend, **row}), flush=True
+        )
 
 
 def measure(backend: str, cases: list) -> list[dict]:
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
     if backend == "jax":
         env["JAX_PLATFORMS"] = "cpu"
-    done = subprocess.run([sys.executable, __file__, "--child", backend, "--cases", json.dumps(cases)],
-                          capture_output=True, text=True, env=env, timeout=3600)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", backend, "--cases", json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode:  # the case after the last row ended the child (killed for memory, or a crash)
-        rest = cases[len(rows):]
+        rest = cases[len(rows) :]
         last = (done.stderr.strip().splitlines() or ["no message"])[-1][:200]
-        rows += [{"model": m, "overrides": o, "batch": b, "backend": backend,
-                  "error": f"child ended {done.returncode}: {last}" if i == 0 else "not reached"}
-                 for i, (m, o, b) in enumerate(rest)]
+        rows += [
+            {
+                "model": m,
+                "overrides": o,
+                "batch": b,
+                "backend": backend,
+                "error": f"child ended {done.returncode}: {last}" if i == 0 else "not reached",
+            }
+            for i, (m, o, b) in enumerate(rest)
+        ]
     return rows
 
 
@@ -150,14 +173,18 @@ def table(rows: list[dict]) -> str:
 
     import keras
 
-    lines = ["## FLOPs: the formula beside the compiler (`bench/flops_table.py`)", "",
-             "Training FLOPs per example (per token for `llama`) of one step: the analytic count MFU uses "
-             "(the layers' multiply-adds; PaLM's 6N + 12·L·H·Q·T for the LM) and the compiler's "
-             "(`dashbench/engine/compiler_flops.py`: XLA's cost analysis of one compiled step on JAX, never run; "
-             "TensorFlow's graph profiler on one step's concrete function). "
-             f"Keras {keras.__version__}, Python {platform.python_version()}, on the CPU.", "",
-             "| workload | shape | batch | backend | parameters | analytic FLOP/example | compiler FLOP/example | compiler ÷ analytic |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## FLOPs: the formula beside the compiler (`bench/flops_table.py`)",
+        "",
+        "Training FLOPs per example (per token for `llama`) of one step: the analytic count MFU uses "
+        "(the layers' multiply-adds; PaLM's 6N + 12·L·H·Q·T for the LM) and the compiler's "
+        "(`dashbench/engine/compiler_flops.py`: XLA's cost analysis of one compiled step on JAX, never run; "
+        "TensorFlow's graph profiler on one step's concrete function). "
+        f"Keras {keras.__version__}, Python {platform.python_version()}, on the CPU.",
+        "",
+        "| workload | shape | batch | backend | parameters | analytic FLOP/example | compiler FLOP/example | compiler ÷ analytic |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         shape = ", ".join(f"{k} {v}" for k, v in r["overrides"].items()) or "full size"
         if "error" in r:
@@ -165,8 +192,10 @@ def table(rows: list[dict]) -> str:
             continue
         ratio = f"{r['compiler'] / r['analytic']:.3f}" if r.get("compiler") and r.get("analytic") else "—"
         compiler = f"{r['compiler']:.4g}" if r.get("compiler") else "none"
-        lines.append(f"| {r['model']} | {shape} | {r['batch']} | {r['backend']} | {r['parameters']:,} | "
-                     f"{r['analytic']:.4g} | {compiler} | {ratio} |")
+        lines.append(
+            f"| {r['model']} | {shape} | {r['batch']} | {r['backend']} | {r['parameters']:,} | "
+            f"{r['analytic']:.4g} | {compiler} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
@@ -178,8 +207,9 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated workloads (default: all)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--no-docs", action="store_true", help="print the table, leave docs/PERFORMANCE.md alone")
-    parser.add_argument("--from-json", help="start from the rows a previous --json wrote; measure only the cases "
-                                            "it lacks (or failed)")
+    parser.add_argument(
+        "--from-json", help="start from the rows a previous --json wrote; measure only the cases it lacks (or failed)"
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child, json.loads(args.cases))
@@ -189,12 +219,18 @@ def main() -> None:
     known = [r for r in json.loads(Path(args.from_json).read_text()) if "error" not in r] if args.from_json else []
     done = {(r["backend"], r["model"], json.dumps(r["overrides"], sort_keys=True)) for r in known}
     rows = list(known)
-    for backend in ([args.only] if args.only else ["jax", "tensorflow"]):
-        todo = [c for c in cases if (backend == "jax" or (c[0], tuple(sorted(c[1].items()))) not in TF_SKIPS)
-                and (backend, c[0], json.dumps(c[1], sort_keys=True)) not in done]
+    for backend in [args.only] if args.only else ["jax", "tensorflow"]:
+        todo = [
+            c
+            for c in cases
+            if (backend == "jax" or (c[0], tuple(sorted(c[1].items()))) not in TF_SKIPS)
+            and (backend, c[0], json.dumps(c[1], sort_keys=True)) not in done
+        ]
         rows += measure(backend, todo) if todo else []
     order = {(c[0], json.dumps(c[1], sort_keys=True)): i for i, c in enumerate(CASES)}
-    rows.sort(key=lambda r: (r["backend"] != "jax", order.get((r["model"], json.dumps(r["overrides"], sort_keys=True)), 99)))
+    rows.sort(
+        key=lambda r: (r["backend"] != "jax", order.get((r["model"], json.dumps(r["overrides"], sort_keys=True)), 99))
+    )
     text = table(rows)
     print(text)
     if args.json:

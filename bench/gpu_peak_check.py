@@ -23,10 +23,10 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench.hardware import peaks  # no TensorFlow in either
 from dashbench.core import stats
-from dashbench.engine.target import canonical_gpu
 from dashbench.costs.reference import conv2d_flops
+from dashbench.engine.target import canonical_gpu
+from dashbench.hardware import peaks  # no TensorFlow in either
 
 MATMUL_CASES = (  # label, torch dtype name, TF32 allowed, dashbench precision
     ("float32, TF32 off", "float32", False, "float32"),
@@ -60,13 +60,22 @@ def matmul_rows(torch, accelerator: str, n: int, repeats: int) -> list[dict]:
         dtype = getattr(torch, dtype_name)
         a = torch.randn(n, n, device="cuda", dtype=dtype)
         b = torch.randn(n, n, device="cuda", dtype=dtype)
-        times = timed_ms(torch, lambda: a @ b, warmup=3, repeats=repeats)
+        times = timed_ms(torch, lambda a=a, b=b: a @ b, warmup=3, repeats=repeats)
         best = 2.0 * n**3 / (min(times) / 1e3) / 1e12
         peak = peaks.datasheet_peak_tflops(accelerator, precision, tf32=tf32)
-        rows.append({"case": f"matmul {n}³ {label}", "precision": precision, "tf32": tf32,
-                     "best_ms": min(times), "median_ms": sorted(times)[len(times) // 2],
-                     "tflops": best, "peak_tflops": peak, "fraction_of_peak": best / peak if peak else None,
-                     "above_peak": stats.above_peak(best, peak)})
+        rows.append(
+            {
+                "case": f"matmul {n}³ {label}",
+                "precision": precision,
+                "tf32": tf32,
+                "best_ms": min(times),
+                "median_ms": sorted(times)[len(times) // 2],
+                "tflops": best,
+                "peak_tflops": peak,
+                "fraction_of_peak": best / peak if peak else None,
+                "above_peak": stats.above_peak(best, peak),
+            }
+        )
         del a, b
     return rows
 
@@ -80,17 +89,28 @@ def conv_rows(torch, accelerator: str, repeats: int) -> list[dict]:
         images = torch.randn(CONV["batch"], CONV["channels"], CONV["height"], CONV["width"], device="cuda")
         filters = torch.randn(CONV["filters"], CONV["channels"], CONV["kernel"], CONV["kernel"], device="cuda")
         # SAME padding for a 5×5 kernel at stride 2 on an even side: 2 on each side gives ceil(256/2).
-        conv = lambda: torch.nn.functional.conv2d(images, filters, stride=CONV["stride"], padding=2)  # noqa: E731
+        conv = lambda images=images, filters=filters: torch.nn.functional.conv2d(
+            images, filters, stride=CONV["stride"], padding=2
+        )  # noqa: E731
         assert conv().shape[-1] == -(-CONV["width"] // CONV["stride"])
         times = timed_ms(torch, conv, warmup=3, repeats=repeats)
         seconds = sorted(times)[len(times) // 2] / 1e3
         achieved = flops / seconds / 1e12
         peak = peaks.datasheet_peak_tflops(accelerator, "float32", tf32=tf32)
-        rows.append({"case": f"seed conv2d, float32, TF32 {'on' if tf32 else 'off'}", "precision": "float32",
-                     "tf32": tf32, "median_ms": seconds * 1e3, "best_ms": min(times), "tflops": achieved,
-                     "peak_tflops": peak, "fraction_of_peak": achieved / peak if peak else None,
-                     "above_peak": stats.above_peak(achieved, peak),
-                     "speedup_vs_seed": {k: v / seconds for k, v in SEED_CONV_S.items()}})
+        rows.append(
+            {
+                "case": f"seed conv2d, float32, TF32 {'on' if tf32 else 'off'}",
+                "precision": "float32",
+                "tf32": tf32,
+                "median_ms": seconds * 1e3,
+                "best_ms": min(times),
+                "tflops": achieved,
+                "peak_tflops": peak,
+                "fraction_of_peak": achieved / peak if peak else None,
+                "above_peak": stats.above_peak(achieved, peak),
+                "speedup_vs_seed": {k: v / seconds for k, v in SEED_CONV_S.items()},
+            }
+        )
     return rows
 
 
@@ -108,8 +128,10 @@ def markdown(report: dict) -> str:
     for r in report["rows"]:
         peak = f"{r['peak_tflops']:g}" if r["peak_tflops"] else "—"
         frac = f"{r['fraction_of_peak']:.0%}" if r["fraction_of_peak"] is not None else "—"
-        lines.append(f"| {r['case']} | {r['best_ms']:.3f} | {r['tflops']:.1f} | {peak} | {frac} | "
-                     f"{'YES: table wrong' if r['above_peak'] else 'no'} |")
+        lines.append(
+            f"| {r['case']} | {r['best_ms']:.3f} | {r['tflops']:.1f} | {peak} | {frac} | "
+            f"{'YES: table wrong' if r['above_peak'] else 'no'} |"
+        )
     for r in report["rows"]:
         if "speedup_vs_seed" in r:
             ups = ", ".join(f"{v:,.0f}× {k}" for k, v in r["speedup_vs_seed"].items())
@@ -134,11 +156,15 @@ def main() -> int:
         return 2
     gpu_name = torch.cuda.get_device_name(0)
     accelerator = canonical_gpu(gpu_name)
-    report = {"gpu_name": gpu_name, "accelerator": accelerator, "torch": torch.__version__,
-              "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(),
-              "in_peak_table": accelerator in peaks.table(),
-              "rows": matmul_rows(torch, accelerator, args.size, args.repeats) + conv_rows(torch, accelerator,
-                                                                                            args.repeats)}
+    report = {
+        "gpu_name": gpu_name,
+        "accelerator": accelerator,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "date": datetime.date.today().isoformat(),
+        "in_peak_table": accelerator in peaks.table(),
+        "rows": matmul_rows(torch, accelerator, args.size, args.repeats) + conv_rows(torch, accelerator, args.repeats),
+    }
     text = markdown(report)
     print(text)
     if args.json:

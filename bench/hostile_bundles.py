@@ -46,11 +46,11 @@ import tempfile
 from pathlib import Path
 
 from dashbench.cli import main as cli
-from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
+from dashbench.results.result import RunResult
 from dashbench.store import Store, bundle
-from dashbench.views.compare import numbers as compare
 from dashbench.views.common import stored_runs
+from dashbench.views.compare import numbers as compare
 from dashbench.views.results import runs as results
 
 SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, warmup=1, label="corpus")
@@ -58,23 +58,47 @@ SPEC = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu", steps=4, 
 
 def _result(spec: RunSpec, eps: float, **extra) -> dict:
     out = RunResult(
-        model=spec.model, unit="images", device="cpu", accelerator="CPU", accelerator_count=1,
-        device_names=["/CPU:0"], replicas=1, global_batch_size=spec.batch_size,
-        per_replica_batch_size=spec.batch_size, precision=spec.precision, xla=spec.xla, data=spec.data,
-        status="done", examples_per_sec=eps, examples_per_sec_ci95=[eps * 0.9, eps * 1.1],
-        step_time_median_s=spec.batch_size / eps, step_time_p10_s=0.9 * spec.batch_size / eps,
-        step_time_p90_s=1.1 * spec.batch_size / eps, step_time_std_s=0.01, samples=spec.steps,
-        steps=spec.steps, steps_per_loop=1, compile_s=1.5, flops_per_example=1e6,
-        achieved_tflops=eps * 1e6 / 1e12, peak_tflops=0.2, peak_source="measured", mfu=0.01, flags=[],
-        losses=[2.3, 2.2], spec=spec.to_dict(),
+        model=spec.model,
+        unit="images",
+        device="cpu",
+        accelerator="CPU",
+        accelerator_count=1,
+        device_names=["/CPU:0"],
+        replicas=1,
+        global_batch_size=spec.batch_size,
+        per_replica_batch_size=spec.batch_size,
+        precision=spec.precision,
+        xla=spec.xla,
+        data=spec.data,
+        status="done",
+        examples_per_sec=eps,
+        examples_per_sec_ci95=[eps * 0.9, eps * 1.1],
+        step_time_median_s=spec.batch_size / eps,
+        step_time_p10_s=0.9 * spec.batch_size / eps,
+        step_time_p90_s=1.1 * spec.batch_size / eps,
+        step_time_std_s=0.01,
+        samples=spec.steps,
+        steps=spec.steps,
+        steps_per_loop=1,
+        compile_s=1.5,
+        flops_per_example=1e6,
+        achieved_tflops=eps * 1e6 / 1e12,
+        peak_tflops=0.2,
+        peak_source="measured",
+        mfu=0.01,
+        flags=[],
+        losses=[2.3, 2.2],
+        spec=spec.to_dict(),
     ).to_dict()
     out.update(extra)
     return out
 
 
 def _samples(n: int) -> list[dict]:
-    return [{"index": i, "steps": 1, "duration_s": 0.01 * (i + 1), "loss": 2.3 - 0.1 * i, "warmup": i == 0}
-            for i in range(n)]
+    return [
+        {"index": i, "steps": 1, "duration_s": 0.01 * (i + 1), "loss": 2.3 - 0.1 * i, "warmup": i == 0}
+        for i in range(n)
+    ]
 
 
 def fill(store: Store, label: str) -> list[str]:
@@ -101,6 +125,7 @@ def _set(path, value):
         for key in path[:-1]:
             holder = holder[key]
         holder[path[-1]] = value
+
     return change
 
 
@@ -141,6 +166,7 @@ def _collide_differing(target_ids):
         run["label"] = "someone else's"
         run["result"]["examples_per_sec"] = 1.0
         run["result"]["examples_per_sec_ci95"] = [0.9, 1.1]  # its interval with it: no contradiction
+
     return change
 
 
@@ -215,22 +241,48 @@ NAMED = [
     ("JSON nested 100 deep", _nested(100)),
     ("JSON nested 100,000 deep", _nested(100_000)),
     # damaged files
-    ("not JSON", _raw("{\"format\": \"dashbench-bundle\", \"runs\": [")),
+    ("not JSON", _raw('{"format": "dashbench-bundle", "runs": [')),
     ("JSON Infinity literal", None),  # filled in below from the valid bundle's text
     ("not UTF-8", _raw(b"\xff\xfe\x00garbage")),
     ("empty file", _raw("")),
     ("a list, not a bundle", _raw("[1, 2, 3]")),
     ("wrong format", _raw(json.dumps({"format": "other", "runs": []}))),
-    ("schema_version from the future", _raw(json.dumps({"format": "dashbench-bundle", "schema_version": 10**6,
-                                                         "runs": []}))),
+    (
+        "schema_version from the future",
+        _raw(json.dumps({"format": "dashbench-bundle", "schema_version": 10**6, "runs": []})),
+    ),
     ("schema_version text", _raw(json.dumps({"format": "dashbench-bundle", "schema_version": "3", "runs": []}))),
     ("runs a dict", _raw(json.dumps({"format": "dashbench-bundle", "schema_version": 1, "runs": {}}))),
     ("run not an object", _raw(json.dumps({"format": "dashbench-bundle", "schema_version": 1, "runs": [1]}))),
 ]
 
-_BAD_VALUES = ["x", "", [], [1], [[1, [2]]], {}, {"a": [1]}, True, False, None, 0, -1, 10**30, -(10**30),
-               2**63, 1e308, math.nan, math.inf, -math.inf, 0.5, "2024-01-01T00:00:00", "NaN", "\x00",
-               "<img src=x>", "0001-01-01T00:00:00+00:00"]
+_BAD_VALUES = [
+    "x",
+    "",
+    [],
+    [1],
+    [[1, [2]]],
+    {},
+    {"a": [1]},
+    True,
+    False,
+    None,
+    0,
+    -1,
+    10**30,
+    -(10**30),
+    2**63,
+    1e308,
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.5,
+    "2024-01-01T00:00:00",
+    "NaN",
+    "\x00",
+    "<img src=x>",
+    "0001-01-01T00:00:00+00:00",
+]
 
 
 def _paths(value, prefix=()):
@@ -354,9 +406,21 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
         cases.append(("fuzz", f"fuzz #{number}: {what}", json.dumps(data).encode()))
 
     read_states: set[str] = set()  # content hashes the views have read cleanly
-    counts = {"cases": len(cases), "named": 0, "fuzz": 0, "refused": 0, "accepted": 0, "collisions_named": 0,
-              "changed_after_refusal": 0, "unreadable": 0, "not_one_line": 0, "accepted_named_case": 0,
-              "flags_implied": 0, "special": 0, "special_refused": 0}
+    counts = {
+        "cases": len(cases),
+        "named": 0,
+        "fuzz": 0,
+        "refused": 0,
+        "accepted": 0,
+        "collisions_named": 0,
+        "changed_after_refusal": 0,
+        "unreadable": 0,
+        "not_one_line": 0,
+        "accepted_named_case": 0,
+        "flags_implied": 0,
+        "special": 0,
+        "special_refused": 0,
+    }
     failures = []
     for number, (kind, name, payload) in enumerate(cases):
         counts["fuzz" if kind == "fuzz" else "named"] += 1
@@ -408,8 +472,9 @@ def run_corpus(folder: Path, fuzz: int, seed: int, say=print) -> dict:
 # -- what import must not read, and a write that fails ----------------------------------------
 
 
-def _special_cases(folder: Path, target: Path, valid: dict, counts: dict, failures: list,
-                   read_states: set[str]) -> None:
+def _special_cases(
+    folder: Path, target: Path, valid: dict, counts: dict, failures: list, read_states: set[str]
+) -> None:
     """Files that are no bundle to read (each in a child process with a timeout: a FIFO with no
     writer used to block for ever), and a valid bundle imported under a file-size limit."""
     special = folder / "special"
@@ -445,8 +510,13 @@ def _special_cases(folder: Path, target: Path, valid: dict, counts: dict, failur
         counts["special"] += 1
         before = content_hash(target)
         try:
-            done = subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(target), str(path)],
-                                  capture_output=True, text=True, timeout=120, preexec_fn=preexec)
+            done = subprocess.run(
+                [sys.executable, "-m", "dashbench", "import", "--db", str(target), str(path)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                preexec_fn=preexec,
+            )
         except subprocess.TimeoutExpired:
             failures.append(f"{name}: import still running after 120 s")
             continue
@@ -462,8 +532,9 @@ def _special_cases(folder: Path, target: Path, valid: dict, counts: dict, failur
         _check_store(name, target, after != before, counts, failures, after, read_states)
 
 
-def _check_store(name: str, target: Path, changed: bool, counts: dict, failures: list,
-                 state: str, read_states: set[str]) -> None:
+def _check_store(
+    name: str, target: Path, changed: bool, counts: dict, failures: list, state: str, read_states: set[str]
+) -> None:
     """After a refusal: the store as it was, and readable by every view — read once per content
     (`state`, content_hash: every row and sample, all that the views read), as most cases leave it as it was."""
     if changed:

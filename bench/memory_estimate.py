@@ -34,14 +34,19 @@ from pathlib import Path
 
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
-from dashbench.models import memory
 from dashbench.core.spec import MODELS, RunSpec
+from dashbench.models import memory
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "MEMORY.md"
 # Two batches per workload at full shapes, the larger a few times the smaller: CPU-sized.
-BATCHES = {"conv2d": (16, 128), "fashion_mnist_cnn": (64, 512), "resnet50": (8, 32), "inception_v3": (8, 32),
-           "bilstm": (8, 32)}
+BATCHES = {
+    "conv2d": (16, 128),
+    "fashion_mnist_cnn": (64, 512),
+    "resnet50": (8, 32),
+    "inception_v3": (8, 32),
+    "bilstm": (8, 32),
+}
 
 
 def spec_for(model: str, batch: int, backend: str, device: str = "cpu") -> RunSpec:
@@ -68,8 +73,12 @@ def peak_rss(model: str, batch: int, backend: str) -> tuple[float, float, int]:
     """(peak resident bytes, seconds, exit status) of one run in a process of its own."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", model, str(batch), backend], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", model, str(batch), backend],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return usage.ru_maxrss * 1024.0, time.monotonic() - began, proc.returncode
@@ -79,8 +88,12 @@ def device_peak(model: str, batch: int, backend: str, device: str) -> tuple[floa
     """(the devices' summed peak bytes, seconds, exit status, memory record) of one run in its own process."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
     began = time.monotonic()
-    done = subprocess.run([sys.executable, __file__, "--child", model, str(batch), backend, "--device", device],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", model, str(batch), backend, "--device", device],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     record = {}
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
@@ -104,15 +117,28 @@ def xla_child(model: str, batch: int) -> None:
 def quick_spec(model: str, batch: int) -> RunSpec:
     from dashbench.models import catalog
 
-    return RunSpec(model=model, batch_size=batch, steps=2, warmup=1, seed=0, device="cpu", backend="jax",
-                   **catalog.get(model).quick_shapes())
+    return RunSpec(
+        model=model,
+        batch_size=batch,
+        steps=2,
+        warmup=1,
+        seed=0,
+        device="cpu",
+        backend="jax",
+        **catalog.get(model).quick_shapes(),
+    )
 
 
 def xla_point(model: str, batch: int) -> tuple[float, float, str, float]:
     """(XLA's estimate, the counts' estimate, the source the guard used, peak RSS) of one point."""
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen([sys.executable, __file__, "--xla-child", model, str(batch)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--xla-child", model, str(batch)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     out = proc.stdout.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -121,23 +147,36 @@ def xla_point(model: str, batch: int) -> tuple[float, float, str, float]:
     return said["estimate"], memory.estimate(quick_spec(model, batch)).total, said["source"], usage.ru_maxrss * 1024.0
 
 
-XLA_BATCHES = {"conv2d": (16, 128), "fashion_mnist_cnn": (64, 512), "resnet50": (8, 32), "inception_v3": (4, 16),
-               "bilstm": (32, 256), "llama": (8, 32)}
+XLA_BATCHES = {
+    "conv2d": (16, 128),
+    "fashion_mnist_cnn": (64, 512),
+    "resnet50": (8, 32),
+    "inception_v3": (4, 16),
+    "bilstm": (32, 256),
+    "llama": (8, 32),
+}
 
 
 def xla_table(models: list[str], write: bool) -> int:
-    lines = ["| workload | batch | XLA estimate (GB) | counts estimate (GB) | peak RSS (GB) | XLA ÷ peak "
-             "| counts ÷ peak |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | batch | XLA estimate (GB) | counts estimate (GB) | peak RSS (GB) | XLA ÷ peak | counts ÷ peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
     below, began = [], time.monotonic()
     for model in models:
         for batch in XLA_BATCHES[model]:
             xla, counts, source, peak = xla_point(model, batch)
-            print(f"{model:<18} batch {batch:<4} xla {gb(xla)} GB ({source}), counts {gb(counts)} GB, "
-                  f"peak {gb(peak)} GB", file=sys.stderr, flush=True)
+            print(
+                f"{model:<18} batch {batch:<4} xla {gb(xla)} GB ({source}), counts {gb(counts)} GB, peak {gb(peak)} GB",
+                file=sys.stderr,
+                flush=True,
+            )
             if source != "xla" or xla < peak:
                 below.append(f"{model} at {batch}" + ("" if source == "xla" else f" (source {source})"))
-            lines.append(f"| {model} | {batch} | {gb(xla)} | {gb(counts)} | {gb(peak)} | {xla / peak:.2f} "
-                         f"| {counts / peak:.2f} |")
+            lines.append(
+                f"| {model} | {batch} | {gb(xla)} | {gb(counts)} | {gb(peak)} | {xla / peak:.2f} "
+                f"| {counts / peak:.2f} |"
+            )
     text = (
         "## XLA's memory analysis against the counts (jax, quick shapes, CPU)\n\n"
         "`bench/memory_estimate.py --xla`: each point one `run`-like process at the workload's quick shapes "
@@ -146,9 +185,14 @@ def xla_table(models: list[str], write: bool) -> int:
         "process's peak RSS.\n"
         f"Machine: {os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
         f"measured {dt.date.today().isoformat()}, {time.monotonic() - began:.0f} s in all, load average "
-        f"{os.getloadavg()[0]:.1f} at the end.\n\n" + "\n".join(lines) + "\n\n"
-        + ("XLA's estimate is above the peak everywhere." if not below else "XLA's estimate BELOW the peak or "
-           "not used: " + ", ".join(below))
+        f"{os.getloadavg()[0]:.1f} at the end.\n\n"
+        + "\n".join(lines)
+        + "\n\n"
+        + (
+            "XLA's estimate is above the peak everywhere."
+            if not below
+            else "XLA's estimate BELOW the peak or not used: " + ", ".join(below)
+        )
     )
     print(text)
     if write:
@@ -174,21 +218,30 @@ def stored_rows(db: str) -> list[str]:
             ratio = mem.get("estimate_ratio")
             window = mem.get("window_peak_bytes")
             capacity = mem.get("capacity_bytes")
-            rows.append(f"| {spec['model']} | {result.backend_name()} | {where} | {spec['batch_size']} "
-                        f"| {gb(mem['estimate_bytes']) if mem.get('estimate_bytes') else ''} | {gb(mem['peak_bytes'])} "
-                        f"| {gb(window) if window else ''} | {gb(capacity) if capacity else ''} "
-                        f"| {f'{1 / ratio:.2f}' if ratio else ''} |")
+            rows.append(
+                f"| {spec['model']} | {result.backend_name()} | {where} | {spec['batch_size']} "
+                f"| {gb(mem['estimate_bytes']) if mem.get('estimate_bytes') else ''} | {gb(mem['peak_bytes'])} "
+                f"| {gb(window) if window else ''} | {gb(capacity) if capacity else ''} "
+                f"| {f'{1 / ratio:.2f}' if ratio else ''} |"
+            )
     return rows
 
 
 def from_store(db: str, write: bool) -> int:
     rows = stored_rows(db)
-    lines = ["| workload | backend | ran on | batch | estimate (GB) | measured peak (GB) | window peak (GB) "
-             "| device memory (GB) | estimate ÷ peak |", "|---|---|---|---|---|---|---|---|---|", *rows]
-    text = ("## The memory estimate against stored runs' measured peak\n\n"
-            "`bench/memory_estimate.py --from-store`: every done run with a `memory` record: the "
-            "process's peak resident memory on a CPU, the devices' peak bytes summed on a GPU or TPU.\n\n"
-            + "\n".join(lines) + f"\n\n{len(rows)} runs.")
+    lines = [
+        "| workload | backend | ran on | batch | estimate (GB) | measured peak (GB) | window peak (GB) "
+        "| device memory (GB) | estimate ÷ peak |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    text = (
+        "## The memory estimate against stored runs' measured peak\n\n"
+        "`bench/memory_estimate.py --from-store`: every done run with a `memory` record: the "
+        "process's peak resident memory on a CPU, the devices' peak bytes summed on a GPU or TPU.\n\n"
+        + "\n".join(lines)
+        + f"\n\n{len(rows)} runs."
+    )
     print(text)
     if write:
         write_block(DOC, "memory-stored", text, title="# Memory")
@@ -204,8 +257,12 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--backend", default="tensorflow", choices=("tensorflow", "jax"))
     parser.add_argument("--no-write", action="store_true", help="print the table only")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu", "tpu"),
-                        help="gpu/tpu: the devices' measured peak (the run's memory record) beside the estimate")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu", "tpu"),
+        help="gpu/tpu: the devices' measured peak (the run's memory record) beside the estimate",
+    )
     parser.add_argument("--from-store", metavar="DB", help="the measured peak of every stored run that has one")
     parser.add_argument("--xla", action="store_true", help="jax at quick shapes: XLA's estimate beside the counts")
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "BATCH", "BACKEND"), help=argparse.SUPPRESS)
@@ -222,8 +279,11 @@ def main(argv=None) -> int:
         return 0
     if args.from_store:
         return from_store(args.from_store, not args.no_write)
-    lines = ["| workload | batch | estimate (GB) | peak RSS (GB) | estimate ÷ peak "
-             "| per example: estimate / measured (MB) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | batch | estimate (GB) | peak RSS (GB) | estimate ÷ peak "
+        "| per example: estimate / measured (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
     below, began = [], time.monotonic()
     for model in [m for m in args.models.split(",") if m]:
         points = []
@@ -240,8 +300,12 @@ def main(argv=None) -> int:
                     share = memory.estimate(spec.replace(batch_size=-(-batch // devices)))
                     need = memory.Estimate(share.params, share.per_example, share.fixed * devices, batch)
             points.append((batch, need, peak))
-            print(f"{model:<18} batch {batch:<4} estimate {gb(need.total)} GB, peak {gb(peak)} GB "
-                  f"({seconds:.0f} s, exit {code})", file=sys.stderr, flush=True)
+            print(
+                f"{model:<18} batch {batch:<4} estimate {gb(need.total)} GB, peak {gb(peak)} GB "
+                f"({seconds:.0f} s, exit {code})",
+                file=sys.stderr,
+                flush=True,
+            )
             if code != 0:
                 raise SystemExit(f"{model} at batch {batch} exited {code}: run it alone to see why")
             if need.total < peak:
@@ -259,9 +323,14 @@ def main(argv=None) -> int:
         "per-example term beside the growth of the peak between the two batches, divided by their difference.\n"
         f"Machine: {os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
         f"measured {dt.date.today().isoformat()}, {time.monotonic() - began:.0f} s in all, load average {load:.1f} "
-        "at the end.\n\n" + "\n".join(lines) + "\n\n"
-        + ("The estimate is above the peak everywhere." if not below
-           else "Estimate BELOW the peak: " + ", ".join(below))
+        "at the end.\n\n"
+        + "\n".join(lines)
+        + "\n\n"
+        + (
+            "The estimate is above the peak everywhere."
+            if not below
+            else "Estimate BELOW the peak: " + ", ".join(below)
+        )
     )
     print(text)
     if not args.no_write:

@@ -16,10 +16,12 @@ import statistics
 
 BOOTSTRAP_RESAMPLES = 2000
 GOAL = 0.98  # the engine's throughput may trail the hand loop's by at most 2%
-METHOD = ("Each round's ratio is the engine's throughput over the other loop's, that loop's chunk held against the "
-          "mean of the engine loops just before and just after it (above 1: the engine is faster); the figure is "
-          "the median of the rounds' ratios, with their interquartile range and a bootstrap 95% interval of the "
-          "median, by wall-clock and by process CPU time (all threads). Compilation and warm-up are excluded.")
+METHOD = (
+    "Each round's ratio is the engine's throughput over the other loop's, that loop's chunk held against the "
+    "mean of the engine loops just before and just after it (above 1: the engine is faster); the figure is "
+    "the median of the rounds' ratios, with their interquartile range and a bootstrap 95% interval of the "
+    "median, by wall-clock and by process CPU time (all threads). Compilation and warm-up are excluded."
+)
 
 
 def bracketed_ratios(engine: list[float], other: list[float]) -> list[float]:
@@ -40,8 +42,12 @@ def spread(ratios: list[float], seed: int = 0) -> dict:
     draw = random.Random(seed)
     medians = sorted(statistics.median(draw.choices(ratios, k=len(ratios))) for _ in range(BOOTSTRAP_RESAMPLES))
     return {
-        "median": statistics.median(ratios), "q1": q1, "q3": q3, "rounds": len(ratios),
-        "ci_low": medians[int(0.025 * BOOTSTRAP_RESAMPLES)], "ci_high": medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1],
+        "median": statistics.median(ratios),
+        "q1": q1,
+        "q3": q3,
+        "rounds": len(ratios),
+        "ci_low": medians[int(0.025 * BOOTSTRAP_RESAMPLES)],
+        "ci_high": medians[int(0.975 * BOOTSTRAP_RESAMPLES) - 1],
     }
 
 
@@ -71,10 +77,14 @@ def verdict(ratios: dict) -> str:
         if s["ci_low"] >= GOAL:
             parts.append(f"meets the {GOAL} goal by {label} time (median {s['median']:.3f}, 95% interval {interval})")
         elif s["ci_high"] < GOAL:
-            parts.append(f"is BELOW the {GOAL} goal by {label} time (median {s['median']:.3f}, 95% interval {interval})")
+            parts.append(
+                f"is BELOW the {GOAL} goal by {label} time (median {s['median']:.3f}, 95% interval {interval})"
+            )
         else:
-            parts.append(f"is not settled against the {GOAL} goal by {label} time: median {s['median']:.3f}, "
-                         f"its 95% interval {interval} spans {GOAL}")
+            parts.append(
+                f"is not settled against the {GOAL} goal by {label} time: median {s['median']:.3f}, "
+                f"its 95% interval {interval} spans {GOAL}"
+            )
     return "; ".join(parts)
 
 
@@ -92,4 +102,6 @@ def render_load(before: dict, after: dict, one_minute: list[float], short: bool 
     if short:
         return f"{fmt(before['loadavg'])} → {fmt(after['loadavg'])}" + (f" ({span})" if span else "")
     during = f" (1-min, over the rounds: {span})" if span else ""
-    return f"load average (1/5/15 min) {fmt(before['loadavg'])} → {fmt(after['loadavg'])}{during} on {before['cpus']} CPUs"
+    return (
+        f"load average (1/5/15 min) {fmt(before['loadavg'])} → {fmt(after['loadavg'])}{during} on {before['cpus']} CPUs"
+    )

@@ -56,22 +56,53 @@ print(json.dumps(out))
 
 def child(specs: list[dict], lr: float | None = None, tag: str = "ok") -> list[dict]:
     env = {**os.environ, "DASHBENCH_CPU_PROBE_SIZE": "512"}
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps({"specs": specs, "lr": lr, "tag": tag})],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps({"specs": specs, "lr": lr, "tag": tag})],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def throughput_specs(backend: str, seeds) -> list[dict]:
-    return [dict(model="fashion_mnist_cnn", batch_size=64, image_size=28, width=16, steps=20, warmup=2, device="cpu",
-                 backend=backend, seed=seed) for seed in seeds]
+    return [
+        dict(
+            model="fashion_mnist_cnn",
+            batch_size=64,
+            image_size=28,
+            width=16,
+            steps=20,
+            warmup=2,
+            device="cpu",
+            backend=backend,
+            seed=seed,
+        )
+        for seed in seeds
+    ]
 
 
 def accuracy_specs(backend: str, seeds, data_path: str) -> list[dict]:
-    return [dict(model="fashion_mnist_cnn", batch_size=32, image_size=28, width=16, device="cpu", backend=backend,
-                 data="real", data_path=data_path, target_accuracy=0.9, max_epochs=2, eval_every=3, seed=seed)
-            for seed in seeds]
+    return [
+        dict(
+            model="fashion_mnist_cnn",
+            batch_size=32,
+            image_size=28,
+            width=16,
+            device="cpu",
+            backend=backend,
+            data="real",
+            data_path=data_path,
+            target_accuracy=0.9,
+            max_epochs=2,
+            eval_every=3,
+            seed=seed,
+        )
+        for seed in seeds
+    ]
 
 
 def judge(runs: dict, seeds: list[int], k: float) -> tuple[int, int, int, int]:
@@ -87,13 +118,15 @@ def judge(runs: dict, seeds: list[int], k: float) -> tuple[int, int, int, int]:
                 for subset in itertools.combinations(seeds, size):
                     reference = [runs[(ref_backend, s)] for s in subset]
                     for seed in subset:
-                        verdicts = parity.compare([x for r in reference + [runs[(other, seed)]]
-                                                   for x in parity.series_of(r)])
+                        verdicts = parity.compare(
+                            [x for r in reference + [runs[(other, seed)]] for x in parity.series_of(r)]
+                        )
                         pairs += 1
                         alarms += any(v.flags for v in verdicts)
                         if ref_backend == "tensorflow" and ("broken", seed) in runs:
-                            verdicts = parity.compare([x for r in reference + [runs[("broken", seed)]]
-                                                       for x in parity.series_of(r)])
+                            verdicts = parity.compare(
+                                [x for r in reference + [runs[("broken", seed)]] for x in parity.series_of(r)]
+                            )
                             broken += 1
                             found += any(v.flags for v in verdicts)
         return alarms, pairs, found, broken
@@ -107,8 +140,8 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     import numpy as np
-
     from fixtures import learnable_data
+
     from dashbench.models.datasets import read_idx, write_idx
 
     seeds = list(range(args.seeds))
@@ -120,17 +153,20 @@ def main() -> None:
         bad.mkdir()
         for name in os.listdir(good):
             data = read_idx(good / name)
-            write_idx(bad / name, np.random.default_rng(7).permutation(data) if name.startswith("train-labels")
-                      else data)
+            write_idx(
+                bad / name, np.random.default_rng(7).permutation(data) if name.startswith("train-labels") else data
+            )
         kinds = {
             "loss per host loop (throughput, synthetic)": (
                 lambda backend: throughput_specs(backend, seeds),
                 lambda: child(throughput_specs("tensorflow", seeds[:2]), lr=3e-2, tag="broken"),
-                "Adam 3e-2"),
+                "Adam 3e-2",
+            ),
             "evaluations (to 0.9 on the learnable set)": (
                 lambda backend: accuracy_specs(backend, seeds, str(good)),
                 lambda: child(accuracy_specs("tensorflow", seeds[:2], str(bad)), tag="broken"),
-                "training labels shuffled"),
+                "training labels shuffled",
+            ),
         }
         for kind, (specs, broken, how) in kinds.items():
             runs = {}
@@ -145,15 +181,21 @@ def main() -> None:
                 lines.append(f"| {kind} | {k:g} | {alarms}/{pairs} | {found}/{total} ({how}) |")
                 print(lines[-1], flush=True)
     took = time.monotonic() - began
-    text = "\n".join([
-        f"`bench/parity_tolerance.py`: fashion_mnist_cnn at quick shapes, seeds {seeds[0]}-{seeds[-1]} on TensorFlow "
-        f"and on JAX, judged by views.parity's rule at K × the reference's seed-to-seed RMS difference, "
-        "departing at 2 evaluations (or host loops) in a row. False alarms: each same-seed TensorFlow/JAX pair, "
-        "either backend as the reference with every 2 and 3 of its seeds. Detections: the broken runs (seeds "
-        "0-1) against TensorFlow's seeds.",
-        f"Machine: 2 CPU cores, load average {load[0]:.1f} at the start (other work running), "
-        f"measured {dt.date.today()}, {took:.0f} s in all.",
-        "", "| curve | K | false alarms | detected |", "|---|---|---|---|", *lines])
+    text = "\n".join(
+        [
+            f"`bench/parity_tolerance.py`: fashion_mnist_cnn at quick shapes, seeds {seeds[0]}-{seeds[-1]} on TensorFlow "
+            f"and on JAX, judged by views.parity's rule at K × the reference's seed-to-seed RMS difference, "
+            "departing at 2 evaluations (or host loops) in a row. False alarms: each same-seed TensorFlow/JAX pair, "
+            "either backend as the reference with every 2 and 3 of its seeds. Detections: the broken runs (seeds "
+            "0-1) against TensorFlow's seeds.",
+            f"Machine: 2 CPU cores, load average {load[0]:.1f} at the start (other work running), "
+            f"measured {dt.date.today()}, {took:.0f} s in all.",
+            "",
+            "| curve | K | false alarms | detected |",
+            "|---|---|---|---|",
+            *lines,
+        ]
+    )
     if not args.no_write:
         write_block(DOC, "parity-tolerance", text, title="# Convergence")
     print(text)

@@ -77,6 +77,7 @@ class PageCost:
 
 # ---------------------------------------------------------------------------------------------- server
 
+
 def server_pid(url: str) -> int:
     """The `streamlit run` process that serves `url` (dashboard_scale.streamlit_server starts it with
     `--server.port PORT` in its command line)."""
@@ -96,7 +97,7 @@ def server_pid(url: str) -> int:
 def cpu_s(pid: int) -> float:
     """utime + stime of the whole process (every thread), in seconds."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    fields = text[text.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
     return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
@@ -139,6 +140,7 @@ def server(db: Path, root: Path, log_dir: Path, app: Path | None = None):
 
 # ---------------------------------------------------------------------------------------------- visits
 
+
 def visit(context, url: str, title: str) -> float:
     """One new visitor: a new tab (a new Streamlit session) until its page is settled, then closed."""
     page = context.new_page()
@@ -173,8 +175,9 @@ def visits_together(url: str, title: str, count: int, warm: tuple, measure) -> l
 
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=dashboard_scale.CHROMIUM,
-                                            args=dashboard_scale.CHROMIUM_ARGS)
+                browser = p.chromium.launch(
+                    executable_path=dashboard_scale.CHROMIUM, args=dashboard_scale.CHROMIUM_ARGS
+                )
                 try:
                     context = warm_context(browser, *warm)
                     ready.wait()
@@ -215,8 +218,7 @@ def addresses(url: str, page: str) -> tuple[str, tuple[str, str]]:
     return f"{url}/{page}", (f"{url}/{WARM_PAGE[page]}", PAGES[WARM_PAGE[page]])
 
 
-def measure_one_at_a_time(browser, db: Path, runs: int, page: str, root: Path, log_dir: Path,
-                          visits: int) -> PageCost:
+def measure_one_at_a_time(browser, db: Path, runs: int, page: str, root: Path, log_dir: Path, visits: int) -> PageCost:
     """A fresh server of its own: an untimed visit to another page (the server's imports, the browser's
     cache), the page's first visitor (its caches cold), then `visits` visitors one after another."""
     out = PageCost(runs, page)
@@ -247,14 +249,15 @@ def measure_together(browser, db: Path, row: PageCost, root: Path, log_dir: Path
         visit(context, address, title)
         context.close()
         spent = []
-        row.together_s = visits_together(address, title, together, warm,
-                                         lambda fn: spent.append(cpu_of(pid, fn)[0]))
+        row.together_s = visits_together(address, title, together, warm, lambda fn: spent.append(cpu_of(pid, fn)[0]))
         row.together_cpu_per_visit_s = spent[0] / together
 
 
 # A page with a title only, on the process-wide settings app.py gives the dashboard's server.
-FLOOR_APP = ("import streamlit as st\nfrom dashbench.views.streamlit import serving\n\nserving.poll_config_files_slowly()\n"
-             'st.title("Floor")\n')
+FLOOR_APP = (
+    "import streamlit as st\nfrom dashbench.views.streamlit import serving\n\nserving.poll_config_files_slowly()\n"
+    'st.title("Floor")\n'
+)
 
 
 class Floor:
@@ -288,8 +291,9 @@ class Floor:
         self.context.close()
         if together:
             spent = []
-            row.together_s = visits_together(self.url, self.TITLE, together, (self.url, self.TITLE),
-                                             lambda fn: spent.append(cpu_of(self.pid, fn)[0]))
+            row.together_s = visits_together(
+                self.url, self.TITLE, together, (self.url, self.TITLE), lambda fn: spent.append(cpu_of(self.pid, fn)[0])
+            )
             row.together_cpu_per_visit_s = spent[0] / together
 
         def cold_visit():
@@ -306,25 +310,34 @@ class Floor:
 
 # ---------------------------------------------------------------------------------------------- main
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="10000,100000", help="comma-separated store sizes")
     parser.add_argument("--samples", type=int, default=5, help="measured samples per stored run (fill speed)")
-    parser.add_argument("--visits", type=int, default=10,
-                        help="new visitors one after another, per page and per floor take")
+    parser.add_argument(
+        "--visits", type=int, default=10, help="new visitors one after another, per page and per floor take"
+    )
     parser.add_argument("--together", type=int, default=8, help="new visitors at once, per page (0: none)")
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated: " + ",".join(PAGES))
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
     parser.add_argument("--keep", type=Path, help="fill the stores in this folder and keep them (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the figures here (a later --baseline)")
     parser.add_argument("--baseline", type=Path, help="figures from an earlier --json, shown side by side")
-    parser.add_argument("--base-root", type=Path,
-                        help="another checkout measured right before this one, page by page (the baseline under the "
-                             "same load: what a shared machine calls for)")
+    parser.add_argument(
+        "--base-root",
+        type=Path,
+        help="another checkout measured right before this one, page by page (the baseline under the "
+        "same load: what a shared machine calls for)",
+    )
     parser.add_argument("--baseline-name", default="", help="what the baseline was, in words (default: its file)")
     parser.add_argument("--idle-s", type=float, default=IDLE_S, help="seconds each server's idle CPU is watched")
-    parser.add_argument("--quiet-s", type=float, default=QUIET_S,
-                        help="seconds the server's CPU must stand still for a visit to count as done")
+    parser.add_argument(
+        "--quiet-s",
+        type=float,
+        default=QUIET_S,
+        help="seconds the server's CPU must stand still for a visit to count as done",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the title-only Streamlit page")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     args = parser.parse_args(argv)
@@ -398,14 +411,21 @@ def main(argv: list[str] | None = None) -> int:
                         measure_together(browser, db, row, args.root, folder, args.together)
                     if old is not None:
                         baseline[(runs, page)] = asdict(old)
-                        print(f"{runs:>7,} {page:8} baseline: per visit {old.cpu_per_visit_s:.3f} CPU s, "
-                              f"{args.together} at once {old.together_cpu_per_visit_s:.3f}",
-                              file=sys.stderr, flush=True)
-                    print(f"{runs:>7,} {page:8} first {row.first_cpu_s:.3f} CPU s / {row.first_s:.1f} s; "
-                          f"per visit {row.cpu_per_visit_s:.3f} CPU s (floor {fmt(row.floor_before_s)} / "
-                          f"{fmt(row.floor_after_s)}), settled {fmt(median(row.visit_s), 1)} s; "
-                          f"{args.together} at once {row.together_cpu_per_visit_s:.3f} CPU s per visit, settled "
-                          f"{fmt(median(row.together_s), 1)} s (load {row.load:.1f})", file=sys.stderr, flush=True)
+                        print(
+                            f"{runs:>7,} {page:8} baseline: per visit {old.cpu_per_visit_s:.3f} CPU s, "
+                            f"{args.together} at once {old.together_cpu_per_visit_s:.3f}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    print(
+                        f"{runs:>7,} {page:8} first {row.first_cpu_s:.3f} CPU s / {row.first_s:.1f} s; "
+                        f"per visit {row.cpu_per_visit_s:.3f} CPU s (floor {fmt(row.floor_before_s)} / "
+                        f"{fmt(row.floor_after_s)}), settled {fmt(median(row.visit_s), 1)} s; "
+                        f"{args.together} at once {row.together_cpu_per_visit_s:.3f} CPU s per visit, settled "
+                        f"{fmt(median(row.together_s), 1)} s (load {row.load:.1f})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     rows.append(row)
             if floor:
                 floor_row, taken = floor.finish(browser, args.together, min(args.visits, 3)), floor.taken
@@ -413,13 +433,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED: {error}", file=sys.stderr)
             return 1
     load_end = os.getloadavg()
-    text = report(rows, floor_row, taken, baseline, args, load_start, load_end, started, fills, QUIET_S,
-                  dashboard_scale.versions())
+    text = report(
+        rows,
+        floor_row,
+        taken,
+        baseline,
+        args,
+        load_start,
+        load_end,
+        started,
+        fills,
+        QUIET_S,
+        dashboard_scale.versions(),
+    )
     print(text)
     if args.json:
-        args.json.write_text(json.dumps({"root": str(args.root), "rows": [asdict(r) for r in rows],
-                                         "baseline": list(baseline.values()), "floor_takes": taken,
-                                         "floor": asdict(floor_row) if floor_row else None}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "root": str(args.root),
+                    "rows": [asdict(r) for r in rows],
+                    "baseline": list(baseline.values()),
+                    "floor_takes": taken,
+                    "floor": asdict(floor_row) if floor_row else None,
+                },
+                indent=1,
+            )
+        )
     if not args.no_docs:
         write_block(DOCS, "server-cost", text)
         print(f"\nwritten to {DOCS}", file=sys.stderr)

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import sqlalchemy as sa
-
 from store_queries import fill  # bench/, on sys.path when a script here runs
 
 from dashbench.store import Store
@@ -47,8 +46,9 @@ def readers(path: Path):
     """(name, read(sql, params)) for each layer, all on one read-only file."""
     uri = path.resolve().as_uri() + "?mode=ro"
     raw = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
-                              poolclass=sa.StaticPool)
+    engine = sa.create_engine(
+        "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False), poolclass=sa.StaticPool
+    )
     conn = engine.connect()
 
     def raw_read(sql, params=()):
@@ -62,19 +62,24 @@ def readers(path: Path):
         binds = {f"p{k}": v for k, v in enumerate(params)}
         return [tuple(row) for row in conn.execute(sa.text(named), binds).fetchall()]
 
-    return [("sqlite3 (today)", raw_read), ("SQLAlchemy exec_driver_sql", driver_sql),
-            ("SQLAlchemy text()", core_text)]
+    return [("sqlite3 (today)", raw_read), ("SQLAlchemy exec_driver_sql", driver_sql), ("SQLAlchemy text()", core_text)]
 
 
 def write_txn(path: Path):
     """(name, one write transaction: a sample and the run's heartbeat) per layer, on a writable copy."""
-    statements = [("INSERT OR REPLACE INTO samples (run_id, idx, steps, duration_s, loss, warmup)"
-                   " VALUES (?, ?, ?, ?, ?, ?)", ["bench-0000001", 10**6, 1, 0.01, 0.5, 0]),
-                  ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [time.time(), "bench-0000001"])]
+    statements = [
+        (
+            "INSERT OR REPLACE INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?, ?, ?, ?, ?, ?)",
+            ["bench-0000001", 10**6, 1, 0.01, 0.5, 0],
+        ),
+        ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [time.time(), "bench-0000001"]),
+    ]
     raw = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(path, isolation_level=None,
-                                                                            check_same_thread=False),
-                              poolclass=sa.StaticPool)
+    engine = sa.create_engine(
+        "sqlite://",
+        creator=lambda: sqlite3.connect(path, isolation_level=None, check_same_thread=False),
+        poolclass=sa.StaticPool,
+    )
     conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     def raw_write():
@@ -107,8 +112,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.sqlite"
         fill_s, _n = fill(path, args.runs, args.samples)
-        print(f"{args.runs:,} runs filled in {fill_s:.1f} s; CPU ms per call, median of {args.tries} tries "
-              f"(x10 for the small reads, x100 for the write)", file=sys.stderr)
+        print(
+            f"{args.runs:,} runs filled in {fill_s:.1f} s; CPU ms per call, median of {args.tries} tries "
+            f"(x10 for the small reads, x100 for the write)",
+            file=sys.stderr,
+        )
         middle = f"bench-{args.runs // 2:07d}"
         questions = [
             ("one run in full (get_run)", lambda s: s.get_run(middle)),
@@ -125,13 +133,15 @@ def main() -> int:
                 def call():
                     store._read = read  # the layer under the Store's reads: nothing else changes
                     ask(store)
+
                 return call
 
             for name, ask in questions:
                 repeat = args.tries if name.startswith("ALL") else args.tries * 10
                 table[name] = _medians_ms([through(read, ask) for _layer, read in layered], repeat)
         table["one write transaction (a sample + heartbeat)"] = _medians_ms(
-            [write for _layer, write in write_txn(path)], args.tries * 100)
+            [write for _layer, write in write_txn(path)], args.tries * 100
+        )
         layers = [name for name, _fn in layered]
         print("| question | " + " | ".join(layers) + " |")
         print("|---|" + "---:|" * len(layers))

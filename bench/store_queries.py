@@ -33,8 +33,14 @@ from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
 
 MODELS = ["conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm"]
-ACCELERATORS = [("cpu", "CPU", 1), ("gpu", "V100", 1), ("gpu", "A100", 8), ("gpu", "T4", 1),
-                ("tpu", "TPU v3", 8), ("tpu", "TPU v5e", 4)]
+ACCELERATORS = [
+    ("cpu", "CPU", 1),
+    ("gpu", "V100", 1),
+    ("gpu", "A100", 8),
+    ("gpu", "T4", 1),
+    ("tpu", "TPU v3", 8),
+    ("tpu", "TPU v5e", 4),
+]
 PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]
 BATCHES = [16, 32, 64, 128, 256, 512, 1024]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -44,8 +50,14 @@ def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> dict:
     """One ended run as Store.import_rows takes it."""
     model = rng.choice(MODELS)
     device, accelerator, count = rng.choice(ACCELERATORS)
-    spec = RunSpec(model=model, batch_size=rng.choice(BATCHES), device=device, precision=rng.choice(PRECISIONS),
-                   steps=samples, label=f"label-{i % 50}")
+    spec = RunSpec(
+        model=model,
+        batch_size=rng.choice(BATCHES),
+        device=device,
+        precision=rng.choice(PRECISIONS),
+        steps=samples,
+        label=f"label-{i % 50}",
+    )
     status = rng.choices(["done", "failed", "cancelled", "interrupted"], [90, 5, 3, 2])[0]
     created = t0 + i * 30.0  # one run every 30 s: 100k runs span about five weeks
     eps = rng.uniform(100, 50000)
@@ -53,28 +65,67 @@ def fake_run(rng: random.Random, i: int, t0: float, samples: int) -> dict:
     if status == "done":
         step = spec.batch_size / eps
         result = {
-            "model": model, "unit": "sequences" if model == "bilstm" else "images", "device": device,
-            "accelerator": accelerator, "accelerator_count": count, "device_names": [f"/device:{device}:{k}" for k in range(count)],
-            "replicas": count, "global_batch_size": spec.batch_size, "per_replica_batch_size": spec.batch_size // count or 1,
-            "precision": spec.precision, "xla": False, "data": "synthetic", "status": "done",
-            "examples_per_sec": eps, "examples_per_sec_ci95": [eps * 0.98, eps * 1.02], "step_time_median_s": step,
-            "step_time_p10_s": step * 0.97, "step_time_p90_s": step * 1.05, "step_time_std_s": step * 0.02,
-            "samples": samples, "steps": samples, "steps_per_loop": 1, "compile_s": rng.uniform(1, 60),
-            "flops_per_example": 1.2e10, "achieved_tflops": eps * 1.2e10 / 1e12, "peak_tflops": 125.0,
-            "peak_source": "datasheet", "mfu": rng.uniform(0.05, 0.6),
-            "flags": ["above_peak"] if rng.random() < 0.01 else [], "losses": [2.3 - 0.01 * k for k in range(samples + 2)],
+            "model": model,
+            "unit": "sequences" if model == "bilstm" else "images",
+            "device": device,
+            "accelerator": accelerator,
+            "accelerator_count": count,
+            "device_names": [f"/device:{device}:{k}" for k in range(count)],
+            "replicas": count,
+            "global_batch_size": spec.batch_size,
+            "per_replica_batch_size": spec.batch_size // count or 1,
+            "precision": spec.precision,
+            "xla": False,
+            "data": "synthetic",
+            "status": "done",
+            "examples_per_sec": eps,
+            "examples_per_sec_ci95": [eps * 0.98, eps * 1.02],
+            "step_time_median_s": step,
+            "step_time_p10_s": step * 0.97,
+            "step_time_p90_s": step * 1.05,
+            "step_time_std_s": step * 0.02,
+            "samples": samples,
+            "steps": samples,
+            "steps_per_loop": 1,
+            "compile_s": rng.uniform(1, 60),
+            "flops_per_example": 1.2e10,
+            "achieved_tflops": eps * 1.2e10 / 1e12,
+            "peak_tflops": 125.0,
+            "peak_source": "datasheet",
+            "mfu": rng.uniform(0.05, 0.6),
+            "flags": ["above_peak"] if rng.random() < 0.01 else [],
+            "losses": [2.3 - 0.01 * k for k in range(samples + 2)],
             "placement": {"variables": ["/device:GPU:0"], "ops": ["/device:GPU:0"]},
-            "env": {"tensorflow": "2.20.0", "keras": "3.15.1", "python": "3.11.7", "host": "bench-host",
-                    "cpu_model": "Xeon", "device_names": [], "device_count": count, "precision": spec.precision,
-                    "xla": False, "dashbench_version": "0.1.0", "git_commit": "abc1234", "platform": "Linux"},
+            "env": {
+                "tensorflow": "2.20.0",
+                "keras": "3.15.1",
+                "python": "3.11.7",
+                "host": "bench-host",
+                "cpu_model": "Xeon",
+                "device_names": [],
+                "device_count": count,
+                "precision": spec.precision,
+                "xla": False,
+                "dashbench_version": "0.1.0",
+                "git_commit": "abc1234",
+                "platform": "Linux",
+            },
             "spec": spec.to_dict(),
         }
     n = samples + 2 if status != "failed" else 1
     return {
-        "run_id": f"bench-{i:07d}", "status": status, "spec": spec.to_dict(), "result": result,
+        "run_id": f"bench-{i:07d}",
+        "status": status,
+        "spec": spec.to_dict(),
+        "result": result,
         "error": "ResourceExhaustedError: OOM" if status == "failed" else None,
-        "created_at": created, "started_at": created + 1, "finished_at": created + 25, "pid": 1000 + i % 30000,
-        "host": "bench-host", "sweep_id": f"sweep-{i // 5}" if (i // 5) % 3 == 0 else None, "label": spec.label,
+        "created_at": created,
+        "started_at": created + 1,
+        "finished_at": created + 25,
+        "pid": 1000 + i % 30000,
+        "host": "bench-host",
+        "sweep_id": f"sweep-{i // 5}" if (i // 5) % 3 == 0 else None,
+        "label": spec.label,
         "samples": [[k, 1, 0.01 + rng.random() * 1e-3, 2.3 - 0.01 * k, k < 2] for k in range(n)],
     }
 
@@ -105,8 +156,14 @@ def measure(path: Path | str, runs: int, samples: int) -> list[tuple[str, str, s
         since_week = time.time() - 7 * 86400
         queries = [
             ("newest 200 runs (Results page first view)", lambda: store.runs(limit=200)),
-            ("filter model + device + precision", lambda: store.runs(model="resnet50", device="gpu", precision="mixed_float16")),
-            ("filter model + batch size, done only", lambda: store.runs(model="bilstm", batch_size=[64, 128], status="done")),
+            (
+                "filter model + device + precision",
+                lambda: store.runs(model="resnet50", device="gpu", precision="mixed_float16"),
+            ),
+            (
+                "filter model + batch size, done only",
+                lambda: store.runs(model="bilstm", batch_size=[64, 128], status="done"),
+            ),
             ("one sweep (5 runs)", lambda: store.runs(sweep_id=f"sweep-{runs // 30 * 3}")),
             ("last 7 days", lambda: store.runs(since=since_week)),
             ("one label (~2% of runs)", lambda: store.runs(label="label-7")),
@@ -138,32 +195,56 @@ def measure_inserts(path: Path | str, runs: int = 30, samples: int = 200) -> lis
             t, cpu = time.perf_counter(), time.process_time()
             for _ in range(runs):
                 run_id = store.create_run(spec)
-                batches = [[{"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}
-                            for i in range(k, min(k + batch, samples))] for k in range(0, samples, batch)]
+                batches = [
+                    [
+                        {"index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False}
+                        for i in range(k, min(k + batch, samples))
+                    ]
+                    for k in range(0, samples, batch)
+                ]
                 last = batches.pop() if batch > 1 else None
                 for given in batches:  # mid-run, as the runner sends them: not waited for on a server
                     store.add_samples(run_id, given, wait=False)
                 store.finish_run(run_id, "done", result, samples=last)
             seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
             commits = runs * (-(-samples // batch) + (2 if batch == 1 else 1))
-            out += [(f"a run of {samples} samples committed {'one' if batch == 1 else batch} at a time",
-                     f"{seconds / runs * 1e3:,.2f} ms per run", f"{runs} runs"),
-                    (f"one write transaction ({'one sample; create, finish' if batch == 1 else f'{batch} samples; create; the end with the last {batch}'})",
-                     f"{seconds / commits * 1e3:,.3f} ms", f"{commits:,} commits")]
+            out += [
+                (
+                    f"a run of {samples} samples committed {'one' if batch == 1 else batch} at a time",
+                    f"{seconds / runs * 1e3:,.2f} ms per run",
+                    f"{runs} runs",
+                ),
+                (
+                    f"one write transaction ({'one sample; create, finish' if batch == 1 else f'{batch} samples; create; the end with the last {batch}'})",
+                    f"{seconds / commits * 1e3:,.3f} ms",
+                    f"{commits:,} commits",
+                ),
+            ]
         # Of the runner's batches, this process's share (on a server the rest is the server's and the wire's).
-        out.append((f"this process's CPU for a run of {samples} samples committed 100 at a time",
-                    f"{cpu / runs * 1e3:,.2f} ms per run", f"{runs} runs"))
+        out.append(
+            (
+                f"this process's CPU for a run of {samples} samples committed 100 at a time",
+                f"{cpu / runs * 1e3:,.2f} ms per run",
+                f"{runs} runs",
+            )
+        )
         # What any statement costs at least: on a server, one round trip to another process.
         seconds, _ = timed(lambda: [store.cancel_asked(run_id) for _ in range(200)])
-        out.append(("a read of one run's row (the floor of any statement)", f"{seconds / 200 * 1e3:,.3f} ms",
-                    "200 reads"))
+        out.append(
+            ("a read of one run's row (the floor of any statement)", f"{seconds / 200 * 1e3:,.3f} ms", "200 reads")
+        )
         # Where a one-sample commit's time goes: this process's CPU for it (on a server, the client's share
         # alone), and the floor of any commit with no store code at all.
         start = time.process_time()
         for k in range(200):
             store.add_samples(run_id, [{"index": samples + k, "steps": 1, "duration_s": 0.01, "loss": 1.0}])
-        out.append(("this process's CPU for a one-sample commit (on a server: the client's share)",
-                    f"{(time.process_time() - start) / 200 * 1e3:,.3f} ms", "200 commits"))
+        out.append(
+            (
+                "this process's CPU for a one-sample commit (on a server: the client's share)",
+                f"{(time.process_time() - start) / 200 * 1e3:,.3f} ms",
+                "200 commits",
+            )
+        )
         out.append(bare_inserts(path, run_id, samples + 200))
     return out
 
@@ -186,14 +267,20 @@ def bare_inserts(path: Path | str, run_id: str, first: int, n: int = 200) -> tup
         seconds = time.perf_counter() - t
     finally:
         conn.close()
-    return ("one bare INSERT committed alone, by the driver (the floor of a commit)",
-            f"{seconds / n * 1e3:,.3f} ms", f"{n} commits")
+    return (
+        "one bare INSERT committed alone, by the driver (the floor of a commit)",
+        f"{seconds / n * 1e3:,.3f} ms",
+        f"{n} commits",
+    )
 
 
 def import_row(fill_s: float, runs: int, samples: int) -> tuple[str, str, str]:
     """The filler's bulk import (Store.import_rows, as bundle import and store copy use it), per run."""
-    return (f"bulk import (import_rows, as store copy), {samples + 2} samples a run",
-            f"{fill_s / runs * 1e3:,.3f} ms per run", f"{runs:,} runs")
+    return (
+        f"bulk import (import_rows, as store copy), {samples + 2} samples a run",
+        f"{fill_s / runs * 1e3:,.3f} ms per run",
+        f"{runs:,} runs",
+    )
 
 
 def checkpoint(path: Path) -> None:
@@ -206,18 +293,22 @@ def checkpoint(path: Path) -> None:
 def plans(path: Path) -> list[str]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     out = []
-    for sql in ("SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
-                "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
-                "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx"):
+    for sql in (
+        "SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
+        "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
+        "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx",
+    ):
         detail = "; ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
         out.append(f"`{sql}` → {detail}")
     conn.close()
     return out
 
 
-PLANNED = ("SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
-           "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
-           "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx")
+PLANNED = (
+    "SELECT * FROM runs WHERE model = 'x' AND device = 'y' ORDER BY created_at DESC",
+    "SELECT * FROM runs WHERE status = 'running' AND host = 'h'",
+    "SELECT * FROM samples WHERE run_id = 'r' ORDER BY idx",
+)
 
 
 def _pg_connect(url: str):
@@ -225,8 +316,9 @@ def _pg_connect(url: str):
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                           autocommit=True)
+    return psycopg.connect(
+        host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database, autocommit=True
+    )
 
 
 def pg_plans(url: str) -> list[str]:
@@ -290,15 +382,25 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=20, help="measured samples per run")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
-    parser.add_argument("--postgres", action="store_true",
-                        help="measure PostgreSQL too, on a throwaway server (Debian's postgresql installed)")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="measure PostgreSQL too, on a throwaway server (Debian's postgresql installed)",
+    )
     parser.add_argument("--write-runs", type=int, default=30, help="runs timed on the write path")
     parser.add_argument("--write-samples", type=int, default=200, help="samples of each run on the write path")
-    parser.add_argument("--pg-url", default=None,
-                        help="measure PostgreSQL on this empty database instead (postgresql+psycopg://user@host/db)")
-    parser.add_argument("--write-only", type=int, default=0, metavar="ROUNDS",
-                        help="only the write path, SQLite and PostgreSQL taking turns ROUNDS times (medians "
-                             "printed; no fill, no docs)")
+    parser.add_argument(
+        "--pg-url",
+        default=None,
+        help="measure PostgreSQL on this empty database instead (postgresql+psycopg://user@host/db)",
+    )
+    parser.add_argument(
+        "--write-only",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only the write path, SQLite and PostgreSQL taking turns ROUNDS times (medians printed; no fill, no docs)",
+    )
     args = parser.parse_args()
     if args.write_only:
         return write_only(args)
@@ -324,8 +426,13 @@ def main() -> int:
         except (StoreError, RuntimeError) as exc:  # no server here (pg_server.Unavailable), or a refused URL
             print(f"error: postgres: {exc}", file=sys.stderr)
             return 2
-        text = postgres_text(args, load, n_samples, (fill_s, size_mb, query_rows, insert_rows, plan_lines),
-                             (pg_fill_s, pg_mb, pg_query_rows, pg_insert_rows, pg_plan_lines))
+        text = postgres_text(
+            args,
+            load,
+            n_samples,
+            (fill_s, size_mb, query_rows, insert_rows, plan_lines),
+            (pg_fill_s, pg_mb, pg_query_rows, pg_insert_rows, pg_plan_lines),
+        )
         print(text)
         if not args.no_docs:
             write_block(DOCS, "store", text)
@@ -374,15 +481,18 @@ def write_only(args) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp, postgres_databases(args.pg_url) as (_url, inserts_url):
             for k in range(args.write_only):
-                lite_rounds.append(measure_inserts(Path(tmp) / f"inserts-{k}.sqlite", args.write_runs,
-                                                   args.write_samples))
+                lite_rounds.append(
+                    measure_inserts(Path(tmp) / f"inserts-{k}.sqlite", args.write_runs, args.write_samples)
+                )
                 pg_rounds.append(measure_inserts(inserts_url, args.write_runs, args.write_samples))
     except (StoreError, RuntimeError) as exc:
         print(f"error: postgres: {exc}", file=sys.stderr)
         return 2
     after = os.getloadavg()
-    print(f"write path, SQLite and PostgreSQL taking turns, median of {args.write_only} rounds; load average "
-          f"(1/5/15 min) {' / '.join(f'{x:.2f}' for x in before)} → {' / '.join(f'{x:.2f}' for x in after)}")
+    print(
+        f"write path, SQLite and PostgreSQL taking turns, median of {args.write_only} rounds; load average "
+        f"(1/5/15 min) {' / '.join(f'{x:.2f}' for x in before)} → {' / '.join(f'{x:.2f}' for x in after)}"
+    )
     print("\n".join(side_by_side(_medians(lite_rounds), _medians(pg_rounds), "write path")))
     return 0
 
@@ -402,7 +512,10 @@ def postgres_text(args, load: float, n_samples: int, lite: tuple, pg: tuple) -> 
     """The docs block with both databases side by side: the same store, queries and write path."""
     import psycopg
 
-    (fill_s, size_mb, query_rows, insert_rows, plan_lines), (pg_fill_s, pg_mb, pg_rows, pg_inserts, pg_plans_) = lite, pg
+    (fill_s, size_mb, query_rows, insert_rows, plan_lines), (pg_fill_s, pg_mb, pg_rows, pg_inserts, pg_plans_) = (
+        lite,
+        pg,
+    )
     cpu = platform.processor() or platform.machine()
     lines = [
         "## Store (SQLite and PostgreSQL) at scale",

@@ -98,13 +98,18 @@ def stress(url: str, hosts: int = 4, readers: int = 8, seconds: float = 60.0) ->
     errors += [f"process {p.pid} exit code {p.exitcode}" for p in procs if p.exitcode != 0]
     statuses, samples = _stored(url, queued)
     return {
-        "hosts": hosts, "readers": readers, "seconds": seconds, "took_s": took,
-        "runs": len(queued), "claims": sum(claims.values()),
+        "hosts": hosts,
+        "readers": readers,
+        "seconds": seconds,
+        "took_s": took,
+        "runs": len(queued),
+        "claims": sum(claims.values()),
         "claimed_twice": sorted(run_id for run_id, n in claims.items() if n > 1),
         "never_claimed": sorted(set(queued) - set(claims)),
         "lost": len(queued) - sum(statuses.values()),
         "not_done": sum(n for status, n in statuses.items() if status != "done"),
-        "samples": samples, "samples_expected": len(queued) * len(SAMPLES),
+        "samples": samples,
+        "samples_expected": len(queued) * len(SAMPLES),
         "reader_rounds": sum(rounds for name, rounds, _c, _e in reports if name == "reader"),
         "errors": errors,
     }
@@ -129,8 +134,19 @@ def outage_host(url: str, host: str, seconds: float, out) -> None:
                 writes.begun(run_id, SPEC.to_dict(), os.getpid())
                 begun.append(run_id)
                 for batch in range(OUTAGE_BATCHES):
-                    writes.add_samples(run_id, [{"index": batch * OUTAGE_BATCH + i, "steps": 1, "duration_s": 0.01,
-                                                 "loss": 1.0, "warmup": False} for i in range(OUTAGE_BATCH)])
+                    writes.add_samples(
+                        run_id,
+                        [
+                            {
+                                "index": batch * OUTAGE_BATCH + i,
+                                "steps": 1,
+                                "duration_s": 0.01,
+                                "loss": 1.0,
+                                "warmup": False,
+                            }
+                            for i in range(OUTAGE_BATCH)
+                        ],
+                    )
                     time.sleep(0.01)
                 try:
                     writes.finish(run_id, "done", RESULT)
@@ -168,53 +184,82 @@ def outage(server, url: str, hosts: int = 4, seconds: float = 60.0, bounces: int
     errors += [f"process {p.pid} exit code {p.exitcode}" for p in procs if p.exitcode != 0]
     statuses, samples = _stored(url, begun)
     with Store(url, read_only=True) as store:
-        outages = sum(1 for result in (store.get_run(run_id)["result"] for run_id in begun)
-                      if result is not None and result.store_outage)
+        outages = sum(
+            1
+            for result in (store.get_run(run_id)["result"] for run_id in begun)
+            if result is not None and result.store_outage
+        )
     expected = len(begun) * OUTAGE_BATCHES * OUTAGE_BATCH
-    return {"hosts": hosts, "seconds": seconds, "took_s": time.monotonic() - started, "bounces": bounces,
-            "down_s": downs, "runs": len(begun), "not_done": sum(n for st, n in statuses.items() if st != "done"),
-            "ended_by_outage": len(lost), "samples": samples, "samples_expected": expected,
-            "lost_samples": expected - samples, "runs_with_outage": outages, "errors": errors}
+    return {
+        "hosts": hosts,
+        "seconds": seconds,
+        "took_s": time.monotonic() - started,
+        "bounces": bounces,
+        "down_s": downs,
+        "runs": len(begun),
+        "not_done": sum(n for st, n in statuses.items() if st != "done"),
+        "ended_by_outage": len(lost),
+        "samples": samples,
+        "samples_expected": expected,
+        "lost_samples": expected - samples,
+        "runs_with_outage": outages,
+        "errors": errors,
+    }
 
 
 def outage_passed(o: dict) -> bool:
-    return not o["errors"] and o["runs"] > 0 and o["lost_samples"] == 0 and o["ended_by_outage"] == 0 \
+    return (
+        not o["errors"]
+        and o["runs"] > 0
+        and o["lost_samples"] == 0
+        and o["ended_by_outage"] == 0
         and o["not_done"] == 0
+    )
 
 
 def outage_text(o: dict, loads: tuple) -> str:
     verdict = "passed" if outage_passed(o) else "FAILED"
     downs = ", ".join(f"{d:.1f} s" for d in o["down_s"])
-    return "\n".join([
-        "## Team store through a server outage (PostgreSQL)",
-        "",
-        f"`bench/store_stress.py --outage --seconds {o['seconds']:g}`: {o['hosts']} processes posing as {o['hosts']} "
-        f"hosts write runs one after another as a run process writes them (jobs/store_buffer.py: the run's row, "
-        f"{OUTAGE_BATCHES} batches of {OUTAGE_BATCH} samples sent without waiting for each answer, its end) for "
-        f"{o['seconds']:g} s, while the server is crashed as `pg_ctl -m immediate stop` does (SIGQUIT) and started "
-        f"again {o['bounces']} times (down {downs}, until it answered again), {o['took_s']:.0f} s in all. A local "
-        "server started by the script (fsync off, synchronous_commit on: a crash keeps every commit it answered).",
-        "",
-        f"**{verdict}**: {o['runs']:,} runs, {o['samples']:,} of {o['samples_expected']:,} samples stored "
-        f"({o['lost_samples']} lost), {o['ended_by_outage']} runs ended by the outage, {o['not_done']} not done, "
-        f"{o['runs_with_outage']} runs record an outage, {len(o['errors'])} errors.",
-        "",
-        f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
-        f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
-    ])
+    return "\n".join(
+        [
+            "## Team store through a server outage (PostgreSQL)",
+            "",
+            f"`bench/store_stress.py --outage --seconds {o['seconds']:g}`: {o['hosts']} processes posing as {o['hosts']} "
+            f"hosts write runs one after another as a run process writes them (jobs/store_buffer.py: the run's row, "
+            f"{OUTAGE_BATCHES} batches of {OUTAGE_BATCH} samples sent without waiting for each answer, its end) for "
+            f"{o['seconds']:g} s, while the server is crashed as `pg_ctl -m immediate stop` does (SIGQUIT) and started "
+            f"again {o['bounces']} times (down {downs}, until it answered again), {o['took_s']:.0f} s in all. A local "
+            "server started by the script (fsync off, synchronous_commit on: a crash keeps every commit it answered).",
+            "",
+            f"**{verdict}**: {o['runs']:,} runs, {o['samples']:,} of {o['samples_expected']:,} samples stored "
+            f"({o['lost_samples']} lost), {o['ended_by_outage']} runs ended by the outage, {o['not_done']} not done, "
+            f"{o['runs_with_outage']} runs record an outage, {len(o['errors'])} errors.",
+            "",
+            f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
+            f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
+        ]
+    )
 
 
 def _stored(url: str, run_ids: list[str]) -> tuple[Counter, int]:
     """The stored statuses of these runs, and how many samples the store holds in all."""
     with Store(url, read_only=True) as store:
         runs = store.runs(run_ids=run_ids) if run_ids else None
-        return (Counter(runs["status"]) if runs is not None else Counter()), store._read("SELECT count(*) FROM samples")[0][0]
+        return (Counter(runs["status"]) if runs is not None else Counter()), store._read(
+            "SELECT count(*) FROM samples"
+        )[0][0]
 
 
 def passed(outcome: dict) -> bool:
-    return (not outcome["errors"] and not outcome["claimed_twice"] and not outcome["never_claimed"]
-            and outcome["lost"] == 0 and outcome["not_done"] == 0 and outcome["runs"] > 0
-            and outcome["samples"] == outcome["samples_expected"])
+    return (
+        not outcome["errors"]
+        and not outcome["claimed_twice"]
+        and not outcome["never_claimed"]
+        and outcome["lost"] == 0
+        and outcome["not_done"] == 0
+        and outcome["runs"] > 0
+        and outcome["samples"] == outcome["samples_expected"]
+    )
 
 
 @contextmanager
@@ -237,25 +282,27 @@ def database(given: str | None, durable: bool = False, with_server: bool = False
 def text(outcome: dict, loads: tuple) -> str:
     o = outcome
     verdict = "passed" if passed(o) else "FAILED"
-    return "\n".join([
-        "## Team store under load (PostgreSQL)",
-        "",
-        f"`bench/store_stress.py --seconds {o['seconds']:g}`: {o['hosts']} processes posing as {o['hosts']} hosts "
-        f"queue runs into one PostgreSQL store and claim them (any host may take any queued run: `FOR UPDATE "
-        f"SKIP LOCKED`), each claimed run started, given {len(SAMPLES)} samples and finished, while {o['readers']} "
-        f"reader processes list it as the pages do (newest 50 runs, facets, a count, the change token), for "
-        f"{o['seconds']:g} s, then the hosts drain the queue ({o['took_s']:.0f} s in all). A local server started "
-        "by the script as the tests start theirs (fsync off), over TCP on 127.0.0.1.",
-        "",
-        f"**{verdict}**: {o['runs']:,} runs queued, {o['claims']:,} claims, {len(o['claimed_twice'])} claimed twice, "
-        f"{len(o['never_claimed'])} never claimed, {o['lost']} lost, {o['not_done']} not done, "
-        f"{o['samples']:,} of {o['samples_expected']:,} samples stored, {o['reader_rounds']:,} reader rounds "
-        f"({o['reader_rounds'] / max(o['seconds'], 1e-9) / max(o['readers'], 1):.1f} a second per reader), "
-        f"{len(o['errors'])} errors.",
-        "",
-        f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
-        f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
-    ])
+    return "\n".join(
+        [
+            "## Team store under load (PostgreSQL)",
+            "",
+            f"`bench/store_stress.py --seconds {o['seconds']:g}`: {o['hosts']} processes posing as {o['hosts']} hosts "
+            f"queue runs into one PostgreSQL store and claim them (any host may take any queued run: `FOR UPDATE "
+            f"SKIP LOCKED`), each claimed run started, given {len(SAMPLES)} samples and finished, while {o['readers']} "
+            f"reader processes list it as the pages do (newest 50 runs, facets, a count, the change token), for "
+            f"{o['seconds']:g} s, then the hosts drain the queue ({o['took_s']:.0f} s in all). A local server started "
+            "by the script as the tests start theirs (fsync off), over TCP on 127.0.0.1.",
+            "",
+            f"**{verdict}**: {o['runs']:,} runs queued, {o['claims']:,} claims, {len(o['claimed_twice'])} claimed twice, "
+            f"{len(o['never_claimed'])} never claimed, {o['lost']} lost, {o['not_done']} not done, "
+            f"{o['samples']:,} of {o['samples_expected']:,} samples stored, {o['reader_rounds']:,} reader rounds "
+            f"({o['reader_rounds'] / max(o['seconds'], 1e-9) / max(o['readers'], 1):.1f} a second per reader), "
+            f"{len(o['errors'])} errors.",
+            "",
+            f"Machine: {os.cpu_count()} CPU cores, load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the "
+            f"end (shared with other work while it ran); measured {time.strftime('%Y-%m-%d')}.",
+        ]
+    )
 
 
 def main() -> int:

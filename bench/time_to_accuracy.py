@@ -37,18 +37,46 @@ def load_average() -> str:
 
 
 def run_backend(backend: str, data: Path, args) -> dict:
-    command = [sys.executable, "-m", "dashbench", "run", "--backend", backend, "--device", args.device,
-               "--model", "fashion_mnist_cnn", "--batch-size", str(args.batch_size), "--width", str(args.width),
-               "--data", "real", "--data-path", str(data), "--target-accuracy", str(args.target),
-               "--max-epochs", str(args.max_epochs), "--seeds", str(args.seeds), "--no-store", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "dashbench",
+        "run",
+        "--backend",
+        backend,
+        "--device",
+        args.device,
+        "--model",
+        "fashion_mnist_cnn",
+        "--batch-size",
+        str(args.batch_size),
+        "--width",
+        str(args.width),
+        "--data",
+        "real",
+        "--data-path",
+        str(data),
+        "--target-accuracy",
+        str(args.target),
+        "--max-epochs",
+        str(args.max_epochs),
+        "--seeds",
+        str(args.seeds),
+        "--no-store",
+        "--json",
+    ]
     before = load_average()
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
     if done.returncode not in (0, 4):  # 4: trained, target not reached by most seeds
         raise SystemExit(f"{backend} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return {"backend": backend, "result": json.loads(done.stdout), "wall_s": wall,
-            "load": f"{before} → {load_average()}"}
+    return {
+        "backend": backend,
+        "result": json.loads(done.stdout),
+        "wall_s": wall,
+        "load": f"{before} → {load_average()}",
+    }
 
 
 def row(measured: dict) -> dict:
@@ -98,7 +126,8 @@ def table(rows: list[dict], args, train: int, validation: int) -> str:
         lines.append(
             f"| {r['backend']} | {r['reached']} | {fmt(r['median_s'])} s{spread} | {fmt(r['epochs'], 'g')} | "
             f"{fmt(None if r['eval_share'] is None else 100 * r['eval_share'])}% | {r['final']:.3f} | "
-            f"{r['compile_s']:.1f} s | {r['load_s']:.2f} s | {r['examples_per_sec']:,.0f} | {r['load']} |")
+            f"{r['compile_s']:.1f} s | {r['load_s']:.2f} s | {r['examples_per_sec']:,.0f} | {r['load']} |"
+        )
     if len(rows) == 2 and all(r["median_s"] for r in rows):
         ratio = rows[1]["median_s"] / rows[0]["median_s"]
         lines += ["", f"JAX / TensorFlow median time to target: {ratio:.2f}×."]

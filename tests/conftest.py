@@ -7,7 +7,6 @@ from fixtures.pg_server import pg_own_server, pg_server, pg_url  # noqa: F401 (f
 from fixtures.ray_cluster import ray_cluster, ray_session_cluster  # noqa: F401 (a real 4-node Ray cluster, once per process)
 from fixtures.xla import FAST_XLA_COMPILE
 
-
 # The session's own temporary folder: whatever goes to tempfile's default folder (TensorFlow's autograph
 # files, a library's scratch files) in this process and every process it starts (TMPDIR), never /tmp.
 # Made by the first process (the xdist controller, before its workers start: they inherit it), removed
@@ -103,7 +102,9 @@ def _name_xdist_groups(config, items):
     from _pytest.nodeid import coerce_node_id
 
     for item in items:
-        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
         if names and not item.nodeid.endswith("@" + "_".join(sorted(names))):
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
 

@@ -15,7 +15,8 @@ from dashbench.core.spec import SpecError
 
 # Each module defines register(subparsers); a command sets `func` (args -> exit code).
 COMMAND_MODULES = [
-    "run_cmd", "info_cmd",
+    "run_cmd",
+    "info_cmd",
     "results_cmd",
     "sweep_cmd",
     "prices_cmd",

@@ -13,8 +13,8 @@ def article_lines(spec, result: RunResult) -> list[str]:
     """For a run of a preset that trains for epochs (the Colab article's Fashion-MNIST): its validation accuracy
     per epoch and the time of its epochs, next to the article's published times (reference rows in
     seconds). Empty for any other run."""
-    from dashbench.results import accuracy_text
     from dashbench.costs import reference
+    from dashbench.results import accuracy_text
 
     preset = presets.for_run(spec)
     accuracy = result.accuracy if result is not None else None
@@ -32,12 +32,17 @@ def article_lines(spec, result: RunResult) -> list[str]:
     total = first.get("total_s")
     lines = [f"this run (seed {first.get('seed')}): validation accuracy after each epoch {accuracies or '—'}"]
     if _finite(total):
-        lines.append(f"this run: {epochs} epochs in {accuracy_text.seconds(total)} (training and evaluation), "
-                     f"{accuracy_text.seconds(total + compile_s)} with the compile, as model.fit's wall time counted it")
+        lines.append(
+            f"this run: {epochs} epochs in {accuracy_text.seconds(total)} (training and evaluation), "
+            f"{accuracy_text.seconds(total + compile_s)} with the compile, as model.fit's wall time counted it"
+        )
     for key in timed:
         row = rows.loc[key]
-        lines.append(f"published: {row['name']}: {row['figure_text']} ({row['source']}"
-                     + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "") + ")")
+        lines.append(
+            f"published: {row['name']}: {row['figure_text']} ({row['source']}"
+            + (f"; {row['note']}" if isinstance(row["note"], str) and row["note"] else "")
+            + ")"
+        )
     return lines
 
 

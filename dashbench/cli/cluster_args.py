@@ -8,13 +8,23 @@ from __future__ import annotations
 
 
 def add_cluster_arguments(parser, on: bool = True) -> None:
-    parser.add_argument("--cluster", nargs="?", const="", default=None, metavar="ADDRESS",
-                        help="run on a Ray cluster: ray://HEAD:10001, http://HEAD:8265 or HEAD:6379 "
-                             "(alone: $RAY_ADDRESS); the run lands in --db, which must be a PostgreSQL team store")
+    parser.add_argument(
+        "--cluster",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run on a Ray cluster: ray://HEAD:10001, http://HEAD:8265 or HEAD:6379 "
+        "(alone: $RAY_ADDRESS); the run lands in --db, which must be a PostgreSQL team store",
+    )
     if on:
-        parser.add_argument("--on", default=None, metavar="PLACE",
-                            help="with --cluster: where on it (a key from `dashbench devices --cluster`, a host "
-                                 "or a slice name); default: a place with the spec's device")
+        parser.add_argument(
+            "--on",
+            default=None,
+            metavar="PLACE",
+            help="with --cluster: where on it (a key from `dashbench devices --cluster`, a host "
+            "or a slice name); default: a place with the spec's device",
+        )
 
 
 def address(args):

@@ -19,9 +19,9 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     """Launch `spec` on the cluster of `args.cluster` (`args.on`: where), wait, report (with the run
     command's report_invalid and print_json, so both say it alike). Exit codes as a local run's: 0 done, 2 refused, 1 failed or interrupted (a lost host), 3 oom, 130 cancelled."""
     from dashbench.cli.cluster_args import address as cluster_address
+    from dashbench.core.spec import SpecError
     from dashbench.fleet import launch
     from dashbench.fleet.launcher import pick
-    from dashbench.core.spec import SpecError
 
     try:
         address = cluster_address(args)
@@ -29,8 +29,11 @@ def run(spec, args, json_out: bool, report_invalid, print_json) -> int:
     except SpecError as exc:
         return report_invalid(exc, json_out, spec)
     db = launch.team_store_url(args.db)
-    print(f"run {run_id} launched on {address} ({_host(db, run_id)}; Ray job {launch.job_id(run_id)})",
-          file=sys.stderr, flush=True)
+    print(
+        f"run {run_id} launched on {address} ({_host(db, run_id)}; Ray job {launch.job_id(run_id)})",
+        file=sys.stderr,
+        flush=True,
+    )
     if note := launch.password_note(db):
         print(f"note: {note}", file=sys.stderr, flush=True)
     row = follow(address, db, run_id)
@@ -47,8 +50,14 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
 
     said_pending, next_node_check, pending_since = False, 0.0, None
     # A store that is away (its server restarting) is waited for: the job goes on on its node regardless.
-    away = PollWait(location(db), lambda line: print(shown(line), file=out, flush=True), "the run goes on on its node",
-                    "following the run again", POLL_S, past=lambda exc, seconds: _lost_sight(db, run_id, exc, seconds))
+    away = PollWait(
+        location(db),
+        lambda line: print(shown(line), file=out, flush=True),
+        "the run goes on on its node",
+        "following the run again",
+        POLL_S,
+        past=lambda exc, seconds: _lost_sight(db, run_id, exc, seconds),
+    )
     cancelled_at = None
     log = _Log(address, run_id, out)
     # The local run's cancel signals, set here as the runner sets them there: a Ctrl-C still cancels a
@@ -70,8 +79,12 @@ def follow(address, db: str, run_id: str, out=sys.stderr) -> dict:
                     pending_since = (pending_since or time.monotonic()) if status == "PENDING" else None
                     if pending_since and time.monotonic() - pending_since > PENDING_SAY_S and not said_pending:
                         said_pending = True
-                        print(f"waiting for the cluster: {row['host'].removeprefix(launch.HOST_PREFIX)}'s devices "
-                              f"are in use by another run (Ray queues this one)", file=out, flush=True)
+                        print(
+                            f"waiting for the cluster: {row['host'].removeprefix(launch.HOST_PREFIX)}'s devices "
+                            f"are in use by another run (Ray queues this one)",
+                            file=out,
+                            flush=True,
+                        )
                     now = time.monotonic()
                     if status in launch.ENDED or (status == "RUNNING" and now >= next_node_check):
                         next_node_check = now + NODE_CHECK_S
@@ -95,9 +108,11 @@ def _lost_sight(db: str, run_id: str, exc, seconds: float):
     """The one line of a `run --cluster` that stopped waiting for its store: the run itself goes on."""
     from dashbench.store import OUTAGE_ENV, StoreUnreachable, location
 
-    return StoreUnreachable(f"db: stopped following run {run_id}: the store {location(db)} did not answer for "
-                            f"{seconds:g} s ({OUTAGE_ENV}; {str(exc).removeprefix('db: ')}); the run goes on on its "
-                            f"node: `python -m dashbench show {run_id} --db …` once the store answers")
+    return StoreUnreachable(
+        f"db: stopped following run {run_id}: the store {location(db)} did not answer for "
+        f"{seconds:g} s ({OUTAGE_ENV}; {str(exc).removeprefix('db: ')}); the run goes on on its "
+        f"node: `python -m dashbench show {run_id} --db …` once the store answers"
+    )
 
 
 def report(row: dict, spec, json_out: bool, print_json) -> int:
@@ -115,8 +130,16 @@ def report(row: dict, spec, json_out: bool, print_json) -> int:
     error = row["error"] or status
     print(f"error: run {runner.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
     if json_out:
-        print_json({"run_id": row["run_id"], "model": spec.model, "device": spec.device, "status": status,
-                    "error": error, "spec": spec.to_dict()})
+        print_json(
+            {
+                "run_id": row["run_id"],
+                "model": spec.model,
+                "device": spec.device,
+                "status": status,
+                "error": error,
+                "spec": spec.to_dict(),
+            }
+        )
     return code
 
 

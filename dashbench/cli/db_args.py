@@ -22,18 +22,23 @@ def db_path_arg(text: str) -> str:
     folder" for another). Leave --db out for the default."""
     if not text.strip():
         raise argparse.ArgumentTypeError(
-            f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})")
+            f"give a path (an empty --db is refused; leave --db out for $DASHBENCH_DB or {default_db_path()})"
+        )
     if url_refusal(text):
         raise argparse.ArgumentTypeError(url_refusal(text))
     return ServerURL(text) if is_server_url(text) else text
 
 
 def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = False) -> None:
-    parser.add_argument("--db", default=None, type=db_path_arg,
-                        help=f"results database (default: $DASHBENCH_DB or {default_db_path()})")
+    parser.add_argument(
+        "--db", default=None, type=db_path_arg, help=f"results database (default: $DASHBENCH_DB or {default_db_path()})"
+    )
     if read_only_option:
-        parser.add_argument("--read-only", action="store_true",
-                            help=f"open the database read-only and never write to it (also: {READ_ONLY_ENV}=1)")
+        parser.add_argument(
+            "--read-only",
+            action="store_true",
+            help=f"open the database read-only and never write to it (also: {READ_ONLY_ENV}=1)",
+        )
 
 
 def read_only_requested(args) -> bool:
@@ -57,6 +62,7 @@ def one_field(message: str) -> str:
 
 def reports_store_errors(handler):
     """A StoreError (unknown run, bad bundle, unreadable file) is one line on stderr, exit 2."""
+
     @functools.wraps(handler)
     def wrapped(args) -> int:
         try:
@@ -67,4 +73,5 @@ def reports_store_errors(handler):
         except ValueError as exc:  # a bad filter value, e.g. --since yesterday
             print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
+
     return wrapped

@@ -13,8 +13,8 @@ import sys
 import tempfile
 
 from dashbench.cli import strict_json
-from dashbench.cli.terminal import shown_lines
 from dashbench.cli.db_args import add_db_argument, one_field, read_only_requested
+from dashbench.cli.terminal import shown_lines
 from dashbench.core.spec import BACKENDS, SpecError, ascii_int
 
 # One backend's whole check (imports, probes, six tiny runs per device) stays well inside this.
@@ -24,17 +24,27 @@ _MARK = "DASHBENCH-DOCTOR-REPORT "  # the child's report line, apart from anythi
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "doctor", help="check this machine: matmul peaks, the stopwatch, placement; stores the verdict",
+        "doctor",
+        help="check this machine: matmul peaks, the stopwatch, placement; stores the verdict",
         description="For each device kind and installed backend (each in its own process): a matmul probe "
-                    "per precision beside the datasheet peak, a stopwatch cross-check of the engine's step "
-                    "time, and where a tiny run's ops land. Stored as calibration rows; a CPU run on this "
-                    "host then uses the best CPU peak measured here for its MFU.")
+        "per precision beside the datasheet peak, a stopwatch cross-check of the engine's step "
+        "time, and where a tiny run's ops land. Stored as calibration rows; a CPU run on this "
+        "host then uses the best CPU peak measured here for its MFU.",
+    )
     add_db_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--backend", action="append", choices=BACKENDS,
-                   help="check only this backend (repeatable; default: every installed one)")
-    p.add_argument("--device", action="append", choices=("cpu", "gpu", "tpu"),
-                   help="check only this device kind (repeatable; default: every kind the backend sees)")
+    p.add_argument(
+        "--backend",
+        action="append",
+        choices=BACKENDS,
+        help="check only this backend (repeatable; default: every installed one)",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        choices=("cpu", "gpu", "tpu"),
+        help="check only this device kind (repeatable; default: every kind the backend sees)",
+    )
     p.add_argument("--steps", type=_positive, default=None, help="N: the stopwatch runs N and 3N steps")
     p.add_argument("--tries", type=_positive, default=None, help="stopwatch pairs of runs (the median counts)")
     p.add_argument("--no-store", action="store_true", help="do not store the verdicts")
@@ -65,8 +75,10 @@ def handle(args) -> int:
 
         try:
             if read_only_requested(args):
-                raise StoreError("cannot store the check: read-only mode (DASHBENCH_READ_ONLY=1) never writes "
-                                 "to the database; use --no-store")
+                raise StoreError(
+                    "cannot store the check: read-only mode (DASHBENCH_READ_ONLY=1) never writes "
+                    "to the database; use --no-store"
+                )
             store = Store(args.db)
             store.check_writable("store the check")
         except StoreError as exc:
@@ -119,14 +131,21 @@ def _run_child(backend: str, args) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="dashbench-doctor-", ignore_cleanup_errors=True) as tmp:
         env["TMPDIR"] = tmp
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=CHILD_TIMEOUT_S, env=env)
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=CHILD_TIMEOUT_S,
+                env=env,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return [_failed(backend, f"the check process did not finish: {exc}")]
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(_MARK):
             try:
-                return json.loads(line[len(_MARK):])["devices"]
+                return json.loads(line[len(_MARK) :])["devices"]
             except (ValueError, KeyError, TypeError):
                 break
     tail = " | ".join((proc.stderr.strip().splitlines() or ["no output"])[-3:])
@@ -153,11 +172,16 @@ def summarize(reports: list[dict]) -> dict:
 def calibration_row(host: str, report: dict) -> dict:
     probes = report.get("probes") or {}
     return {
-        "host": host, "device": report["device"], "accelerator": report.get("accelerator"),
-        "backend": report["backend"], "versions": report.get("versions") or {},
+        "host": host,
+        "device": report["device"],
+        "accelerator": report.get("accelerator"),
+        "backend": report["backend"],
+        "versions": report.get("versions") or {},
         "peaks": {dtype: p.get("measured_tflops") for dtype, p in probes.items()},
         "stopwatch_ratio": (report.get("stopwatch") or {}).get("ratio"),
-        "verdict": report["verdict"], "reasons": report.get("reasons") or [], "detail": report,
+        "verdict": report["verdict"],
+        "reasons": report.get("reasons") or [],
+        "detail": report,
     }
 
 
@@ -181,15 +205,18 @@ def render(summary: dict) -> str:
         ratio = stopwatch.get("ratio")
         if stopwatch:
             steps = stopwatch.get("steps") or ["N", "3N"]
-            lines.append(f"{head}{'stopwatch':<11}{(f'{ratio:.3f}×' if ratio is not None else '—'):>16}{'1.000×':>13}"
-                         f"  wall ({steps[1]}−{steps[0]} steps) / engine step time, "
-                         f"within {summary['tolerance']:.0%}")
+            lines.append(
+                f"{head}{'stopwatch':<11}{(f'{ratio:.3f}×' if ratio is not None else '—'):>16}{'1.000×':>13}"
+                f"  wall ({steps[1]}−{steps[0]} steps) / engine step time, "
+                f"within {summary['tolerance']:.0%}"
+            )
             head = " " * 20
         placement = report.get("placement") or {}
         if placement:
             where = ", ".join(placement.get("devices") or []) or "—"
-            lines.append(f"{head}{'placement':<11}{('MISMATCH' if placement.get('mismatch') else 'ok'):>16}"
-                         f"{'':>13}  {where}")
+            lines.append(
+                f"{head}{'placement':<11}{('MISMATCH' if placement.get('mismatch') else 'ok'):>16}{'':>13}  {where}"
+            )
             head = " " * 20
         lines.append(f"{head}{'verdict':<11}{report['verdict'].upper():>16}")
         for reason in report.get("reasons") or []:

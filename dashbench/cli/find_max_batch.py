@@ -18,11 +18,11 @@ import signal
 import sys
 from typing import Callable, Optional
 
-from dashbench.models import catalog
 from dashbench.cli import strict_json
+from dashbench.core.spec import LIMITS, RunSpec, SpecError, ascii_int
 from dashbench.jobs import oom, queue
 from dashbench.jobs.max_batch import summarise, summary_lines
-from dashbench.core.spec import LIMITS, RunSpec, SpecError, ascii_int
+from dashbench.models import catalog
 
 QUICK_STEPS, QUICK_WARMUP = 4, 1
 DEFAULT_START, DEFAULT_MAX = 8, 65536
@@ -42,17 +42,32 @@ def _whole(name: str):
 
 
 def register_arguments(parser) -> None:
-    parser.add_argument("--find-max-batch", action="store_true",
-                        help="find the largest batch that fits: doubling from --start-batch, then binary search "
-                             "between the last fit and the first out-of-memory try, each try its own run "
-                             f"({QUICK_STEPS} steps unless --steps); needs no --batch-sizes")
-    parser.add_argument("--start-batch", type=_whole("start_batch"), default=None,
-                        help=f"--find-max-batch: the first batch tried (default {DEFAULT_START})")
-    parser.add_argument("--max-batch", type=_whole("max_batch"), default=None,
-                        help=f"--find-max-batch: never try a batch above this (default {DEFAULT_MAX})")
-    parser.add_argument("--expect-sha256", default=None, metavar="HEX",
-                        help="refuse the sweep unless --model's file has this sha256 (the Run page's search "
-                             "passes the hash of the file it was asked for)")
+    parser.add_argument(
+        "--find-max-batch",
+        action="store_true",
+        help="find the largest batch that fits: doubling from --start-batch, then binary search "
+        "between the last fit and the first out-of-memory try, each try its own run "
+        f"({QUICK_STEPS} steps unless --steps); needs no --batch-sizes",
+    )
+    parser.add_argument(
+        "--start-batch",
+        type=_whole("start_batch"),
+        default=None,
+        help=f"--find-max-batch: the first batch tried (default {DEFAULT_START})",
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=_whole("max_batch"),
+        default=None,
+        help=f"--find-max-batch: never try a batch above this (default {DEFAULT_MAX})",
+    )
+    parser.add_argument(
+        "--expect-sha256",
+        default=None,
+        metavar="HEX",
+        help="refuse the sweep unless --model's file has this sha256 (the Run page's search "
+        "passes the hash of the file it was asked for)",
+    )
 
 
 def check_expected(args, spec: RunSpec) -> None:
@@ -67,8 +82,11 @@ def check_expected(args, spec: RunSpec) -> None:
         raise SpecError("expect_sha256", f"checks a model file's hash, and --model {spec.model} names no file")
     if spec.model_sha256 != expected.lower():
         name = os.path.basename(spec.model_path)
-        raise SpecError("model", f"{name} changed since the search was asked for (sha256 {expected[:12].lower()}… "
-                                 f"then, {spec.model_sha256[:12]}… now): refused; ask again to search the new file")
+        raise SpecError(
+            "model",
+            f"{name} changed since the search was asked for (sha256 {expected[:12].lower()}… "
+            f"then, {spec.model_sha256[:12]}… now): refused; ask again to search the new file",
+        )
 
 
 def bounds(args) -> tuple[int, int]:
@@ -133,8 +151,9 @@ def find(args, spec: RunSpec, db, sweep_id: str, wait: Callable) -> int:
 
     def fits(batch: int) -> Optional[bool]:
         # check_memory off: the try's own process checks, and a refusal is an `oom` try, recorded.
-        run_id = queue.submit(spec.replace(batch_size=batch), db, sweep_id=sweep_id, owner_pid=os.getpid(),
-                              check_memory=False)
+        run_id = queue.submit(
+            spec.replace(batch_size=batch), db, sweep_id=sweep_id, owner_pid=os.getpid(), check_memory=False
+        )
         run_ids.append(run_id)
         (points[batch],) = wait([run_id], db, [batch])  # sweep's points: run_id, status, figures, peak memory
         status = points[batch]["status"]

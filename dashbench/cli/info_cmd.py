@@ -49,8 +49,10 @@ def handle_devices(args) -> int:
         return _cluster_devices(args)
 
     if args.backend not in BACKENDS:
-        print(f"dashbench devices: error: backend: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}",
-              file=sys.stderr)
+        print(
+            f"dashbench devices: error: backend: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}",
+            file=sys.stderr,
+        )
         return 2
     from dashbench.engine import backends
 
@@ -71,8 +73,10 @@ def handle_devices(args) -> int:
     print(f"TPU: {tpu['evidence'] + ' ' + (tpu['accelerator_type'] or '') if tpu['evidence'] else 'none'}")
     identity = tpu.get("identity")
     if identity:
-        print(f"     {identity['devices']} JAX devices = {identity['chips']} × {identity['name']}"
-              + "".join(f"; {problem}" for problem in identity["mismatch"]))
+        print(
+            f"     {identity['devices']} JAX devices = {identity['chips']} × {identity['name']}"
+            + "".join(f"; {problem}" for problem in identity["mismatch"])
+        )
     return 0
 
 
@@ -83,8 +87,14 @@ def _cluster_devices(args) -> int:
 
     hosts = inventory.hosts(address(args))
     if args.json:
-        print(strict_json.dumps({"hosts": [inventory.as_dict(h) for h in hosts],
-                                 "kinds": [dict(k.__dict__, multi_host=k.multi_host) for k in inventory.kinds(hosts)]}))
+        print(
+            strict_json.dumps(
+                {
+                    "hosts": [inventory.as_dict(h) for h in hosts],
+                    "kinds": [dict(k.__dict__, multi_host=k.multi_host) for k in inventory.kinds(hosts)],
+                }
+            )
+        )
         return 0
     print("\n".join(inventory.describe(hosts)))
     return 0

@@ -6,15 +6,15 @@ import argparse
 import math
 import sys
 
-from dashbench.models import presets
 from dashbench.cli import article, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.cli.terminal import shown_lines
-from dashbench.results.result import RunResult
 from dashbench.core.spec import SpecError
+from dashbench.models import presets
+from dashbench.results.result import RunResult
 
 
 def register(subparsers) -> None:
@@ -34,15 +34,24 @@ def register(subparsers) -> None:
     )
     parser.add_argument("name", nargs="?", help="preset slug or name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the presets")
-    parser.add_argument("--quick", action="store_true", help="its model's quick try (shapes, batch size, steps), as `models` prints it")
+    parser.add_argument(
+        "--quick", action="store_true", help="its model's quick try (shapes, batch size, steps), as `models` prints it"
+    )
     # The spec options `run` takes; each one given overrides the preset's value.
-    add_spec_arguments(parser, model=False, required=False, help={
-        "device": f"device class: {', '.join(presets.DEVICE_CLASSES)}",
-        "label": "free text stored with the run (default: preset:<slug>, which links the run to its preset)",
-    })
+    add_spec_arguments(
+        parser,
+        model=False,
+        required=False,
+        help={
+            "device": f"device class: {', '.join(presets.DEVICE_CLASSES)}",
+            "label": "free text stored with the run (default: preset:<slug>, which links the run to its preset)",
+        },
+    )
     parser.add_argument("--json", action="store_true", help="print the result (or the list) as JSON")
     parser.add_argument("--no-store", action="store_true", help="do not record the run")
-    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    parser.add_argument(
+        "--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)"
+    )
     add_device_wait_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=_handle)
@@ -52,7 +61,9 @@ def spec_from_args(args: argparse.Namespace):
     if not args.name:
         raise SpecError("preset", f"name a preset or use --list; presets: {', '.join(presets.PRESETS)}")
     if args.device is None:
-        raise SpecError("device", f"is required: one of {', '.join(presets.DEVICE_CLASSES)} (the batch size depends on it)")
+        raise SpecError(
+            "device", f"is required: one of {', '.join(presets.DEVICE_CLASSES)} (the batch size depends on it)"
+        )
     overrides = {name: value for name, value in spec_values(args).items() if name != "device"}
     if args.quick:
         return presets.quick_spec(args.name, args.device, **overrides)
@@ -73,8 +84,9 @@ def _handle(args) -> int:
         from dashbench.cli import cluster_run
 
         if args.no_store:
-            return run_cmd.report_invalid(SpecError("no_store", "--no-store is for a run on this machine; leave "
-                                                                "it out with --cluster"), args.json)
+            return run_cmd.report_invalid(
+                SpecError("no_store", "--no-store is for a run on this machine; leave it out with --cluster"), args.json
+            )
         return cluster_run.run(spec, args, args.json, run_cmd.report_invalid, run_cmd.print_json)
 
     def on_event(event: dict) -> None:
@@ -83,8 +95,11 @@ def _handle(args) -> int:
             print(f"  {event['phase']} …", file=sys.stderr, flush=True)
 
     if not args.json:
-        print(f"{preset.name} on {spec.device}: {spec.model}, batch {spec.batch_size}, {_length(spec)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{preset.name} on {spec.device}: {spec.model}, batch {spec.batch_size}, {_length(spec)}",
+            file=sys.stderr,
+            flush=True,
+        )
     progress = run_cmd.Progress(spec.steps, spec.warmup, spec.steps_per_loop, spec.backend, to_accuracy=True)
 
     def each(event: dict) -> None:
@@ -92,8 +107,9 @@ def _handle(args) -> int:
         if event.get("event") == "evaluation" and not args.json:
             progress(event)
 
-    code, result = run_cmd.execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                                   on_event=each, device_wait=args.device_wait)
+    code, result = run_cmd.execute(
+        spec, json_out=args.json, record=not args.no_store, db_path=args.db, on_event=each, device_wait=args.device_wait
+    )
     if code:
         return code
     if args.json:
@@ -118,8 +134,7 @@ def _length(spec) -> str:
 
 def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
     """The result, its cost where priced, and the published rows for this device class."""
-    from dashbench.costs import prices, reference
-
+    from dashbench.costs import prices, reference, run_cost
     from dashbench.results import accuracy_text
 
     unit = result.unit
@@ -133,16 +148,17 @@ def summary(preset, device_class: str, result: RunResult, db_path=None) -> str:
         except StoreError:
             store = None  # the shipped prices still say something
     try:
-        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store),
-                                   (result.env or {}).get("cpu_count"))
+        price = run_cost.match_price(
+            result.accelerator, result.accelerator_count, prices.catalog(store), (result.env or {}).get("cpu_count")
+        )
     finally:
         if store is not None:
             store.close()
     if price is None:
         lines.append(f"cost: no price for {result.accelerator} (set one: python -m dashbench prices set …)")
     else:
-        per_m = prices.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour"])
-        spot = prices.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour_spot"])
+        per_m = run_cost.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour"])
+        spot = run_cost.usd_per_million_examples(result.examples_per_sec, price["usd_per_hour_spot"])
         text = f"cost: ${per_m:,.4g} per million {unit} on-demand" if per_m is not None else "cost: —"
         if spot is not None:
             text += f", ${spot:,.4g} spot"
@@ -166,8 +182,18 @@ def _changed_from_article(preset, spec) -> str:
     original = presets.spec_for(preset.slug, spec.device, check=False)
     changed = [
         f"{name} {getattr(spec, name)}"
-        for name in ("image_size", "seq_len", "width", "batch_size", "precision", "data", "epochs",
-                     "steps_per_epoch", "target_accuracy", "target_loss")
+        for name in (
+            "image_size",
+            "seq_len",
+            "width",
+            "batch_size",
+            "precision",
+            "data",
+            "epochs",
+            "steps_per_epoch",
+            "target_accuracy",
+            "target_loss",
+        )
         if getattr(spec, name) != getattr(original, name)
     ]
     return ", ".join(changed)

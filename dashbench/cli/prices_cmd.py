@@ -7,10 +7,10 @@ import math
 import sys
 
 from dashbench.cli import strict_json
-from dashbench.cli.terminal import shown
 from dashbench.cli.db_args import db_path_arg
-from dashbench.costs import prices
+from dashbench.cli.terminal import shown
 from dashbench.core.spec import SpecError, ascii_int
+from dashbench.costs import prices
 
 
 def register(subparsers) -> None:
@@ -20,7 +20,9 @@ def register(subparsers) -> None:
         description="List prices (shipped defaults merged with your overrides from the store).",
     )
     parser.add_argument("--json", action="store_true", help="print the catalog as JSON")
-    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)")
+    parser.add_argument(
+        "--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share)"
+    )
     parser.set_defaults(func=_list)
     actions = parser.add_subparsers(dest="prices_action", required=False)
 
@@ -62,11 +64,13 @@ def _writes(handler):
 
         try:
             if read_only_requested(args):
-                raise SpecError("db", "cannot change prices: read-only mode (DASHBENCH_READ_ONLY=1) never "
-                                      "writes to the database")
+                raise SpecError(
+                    "db", "cannot change prices: read-only mode (DASHBENCH_READ_ONLY=1) never writes to the database"
+                )
             return handler(args)
         except StoreError as exc:
             raise SpecError("db", one_field(str(exc))) from None
+
     return wrapped
 
 
@@ -92,9 +96,11 @@ def _list(args) -> int:
             store.close()
     skipped = frame.attrs.get("skipped_overrides")
     if skipped:  # on stderr, so --json stays JSON
-        print(f"warning: {len(skipped)} stored price override{'s' if len(skipped) != 1 else ''} left out, "
-              f"outside today's bounds (set it again or `prices reset --key KEY`): {shown('; '.join(skipped))}",
-              file=sys.stderr)
+        print(
+            f"warning: {len(skipped)} stored price override{'s' if len(skipped) != 1 else ''} left out, "
+            f"outside today's bounds (set it again or `prices reset --key KEY`): {shown('; '.join(skipped))}",
+            file=sys.stderr,
+        )
     if args.json:
         records = [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
         print(strict_json.dumps(records, indent=2))
@@ -115,17 +121,22 @@ def format_table(frame) -> str:
     header = ("key", "device", "provider", "unit", "chips", "on-demand $/h", "spot $/h", "as of", "origin")
     lines = []
     for _, row in frame.iterrows():
-        lines.append(tuple(shown(cell) for cell in (
-            row["key"] + ("*" if row["unconfirmed"] else ""),
-            row["device"],
-            row["provider"],
-            row["unit"],
-            str(row["chips_per_unit"]),
-            _money(row["on_demand_usd_per_hour"]),
-            _money(row["spot_usd_per_hour"]),
-            row["as_of"],
-            row["origin"],
-        )))
+        lines.append(
+            tuple(
+                shown(cell)
+                for cell in (
+                    row["key"] + ("*" if row["unconfirmed"] else ""),
+                    row["device"],
+                    row["provider"],
+                    row["unit"],
+                    str(row["chips_per_unit"]),
+                    _money(row["on_demand_usd_per_hour"]),
+                    _money(row["spot_usd_per_hour"]),
+                    row["as_of"],
+                    row["origin"],
+                )
+            )
+        )
     widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines]
@@ -198,4 +209,3 @@ def _reset(args) -> int:
     finally:
         store.close()
     return 0
-

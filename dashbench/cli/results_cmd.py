@@ -15,9 +15,19 @@ from dashbench.cli.db_args import add_db_argument, read_only_requested, refuse_i
 from dashbench.cli.run_table import format_table, records
 from dashbench.cli.terminal import shown, shown_tree
 from dashbench.core.spec import BACKENDS, MAX_INT32, ascii_int
-from dashbench.store import (STATUSES, SchemaVersionError, Store, StoreError, database_file_exists,
-                             default_db_path, location,
-                             export_bundle, short_id, import_bundles, unreadable_text)
+from dashbench.store import (
+    STATUSES,
+    SchemaVersionError,
+    Store,
+    StoreError,
+    database_file_exists,
+    default_db_path,
+    export_bundle,
+    import_bundles,
+    location,
+    short_id,
+    unreadable_text,
+)
 
 
 def register(subparsers) -> None:
@@ -25,8 +35,11 @@ def register(subparsers) -> None:
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
     p.add_argument("--json", action="store_true", help="JSON records (with cost columns)")
-    p.add_argument("--wide", action="store_true",
-                   help="every column and the full run ids, however wide the terminal (what a pipe or file gets)")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column and the full run ids, however wide the terminal (what a pipe or file gets)",
+    )
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="one run in full")
@@ -44,8 +57,12 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write runs to a bundle file for another machine")
     add_db_argument(p, read_only_option=True)
     _add_filters(p)
-    p.add_argument("--out", required=True, help="bundle file to write (JSON; - for stdout; an existing file only "
-                                                 "with --force, never an SQLite file; a FIFO or device is written through)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="bundle file to write (JSON; - for stdout; an existing file only "
+        "with --force, never an SQLite file; a FIFO or device is written through)",
+    )
     p.add_argument("--force", action="store_true", help="replace the --out file if it exists")
     p.set_defaults(func=cmd_export)
 
@@ -78,8 +95,11 @@ def filters_from_args(args) -> dict:
         if value not in BACKENDS:
             raise ValueError(f"backend: unknown backend {value!r}; choose one of: {', '.join(BACKENDS)}")
     if getattr(args, "batch_size", None) is not None:
-        filters["batch_size"] = [_bounded_int("batch_size", v, "whole numbers separated by commas, each")
-                                 for v in args.batch_size.split(",") if v.strip()]
+        filters["batch_size"] = [
+            _bounded_int("batch_size", v, "whole numbers separated by commas, each")
+            for v in args.batch_size.split(",")
+            if v.strip()
+        ]
     if getattr(args, "limit", None) is not None:
         filters["limit"] = _bounded_int("limit", args.limit, "a whole number")
     for name in ("since", "until"):
@@ -118,8 +138,10 @@ def resolve_device_filters(filters: dict, store: Store) -> dict:
 
     def unknown(field: str, value: str) -> ValueError:
         kinds = f"a device kind ({', '.join(DEVICE_KINDS[:3])}) or " if field == "device" else ""
-        return ValueError(f"{field}: no such device {value!r}; use {kinds}an accelerator name (any case) — in this "
-                          f"database: {', '.join(sorted(set(stored))) or 'none yet'}; known: {', '.join(peaks.table())}")
+        return ValueError(
+            f"{field}: no such device {value!r}; use {kinds}an accelerator name (any case) — in this "
+            f"database: {', '.join(sorted(set(stored))) or 'none yet'}; known: {', '.join(peaks.table())}"
+        )
 
     kinds, accelerators = [], []
     for value in device_values or []:
@@ -181,10 +203,10 @@ def with_costs(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """Cost columns from dashbench.costs, when that part is installed; a run without a matching
     price gets price_note "no price"."""
     try:
-        from dashbench.costs import prices
+        from dashbench.costs import prices, run_cost
     except ImportError:
         return frame
-    return prices.add_cost_columns(frame, prices.catalog(store))
+    return run_cost.add_cost_columns(frame, prices.catalog(store))
 
 
 @reports_store_errors
@@ -224,8 +246,8 @@ def terminal_width() -> int | None:
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS) and, for to-accuracy runs,
     time to target and the rest of accuracy_text.ACCURACY_COLUMNS, read from its result."""
-    from dashbench.results import accuracy_text
     from dashbench.models import memory
+    from dashbench.results import accuracy_text
     from dashbench.store import WITH_RESULT
 
     def result_of(run_id, status):
@@ -234,8 +256,12 @@ def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
 
     results = [result_of(run_id, status) for run_id, status in zip(frame["run_id"], frame["status"])]
     columns = {**memory.memory_columns(results), **accuracy_text.accuracy_columns(results)}
-    return frame.assign(**{name: pd.array(values, dtype="Float64").astype(float) if len(values) else []
-                           for name, values in columns.items()})
+    return frame.assign(
+        **{
+            name: pd.array(values, dtype="Float64").astype(float) if len(values) else []
+            for name, values in columns.items()
+        }
+    )
 
 
 @reports_store_errors
@@ -269,15 +295,26 @@ def cost_to_target(result, store: Store) -> dict | None:
         return None
     price = None
     with contextlib.suppress(ImportError):
-        from dashbench.costs import prices
+        from dashbench.costs import prices, run_cost
 
-        price = prices.match_price(result.accelerator, result.accelerator_count, prices.catalog(store),
-                                   (result.env or {}).get("cpu_count"))
+        price = run_cost.match_price(
+            result.accelerator, result.accelerator_count, prices.catalog(store), (result.env or {}).get("cpu_count")
+        )
     if price is None:
-        return {"usd": None, "time_to_target_s": seconds, "usd_per_hour": None, "price_key": None,
-                "price_note": "no price"}
-    return {"usd": seconds * price["usd_per_hour"] / 3600.0, "time_to_target_s": seconds,
-            "usd_per_hour": price["usd_per_hour"], "price_key": price["key"], "price_note": None}
+        return {
+            "usd": None,
+            "time_to_target_s": seconds,
+            "usd_per_hour": None,
+            "price_key": None,
+            "price_note": "no price",
+        }
+    return {
+        "usd": seconds * price["usd_per_hour"] / 3600.0,
+        "time_to_target_s": seconds,
+        "usd_per_hour": price["usd_per_hour"],
+        "price_key": price["key"],
+        "price_note": None,
+    }
 
 
 def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> str:
@@ -286,8 +323,10 @@ def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> 
     spec, result = run["spec"], run["result"]
     if result is not None:
         result = type(result).from_dict(shown_tree(result.to_dict()))
-    lines = [f"run {run['run_id']} ({short_id(run['run_id'])} in the dashboard): {run['status']}"
-             + (f" ({run['error']})" if run["error"] else "")]
+    lines = [
+        f"run {run['run_id']} ({short_id(run['run_id'])} in the dashboard): {run['status']}"
+        + (f" ({run['error']})" if run["error"] else "")
+    ]
     context = [f"{k} {run[k]}" for k in ("sweep_id", "label", "host", "pid") if run.get(k)]
     if context:
         lines.append("  " + ", ".join(context))
@@ -299,9 +338,14 @@ def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> 
         lines += ["  " + line for line in result.replace(run_id=None).describe().splitlines()]
         lines += accuracy_lines(spec, result)
         if cost is not None:
-            lines.append("  cost to target: " + (f"${cost['usd']:,.4g} at {cost['price_key']} "
-                                                 f"(${cost['usd_per_hour']:,.4g}/h, on-demand)" if cost["usd"] is not None
-                                                 else "no price for this device (set one: python -m dashbench prices set …)"))
+            lines.append(
+                "  cost to target: "
+                + (
+                    f"${cost['usd']:,.4g} at {cost['price_key']} (${cost['usd_per_hour']:,.4g}/h, on-demand)"
+                    if cost["usd"] is not None
+                    else "no price for this device (set one: python -m dashbench prices set …)"
+                )
+            )
     if len(samples):
         warm = int(samples["warmup"].sum())
         losses = samples["loss"].dropna()
@@ -312,8 +356,8 @@ def describe_run(run: dict, samples: pd.DataFrame, cost: dict | None = None) -> 
 
 def accuracy_lines(spec: dict, result) -> list[str]:
     """A to-accuracy run's headline, its curve per seed and, for a preset's run, the article's times."""
-    from dashbench.results import accuracy_text
     from dashbench.cli import article
+    from dashbench.results import accuracy_text
 
     headline = accuracy_text.headline(result.accuracy)
     if not headline:
@@ -359,8 +403,10 @@ def cmd_export(args) -> int:
     with store:
         count = export_bundle(store, args.out, replace=args.force, **resolve_device_filters(filters, store))
     # With --out - the bundle is stdout's only content; the count goes to stderr.
-    print(f"exported {count} run{'s' if count != 1 else ''} to {'stdout' if args.out == '-' else shown(args.out)}",
-          file=sys.stderr if args.out == "-" else sys.stdout)
+    print(
+        f"exported {count} run{'s' if count != 1 else ''} to {'stdout' if args.out == '-' else shown(args.out)}",
+        file=sys.stderr if args.out == "-" else sys.stdout,
+    )
     return 0
 
 
@@ -369,13 +415,18 @@ def cmd_import(args) -> int:
     refuse_if_read_only(args, "import runs")
     with Store(args.db) as store:
         counts = import_bundles(store, args.files)
-    print(f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
-          f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present"
-          + (f"; {counts['runs_completed']} stored without an end, completed" if counts.get("runs_completed") else ""))
+    print(
+        f"imported {counts['runs_added']} runs ({counts['samples_added']} samples) from {counts['files']} "
+        f"file{'s' if counts['files'] != 1 else ''}; {counts['runs_skipped']} already present"
+        + (f"; {counts['runs_completed']} stored without an end, completed" if counts.get("runs_completed") else "")
+    )
     differing = counts.get("runs_differing") or []
     if differing:
         # Same run id, other content: the stored copy is kept; say so rather than skip in silence.
         listed = "; ".join(differing[:10]) + (f"; … and {len(differing) - 10} more" if len(differing) > 10 else "")
-        print(f"warning: {len(differing)} of the runs already present differ from the stored copy, which was kept "
-              f"(run id: first differing field): {shown(listed)}", file=sys.stderr)
+        print(
+            f"warning: {len(differing)} of the runs already present differ from the stored copy, which was kept "
+            f"(run id: first differing field): {shown(listed)}",
+            file=sys.stderr,
+        )
     return 0

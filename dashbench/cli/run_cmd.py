@@ -21,14 +21,15 @@ from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
+from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 from dashbench.results.result import RunResult, phase_text
-from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run", help="measure training throughput of one workload",
+        "run",
+        help="measure training throughput of one workload",
         description=(
             "Measure one workload: --model and --batch-size (and any other spec option) say what. "
             "--run-id ID of a run stored in --db (a queued run, as the job queue starts it) runs the spec "
@@ -42,9 +43,15 @@ def register(subparsers) -> None:
         ),
     )
     add_spec_arguments(parser, required=False)  # not needed with the --run-id of a stored run
-    parser.add_argument("--db", type=db_path_arg, default=None, help="results database (default: $DASHBENCH_DB or ~/.local/share/dashbench)")
-    parser.add_argument("--run-id", default=None,
-                        help="run this stored (queued) run as stored, or record a new run under this id")
+    parser.add_argument(
+        "--db",
+        type=db_path_arg,
+        default=None,
+        help="results database (default: $DASHBENCH_DB or ~/.local/share/dashbench)",
+    )
+    parser.add_argument(
+        "--run-id", default=None, help="run this stored (queued) run as stored, or record a new run under this id"
+    )
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     add_device_wait_arguments(parser)
@@ -55,11 +62,22 @@ def register(subparsers) -> None:
 def add_device_wait_arguments(parser) -> None:
     """What to do when another run on this host holds the device (see jobs/device_lock.py)."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--no-wait", dest="device_wait", action="store_const", const="no_wait", default="wait",
-                       help="refuse at once (exit 2, naming the holder) if another run holds the device; "
-                            "by default the run waits for it")
-    group.add_argument("--share-device", dest="device_wait", action="store_const", const="share",
-                       help="measure even if another run holds the device; the result is flagged device_shared")
+    group.add_argument(
+        "--no-wait",
+        dest="device_wait",
+        action="store_const",
+        const="no_wait",
+        default="wait",
+        help="refuse at once (exit 2, naming the holder) if another run holds the device; "
+        "by default the run waits for it",
+    )
+    group.add_argument(
+        "--share-device",
+        dest="device_wait",
+        action="store_const",
+        const="share",
+        help="measure even if another run holds the device; the result is flagged device_shared",
+    )
 
 
 def handle(args) -> int:
@@ -70,13 +88,21 @@ def handle(args) -> int:
         spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
-    progress = Progress(spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend,
-                        to_accuracy=spec.to_accuracy)
+    progress = Progress(
+        spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend, to_accuracy=spec.to_accuracy
+    )
     # A stored (queued) run's memory is checked again here, in the process that runs it (its own
     # RLIMIT_AS, the memory free now): past it, the row ends `oom` (a refusal when it is not stored).
-    code, result = execute(spec, json_out=args.json, record=not args.no_store, db_path=args.db,
-                           run_id=args.run_id, on_event=progress,
-                           device_wait=args.device_wait, stored_row=from_row)
+    code, result = execute(
+        spec,
+        json_out=args.json,
+        record=not args.no_store,
+        db_path=args.db,
+        run_id=args.run_id,
+        on_event=progress,
+        device_wait=args.device_wait,
+        stored_row=from_row,
+    )
     if code:
         return code
     if args.json:
@@ -108,11 +134,16 @@ def _on_cluster(args) -> int:
     """`run --cluster`: the run goes to a node of a Ray cluster (dashbench/fleet), this process waits."""
     from dashbench.cli import cluster_run
 
-    for option, given in (("run_id", args.run_id is not None), ("no_store", args.no_store),
-                          ("share_device", args.device_wait == "share"), ("no_wait", args.device_wait == "no_wait")):
+    for option, given in (
+        ("run_id", args.run_id is not None),
+        ("no_store", args.no_store),
+        ("share_device", args.device_wait == "share"),
+        ("no_wait", args.device_wait == "no_wait"),
+    ):
         if given:
-            raise SpecError(option, f"--{option.replace('_', '-')} is for a run on this machine; "
-                                    "leave it out with --cluster")
+            raise SpecError(
+                option, f"--{option.replace('_', '-')} is for a run on this machine; leave it out with --cluster"
+            )
     return cluster_run.run(spec_from_args(args), args, args.json, report_invalid, print_json)
 
 
@@ -134,13 +165,19 @@ def _spec(args) -> tuple[RunSpec, bool]:
             return spec_from_args(args), False
         if stored is not None and given:
             option = "--" + given[0].replace("_", "-")
-            raise SpecError(given[0], f"run {args.run_id} is stored with its spec, which --run-id runs as "
-                                      f"stored; leave out {option} (and every other spec option)")
+            raise SpecError(
+                given[0],
+                f"run {args.run_id} is stored with its spec, which --run-id runs as "
+                f"stored; leave out {option} (and every other spec option)",
+            )
         if stored is not None:
             return stored, True
         if not given:
-            raise SpecError("run_id", f"no run {args.run_id} is stored in the database; give --model and "
-                                      "--batch-size to record a new run under this id")
+            raise SpecError(
+                "run_id",
+                f"no run {args.run_id} is stored in the database; give --model and "
+                "--batch-size to record a new run under this id",
+            )
     return spec_from_args(args), False
 
 
@@ -151,9 +188,18 @@ def _later_worker() -> bool:
     return found is not None and not found.writes_run
 
 
-def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
-            on_event=None, device_wait: str = "wait", check_memory: bool = True,
-            stored_row: bool = False) -> tuple[int, RunResult | None]:
+def execute(
+    spec,
+    *,
+    json_out: bool,
+    record: bool,
+    db_path=None,
+    run_id=None,
+    on_event=None,
+    device_wait: str = "wait",
+    check_memory: bool = True,
+    stored_row: bool = False,
+) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
     `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.models.memory)
@@ -162,11 +208,9 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
     128+N cancelled."""
     from dashbench.cli.db_args import one_field, refuse_if_read_only
-    from dashbench.jobs import device_lock, runner
-    from dashbench.store import Store, StoreError
-
+    from dashbench.jobs import device_lock, oom, runner
     from dashbench.models import memory
-    from dashbench.jobs import oom
+    from dashbench.store import Store, StoreError
 
     try:
         if is_user_model(spec):
@@ -194,8 +238,9 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
         if record:
             refuse_if_read_only(None, "record a run")
         with _stdout_to_stderr(json_out) as stdout_fd, _last_word(spec, json_out, stdout_fd):
-            result = runner.execute(spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event,
-                                    device_wait=device_wait)
+            result = runner.execute(
+                spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event, device_wait=device_wait
+            )
         return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
     except SpecError as exc:
         return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
@@ -204,8 +249,9 @@ def execute(spec, *, json_out: bool, record: bool, db_path=None, run_id=None,
     except runner.store_buffer.RunStoreLost as exc:  # measured, but its store stayed away: a local bundle has it
         return _report_end(spec, json_out, "interrupted", str(exc), 1, getattr(exc, "run_id", None)), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
-        return report_invalid(SpecError("db", one_field(_one_line(exc))), json_out, spec,
-                              getattr(exc, "run_id", None)), None
+        return report_invalid(
+            SpecError("db", one_field(_one_line(exc))), json_out, spec, getattr(exc, "run_id", None)
+        ), None
     except KeyboardInterrupt as exc:
         return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
     except (Exception, runner.RunCancelled, runner.OutOfHostMemory) as exc:
@@ -264,8 +310,9 @@ def print_json(obj: dict) -> None:
 class Progress:
     """Engine events → short progress lines on stderr."""
 
-    def __init__(self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow",
-                 to_accuracy: bool = False):
+    def __init__(
+        self, steps: int, warmup: int, steps_per_loop: int, backend: str = "tensorflow", to_accuracy: bool = False
+    ):
         self.steps, self.warmup, self.k = steps, warmup, steps_per_loop
         self.backend = backend
         self.measured_steps = 0
@@ -299,9 +346,16 @@ def _evaluation_text(event: dict) -> str:
     from dashbench.core.accuracy import progress_text
 
     metric = event.get("metric") or "val_accuracy"
-    return progress_text(event.get("epoch") or 0, event.get("limit"), event.get(metric),
-                         bool(event.get("fixed")), event.get("seed_index") or 0, event.get("seeds") or 1, metric,
-                         event.get("step"))
+    return progress_text(
+        event.get("epoch") or 0,
+        event.get("limit"),
+        event.get(metric),
+        bool(event.get("fixed")),
+        event.get("seed_index") or 0,
+        event.get("seeds") or 1,
+        metric,
+        event.get("step"),
+    )
 
 
 @contextlib.contextmanager

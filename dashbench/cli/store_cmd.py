@@ -19,28 +19,44 @@ BATCH = 200
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "store", help="work on a whole store: copy one into another",
-        description="Work on a whole results store (a SQLite file or a postgresql+psycopg:// URL).")
+        "store",
+        help="work on a whole store: copy one into another",
+        description="Work on a whole results store (a SQLite file or a postgresql+psycopg:// URL).",
+    )
     actions = parser.add_subparsers(dest="store_action", required=True)
     copy = actions.add_parser(
-        "copy", help="copy runs, prices, calibrations and first CPU probes into another store",
-        description=("Copy every ended run (with its samples), the price overrides, the calibrations and the "
-                     "first CPU probes (with their times and runs) of --from into --to (created if it is a new "
-                     "file). A run, price, calibration or first probe already in --to is kept as it is there, "
-                     "so a second copy adds nothing. "
-                     "Runs still queued or running are left out: copy again once they end."))
-    copy.add_argument("--from", dest="source", required=True, metavar="STORE",
-                      help="the store to read: a SQLite file, or postgresql+psycopg://user@host:5432/dbname")
-    copy.add_argument("--to", dest="target", required=True, metavar="STORE",
-                      help="the store to write into (the same forms)")
+        "copy",
+        help="copy runs, prices, calibrations and first CPU probes into another store",
+        description=(
+            "Copy every ended run (with its samples), the price overrides, the calibrations and the "
+            "first CPU probes (with their times and runs) of --from into --to (created if it is a new "
+            "file). A run, price, calibration or first probe already in --to is kept as it is there, "
+            "so a second copy adds nothing. "
+            "Runs still queued or running are left out: copy again once they end."
+        ),
+    )
+    copy.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="STORE",
+        help="the store to read: a SQLite file, or postgresql+psycopg://user@host:5432/dbname",
+    )
+    copy.add_argument(
+        "--to", dest="target", required=True, metavar="STORE", help="the store to write into (the same forms)"
+    )
     copy.set_defaults(func=_copy)
     upgrade = actions.add_parser(
-        "upgrade", help="bring a store to this dashbench's schema (or make an empty database a store)",
-        description=("Upgrade the store named by --db (default: $DASHBENCH_DB) to this dashbench's schema in "
-                     "one transaction, as opening it for writing does; two processes never both upgrade it "
-                     "(SQLite's write lock, PostgreSQL's advisory lock). A store newer than this dashbench is "
-                     "refused and left as it is. A store made before alembic ran the schema's steps is "
-                     "stamped at the version it holds. For a store that read-only readers must find upgraded."))
+        "upgrade",
+        help="bring a store to this dashbench's schema (or make an empty database a store)",
+        description=(
+            "Upgrade the store named by --db (default: $DASHBENCH_DB) to this dashbench's schema in "
+            "one transaction, as opening it for writing does; two processes never both upgrade it "
+            "(SQLite's write lock, PostgreSQL's advisory lock). A store newer than this dashbench is "
+            "refused and left as it is. A store made before alembic ran the schema's steps is "
+            "stamped at the version it holds. For a store that read-only readers must find upgraded."
+        ),
+    )
     from dashbench.cli.db_args import add_db_argument
 
     add_db_argument(upgrade)
@@ -83,9 +99,12 @@ def _open(text: str, field: str, read_only: bool, upgrade_hint: bool = False):
     except StoreError as exc:
         message = one_field(str(exc))
         if upgrade_hint and "run `dashbench store upgrade` first" in message:
-            message = message.replace("run `dashbench store upgrade` first", "upgrade it first (then only a "
-                                      f"dashbench at v{schema.SCHEMA_VERSION} opens it): python -m dashbench "
-                                      f"store upgrade --db '{masked(text)}'")
+            message = message.replace(
+                "run `dashbench store upgrade` first",
+                "upgrade it first (then only a "
+                f"dashbench at v{schema.SCHEMA_VERSION} opens it): python -m dashbench "
+                f"store upgrade --db '{masked(text)}'",
+            )
         raise SpecError(field, message) from None
 
 
@@ -160,8 +179,14 @@ def _copy(args) -> int:
     except (StoreError, ValueError) as exc:  # the target refused a write (read-only, locked, full)
         raise SpecError("to", _scrub(one_field(str(exc)), stores)) from None
     except _database_errors() as exc:
-        raise SpecError("to", _scrub(f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
-                                     f"what was copied is kept, run the copy again to finish", stores)) from None
+        raise SpecError(
+            "to",
+            _scrub(
+                f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
+                f"what was copied is kept, run the copy again to finish",
+                stores,
+            ),
+        ) from None
     print(shown(f"copied {masked(args.source)} into {masked(args.target)}"))
     for line in report_lines(report):
         print(shown(line))
@@ -195,19 +220,29 @@ class _Side:
             except StoreError as exc:
                 raise _SideFailed(self._side, one_field(db_line(exc))) from None
             except _database_errors() as exc:
-                raise _SideFailed(self._side, f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
-                                              f"what was copied is kept, run the copy again to finish") from None
+                raise _SideFailed(
+                    self._side,
+                    f"the copy stopped: {' '.join(str(exc).split()) or type(exc).__name__}; "
+                    f"what was copied is kept, run the copy again to finish",
+                ) from None
+
         return call
 
 
 def copy_store(source, target) -> dict:
     """Copy what `source` holds into `target`; returns what was added, kept and left out."""
-    report = {"runs_added": 0, "runs_kept": 0, "samples_added": 0, "runs_differing": [], "runs_active": 0,
-              "runs_unreadable": []}
+    report = {
+        "runs_added": 0,
+        "runs_kept": 0,
+        "samples_added": 0,
+        "runs_differing": [],
+        "runs_active": 0,
+        "runs_unreadable": [],
+    }
     ids = list(reversed(source.run_ids()))  # oldest first, as a bundle carries them
     for start in range(0, len(ids), BATCH):
         runs = []
-        for run in source.export_rows(run_ids=ids[start:start + BATCH]):
+        for run in source.export_rows(run_ids=ids[start : start + BATCH]):
             checked = _importable(run, report)
             if checked is not None:
                 runs.append(checked)
@@ -326,8 +361,11 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"kept the target's price override {key} (the source's differs)")
     for key in report["probes_differing"]:
         lines.append(f"kept the target's first CPU probe {key} (the source's differs)")
-    for what in report["runs_unreadable"] + report["prices_unreadable"] + report["calibrations_unreadable"] \
-            + report["probes_unreadable"]:
+    for what in (
+        report["runs_unreadable"]
+        + report["prices_unreadable"]
+        + report["calibrations_unreadable"]
+        + report["probes_unreadable"]
+    ):
         lines.append(f"left out, unreadable: {what}")
     return lines
-

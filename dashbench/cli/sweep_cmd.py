@@ -18,35 +18,44 @@ import signal
 import sys
 import time
 
-from dashbench.results import accuracy_text
-from dashbench.models import catalog, memory
-from dashbench.models.presets import TO_ACCURACY_FIELDS
-from dashbench.results.accuracy_text import EXIT_NOT_REACHED
-
 from dashbench.cli import cluster_args, find_max_batch, strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
-from dashbench.fleet.launcher import every, pick
-from dashbench.jobs import device_check
-from dashbench.jobs.launchers import LocalQueue
 from dashbench.cli.db_args import add_db_argument, one_field, refuse_if_read_only, reports_store_errors
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown
-from dashbench.results.result import RunResult, phase_text
 from dashbench.core.spec import SpecError, parse_batch_sizes
-from dashbench.store import (TERMINAL, PollWait, Store, StoreBusyError, StoreError, default_db_path, location,
-                             new_sweep_id)
-from dashbench.store import WITH_RESULT
+from dashbench.fleet.launcher import every, pick
+from dashbench.jobs import device_check
+from dashbench.jobs.launchers import LocalQueue
+from dashbench.models import catalog, memory
+from dashbench.models.presets import TO_ACCURACY_FIELDS
+from dashbench.results import accuracy_text
+from dashbench.results.accuracy_text import EXIT_NOT_REACHED
+from dashbench.results.result import RunResult, phase_text
+from dashbench.store import (
+    TERMINAL,
+    WITH_RESULT,
+    PollWait,
+    Store,
+    StoreBusyError,
+    StoreError,
+    default_db_path,
+    location,
+    new_sweep_id,
+)
 
 POLL_S = 0.5
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "sweep", help="one run per batch size, in sequence, grouped by a sweep id",
+        "sweep",
+        help="one run per batch size, in sequence, grouped by a sweep id",
         description="One run per batch size, in sequence, grouped by a sweep id. The to-accuracy options "
-                    "(--target-accuracy, --max-epochs, --epochs, --steps-per-epoch, --eval-every, --seeds) apply to "
-                    "every point. Exit codes: 0 every point done, 1 some point failed, 2 bad input, "
-                    f"{EXIT_NOT_REACHED} every point ended but some missed its target (not_reached), 128+N a signal.")
+        "(--target-accuracy, --max-epochs, --epochs, --steps-per-epoch, --eval-every, --seeds) apply to "
+        "every point. Exit codes: 0 every point done, 1 some point failed, 2 bad input, "
+        f"{EXIT_NOT_REACHED} every point ended but some missed its target (not_reached), 128+N a signal.",
+    )
     add_spec_arguments(p, batch_size=False)
     p.add_argument("--batch-sizes", help="global batch sizes, e.g. 32,64,128 (each measured once)")
     find_max_batch.register_arguments(p)
@@ -80,8 +89,11 @@ def cmd_sweep(args) -> int:
             raise SpecError("batch_sizes", "--find-max-batch chooses the batch sizes itself: leave out --batch-sizes")
         trained = [name for name in TO_ACCURACY_FIELDS if getattr(args, name, None) is not None]
         if trained:  # its tries are a few steps each: whether a batch fits, not how well it trains
-            raise SpecError(trained[0], f"--find-max-batch measures whether a batch fits in a few steps; leave out "
-                                        f"--{trained[0].replace('_', '-')} (train to accuracy at the batch it finds)")
+            raise SpecError(
+                trained[0],
+                f"--find-max-batch measures whether a batch fits in a few steps; leave out "
+                f"--{trained[0].replace('_', '-')} (train to accuracy at the batch it finds)",
+            )
         specs, warnings = [find_max_batch.base_spec(args, spec_from_args, given_fields(args))], []
     elif args.batch_sizes is None:
         raise SpecError("batch_sizes", "give --batch-sizes (e.g. 32,64,128), or --find-max-batch")
@@ -109,7 +121,9 @@ def cmd_sweep(args) -> int:
         print(f"warning: {shown(warning)}", file=sys.stderr)
     sweep_id = new_sweep_id()
     if args.find_max_batch:
-        print(f"sweep {sweep_id}: the largest batch of {specs[0].model} that fits on {specs[0].device}", file=sys.stderr)
+        print(
+            f"sweep {sweep_id}: the largest batch of {specs[0].model} that fits on {specs[0].device}", file=sys.stderr
+        )
         return find_max_batch.find(args, specs[0], db, sweep_id, _wait)
     print(f"sweep {sweep_id}: {len(specs)} points of {specs[0].model} on {specs[0].device}", file=sys.stderr)
     if note := launcher.note(args.db):
@@ -174,8 +188,11 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], launchers=None) -> list
             if run["status"] == "running" and run.get("phase") and phases.get(run_id) != run["phase"]:
                 phases[run_id] = run["phase"]  # every phase longer than a poll is said as it starts
                 backend = (run.get("spec") or {}).get("backend")
-                print(f"[{number}/{len(run_ids)}] batch {size}: {phase_text(run['phase'], backend)}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[{number}/{len(run_ids)}] batch {size}: {phase_text(run['phase'], backend)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if run["status"] in TERMINAL and run_id not in reported:
                 reported.add(run_id)
                 print(f"[{number}/{len(run_ids)}] batch {size}: {shown(_summary(run))}", file=sys.stderr)
@@ -187,8 +204,11 @@ def _wait(run_ids: list[str], db: str, sizes: list[int], launchers=None) -> list
 def _summary(run: dict) -> str:
     if run["status"] in WITH_RESULT and run["result"] is not None:
         headline = accuracy_text.headline(run["result"].accuracy)
-        to_target = f"; {headline[0]}" + (f", {headline[1]}" if len(headline) > 1 and "time to" in headline[1] else "") \
-            if headline else ""
+        to_target = (
+            f"; {headline[0]}" + (f", {headline[1]}" if len(headline) > 1 and "time to" in headline[1] else "")
+            if headline
+            else ""
+        )
         return f"{run['status']}, {run['result'].throughput_text()}{to_target} ({run['run_id']})"
     return f"{run['status']}: {run['error']} ({run['run_id']})"
 
@@ -196,10 +216,18 @@ def _summary(run: dict) -> str:
 def _point(run: dict, size: int) -> dict:
     result = run["result"] or RunResult()
     return {
-        "run_id": run["run_id"], "batch_size": size, "status": run["status"], "error": run["error"],
-        "examples_per_sec": result.examples_per_sec, "step_time_median_s": result.step_time_median_s,
-        "mfu": result.mfu, "flags": list(result.flags),
+        "run_id": run["run_id"],
+        "batch_size": size,
+        "status": run["status"],
+        "error": run["error"],
+        "examples_per_sec": result.examples_per_sec,
+        "step_time_median_s": result.step_time_median_s,
+        "mfu": result.mfu,
+        "flags": list(result.flags),
         **{name: memory.memory_columns([result])[name][0] for name in ("peak_memory_bytes", "memory_capacity_bytes")},
-        **{name: value for name, value in accuracy_text.columns_of(result.accuracy).items()
-           if result.accuracy is not None},
+        **{
+            name: value
+            for name, value in accuracy_text.columns_of(result.accuracy).items()
+            if result.accuracy is not None
+        },
     }

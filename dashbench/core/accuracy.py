@@ -26,11 +26,34 @@ NOT_REACHED = "not_reached"
 MAX_CURVE_POINTS = 100_000
 MAX_RUNS = 1000
 
-TOP_KEYS = ("target", "epochs", "max_epochs", "steps_per_epoch", "eval_every_steps", "dataset", "load_s",
-            "compile_s", "runs", "reached", "time_to_target_median_s", "time_to_target_min_s",
-            "time_to_target_max_s", "epochs_to_target_median")
-RUN_KEYS = ("seed", "reached", "time_to_target_s", "steps_to_target", "epochs_to_target", "train_s", "eval_s",
-            "total_s", "final_val_accuracy", "curve")
+TOP_KEYS = (
+    "target",
+    "epochs",
+    "max_epochs",
+    "steps_per_epoch",
+    "eval_every_steps",
+    "dataset",
+    "load_s",
+    "compile_s",
+    "runs",
+    "reached",
+    "time_to_target_median_s",
+    "time_to_target_min_s",
+    "time_to_target_max_s",
+    "epochs_to_target_median",
+)
+RUN_KEYS = (
+    "seed",
+    "reached",
+    "time_to_target_s",
+    "steps_to_target",
+    "epochs_to_target",
+    "train_s",
+    "eval_s",
+    "total_s",
+    "final_val_accuracy",
+    "curve",
+)
 POINT_KEYS = ("wall_s", "step", "epoch", "train_loss", "val_loss", "val_accuracy")
 DATASET_KEYS = ("name", "train_examples", "validation_examples", "classes")
 # The metrics a target can be read against, and their words.
@@ -50,18 +73,36 @@ def reached(metric: str, value: Optional[float], target: Optional[float]) -> boo
     return value <= target if metric == "val_loss" else value >= target
 
 
-def summarize(runs: list[dict], *, target: Optional[float], epochs: Optional[int], max_epochs: Optional[int],
-              steps_per_epoch: int, eval_every_steps: int, dataset: dict, load_s: float,
-              compile_s: float, metric: str = "val_accuracy") -> dict[str, Any]:
+def summarize(
+    runs: list[dict],
+    *,
+    target: Optional[float],
+    epochs: Optional[int],
+    max_epochs: Optional[int],
+    steps_per_epoch: int,
+    eval_every_steps: int,
+    dataset: dict,
+    load_s: float,
+    compile_s: float,
+    metric: str = "val_accuracy",
+) -> dict[str, Any]:
     """The stored dict from the seeds' runs (each with RUN_KEYS): the headline over the seeds that
     reached the target (median, min and max time; median epochs)."""
     reached = [run for run in runs if run.get("reached")]
     times = [run["time_to_target_s"] for run in reached]
     epochs_to = [run["epochs_to_target"] for run in reached]
     return {
-        "metric": metric, "target": target, "epochs": epochs, "max_epochs": max_epochs, "steps_per_epoch": steps_per_epoch,
-        "eval_every_steps": eval_every_steps, "dataset": dict(dataset), "load_s": load_s, "compile_s": compile_s,
-        "runs": runs, "reached": len(reached),
+        "metric": metric,
+        "target": target,
+        "epochs": epochs,
+        "max_epochs": max_epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "eval_every_steps": eval_every_steps,
+        "dataset": dict(dataset),
+        "load_s": load_s,
+        "compile_s": compile_s,
+        "runs": runs,
+        "reached": len(reached),
         "time_to_target_median_s": statistics.median(times) if times else None,
         "time_to_target_min_s": min(times) if times else None,
         "time_to_target_max_s": max(times) if times else None,
@@ -77,9 +118,16 @@ def final_status(accuracy: Optional[dict]) -> str:
     return "done" if runs and accuracy.get("reached", 0) * 2 > len(runs) else NOT_REACHED
 
 
-def progress_text(epoch: float, limit: Optional[int], value: Optional[float], fixed: bool,
-                  seed_index: int = 0, seeds: int = 1, metric: str = "val_accuracy",
-                  step: Optional[int] = None) -> str:
+def progress_text(
+    epoch: float,
+    limit: Optional[int],
+    value: Optional[float],
+    fixed: bool,
+    seed_index: int = 0,
+    seeds: int = 1,
+    metric: str = "val_accuracy",
+    step: Optional[int] = None,
+) -> str:
     """'epoch 3 of ≤ 20: validation accuracy 0.874' (a target's bound), 'epoch 3 of 5: …' (a fixed
     count), 'epoch 2.5 …' between epochs; with several seeds 'seed 2/3 · ' before it. A loss metric:
     'epoch 0.195 of ≤ 20: validation loss 3.412 at step 400' (an LM evaluates within an epoch)."""
@@ -120,8 +168,7 @@ def check(name: str, value: Any, finite: bool = True) -> None:
         _count(f"{name}.dataset.{key}", value["dataset"][key])
     for key in ("load_s", "compile_s"):
         _amount(f"{name}.{key}", value[key], finite)
-    for key in ("time_to_target_median_s", "time_to_target_min_s", "time_to_target_max_s",
-                "epochs_to_target_median"):
+    for key in ("time_to_target_median_s", "time_to_target_min_s", "time_to_target_max_s", "epochs_to_target_median"):
         _amount(f"{name}.{key}", value[key], finite, null=True)
     runs = value["runs"]
     if not isinstance(runs, list) or len(runs) > MAX_RUNS:
@@ -142,8 +189,9 @@ def _check_run(where: str, run: Any, finite: bool) -> None:
     _amount(f"{where}.epochs_to_target", run["epochs_to_target"], finite, null=True)
     for key in ("train_s", "eval_s", "total_s", "final_val_accuracy"):
         _amount(f"{where}.{key}", run[key], finite)
-    if run.get("final_val_loss") is not None and not (_number(run["final_val_loss"]) if finite
-                                                      else _is_real(run["final_val_loss"])):
+    if run.get("final_val_loss") is not None and not (
+        _number(run["final_val_loss"]) if finite else _is_real(run["final_val_loss"])
+    ):
         _fail(f"{where}.final_val_loss", "a finite number or null", run["final_val_loss"])
     curve = run["curve"]
     if not isinstance(curve, list) or len(curve) > MAX_CURVE_POINTS:

@@ -132,9 +132,7 @@ class RunSpec:
         if self.backend == "jax" and self.tpu is not None:
             raise SpecError("tpu", "the jax backend uses the TPU of this VM (or pod slice) only; drop --tpu")
         if self.precision not in PRECISIONS:
-            raise SpecError(
-                "precision", f"unknown precision {self.precision!r}; choose one of: {_choices(PRECISIONS)}"
-            )
+            raise SpecError("precision", f"unknown precision {self.precision!r}; choose one of: {_choices(PRECISIONS)}")
         if not isinstance(self.xla, bool):
             raise SpecError("xla", f"must be true or false, got {self.xla!r}")
         _positive_int("steps", self.steps)
@@ -227,13 +225,19 @@ def _check_model(spec: "RunSpec") -> None:
                 raise SpecError(name, f"belongs to a model file; the built-in {spec.model} has none")
         return
     if not isinstance(spec.model, str) or not MODEL_IDENTITY.fullmatch(spec.model):
-        raise SpecError("model", f"unknown model {_short(spec.model)}; choose one of: {_choices(MODELS)}, "
-                                 "or a model file: path/file.py:build or path/model.keras")
+        raise SpecError(
+            "model",
+            f"unknown model {_short(spec.model)}; choose one of: {_choices(MODELS)}, "
+            "or a model file: path/file.py:build or path/model.keras",
+        )
     if not isinstance(spec.model_path, str) or not spec.model_path:
         raise SpecError("model_path", "a model file's run names the file (its absolute path)")
     check_text("model_path", spec.model_path)
-    if not isinstance(spec.model_sha256, str) or not _SHA256.fullmatch(spec.model_sha256) \
-            or not spec.model.endswith("@" + spec.model_sha256[:12]):
+    if (
+        not isinstance(spec.model_sha256, str)
+        or not _SHA256.fullmatch(spec.model_sha256)
+        or not spec.model.endswith("@" + spec.model_sha256[:12])
+    ):
         raise SpecError("model_sha256", f"must be the file's sha256 (64 hex digits) that {spec.model} ends with")
     for name in ("image_size", "seq_len", "width"):
         if getattr(spec, name) is not None:
@@ -257,8 +261,9 @@ def check_text(field_name: str, value: Any, limit: int = TEXT_LIMIT) -> None:
     if len(value) > limit:
         raise SpecError(field_name, f"must be at most {limit} characters, got {len(value)}")
     if _CONTROL.search(value):
-        raise SpecError(field_name, f"must be one line without control characters (newline, tab, escape), "
-                                    f"got {_short(value)}")
+        raise SpecError(
+            field_name, f"must be one line without control characters (newline, tab, escape), got {_short(value)}"
+        )
 
 
 def _check_to_accuracy(spec: "RunSpec") -> None:
@@ -267,13 +272,17 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
             raise SpecError("target_accuracy", f"must be a fraction in (0, 1], e.g. 0.9, got {_short(target)}")
         if spec.model in LOSS_TARGET_MODELS:
-            raise SpecError("target_accuracy", f"{spec.model} trains to a validation loss: use target_loss "
-                                               f"(e.g. 3.3, MLPerf Training's log-perplexity for Llama 3.1 8B)")
+            raise SpecError(
+                "target_accuracy",
+                f"{spec.model} trains to a validation loss: use target_loss "
+                f"(e.g. 3.3, MLPerf Training's log-perplexity for Llama 3.1 8B)",
+            )
     loss = spec.target_loss
     if loss is not None:
         if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss) or loss <= 0:
-            raise SpecError("target_loss", f"must be a finite number > 0 (a validation loss in nats, e.g. 3.3), "
-                                           f"got {_short(loss)}")
+            raise SpecError(
+                "target_loss", f"must be a finite number > 0 (a validation loss in nats, e.g. 3.3), got {_short(loss)}"
+            )
         if target is not None:
             raise SpecError("target_loss", "target_accuracy and target_loss exclude each other: give one")
     target = spec.target
@@ -283,31 +292,41 @@ def _check_to_accuracy(spec: "RunSpec") -> None:
     _positive_int("seeds", spec.seeds)
     if target is not None and spec.epochs is not None:
         named = "target_loss" if spec.target_loss is not None else "target_accuracy"
-        raise SpecError("epochs", f"a fixed epoch count and {named} exclude each other: give one "
-                                  "(with a target, max_epochs bounds the training)")
+        raise SpecError(
+            "epochs",
+            f"a fixed epoch count and {named} exclude each other: give one "
+            "(with a target, max_epochs bounds the training)",
+        )
     if not spec.to_accuracy:
         for name in ("max_epochs", "steps_per_epoch", "eval_every"):
             if getattr(spec, name) is not None:
                 raise SpecError(name, "belongs to a to-accuracy run: also set target_accuracy (or epochs)")
         if spec.seeds != 1:
-            raise SpecError("seeds", "several seeds belong to a to-accuracy run: also set target_accuracy "
-                                     "(or epochs); a throughput run repeats with repeats")
+            raise SpecError(
+                "seeds",
+                "several seeds belong to a to-accuracy run: also set target_accuracy "
+                "(or epochs); a throughput run repeats with repeats",
+            )
         if spec.data == "folder":
-            raise SpecError("data", "an image folder is read by to-accuracy runs: also set target_accuracy "
-                                    "(or epochs)")
+            raise SpecError("data", "an image folder is read by to-accuracy runs: also set target_accuracy (or epochs)")
     elif spec.data == "synthetic" and spec.model not in HELD_OUT_SYNTHETIC_MODELS:
         name = "target_loss" if spec.target_loss is not None else "target_accuracy" if target is not None else "epochs"
-        raise SpecError(name, "needs real data with a held-out split: use data real (Fashion-MNIST IDX "
-                              "train + t10k files) or data folder (train/ and validation/)")
+        raise SpecError(
+            name,
+            "needs real data with a held-out split: use data real (Fashion-MNIST IDX "
+            "train + t10k files) or data folder (train/ and validation/)",
+        )
     elif spec.repeats != 1:
         raise SpecError("repeats", "a to-accuracy run repeats with seeds, not repeats: drop repeats")
     if spec.data == "folder":
         if spec.model not in FOLDER_DATA_MODELS and not is_user_model(spec):
-            raise SpecError("data", f"an image folder feeds the image classifiers "
-                                    f"{_choices(FOLDER_DATA_MODELS)}; not {spec.model}")
+            raise SpecError(
+                "data", f"an image folder feeds the image classifiers {_choices(FOLDER_DATA_MODELS)}; not {spec.model}"
+            )
         if not spec.data_path:
-            raise SpecError("data_path", "data folder needs --data-path FOLDER (train/ and validation/, "
-                                         "a subfolder per class)")
+            raise SpecError(
+                "data_path", "data folder needs --data-path FOLDER (train/ and validation/, a subfolder per class)"
+            )
 
 
 def host_loops(spec) -> tuple[int, int]:
@@ -321,10 +340,13 @@ def _check_loops(spec: "RunSpec") -> None:
     if loops <= MAX_SAMPLES:
         return
     fits = [k for k in _divisors(spec.steps) if -(-spec.warmup // k) + spec.steps // k * spec.repeats <= MAX_SAMPLES]
-    raise SpecError("steps", f"{spec.steps} steps{f' x {spec.repeats} repeats' if spec.repeats > 1 else ''} "
-                             f"(+ {spec.warmup} warm-up) at steps_per_loop {spec.steps_per_loop} are {loops} host "
-                             f"loops, one sample each; a run records at most {MAX_SAMPLES}: "
-                             + (f"use steps_per_loop {fits[0]}" if fits else "use fewer steps, warm-up or repeats"))
+    raise SpecError(
+        "steps",
+        f"{spec.steps} steps{f' x {spec.repeats} repeats' if spec.repeats > 1 else ''} "
+        f"(+ {spec.warmup} warm-up) at steps_per_loop {spec.steps_per_loop} are {loops} host "
+        f"loops, one sample each; a run records at most {MAX_SAMPLES}: "
+        + (f"use steps_per_loop {fits[0]}" if fits else "use fewer steps, warm-up or repeats"),
+    )
 
 
 def _divisors(n: int) -> list[int]:
@@ -379,8 +401,9 @@ def parse_batch_sizes(text: str) -> list[int]:
         if value < 1:
             raise SpecError("batch_sizes", f"{rule}; {value} is not")
         if value > LIMITS["batch_size"]:
-            raise SpecError("batch_sizes", f"{_short(value)} is too large: a batch size is at most "
-                                           f"{LIMITS['batch_size']}")
+            raise SpecError(
+                "batch_sizes", f"{_short(value)} is too large: a batch size is at most {LIMITS['batch_size']}"
+            )
         if value not in sizes:
             sizes.append(value)
     if not sizes:

@@ -19,15 +19,47 @@ FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside anot
 FLAG_CONTENDED = "contended"  # other processes used more than CONTENDED_SHARE of the cores while it measured
 FLAG_UNSTABLE = "unstable"  # the repeats' throughputs spread more than UNSTABLE_CV
 FLAG_STORE_OUTAGE = "store_outage"  # the store was unreachable for a while: the run's writes waited (figures unchanged)
-FLAGS = (FLAG_ABOVE_PEAK, FLAG_NON_FINITE_LOSS, FLAG_LOSS_NOT_FALLING, FLAG_PLACEMENT_MISMATCH, FLAG_DEVICE_SHARED,
-         FLAG_CONTENDED, FLAG_UNSTABLE, FLAG_STORE_OUTAGE)
+FLAGS = (
+    FLAG_ABOVE_PEAK,
+    FLAG_NON_FINITE_LOSS,
+    FLAG_LOSS_NOT_FALLING,
+    FLAG_PLACEMENT_MISMATCH,
+    FLAG_DEVICE_SHARED,
+    FLAG_CONTENDED,
+    FLAG_UNSTABLE,
+    FLAG_STORE_OUTAGE,
+)
 CONTENDED_SHARE = 0.25
 UNSTABLE_CV = 0.05
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal 1.96 is close.
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-        18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+_T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+    40: 2.021,
+    60: 2.000,
+    120: 1.980,
+}
 
 
 def t95(dof: int) -> float:

@@ -27,8 +27,16 @@ RATIO_UNIT = "×"
 _CLAIM_TOLERANCE = 0.05
 
 
-def conv2d_flops(batch: int, height: int, width: int, channels: int, filters: int, kernel: int, stride: int = 1,
-                 padding: str = "SAME") -> float:
+def conv2d_flops(
+    batch: int,
+    height: int,
+    width: int,
+    channels: int,
+    filters: int,
+    kernel: int,
+    stride: int = 1,
+    padding: str = "SAME",
+) -> float:
     """Forward FLOPs of one 2-D convolution (a multiply-add counts 2)."""
     if padding == "SAME":
         out_h, out_w = math.ceil(height / stride), math.ceil(width / stride)
@@ -102,8 +110,21 @@ def ratios() -> pd.DataFrame:
     """Only the comparisons: claimed ratio and, where raw figures exist, the computed one."""
     frame = rows()
     frame = frame[frame["figure_unit"] == RATIO_UNIT]
-    return frame[["key", "name", "model", "accelerator", "baseline", "ratio_claimed", "ratio_computed", "ratio",
-                  "ratio_qualifier", "claim_differs", "source"]].reset_index(drop=True)
+    return frame[
+        [
+            "key",
+            "name",
+            "model",
+            "accelerator",
+            "baseline",
+            "ratio_claimed",
+            "ratio_computed",
+            "ratio",
+            "ratio_qualifier",
+            "claim_differs",
+            "source",
+        ]
+    ].reset_index(drop=True)
 
 
 def get(key: str) -> dict:

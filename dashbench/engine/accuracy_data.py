@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dashbench.core.spec import MAX_SAMPLES, SpecError
 from dashbench.models import lm_text
 from dashbench.models.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
-from dashbench.core.spec import MAX_SAMPLES, SpecError
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,14 @@ def load(spec, shapes) -> Data:
     start = time.perf_counter()
     if spec.data == "synthetic":  # an LM's teacher text (spec.HELD_OUT_SYNTHETIC_MODELS)
         x_train, y_train, x_val, y_val = lm_text.splits(shapes.vocab, shapes.seq_len, spec.seed)
-        dataset = {"name": lm_text.DATASET_NAME, "train_examples": int(len(y_train)),
-                   "validation_examples": int(len(y_val)), "classes": int(shapes.vocab),
-                   "tokens_per_example": int(shapes.seq_len),
-                   "loss_floor": lm_text.entropy_floor(shapes.vocab, shapes.seq_len)}
+        dataset = {
+            "name": lm_text.DATASET_NAME,
+            "train_examples": int(len(y_train)),
+            "validation_examples": int(len(y_val)),
+            "classes": int(shapes.vocab),
+            "tokens_per_example": int(shapes.seq_len),
+            "loss_floor": lm_text.entropy_floor(shapes.vocab, shapes.seq_len),
+        }
         return Data(x_train, y_train, x_val, y_val, dataset, time.perf_counter() - start)
     if spec.data == "folder":
         classes = len(check_image_folder(spec.data_path)["classes"])
@@ -65,8 +69,12 @@ def load(spec, shapes) -> Data:
         x_train, y_train = load_fashion_mnist(spec.data_path, classes, "train")
         x_val, y_val = load_fashion_mnist(spec.data_path, classes, "t10k")
         name = "fashion_mnist"
-    dataset = {"name": name, "train_examples": int(len(y_train)), "validation_examples": int(len(y_val)),
-               "classes": int(classes)}
+    dataset = {
+        "name": name,
+        "train_examples": int(len(y_train)),
+        "validation_examples": int(len(y_val)),
+        "classes": int(classes),
+    }
     return Data(x_train, y_train, x_val, y_val, dataset, time.perf_counter() - start)
 
 
@@ -77,17 +85,23 @@ def plan(spec, train_examples: int) -> Plan:
     one compiled program."""
     per_epoch = spec.steps_per_epoch or train_examples // spec.batch_size
     if per_epoch < 1:
-        raise SpecError("batch_size", f"the train split holds {train_examples} examples, fewer than one batch of "
-                                      f"{spec.batch_size}: use a smaller batch, or set steps_per_epoch (the data "
-                                      f"then repeats)")
+        raise SpecError(
+            "batch_size",
+            f"the train split holds {train_examples} examples, fewer than one batch of "
+            f"{spec.batch_size}: use a smaller batch, or set steps_per_epoch (the data "
+            f"then repeats)",
+        )
     total = per_epoch * spec.epoch_limit()
     every = min(spec.eval_every or per_epoch, total)
     k = math.gcd(math.gcd(spec.steps_per_loop, every), total)
     calls = spec.seeds * (total // k)
     if calls > MAX_SAMPLES:
-        raise SpecError("steps_per_loop", f"{spec.seeds} seed(s) × {total} steps at {k} step(s) per host call are "
-                                          f"{calls} samples; a run records at most {MAX_SAMPLES}: use a larger "
-                                          f"steps_per_loop that divides {every} (the steps between evaluations)")
+        raise SpecError(
+            "steps_per_loop",
+            f"{spec.seeds} seed(s) × {total} steps at {k} step(s) per host call are "
+            f"{calls} samples; a run records at most {MAX_SAMPLES}: use a larger "
+            f"steps_per_loop that divides {every} (the steps between evaluations)",
+        )
     return Plan(per_epoch, every, total, k)
 
 
@@ -108,8 +122,10 @@ def training_batches(data: Data, batch: int, k: int, seed: int):
             position += take
             need -= take
         index = np.concatenate(picked)
-        yield (data.x_train[index].reshape(k, batch, *data.x_train.shape[1:]),
-               data.y_train[index].reshape(k, batch, *data.y_train.shape[1:]))
+        yield (
+            data.x_train[index].reshape(k, batch, *data.x_train.shape[1:]),
+            data.y_train[index].reshape(k, batch, *data.y_train.shape[1:]),
+        )
 
 
 def evaluation_batches(data: Data, batch: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

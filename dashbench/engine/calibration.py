@@ -39,8 +39,11 @@ def cpu_peaks(environ=os.environ) -> dict[str, float]:
         return {}
     if not isinstance(raw, dict):
         return {}
-    return {str(k): float(v) for k, v in raw.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0}
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    }
 
 
 def cpu_peak(dtype: str, environ=os.environ) -> Optional[float]:

@@ -48,10 +48,14 @@ def tf_step(tf, step, specs, examples: int) -> Optional[float]:
     try:
         register_einsum_flops()
         graph = tf.function(step).get_concrete_function(*specs).graph
-        options = (tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
-                   .with_empty_output().build())
-        profile = tf.compat.v1.profiler.profile(graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op",
-                                                options=options)
+        options = (
+            tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
+            .with_empty_output()
+            .build()
+        )
+        profile = tf.compat.v1.profiler.profile(
+            graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op", options=options
+        )
         return per_example(float(profile.total_float_ops), examples)
     except Exception:  # a count beside the run's, never a reason to lose the run
         return None
@@ -70,8 +74,9 @@ def register_einsum_flops() -> None:
     from tensorflow.python.framework import graph_util, ops
 
     def einsum_flops(graph, node):
-        shapes = [graph_util.tensor_shape_from_node_def_name(graph, name)
-                  for name in node.input if not name.startswith("^")]
+        shapes = [
+            graph_util.tensor_shape_from_node_def_name(graph, name) for name in node.input if not name.startswith("^")
+        ]
         for shape in shapes:
             shape.assert_is_fully_defined()  # a ValueError: the profiler skips the op, as for MatMul
         return ops.OpStats("flops", einsum_count(node.attr["equation"].s.decode(), [s.as_list() for s in shapes]))

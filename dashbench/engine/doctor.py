@@ -23,10 +23,10 @@ import statistics
 import time
 from typing import Optional
 
-from dashbench.hardware import peaks
 from dashbench.core import stats
-from dashbench.engine.probe import matmul_tflops
 from dashbench.core.spec import RunSpec
+from dashbench.engine.probe import matmul_tflops
+from dashbench.hardware import peaks
 
 # The wall-clock step time must match the engine's within this fraction.
 STOPWATCH_TOLERANCE = 0.03
@@ -59,12 +59,22 @@ def verdict(report: dict) -> tuple[str, list[str]]:
         if measured is None or not datasheet:
             continue
         if measured > datasheet:
-            reasons.append((ERROR, f"{dtype} matmul reaches {measured:.3g} TFLOP/s, above the datasheet peak "
-                                   f"{datasheet:.3g} used for MFU: the peak table is wrong for this device"))
+            reasons.append(
+                (
+                    ERROR,
+                    f"{dtype} matmul reaches {measured:.3g} TFLOP/s, above the datasheet peak "
+                    f"{datasheet:.3g} used for MFU: the peak table is wrong for this device",
+                )
+            )
         elif measured < FAR_BELOW * datasheet:
-            reasons.append((WARNING, f"{dtype} matmul reaches only {measured:.3g} TFLOP/s, under "
-                                     f"{FAR_BELOW:.0%} of the datasheet peak {datasheet:.3g} (throttled, shared "
-                                     "or misidentified device?)"))
+            reasons.append(
+                (
+                    WARNING,
+                    f"{dtype} matmul reaches only {measured:.3g} TFLOP/s, under "
+                    f"{FAR_BELOW:.0%} of the datasheet peak {datasheet:.3g} (throttled, shared "
+                    "or misidentified device?)",
+                )
+            )
     stopwatch = report.get("stopwatch") or {}
     ratio = stopwatch.get("ratio")
     if stopwatch.get("error"):
@@ -72,24 +82,43 @@ def verdict(report: dict) -> tuple[str, list[str]]:
     elif ratio is None:
         # A loaded machine can leave the pairs of runs nothing to compare: unchecked, not wrong.
         why = stopwatch.get("why") or "no pair of runs gave a ratio"
-        reasons.append((WARNING, f"stopwatch: could not time the engine's steps ({why}); the step times are "
-                                 "unchecked here: run doctor again on a quieter machine"))
+        reasons.append(
+            (
+                WARNING,
+                f"stopwatch: could not time the engine's steps ({why}); the step times are "
+                "unchecked here: run doctor again on a quieter machine",
+            )
+        )
     elif abs(ratio - 1.0) > STOPWATCH_TOLERANCE:
-        reasons.append((ERROR, f"wall-clock step time is {ratio:.3f}× the step time the engine reports "
-                               f"(allowed: within {STOPWATCH_TOLERANCE:.0%})"))
+        reasons.append(
+            (
+                ERROR,
+                f"wall-clock step time is {ratio:.3f}× the step time the engine reports "
+                f"(allowed: within {STOPWATCH_TOLERANCE:.0%})",
+            )
+        )
     placement = report.get("placement") or {}
     if placement.get("mismatch"):
-        reasons.append((ERROR, f"a {report.get('device')} run placed work elsewhere: "
-                               f"{', '.join(placement.get('devices') or []) or 'nowhere recorded'}"))
+        reasons.append(
+            (
+                ERROR,
+                f"a {report.get('device')} run placed work elsewhere: "
+                f"{', '.join(placement.get('devices') or []) or 'nowhere recorded'}",
+            )
+        )
     level = max((level for level, _ in reasons), key=_RANK.__getitem__, default=OK)
     return level, [text for _, text in reasons]
 
 
-def stopwatch_ratio(wall_short: float, wall_long: float, steps_short: int, steps_long: int,
-                    engine_step_s: float) -> Optional[float]:
+def stopwatch_ratio(
+    wall_short: float, wall_long: float, steps_short: int, steps_long: int, engine_step_s: float
+) -> Optional[float]:
     """(wall(3N) − wall(N)) / 2N over the engine's step time; None when it cannot be formed."""
-    if not all(_finite(v) for v in (wall_short, wall_long, engine_step_s)) or engine_step_s <= 0 \
-            or steps_long <= steps_short:
+    if (
+        not all(_finite(v) for v in (wall_short, wall_long, engine_step_s))
+        or engine_step_s <= 0
+        or steps_long <= steps_short
+    ):
         return None
     return (wall_long - wall_short) / (steps_long - steps_short) / engine_step_s
 
@@ -108,8 +137,9 @@ def device_kinds(backend: str) -> list[str]:
     return backends.get(backend).device_kinds()
 
 
-def check(backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATCH_STEPS,
-          tries: int = STOPWATCH_TRIES) -> dict:
+def check(
+    backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATCH_STEPS, tries: int = STOPWATCH_TRIES
+) -> dict:
     """Every device kind's report for `backend`, measured in this process."""
     from dashbench.engine import backends
 
@@ -129,7 +159,6 @@ def check(backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATC
 
 def _versions(backend: str) -> dict:
     from dashbench import __version__
-
     from dashbench.engine import backends
 
     versions = {"dashbench": __version__, **backends.get(backend).versions()}
@@ -160,8 +189,10 @@ def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
         probes[dtype] = probe
     placement = {}
     if result is not None:
-        placement = {"devices": sorted(set(result.placement.get("variables", []) + result.placement.get("ops", []))),
-                     "mismatch": stats.FLAG_PLACEMENT_MISMATCH in result.flags}
+        placement = {
+            "devices": sorted(set(result.placement.get("variables", []) + result.placement.get("ops", []))),
+            "mismatch": stats.FLAG_PLACEMENT_MISMATCH in result.flags,
+        }
     return {"accelerator": accelerator, "probes": probes, "stopwatch": stopwatch, "placement": placement}
 
 
@@ -199,11 +230,14 @@ def _stopwatch(backend: str, kind: str, steps: int, tries: int):
         engine_step = None if None in measured else (measured[1] - measured[0]) / (2 * steps)
         ratio = stopwatch_ratio(short[0], long_[0], steps, 3 * steps, engine_step)
         ratios.append(ratio)
-        pairs.append({"wall_short_s": short[0], "wall_long_s": long_[0], "engine_step_s": engine_step,
-                      "ratio": ratio})
+        pairs.append({"wall_short_s": short[0], "wall_long_s": long_[0], "engine_step_s": engine_step, "ratio": ratio})
     finite = [r for r in ratios if r is not None]
-    found = {"ratio": statistics.median(finite) if finite else None, "steps": [steps, 3 * steps],
-             "tolerance": STOPWATCH_TOLERANCE, "tries": pairs}
+    found = {
+        "ratio": statistics.median(finite) if finite else None,
+        "steps": [steps, 3 * steps],
+        "tolerance": STOPWATCH_TOLERANCE,
+        "tries": pairs,
+    }
     if not finite:
         found["why"] = _why_untimed(pairs, steps)
     return found, result
@@ -223,5 +257,7 @@ def _why_untimed(pairs: list[dict], steps: int) -> str:
     tries = f"{len(pairs)} tr{'y' if len(pairs) == 1 else 'ies'}"
     if last["engine_step_s"] is None:
         return f"a run reported no throughput, in {tries}"
-    return (f"the engine's time for {3 * steps} steps was not longer than for {steps}, in {tries}: "
-            "the machine's load changed between the runs")
+    return (
+        f"the engine's time for {3 * steps} steps was not longer than for {steps}, in {tries}: "
+        "the machine's load changed between the runs"
+    )

@@ -13,9 +13,9 @@ import glob
 import os
 import sys
 
-from dashbench.hardware import tpu
 from dashbench.core.spec import RunSpec
 from dashbench.engine import backends
+from dashbench.hardware import tpu
 
 # What a GPU driver leaves on Linux: NVIDIA's kernel module (and its device files in a container),
 # WSL2's GPU paravirtualisation, AMD's ROCm.

@@ -17,8 +17,12 @@ from dashbench import __version__
 from dashbench.engine.target import cpu_model
 
 # What a run started on a Ray cluster's node learns of it from its environment (fleet/launch.py).
-FLEET_ENV = {"host": "DASHBENCH_HOST", "ray_node_id": "DASHBENCH_RAY_NODE_ID", "ray_job": "DASHBENCH_RAY_JOB",
-             "cluster": "DASHBENCH_RAY_CLUSTER"}
+FLEET_ENV = {
+    "host": "DASHBENCH_HOST",
+    "ray_node_id": "DASHBENCH_RAY_NODE_ID",
+    "ray_job": "DASHBENCH_RAY_JOB",
+    "cluster": "DASHBENCH_RAY_CLUSTER",
+}
 
 
 def package_version(name: str) -> Optional[str]:
@@ -41,13 +45,15 @@ def git_commit() -> Optional[str]:
     """HEAD of the checkout dashbench runs from, with '-dirty' when files differ; None outside git."""
     root = Path(__file__).resolve().parents[2]
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-        )
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if head.returncode:
             return None
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

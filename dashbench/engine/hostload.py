@@ -72,8 +72,9 @@ def reading() -> tuple[float, Optional[str], float]:
 class Window:
     """Opened when measuring starts, closed when it ends: `close()` is the record of the window."""
 
-    def __init__(self, gpu_indices: tuple[int, ...] = (),
-                 read: Callable[[], tuple[float, Optional[str], float]] = reading):
+    def __init__(
+        self, gpu_indices: tuple[int, ...] = (), read: Callable[[], tuple[float, Optional[str], float]] = reading
+    ):
         """`read`: one end of the window (reading()); tests give fabricated /proc/stat lines."""
         self.gpu_indices, self.read = gpu_indices, read
         self.start = read()

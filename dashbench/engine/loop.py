@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from dashbench.core.spec import RunSpec
 from dashbench.engine import backends
 from dashbench.results.result import RunResult
-from dashbench.core.spec import RunSpec
 
 Event = Callable[[dict], None]
 

@@ -6,15 +6,20 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Optional
 
-from dashbench.hardware import peaks
 from dashbench.core import stats
-from dashbench.engine import envinfo, hostload
-from dashbench.results.result import RunResult
 from dashbench.core.spec import host_loops
+from dashbench.engine import envinfo, hostload
+from dashbench.hardware import peaks
+from dashbench.results.result import RunResult
 
 
-def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=contextlib.nullcontext,
-              gpu_indices: tuple[int, ...] = ()):
+def run_loops(
+    host_loop: Callable[[], tuple[float, float]],
+    spec,
+    emit,
+    quiet=contextlib.nullcontext,
+    gpu_indices: tuple[int, ...] = (),
+):
     """Call `host_loop` (one timed host call of steps_per_loop steps → (seconds, loss)) once to
     compile, then for the warm-up loops and `spec.repeats` times the measured loops, emitting each
     phase and sample. Returns (compile_s, samples, host_load): host_load is what the rest of the
@@ -36,8 +41,12 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
             window = hostload.Window(gpu_indices)
         duration, loss = host_loop()
         sample = {
-            "event": "sample", "index": index, "steps": spec.steps_per_loop, "duration_s": duration,
-            "loss": stats.finite_or_none(loss), "warmup": warmup,
+            "event": "sample",
+            "index": index,
+            "steps": spec.steps_per_loop,
+            "duration_s": duration,
+            "loss": stats.finite_or_none(loss),
+            "warmup": warmup,
         }
         if not warmup and repeats > 1:
             sample["repeat"] = (index - warmup_loops) // measured_loops
@@ -46,10 +55,22 @@ def run_loops(host_loop: Callable[[], tuple[float, float]], spec, emit, quiet=co
     return compile_s, samples, window.close() if window else None
 
 
-def result(spec, workload, shapes, target, flops: dict, compile_s: float, samples: list[dict],
-           placement: dict, peak: tuple[Optional[float], Optional[str], float], xla: bool,
-           backend: tuple[str, str], env_extra: dict, host_load: Optional[dict] = None,
-           model_info: Optional[dict] = None) -> RunResult:
+def result(
+    spec,
+    workload,
+    shapes,
+    target,
+    flops: dict,
+    compile_s: float,
+    samples: list[dict],
+    placement: dict,
+    peak: tuple[Optional[float], Optional[str], float],
+    xla: bool,
+    backend: tuple[str, str],
+    env_extra: dict,
+    host_load: Optional[dict] = None,
+    model_info: Optional[dict] = None,
+) -> RunResult:
     """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
     With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
     measured = [s for s in samples if not s["warmup"]]
@@ -57,8 +78,10 @@ def result(spec, workload, shapes, target, flops: dict, compile_s: float, sample
     timing = stats.step_time_stats(measured, per_batch)
     repeats = repeat_cv = None
     if getattr(spec, "repeats", 1) > 1:
-        repeats = [stats.step_time_stats([s for s in measured if s.get("repeat") == r], per_batch)
-                   ["examples_per_sec"] for r in range(spec.repeats)]
+        repeats = [
+            stats.step_time_stats([s for s in measured if s.get("repeat") == r], per_batch)["examples_per_sec"]
+            for r in range(spec.repeats)
+        ]
         timing["examples_per_sec"], repeat_cv = stats.repeat_spread(repeats)
     losses = [s["loss"] for s in samples]
     counted, source = stats.mfu_flops(flops)

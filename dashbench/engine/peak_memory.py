@@ -139,6 +139,7 @@ class Tracker:
             self(event)
             if on_event is not None:
                 on_event(event)
+
         return watch
 
     def __call__(self, event: dict) -> None:
@@ -163,8 +164,12 @@ class Tracker:
         self.window = [meter.peak() for meter in self.meters or []]
         self.host_window = host_peak()
 
-    def summary(self, estimate_bytes: Optional[float] = None, host_capacity: Optional[float] = None,
-                estimate_source: Optional[str] = None) -> Optional[dict]:
+    def summary(
+        self,
+        estimate_bytes: Optional[float] = None,
+        host_capacity: Optional[float] = None,
+        estimate_source: Optional[str] = None,
+    ) -> Optional[dict]:
         """The run's peaks: over the run (up to the window's end) and over the measured window,
         per device and summed on an accelerator, the process's on a CPU; with the device's memory,
         the estimate (bytes, for what `peak_bytes` counts), where it came from, and peak / estimate."""
@@ -178,18 +183,34 @@ class Tracker:
             for meter, before, window, reset in zip(self.meters, self.before, self.window, self.reset):
                 run_peak = _max(before, window)
                 # Without a reset, the window's peak is the run's only when the peak grew in the window.
-                in_window = window if reset else (window if _number(window) and _number(before) and window > before
-                                                  else None)
-                devices.append({"name": meter.name, "peak_bytes": _int(run_peak), "window_peak_bytes": _int(in_window),
-                                "capacity_bytes": _int(meter.capacity)})
-            out.update(kind="device", source=self.meters[0].source,
-                       peak_bytes=_sum(d["peak_bytes"] for d in devices),
-                       window_peak_bytes=_sum(d["window_peak_bytes"] for d in devices),
-                       capacity_bytes=_int(next((m.capacity for m in self.meters if _number(m.capacity)), None)),
-                       devices=devices)
+                in_window = (
+                    window if reset else (window if _number(window) and _number(before) and window > before else None)
+                )
+                devices.append(
+                    {
+                        "name": meter.name,
+                        "peak_bytes": _int(run_peak),
+                        "window_peak_bytes": _int(in_window),
+                        "capacity_bytes": _int(meter.capacity),
+                    }
+                )
+            out.update(
+                kind="device",
+                source=self.meters[0].source,
+                peak_bytes=_sum(d["peak_bytes"] for d in devices),
+                window_peak_bytes=_sum(d["window_peak_bytes"] for d in devices),
+                capacity_bytes=_int(next((m.capacity for m in self.meters if _number(m.capacity)), None)),
+                devices=devices,
+            )
         else:
-            out.update(kind="host", source=HOST_SOURCE, peak_bytes=_int(host_run), window_peak_bytes=_int(host_window),
-                       capacity_bytes=_int(host_capacity), devices=[])
+            out.update(
+                kind="host",
+                source=HOST_SOURCE,
+                peak_bytes=_int(host_run),
+                window_peak_bytes=_int(host_window),
+                capacity_bytes=_int(host_capacity),
+                devices=[],
+            )
         out["host_peak_bytes"] = _int(host_run)
         out["estimate_bytes"] = _int(estimate_bytes)
         out["estimate_source"] = estimate_source if _number(estimate_bytes) else None

@@ -9,9 +9,9 @@ set-up early (physical devices only: a CPU run's logical devices are set later).
 
 from __future__ import annotations
 
+from dashbench.core.spec import RunSpec
 from dashbench.engine import backends, driverless
 from dashbench.engine.target import DeviceError
-from dashbench.core.spec import RunSpec
 
 
 def require(spec: RunSpec) -> None:

@@ -29,8 +29,9 @@ def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int =
 _cpu_peaks: dict[tuple, float] = {}
 
 
-def cpu_peak_tflops(backend: str, dtype: str = "float32", size: Optional[int] = None,
-                    repeats: int = CPU_PROBE_REPEATS) -> float:
+def cpu_peak_tflops(
+    backend: str, dtype: str = "float32", size: Optional[int] = None, repeats: int = CPU_PROBE_REPEATS
+) -> float:
     """The CPU peak a run's MFU uses: this host's calibrated peak (dashbench.engine.calibration) when
     given, else the backend's own probe, cached per process (the host does not change between runs,
     and the probe costs seconds)."""

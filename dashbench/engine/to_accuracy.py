@@ -25,8 +25,8 @@ import time
 from typing import Callable, Optional
 
 from dashbench.core import accuracy, stats
-from dashbench.models import catalog
 from dashbench.engine import accuracy_data, hostload, workloads
+from dashbench.models import catalog
 from dashbench.results.result import RunResult
 
 Event = Callable[[dict], None]
@@ -42,8 +42,15 @@ def prepare(spec, emit: Event):
     return workload, shapes, data, accuracy_data.plan(spec, len(data.y_train))
 
 
-def train(spec, trainer, data: accuracy_data.Data, plan: accuracy_data.Plan, emit: Event, quiet,
-          gpu_indices: tuple[int, ...] = ()) -> tuple[dict, list[dict], float, Optional[dict]]:
+def train(
+    spec,
+    trainer,
+    data: accuracy_data.Data,
+    plan: accuracy_data.Plan,
+    emit: Event,
+    quiet,
+    gpu_indices: tuple[int, ...] = (),
+) -> tuple[dict, list[dict], float, Optional[dict]]:
     """Every seed, one after another. Returns (the result's accuracy dict, the training samples,
     compile_s, host_load over the timed regions)."""
     seeds = [spec.seed + i for i in range(spec.seeds)]
@@ -63,9 +70,17 @@ def train(spec, trainer, data: accuracy_data.Data, plan: accuracy_data.Plan, emi
     host_load = window.close()
     fixed = spec.epochs is not None
     summary = accuracy.summarize(
-        runs, target=spec.target, metric=spec.target_metric, epochs=spec.epochs, max_epochs=None if fixed else spec.epoch_limit(),
-        steps_per_epoch=plan.steps_per_epoch, eval_every_steps=plan.eval_every, dataset=data.dataset,
-        load_s=data.load_s, compile_s=compile_s)
+        runs,
+        target=spec.target,
+        metric=spec.target_metric,
+        epochs=spec.epochs,
+        max_epochs=None if fixed else spec.epoch_limit(),
+        steps_per_epoch=plan.steps_per_epoch,
+        eval_every_steps=plan.eval_every,
+        dataset=data.dataset,
+        load_s=data.load_s,
+        compile_s=compile_s,
+    )
     return summary, samples, compile_s, host_load
 
 
@@ -86,8 +101,14 @@ def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: 
             train_s += duration
             step += plan.steps_per_call
             losses.append(loss)
-            sample = {"event": "sample", "index": len(samples), "steps": plan.steps_per_call,
-                      "duration_s": duration, "loss": stats.finite_or_none(loss), "warmup": False}
+            sample = {
+                "event": "sample",
+                "index": len(samples),
+                "steps": plan.steps_per_call,
+                "duration_s": duration,
+                "loss": stats.finite_or_none(loss),
+                "warmup": False,
+            }
             samples.append(sample)
             emit(sample)
         began = time.perf_counter()
@@ -95,14 +116,31 @@ def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: 
         now = time.perf_counter()
         eval_s += now - began
         finite = [value for value in losses if stats.finite_or_none(value) is not None]
-        point = {"wall_s": now - start, "step": step, "epoch": step / plan.steps_per_epoch,
-                 "train_loss": sum(finite) / len(finite) if finite else None,
-                 "val_loss": stats.finite_or_none(val_loss), "val_accuracy": float(val_accuracy)}
+        point = {
+            "wall_s": now - start,
+            "step": step,
+            "epoch": step / plan.steps_per_epoch,
+            "train_loss": sum(finite) / len(finite) if finite else None,
+            "val_loss": stats.finite_or_none(val_loss),
+            "val_accuracy": float(val_accuracy),
+        }
         curve.append(point)
-        emit({"event": "evaluation", "seed": seed, "seed_index": seed_index, "seeds": spec.seeds, "limit": limit,
-              "fixed": fixed, "target": target, "metric": metric, **point,
-              "text": accuracy.progress_text(point["epoch"], limit, point[metric], fixed, seed_index,
-                                             spec.seeds, metric, step)})
+        emit(
+            {
+                "event": "evaluation",
+                "seed": seed,
+                "seed_index": seed_index,
+                "seeds": spec.seeds,
+                "limit": limit,
+                "fixed": fixed,
+                "target": target,
+                "metric": metric,
+                **point,
+                "text": accuracy.progress_text(
+                    point["epoch"], limit, point[metric], fixed, seed_index, spec.seeds, metric, step
+                ),
+            }
+        )
         if accuracy.reached(metric, point[metric], target):
             reached_at = point
             break
@@ -113,8 +151,12 @@ def _train_seed(spec, trainer, data, plan, seed: int, seed_index: int, samples: 
         "time_to_target_s": reached_at["wall_s"] if reached_at else None,
         "steps_to_target": reached_at["step"] if reached_at else None,
         "epochs_to_target": reached_at["epoch"] if reached_at else None,
-        "train_s": train_s, "eval_s": eval_s, "total_s": total_s,
-        "final_val_accuracy": curve[-1]["val_accuracy"], "final_val_loss": curve[-1]["val_loss"], "curve": curve,
+        "train_s": train_s,
+        "eval_s": eval_s,
+        "total_s": total_s,
+        "final_val_accuracy": curve[-1]["val_accuracy"],
+        "final_val_loss": curve[-1]["val_loss"],
+        "curve": curve,
     }
 
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 from dashbench.fleet import FleetError
 
-ACCEPTED = ("ray://HOST:10001 (Ray Client), http://HOST:8265 or https://HOST:8265 (the Jobs API), "
-            "HOST:6379 (the head's GCS) or auto")
+ACCEPTED = (
+    "ray://HOST:10001 (Ray Client), http://HOST:8265 or https://HOST:8265 (the Jobs API), "
+    "HOST:6379 (the head's GCS) or auto"
+)
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -35,8 +37,9 @@ def parse(text: str | None, env: dict | None = None) -> ClusterAddress:
     Anything else than the accepted forms: FleetError('cluster', …) naming them."""
     given = (text or "").strip() or (os.environ if env is None else env).get("RAY_ADDRESS", "").strip()
     if not given:
-        raise FleetError("cluster", f"no cluster address: give --cluster ADDRESS or set RAY_ADDRESS; "
-                                    f"accepted forms: {ACCEPTED}")
+        raise FleetError(
+            "cluster", f"no cluster address: give --cluster ADDRESS or set RAY_ADDRESS; accepted forms: {ACCEPTED}"
+        )
     given = given.rstrip("/")
     if given == "auto":
         return ClusterAddress(given, "gcs")

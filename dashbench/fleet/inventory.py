@@ -62,6 +62,7 @@ class Host:
 @dataclass
 class Kind:
     """One place a run can go: a GPU host, a TPU host, a TPU slice (several hosts), a CPU host."""
+
     key: str  # what --on takes: "gpu:H200@gpu-3", "tpu:v4-16@slice", "cpu@host", "gpu:H200@2-hosts"
     label: str
     device: str  # gpu, tpu or cpu
@@ -104,24 +105,57 @@ def kinds(hosts_: list[Host]) -> list[Kind]:
         if host.tpu_chips and host.slice_name and _slice_hosts(host.tpu_type, host.tpu_chips) > 1:
             slices.setdefault(host.slice_name, []).append(host)
         elif host.tpu_chips:
-            out.append(Kind(f"tpu:{host.tpu_type or 'TPU'}@{host.name}", f"TPU {host.tpu_type or ''} × "
-                            f"{host.tpu_chips} chips on {host.name}".replace("  ", " "), "tpu", (host.name,),
-                            (host.node_id,), host.tpu_chips, int(host.free.get("TPU", 0))))
+            out.append(
+                Kind(
+                    f"tpu:{host.tpu_type or 'TPU'}@{host.name}",
+                    f"TPU {host.tpu_type or ''} × {host.tpu_chips} chips on {host.name}".replace("  ", " "),
+                    "tpu",
+                    (host.name,),
+                    (host.node_id,),
+                    host.tpu_chips,
+                    int(host.free.get("TPU", 0)),
+                )
+            )
         elif host.gpus:
-            out.append(Kind(f"gpu:{host.gpu_type or 'GPU'}@{host.name}", f"{host.gpu_type or 'GPU'} × {host.gpus} "
-                            f"on {host.name}", "gpu", (host.name,), (host.node_id,), host.gpus,
-                            int(host.free.get("GPU", 0))))
+            out.append(
+                Kind(
+                    f"gpu:{host.gpu_type or 'GPU'}@{host.name}",
+                    f"{host.gpu_type or 'GPU'} × {host.gpus} on {host.name}",
+                    "gpu",
+                    (host.name,),
+                    (host.node_id,),
+                    host.gpus,
+                    int(host.free.get("GPU", 0)),
+                )
+            )
         else:
             cpus = int(host.cpus)
-            out.append(Kind(f"cpu@{host.name}", f"CPU × {cpus} on {host.name}", "cpu", (host.name,),
-                            (host.node_id,), cpus, int(host.free.get("CPU", 0))))
+            out.append(
+                Kind(
+                    f"cpu@{host.name}",
+                    f"CPU × {cpus} on {host.name}",
+                    "cpu",
+                    (host.name,),
+                    (host.node_id,),
+                    cpus,
+                    int(host.free.get("CPU", 0)),
+                )
+            )
     for name, members in slices.items():
         members.sort(key=lambda h: (h.tpu_worker_id is None, h.tpu_worker_id or 0, h.name))
         tpu_type = members[0].tpu_type
         chips = sum(h.tpu_chips for h in members)
-        out.append(Kind(f"tpu:{tpu_type}@{name}", f"TPU {tpu_type} slice {name}, {len(members)} hosts", "tpu",
-                        tuple(h.name for h in members), tuple(h.node_id for h in members), chips,
-                        int(sum(h.free.get("TPU", 0) for h in members))))
+        out.append(
+            Kind(
+                f"tpu:{tpu_type}@{name}",
+                f"TPU {tpu_type} slice {name}, {len(members)} hosts",
+                "tpu",
+                tuple(h.name for h in members),
+                tuple(h.node_id for h in members),
+                chips,
+                int(sum(h.free.get("TPU", 0) for h in members)),
+            )
+        )
     return out + gpu_groups(hosts_)
 
 
@@ -138,9 +172,18 @@ def gpu_groups(hosts_: list[Host]) -> list[Kind]:
         ready = sum(1 for h in members if h.free.get("GPU", 0.0) >= each)
         for count in range(2, everyone + 1):
             if count <= 8 or count == everyone or count & (count - 1) == 0:
-                out.append(Kind(f"gpu:{gpu_type}@{count}-hosts", f"{gpu_type} × {each} on each of {count} hosts",
-                                "gpu", tuple(h.name for h in members), tuple(h.node_id for h in members),
-                                each * count, each * min(count, ready), host_count=count))
+                out.append(
+                    Kind(
+                        f"gpu:{gpu_type}@{count}-hosts",
+                        f"{gpu_type} × {each} on each of {count} hosts",
+                        "gpu",
+                        tuple(h.name for h in members),
+                        tuple(h.node_id for h in members),
+                        each * count,
+                        each * min(count, ready),
+                        host_count=count,
+                    )
+                )
     return out
 
 
@@ -169,8 +212,16 @@ def _group_of(found: list[Kind], wanted: str) -> Kind | None:
         raise FleetError("on", f"{asked}; the cluster has {have} live {gpu_type} host(s); it has: {summary(found)}")
     each = whole.devices // whole.host_count
     ready = whole.free // each if each else 0  # the whole group's free hosts (as gpu_groups counts them)
-    return Kind(f"{prefix}{count}-hosts", f"{gpu_type} × {each} on each of {count} hosts", "gpu", whole.hosts,
-                whole.node_ids, each * count, each * min(count, ready), host_count=count)
+    return Kind(
+        f"{prefix}{count}-hosts",
+        f"{gpu_type} × {each} on each of {count} hosts",
+        "gpu",
+        whole.hosts,
+        whole.node_ids,
+        each * count,
+        each * min(count, ready),
+        host_count=count,
+    )
 
 
 def summary(found: list[Kind]) -> str:
@@ -194,7 +245,9 @@ def describe(hosts_: list[Host]) -> list[str]:
             parts.append(tpu)
         free = ", ".join(f"{k} {v:g}" for k, v in h.free.items() if k in ("GPU", "TPU") or k == "CPU")
         state = ("head, " if h.head else "") + ("alive" if h.alive else "DEAD")
-        lines.append(f"{h.name}  node {h.node_id[:12]}  {state}: {'; '.join(parts)}" + (f"; free: {free}" if h.alive else ""))
+        lines.append(
+            f"{h.name}  node {h.node_id[:12]}  {state}: {'; '.join(parts)}" + (f"; free: {free}" if h.alive else "")
+        )
     found = kinds(hosts_)
     if found:
         lines.append("places a run can go (--on):")
@@ -213,8 +266,18 @@ def _host(node, used: dict) -> Host:
     res = {k: float(v) for k, v in (node.resources_total or {}).items()}
     labels = node.labels or {}
     gpus, chips = int(res.get("GPU", 0)), int(res.get("TPU", 0))
-    gpu_type = next((k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")
-                     and not k.split(":", 1)[1].upper().startswith("TPU")), None) if gpus else None
+    gpu_type = (
+        next(
+            (
+                k.split(":", 1)[1]
+                for k in res
+                if k.startswith("accelerator_type:") and not k.split(":", 1)[1].upper().startswith("TPU")
+            ),
+            None,
+        )
+        if gpus
+        else None
+    )
     gpu_type = gpu_type or (labels.get("ray.io/accelerator-type") if gpus else None)
     head_res = next((k for k in res if k.startswith("TPU-") and k.endswith("-head")), None)
     tpu_type = labels.get("ray.io/tpu-pod-type") or (head_res[4:-5] if head_res else None)
@@ -226,12 +289,22 @@ def _host(node, used: dict) -> Host:
         if name in res:
             in_use, total = used.get(name, (0.0, res[name]))
             free[name] = max(0.0, float(total) - float(in_use))
-    return Host(name=node.node_name or node.node_ip, node_id=node.node_id, alive=node.state == "ALIVE",
-                head=bool(node.is_head_node), cpus=res.get("CPU", 0.0), gpus=gpus, gpu_type=gpu_type,
-                tpu_chips=chips, tpu_type=tpu_type if chips else None,
-                slice_name=labels.get("ray.io/tpu-slice-name") if chips else None,
-                tpu_worker_id=int(worker) if chips and worker not in (None, "") else None,
-                slice_head=head_res, free=free, resources=res)
+    return Host(
+        name=node.node_name or node.node_ip,
+        node_id=node.node_id,
+        alive=node.state == "ALIVE",
+        head=bool(node.is_head_node),
+        cpus=res.get("CPU", 0.0),
+        gpus=gpus,
+        gpu_type=gpu_type,
+        tpu_chips=chips,
+        tpu_type=tpu_type if chips else None,
+        slice_name=labels.get("ray.io/tpu-slice-name") if chips else None,
+        tpu_worker_id=int(worker) if chips and worker not in (None, "") else None,
+        slice_head=head_res,
+        free=free,
+        resources=res,
+    )
 
 
 def _by_gpu_type(hosts_: list[Host]) -> dict[str, list[Host]]:
@@ -258,11 +331,11 @@ def _usage(url: str) -> dict:
     """node id → {resource: (in use, total)} from the dashboard's cluster status."""
     with urllib.request.urlopen(f"{url}/api/cluster_status", timeout=10) as resp:
         data = json.load(resp)
-    report = (((data.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {})
+    report = ((data.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
     by_node = report.get("usageByNode") or {}
     return {node: {k: tuple(v) for k, v in usage.items()} for node, usage in by_node.items()}
 
 
 def _one_line(exc) -> str:
     text = " ".join(str(exc).split())
-    return (text[:300] if text else type(exc).__name__)
+    return text[:300] if text else type(exc).__name__

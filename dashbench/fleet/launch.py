@@ -27,14 +27,13 @@ import contextlib
 import json
 import os
 import shlex
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashbench.models import model_file
-from dashbench.fleet import FleetError, inventory, node_python
-from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.core.spec import RunSpec
+from dashbench.fleet import FleetError, inventory, node_python
+from dashbench.fleet.address import ClusterAddress
+from dashbench.models import model_file
 
 JOB_PREFIX = "dashbench-"
 HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it
@@ -42,8 +41,15 @@ HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it
 STOP_WAIT_S = 15
 PYTHON_ENV = node_python.PYTHON_ENV  # the Python on the nodes that has dashbench (default: their Ray's)
 # Settings of how a run measures, passed on to the node as they are here.
-FORWARD_ENV = ("DASHBENCH_CPU_PROBE_SIZE", "DASHBENCH_CANCEL_GRACE_S", "DASHBENCH_MEMORY_LIMIT_GB",
-               "DASHBENCH_MEMORY_MIN_FREE", "DASHBENCH_MEMORY_GRACE_S", "DASHBENCH_LOCK_DIR", "XLA_FLAGS")
+FORWARD_ENV = (
+    "DASHBENCH_CPU_PROBE_SIZE",
+    "DASHBENCH_CANCEL_GRACE_S",
+    "DASHBENCH_MEMORY_LIMIT_GB",
+    "DASHBENCH_MEMORY_MIN_FREE",
+    "DASHBENCH_MEMORY_GRACE_S",
+    "DASHBENCH_LOCK_DIR",
+    "XLA_FLAGS",
+)
 ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
@@ -75,8 +81,15 @@ def plan(address: ClusterAddress | str, spec: RunSpec, on: str | None = None) ->
         if not alive:
             raise FleetError("cluster", "the cluster has no live host")
         host = alive[0]
-        kind = inventory.Kind(f"cpu@{host.name}", f"CPU on {host.name}", "cpu", (host.name,), (host.node_id,),
-                              int(host.cpus), int(host.free.get("CPU", 0)))
+        kind = inventory.Kind(
+            f"cpu@{host.name}",
+            f"CPU on {host.name}",
+            "cpu",
+            (host.name,),
+            (host.node_id,),
+            int(host.cpus),
+            int(host.free.get("CPU", 0)),
+        )
         return Placement(kind, [host], num_cpus=1)
     else:
         # One host unless the run asks for a TPU (a slice may be the only TPU place); free ones first.
@@ -85,12 +98,16 @@ def plan(address: ClusterAddress | str, spec: RunSpec, on: str | None = None) ->
         candidates.sort(key=lambda k: (k.free < _need(spec, k), k.device != wanted))
     for kind in candidates:
         if not _fits_device(spec.device, kind):
-            raise FleetError("device", f"a {spec.device} run cannot go on {kind.label}; the cluster has: "
-                                       f"{inventory.summary(kinds)}")
+            raise FleetError(
+                "device", f"a {spec.device} run cannot go on {kind.label}; the cluster has: {inventory.summary(kinds)}"
+            )
         need = _need(spec, kind)
         if need > kind.devices:
-            raise FleetError("replicas", f"{need} {kind.device.upper()}s asked for, {kind.label} has "
-                                         f"{kind.devices}; the cluster has: {inventory.summary(kinds)}")
+            raise FleetError(
+                "replicas",
+                f"{need} {kind.device.upper()}s asked for, {kind.label} has "
+                f"{kind.devices}; the cluster has: {inventory.summary(kinds)}",
+            )
         placement = Placement(kind, [by_name[n] for n in kind.hosts])
         if kind.device == "gpu":
             placement.num_gpus = need
@@ -99,12 +116,15 @@ def plan(address: ClusterAddress | str, spec: RunSpec, on: str | None = None) ->
         else:
             placement.num_cpus = 1
         return placement
-    raise FleetError("device", f"no live node of the cluster has a {spec.device} device for this run; it has: "
-                               f"{inventory.summary(kinds)}")
+    raise FleetError(
+        "device",
+        f"no live node of the cluster has a {spec.device} device for this run; it has: {inventory.summary(kinds)}",
+    )
 
 
-def submit_one(spec: RunSpec, url: str, address: ClusterAddress, placement: Placement,
-               sweep_id: str | None = None) -> str:
+def submit_one(
+    spec: RunSpec, url: str, address: ClusterAddress, placement: Placement, sweep_id: str | None = None
+) -> str:
     """Store the run (queued on its host) and start its Ray job; returns the run id. fleet.submit
     chooses between this (one host) and fleet.slices.launch_group (several)."""
     from dashbench.store import Store
@@ -138,8 +158,16 @@ def model_folder(spec: RunSpec):
         yield folder
 
 
-def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placement, host=None,
-              extra_env: dict | None = None, python: str | None = None, model_folder: str | None = None) -> str:
+def start_job(
+    address: ClusterAddress,
+    run_id: str,
+    url: str,
+    placement: Placement,
+    host=None,
+    extra_env: dict | None = None,
+    python: str | None = None,
+    model_folder: str | None = None,
+) -> str:
     """The Ray job of one process of run `run_id` on `host` (default: the placement's only host), run
     by `python` (default: the one of the host's Ray workers, node_python), carrying `model_folder` (a
     user's model file) as its working_dir."""
@@ -149,17 +177,29 @@ def start_job(address: ClusterAddress, run_id: str, url: str, placement: Placeme
     if model_folder:
         runtime_env["working_dir"] = model_folder
         env[model_file.ARRIVED_ENV] = next(Path(model_folder).iterdir()).name
-    env.update({"DASHBENCH_DB": sent_url(url), "DASHBENCH_HOST": host.name, "DASHBENCH_RAY_NODE_ID": host.node_id,
-                "DASHBENCH_RAY_JOB": job_id(run_id), "DASHBENCH_RAY_CLUSTER": str(address),
-                "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), **(extra_env or {})})
+    env.update(
+        {
+            "DASHBENCH_DB": sent_url(url),
+            "DASHBENCH_HOST": host.name,
+            "DASHBENCH_RAY_NODE_ID": host.node_id,
+            "DASHBENCH_RAY_JOB": job_id(run_id),
+            "DASHBENCH_RAY_CLUSTER": str(address),
+            "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S),
+            **(extra_env or {}),
+        }
+    )
     python = python or node_python.python_on(address, [host])[host.node_id]
     sid = job_id(run_id) if not extra_env else f"{job_id(run_id)}-{host.name}"
     inventory.jobs_client(address).submit_job(
-        entrypoint=f"{shlex.quote(python)} -m dashbench run --run-id {run_id} --json", submission_id=sid,
-        entrypoint_num_gpus=placement.num_gpus or None, entrypoint_num_cpus=placement.num_cpus or None,
+        entrypoint=f"{shlex.quote(python)} -m dashbench run --run-id {run_id} --json",
+        submission_id=sid,
+        entrypoint_num_gpus=placement.num_gpus or None,
+        entrypoint_num_cpus=placement.num_cpus or None,
         entrypoint_resources=placement.resources or None,
         entrypoint_label_selector={"ray.io/node-id": host.node_id},
-        runtime_env=runtime_env, metadata={"dashbench_run_id": run_id, "host": host.name})
+        runtime_env=runtime_env,
+        metadata={"dashbench_run_id": run_id, "host": host.name},
+    )
     return sid
 
 
@@ -181,8 +221,10 @@ def password_note(url) -> str | None:
     full = str(getattr(url, "url", url) or "")
     if sent_url(full) == full:
         return None
-    return ("the password is not sent with the job: each host of the cluster reads the team store's password "
-            "from its own ~/.pgpass (or PGPASSWORD in its Ray worker's environment)")
+    return (
+        "the password is not sent with the job: each host of the cluster reads the team store's password "
+        "from its own ~/.pgpass (or PGPASSWORD in its Ray worker's environment)"
+    )
 
 
 def team_store_url(db) -> str:
@@ -194,8 +236,11 @@ def team_store_url(db) -> str:
     given = db if db is not None else os.environ.get("DASHBENCH_DB", "")
     full = str(getattr(given, "url", given) or "")
     if not is_server_url(full):
-        raise FleetError("db", "a cluster run lands in a PostgreSQL team store that every host reaches: "
-                               "give --db postgresql+psycopg://USER@HOST/DB (or set DASHBENCH_DB to it)")
+        raise FleetError(
+            "db",
+            "a cluster run lands in a PostgreSQL team store that every host reaches: "
+            "give --db postgresql+psycopg://USER@HOST/DB (or set DASHBENCH_DB to it)",
+        )
     return full
 
 
@@ -245,8 +290,9 @@ def settle(address, db, run_id: str, status: str | None = None, message: str | N
                 store.finish_unreported(run_id, "cancelled", f"cancelled (the Ray job {status.lower()})")
             else:
                 why = _one_line(_failure(address, run_id) or message or "")
-                store.finish_unreported(run_id, "failed", f"the Ray job {status.lower()} before the run recorded "
-                                                          f"its end: {why}")
+                store.finish_unreported(
+                    run_id, "failed", f"the Ray job {status.lower()} before the run recorded its end: {why}"
+                )
         return store.get_run(run_id)["status"]
 
 
@@ -319,8 +365,11 @@ def _failure(address, run_id: str) -> str | None:
     found = result_json(text) or {}
     if isinstance(found.get("error"), str) and found["error"]:
         return found["error"]
-    own = [line for line in text.splitlines() if line.strip() and "INFO job_manager.py" not in line
-           and not line.startswith("Running entrypoint for job")]
+    own = [
+        line
+        for line in text.splitlines()
+        if line.strip() and "INFO job_manager.py" not in line and not line.startswith("Running entrypoint for job")
+    ]
     return own[-1] if own else None
 
 

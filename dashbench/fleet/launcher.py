@@ -74,8 +74,9 @@ class RayFleet:
             if launch.store_status(url, run_id) in ("queued", "running"):
                 launch.cancel(self.address, url, run_id)
         deadline = time.monotonic() + (self.stop_wait_s if wait_s is None else wait_s)
-        while time.monotonic() < deadline and any(launch.store_status(url, r) in ("queued", "running")
-                                                  for r in run_ids):
+        while time.monotonic() < deadline and any(
+            launch.store_status(url, r) in ("queued", "running") for r in run_ids
+        ):
             time.sleep(0.5)
 
     def tend(self, db, run_ids: list[str] | None = None) -> None:

@@ -56,12 +56,18 @@ def python_on(address, hosts: list) -> dict[str, str]:
         for host in missing:
             answer = answers.get(host.node_id) or {}
             if not answer.get("python"):
-                raise FleetError("cluster", f"cannot ask host {host.name} which Python its Ray workers run: "
-                                            f"{answer.get('error') or 'no answer'}")
+                raise FleetError(
+                    "cluster",
+                    f"cannot ask host {host.name} which Python its Ray workers run: "
+                    f"{answer.get('error') or 'no answer'}",
+                )
             if not answer.get("dashbench"):
-                raise FleetError("on", f"host {host.name} has no dashbench in the Python its Ray workers run "
-                                       f"({answer['python']}): install it there ({INSTALL}) and start Ray on "
-                                       f"that host from that venv (.venv/bin/ray start …)")
+                raise FleetError(
+                    "on",
+                    f"host {host.name} has no dashbench in the Python its Ray workers run "
+                    f"({answer['python']}): install it there ({INSTALL}) and start Ray on "
+                    f"that host from that venv (.venv/bin/ray start …)",
+                )
             _known[(address.text, host.node_id)] = answer["python"]
         _write_cache({host.node_id: _known[(address.text, host.node_id)] for host in missing})
     return {host.node_id: _known[(address.text, host.node_id)] for host in hosts}
@@ -123,11 +129,18 @@ def _ask(address, node_ids: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     try:
         with tempfile.TemporaryDirectory(prefix="dashbench-ask-") as empty:
-            done = subprocess.run([sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids],
-                                  capture_output=True, text=True, timeout=ASK_TIMEOUT_S, env=env, cwd=empty)
+            done = subprocess.run(
+                [sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids],
+                capture_output=True,
+                text=True,
+                timeout=ASK_TIMEOUT_S,
+                env=env,
+                cwd=empty,
+            )
     except subprocess.TimeoutExpired:
-        raise FleetError("cluster", f"the cluster at {address} did not say in {ASK_TIMEOUT_S:g} s which Python "
-                                    f"its hosts run") from None
+        raise FleetError(
+            "cluster", f"the cluster at {address} did not say in {ASK_TIMEOUT_S:g} s which Python its hosts run"
+        ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
@@ -142,13 +155,11 @@ def _gcs_address(address) -> str:
 
         client = inventory.jobs_client(address)
         sid = f"dashbench-probe-{uuid.uuid4().hex[:12]}"
-        client.submit_job(entrypoint='echo "dashbench-gcs=$RAY_ADDRESS"', submission_id=sid,
-                          entrypoint_num_cpus=0)
+        client.submit_job(entrypoint='echo "dashbench-gcs=$RAY_ADDRESS"', submission_id=sid, entrypoint_num_cpus=0)
         deadline = time.monotonic() + ASK_TIMEOUT_S
         while str(getattr(client.get_job_status(sid), "value", "")) not in ("SUCCEEDED", "FAILED", "STOPPED"):
             if time.monotonic() > deadline:
-                raise FleetError("cluster", f"the cluster at {address} did not run a probe job in "
-                                            f"{ASK_TIMEOUT_S:g} s")
+                raise FleetError("cluster", f"the cluster at {address} did not run a probe job in {ASK_TIMEOUT_S:g} s")
             time.sleep(0.2)
         text = client.get_job_logs(sid)
         found = re.findall(r"^dashbench-gcs=(\S+)$", text, re.MULTILINE)
@@ -182,8 +193,10 @@ def main(argv: list[str]) -> int:
     driver, node_ids = argv[0], argv[1:]
     ray.init(address=driver, logging_level="ERROR", log_to_driver=False, configure_logging=False)
     ask = ray.remote(num_cpus=0, max_retries=0)(_here)
-    refs = {node: ask.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-            for node in node_ids}
+    refs = {
+        node: ask.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for node in node_ids
+    }
     answers = {}
     for node, ref in refs.items():
         try:

@@ -32,11 +32,11 @@ import sys
 import tempfile
 import time
 
-from dashbench.models import model_file
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, launch, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.jobs import temp_folder
-from dashbench.core.spec import RunSpec
+from dashbench.models import model_file
 
 GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
 CANCEL_GRACE_S = 15.0  # from Ray's cancel (SIGTERM to the run) to its forced one
@@ -62,12 +62,21 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
     pythons = node_python.python_on(address, [driver, *(h for h in hosts if h.node_id != driver.node_id)])
     with Store(db) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=launch.HOST_PREFIX + head.name)
-    orders = {"run_id": run_id, "backend": spec.backend, "cluster": str(address),
-              "hosts": [{"name": h.name, "node_id": h.node_id} for h in hosts],
-              "bundles": wanted}
+    orders = {
+        "run_id": run_id,
+        "backend": spec.backend,
+        "cluster": str(address),
+        "hosts": [{"name": h.name, "node_id": h.node_id} for h in hosts],
+        "bundles": wanted,
+    }
     env = {name: os.environ[name] for name in launch.FORWARD_ENV if os.environ.get(name)}
-    env.update({"DASHBENCH_DB": launch.sent_url(db), GROUP_ENV: json.dumps(orders),
-                "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S))})
+    env.update(
+        {
+            "DASHBENCH_DB": launch.sent_url(db),
+            GROUP_ENV: json.dumps(orders),
+            "RAY_JOB_STOP_WAIT_TIME_S": str(int(CANCEL_GRACE_S + launch.STOP_WAIT_S)),
+        }
+    )
     runtime_env: dict = {"env_vars": env}
     try:
         # A user's model file goes with the job (its working_dir), which every host's task inherits:
@@ -78,8 +87,10 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
                 env[model_file.ARRIVED_ENV] = os.path.basename(spec.model_path)
             inventory.jobs_client(address).submit_job(
                 entrypoint=f"{shlex.quote(pythons[driver.node_id])} -m dashbench.fleet.slices",
-                submission_id=launch.job_id(run_id), runtime_env=runtime_env,
-                metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)})
+                submission_id=launch.job_id(run_id),
+                runtime_env=runtime_env,
+                metadata={"dashbench_run_id": run_id, "host": head.name, "hosts": ",".join(h.name for h in hosts)},
+            )
     except Exception as exc:
         with Store(db) as store:
             store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {launch._one_line(exc)}")
@@ -117,8 +128,11 @@ def _gpu_group_bundles(placement) -> list[dict]:
     STRICT_SPREAD puts them on N different hosts that Ray chooses."""
     count, gpus = placement.kind.host_count, int(placement.num_gpus or placement.kind.devices)
     if gpus % count:
-        raise FleetError("replicas", f"{gpus} GPUs do not split evenly over {count} hosts ({placement.kind.label}); "
-                                     f"give --replicas a multiple of {count}")
+        raise FleetError(
+            "replicas",
+            f"{gpus} GPUs do not split evenly over {count} hosts ({placement.kind.label}); "
+            f"give --replicas a multiple of {count}",
+        )
     gpu_type = placement.hosts[0].gpu_type
     resources, label = {"GPU": float(gpus // count)}, {}
     if f"accelerator_type:{gpu_type}" in placement.hosts[0].resources:
@@ -152,15 +166,22 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
     ray.init(log_to_driver=True)
-    group = placement_group([b["resources"] for b in wanted], strategy="STRICT_SPREAD",
-                            bundle_label_selector=[b["label"] for b in wanted] if any(b["label"] for b in wanted) else None)
+    group = placement_group(
+        [b["resources"] for b in wanted],
+        strategy="STRICT_SPREAD",
+        bundle_label_selector=[b["label"] for b in wanted] if any(b["label"] for b in wanted) else None,
+    )
     refs: list = []
     try:
         _set_phase(writes, run_id, f"waiting for {len(wanted)} hosts together")
         ray.get(group.ready())
         on = lambda i: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)  # noqa: E731
-        places = ray.get([_free_port.options(num_cpus=0, scheduling_strategy=on(i), max_retries=0).remote()
-                          for i in range(len(wanted))])
+        places = ray.get(
+            [
+                _free_port.options(num_cpus=0, scheduling_strategy=on(i), max_retries=0).remote()
+                for i in range(len(wanted))
+            ]
+        )
         nodes = placement_group_table(group)["bundles_to_node_id"]
         names = {h["node_id"]: h["name"] for h in hosts}
         bundle_hosts = [names.get(nodes[i], hosts[i]["name"]) for i in range(len(wanted))]
@@ -169,9 +190,13 @@ def main() -> int:
         for index, bundle in enumerate(wanted):
             env = process_env(index, places, orders, bundle_hosts[index], nodes[index])
             # Ray takes GPUs only as num_gpus (it then sets the process's CUDA_VISIBLE_DEVICES to them).
-            task = _host_process.options(num_cpus=0, num_gpus=bundle["resources"].get("GPU", 0), max_retries=0,
-                                         scheduling_strategy=on(index),
-                                         resources={k: v for k, v in bundle["resources"].items() if k not in ("CPU", "GPU")})
+            task = _host_process.options(
+                num_cpus=0,
+                num_gpus=bundle["resources"].get("GPU", 0),
+                max_retries=0,
+                scheduling_strategy=on(index),
+                resources={k: v for k, v in bundle["resources"].items() if k not in ("CPU", "GPU")},
+            )
             refs.append(task.remote(argv, env, CANCEL_GRACE_S))
         return _follow(ray, refs, writes, run_id, bundle_hosts, nodes)
     except _Stopped:
@@ -198,12 +223,18 @@ def driver_writes(url: str):
 def process_env(index: int, places: list, orders: dict, host: str, node_id: str) -> dict:
     """Process `index`'s environment: the run's id, its host, and the multi-host start of its backend."""
     count = len(places)
-    env = {"DASHBENCH_RUN_ID": orders["run_id"], "DASHBENCH_HOST": host, "DASHBENCH_RAY_NODE_ID": node_id,
-           "DASHBENCH_RAY_JOB": launch.job_id(orders["run_id"]), "DASHBENCH_RAY_CLUSTER": orders["cluster"]}
+    env = {
+        "DASHBENCH_RUN_ID": orders["run_id"],
+        "DASHBENCH_HOST": host,
+        "DASHBENCH_RAY_NODE_ID": node_id,
+        "DASHBENCH_RAY_JOB": launch.job_id(orders["run_id"]),
+        "DASHBENCH_RAY_CLUSTER": orders["cluster"],
+    }
     if orders["backend"] == "jax":
         ip, port = places[0]
-        env.update({"JAX_COORDINATOR_ADDRESS": f"{ip}:{port}", "JAX_NUM_PROCESSES": str(count),
-                    "JAX_PROCESS_ID": str(index)})
+        env.update(
+            {"JAX_COORDINATOR_ADDRESS": f"{ip}:{port}", "JAX_NUM_PROCESSES": str(count), "JAX_PROCESS_ID": str(index)}
+        )
     else:
         workers = [f"{ip}:{port}" for ip, port in places]
         env["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
@@ -226,8 +257,11 @@ def _follow(ray, refs: list, writes, run_id: str, bundle_hosts: list, nodes: lis
         if failure is None:
             continue
         # A host lost makes its peers fail too, often before Ray declares the node dead: ask a while.
-        lost = bundle_hosts[index] if _died_with_its_node(ray, ready[0]) else \
-            _lost_host(ray, refs, nodes, bundle_hosts, pending)
+        lost = (
+            bundle_hosts[index]
+            if _died_with_its_node(ray, ready[0])
+            else _lost_host(ray, refs, nodes, bundle_hosts, pending)
+        )
         # Before the others are cancelled: their own ends would say less.
         end = ("interrupted", f"host lost: {lost}") if lost else ("failed", failure)
         writes.wait_for(end_group_run, run_id, *end)
@@ -319,8 +353,9 @@ def _run_here(argv: list, env: dict, grace_s: float) -> int:
     # The run makes its temporary folder in the one given here, named for its pid: removed below if a
     # SIGKILL (ours, after the grace) left it (jobs/temp_folder.py).
     temp_root = tempfile.gettempdir()
-    proc = subprocess.Popen(argv, env={**os.environ, **env, "TMPDIR": temp_root}, start_new_session=True,
-                            preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        argv, env={**os.environ, **env, "TMPDIR": temp_root}, start_new_session=True, preexec_fn=_die_with_parent
+    )
     try:
         while True:
             try:

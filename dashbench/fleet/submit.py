@@ -3,13 +3,14 @@ on several hosts at once (fleet.slices). The CLI and the Run page call `submit`.
 
 from __future__ import annotations
 
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import launch
 from dashbench.fleet.address import ClusterAddress, parse
-from dashbench.core.spec import RunSpec
 
 
-def submit(spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | None = None,
-           sweep_id: str | None = None) -> str:
+def submit(
+    spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | None = None, sweep_id: str | None = None
+) -> str:
     """Store the run and start it on the cluster; returns the run id. FleetError (a SpecError), with
     nothing stored, for a request no live node can hold (naming what the cluster has), a store that is
     not a PostgreSQL server, or a cluster that cannot be reached."""

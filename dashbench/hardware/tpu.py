@@ -42,10 +42,15 @@ GENERATIONS = {
 # types ("v5litepod-8", "v5p-32", "v6e-8"), GKE ("tpu-v5-lite-podslice", "tpu-v6e-slice"), the
 # TPU API ("V5LITE_POD") and JAX's device_kind ("TPU v5 lite", "TPU v5" for v5p, "TPU v6 lite").
 _VARIANTS = {
-    ("2", ""): "v2", ("3", ""): "v3", ("4", ""): "v4",
-    ("5", "p"): "v5p", ("5", ""): "v5p",
-    ("5", "lite"): "v5e", ("5", "e"): "v5e",
-    ("6", "e"): "v6e", ("6", "lite"): "v6e",
+    ("2", ""): "v2",
+    ("3", ""): "v3",
+    ("4", ""): "v4",
+    ("5", "p"): "v5p",
+    ("5", ""): "v5p",
+    ("5", "lite"): "v5e",
+    ("5", "e"): "v5e",
+    ("6", "e"): "v6e",
+    ("6", "lite"): "v6e",
 }
 _NAME = re.compile(r"^(?:tpu[\s_-]*)?v(?P<major>\d+)(?P<rest>.*)$")
 _COUNT = re.compile(r"-(?P<count>\d+)$")
@@ -174,9 +179,7 @@ def identify(
     if accelerator_type and typed.generation is None:
         mismatch.append(f"accelerator type {accelerator_type!r} is not a known TPU generation")
     if seen.generation and typed.generation and seen.generation != typed.generation:
-        mismatch.append(
-            f"the devices are {seen.name} but the accelerator type {accelerator_type!r} says {typed.name}"
-        )
+        mismatch.append(f"the devices are {seen.name} but the accelerator type {accelerator_type!r} says {typed.name}")
     generation = seen.generation or typed.generation
     per_chip = GENERATIONS[generation].devices_per_chip if generation else 1
     if generation is None:

@@ -52,11 +52,17 @@ def start_detached(command: list[str], db, log_name: str) -> tuple[subprocess.Po
     log_path = _log_folder(db) / f"{log_name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # A server's URL travels in the environment: a command line is visible to every user (ps).
-    env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
-                  else (None, ["--db", db]))
+    env, where = ({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None) else (None, ["--db", db])
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*command, *where, "--json"], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=env)
+        proc = subprocess.Popen(
+            [*command, *where, "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+        )
     return proc, log_path
 
 
@@ -69,8 +75,13 @@ def state(db_path=None) -> dict | None:
         return None
     proc, started, log_path = current
     code = proc.poll()
-    return {"running": code is None, "returncode": code, "started_at": started, "log_path": str(log_path),
-            "pid": proc.pid}
+    return {
+        "running": code is None,
+        "returncode": code,
+        "started_at": started,
+        "log_path": str(log_path),
+        "pid": proc.pid,
+    }
 
 
 def log_tail(path: str, lines: int = 3) -> str:

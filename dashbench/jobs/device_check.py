@@ -14,8 +14,8 @@ import json
 import subprocess
 import sys
 
-from dashbench.engine import backends, driverless
 from dashbench.core.spec import RunSpec
+from dashbench.engine import backends, driverless
 
 # The discovery command before `--backend B`; a module attribute so tests can count its starts.
 DEVICES_COMMAND = [sys.executable, "-m", "dashbench", "devices", "--json"]
@@ -31,8 +31,13 @@ def missing(spec: RunSpec, timeout: float = TIMEOUT_S) -> str | None:
     if said is not None:
         return said
     try:
-        done = subprocess.run([*DEVICES_COMMAND, "--backend", spec.backend], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [*DEVICES_COMMAND, "--backend", spec.backend],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         report = json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
         report = None

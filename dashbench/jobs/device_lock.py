@@ -40,8 +40,10 @@ class DeviceBusy(Exception):
 
     def __init__(self, kind: str, holder: str):
         self.kind, self.holder = kind, holder
-        super().__init__(f"the {kind} device is in use by {holder}; wait for it (leave out --no-wait) "
-                         "or measure beside it with --share-device (the result is flagged device_shared)")
+        super().__init__(
+            f"the {kind} device is in use by {holder}; wait for it (leave out --no-wait) "
+            "or measure beside it with --share-device (the result is flagged device_shared)"
+        )
 
 
 def kinds_for(device: str) -> tuple[str, ...]:
@@ -95,8 +97,11 @@ def peer_worker_holds_it(environ=None) -> bool:
 
 def _host_of(address: str) -> str:
     host = str(address).rsplit(":", 1)[0].strip("[]").lower()
-    return "localhost" if host in ("localhost", "127.0.0.1", "::1", socket.gethostname().lower()) or \
-        host in _own_addresses() else host
+    return (
+        "localhost"
+        if host in ("localhost", "127.0.0.1", "::1", socket.gethostname().lower()) or host in _own_addresses()
+        else host
+    )
 
 
 def _own_addresses() -> set[str]:
@@ -104,8 +109,12 @@ def _own_addresses() -> set[str]:
     import psutil
 
     try:
-        return {a.address.split("%")[0].lower() for addrs in psutil.net_if_addrs().values() for a in addrs
-                if a.family in (socket.AF_INET, socket.AF_INET6)}
+        return {
+            a.address.split("%")[0].lower()
+            for addrs in psutil.net_if_addrs().values()
+            for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)
+        }
     except OSError:
         return set()
 
@@ -250,9 +259,13 @@ def _busy_holder(kind: str) -> str:
 
 
 @contextlib.contextmanager
-def hold(device: str, mode: str = WAIT, run_id: str | None = None,
-         on_wait: Callable[[str, str], None] | None = None,
-         before_wait: Callable[[], None] | None = None) -> Iterator[Holding]:
+def hold(
+    device: str,
+    mode: str = WAIT,
+    run_id: str | None = None,
+    on_wait: Callable[[str, str], None] | None = None,
+    before_wait: Callable[[], None] | None = None,
+) -> Iterator[Holding]:
     """Hold the lock of every kind `device` may use while the block runs. Yields a Holding, whose
     `shared` is True when mode is SHARE and another run held the device.
 
@@ -261,8 +274,13 @@ def hold(device: str, mode: str = WAIT, run_id: str | None = None,
     held. A signal handler that raises ends the wait (a cancel), and the lock is let go."""
     if mode not in MODES:
         raise ValueError(f"mode: one of {', '.join(MODES)}, not {mode!r}")
-    info = {"pid": os.getpid(), "run_id": run_id, "command": " ".join(sys.argv), "since": time.time(),
-            "token": uuid.uuid4().hex}
+    info = {
+        "pid": os.getpid(),
+        "run_id": run_id,
+        "command": " ".join(sys.argv),
+        "since": time.time(),
+        "token": uuid.uuid4().hex,
+    }
     held: list[_Held] = []
     sharing: list[tuple[int, Path]] = []
     holding = Holding(info, held)

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from dashbench.core.spec import SPEC_DEFAULTS, RunSpec
 from dashbench.jobs.checks import _key, start_detached
 from dashbench.models import model_file
-from dashbench.core.spec import SPEC_DEFAULTS, RunSpec
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
 SWEEP_COMMAND = [sys.executable, "-m", "dashbench", "sweep", "--find-max-batch"]
@@ -33,7 +33,11 @@ def argv_for(spec: RunSpec) -> list[str]:
     if spec.model_path and spec.model_sha256:
         out += ["--expect-sha256", spec.model_sha256]
     for name, value in spec.to_dict().items():
-        if name in ("model", "batch_size", "model_path", "model_sha256") or value is None or value == SPEC_DEFAULTS.get(name):
+        if (
+            name in ("model", "batch_size", "model_path", "model_sha256")
+            or value is None
+            or value == SPEC_DEFAULTS.get(name)
+        ):
             continue
         option = "--" + name.replace("_", "-")
         out += [option] if value is True else [] if value is False else [option, str(value)]
@@ -61,8 +65,13 @@ def state(db_path=None) -> Optional[dict]:
         return None
     proc, log_path, model = current
     code = proc.poll()
-    return {"running": code is None, "returncode": code, "model": model, "log_path": str(log_path),
-            "summary": None if code is None else _summary(log_path)}
+    return {
+        "running": code is None,
+        "returncode": code,
+        "model": model,
+        "log_path": str(log_path),
+        "summary": None if code is None else _summary(log_path),
+    }
 
 
 def _summary(log_path: Path) -> Optional[dict]:
@@ -88,10 +97,18 @@ def summarise(points: dict[int, dict], largest: Optional[int], wall: Optional[in
     best = max(done, key=lambda p: p["examples_per_sec"], default=None)
     at_largest = points.get(largest) if largest is not None else None
     share = None
-    if best and at_largest and isinstance(at_largest.get("examples_per_sec"), (int, float)) and best["examples_per_sec"]:
+    if (
+        best
+        and at_largest
+        and isinstance(at_largest.get("examples_per_sec"), (int, float))
+        and best["examples_per_sec"]
+    ):
         share = at_largest["examples_per_sec"] / best["examples_per_sec"]
     return {
-        "max_batch_size": largest, "oom_batch_size": wall, "bound": top, "bound_reached": wall is None and largest == top,
+        "max_batch_size": largest,
+        "oom_batch_size": wall,
+        "bound": top,
+        "bound_reached": wall is None and largest == top,
         "best_value_batch_size": best["batch_size"] if best else None,
         "max_batch_throughput_share": share,
         "points": [points[b] for b in sorted(points)],
@@ -110,6 +127,12 @@ def summary_lines(summary: dict) -> list[str]:
     best = summary.get("best_value_batch_size")
     if best is not None:
         share = summary.get("max_batch_throughput_share")
-        lines.append(f"best throughput per dollar: batch {best}" + (
-            f"; the largest batch gives {share:.0%} of its throughput" if share is not None and best != largest else ""))
+        lines.append(
+            f"best throughput per dollar: batch {best}"
+            + (
+                f"; the largest batch gives {share:.0%} of its throughput"
+                if share is not None and best != largest
+                else ""
+            )
+        )
     return lines

@@ -71,8 +71,12 @@ def placement_entry(result, index: int, host: str) -> dict:
     (the engine's `local_devices`; the run's devices where the engine does not say)."""
     env = getattr(result, "env", None) or {}
     devices = env.get("local_devices") or list(getattr(result, "device_names", None) or [])
-    return {"index": index, "host": host, "devices": [str(d) for d in devices],
-            "node_id": os.environ.get("DASHBENCH_RAY_NODE_ID") or None}
+    return {
+        "index": index,
+        "host": host,
+        "devices": [str(d) for d in devices],
+        "node_id": os.environ.get("DASHBENCH_RAY_NODE_ID") or None,
+    }
 
 
 def merged_placement(placement: dict, entry: dict, count: int) -> dict:
@@ -96,9 +100,11 @@ def merged_placement(placement: dict, entry: dict, count: int) -> dict:
 
 # How the collectives say that a peer process or host went away (JAX's gloo and coordination service,
 # TensorFlow's collective ops), as opposed to this process failing on its own.
-_PEER_LOST = re.compile(r"connection (closed|reset) by peer|gloo .*failed|coordination service|heartbeat|"
-                        r"socket closed|failed to connect to all addresses|UNAVAILABLE:|peer .*(lost|died|unreachable)",
-                        re.IGNORECASE)
+_PEER_LOST = re.compile(
+    r"connection (closed|reset) by peer|gloo .*failed|coordination service|heartbeat|"
+    r"socket closed|failed to connect to all addresses|UNAVAILABLE:|peer .*(lost|died|unreachable)",
+    re.IGNORECASE,
+)
 
 
 def peer_lost(error: str) -> bool:
@@ -117,6 +123,8 @@ def join_wait_s(environ=None) -> float:
 
 
 def missing_id_warning(r: Role) -> str:
-    return (f"warning: this is worker {r.index} of a {r.count}-host run and it has no run id, so it recorded "
-            f"nothing (worker 0 records the run): give every host the same --run-id or {RUN_ID_ENV} to "
-            "add this host to the run's placement")
+    return (
+        f"warning: this is worker {r.index} of a {r.count}-host run and it has no run id, so it recorded "
+        f"nothing (worker 0 records the run): give every host the same --run-id or {RUN_ID_ENV} to "
+        "add this host to the run's placement"
+    )

@@ -64,5 +64,6 @@ def killed_by_kernel(signum: int, kills_before: Optional[int], kills_after: Opti
     """A run process ended by SIGKILL while its cgroup's oom_kill counter grew: the OOM killer's."""
     import signal
 
-    return signum == signal.SIGKILL and kills_before is not None and kills_after is not None \
-        and kills_after > kills_before
+    return (
+        signum == signal.SIGKILL and kills_before is not None and kills_after is not None and kills_after > kills_before
+    )

@@ -19,9 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-from dashbench.models import memory
-from dashbench.jobs import oom, temp_folder
 from dashbench.core.spec import RunSpec
+from dashbench.jobs import oom, temp_folder
+from dashbench.models import memory
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
@@ -49,8 +49,13 @@ def _conflicts(key: str, busy: set[str]) -> bool:
     return key in busy or (key == "auto" and bool(busy)) or "auto" in busy
 
 
-def submit(spec: RunSpec | dict, db_path=None, sweep_id: str | None = None, owner_pid: int | None = None,
-           check_memory: bool = True) -> str:
+def submit(
+    spec: RunSpec | dict,
+    db_path=None,
+    sweep_id: str | None = None,
+    owner_pid: int | None = None,
+    check_memory: bool = True,
+) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
     what the device has: dashbench.models.memory) raises SpecError first.
@@ -179,11 +184,19 @@ def progress(run_id: str, db_path=None) -> dict:
             live = float(spec["batch_size"] * measured["steps"].sum() / measured["duration_s"].sum())
         position = store.queue_position(run_id) if row["status"] == "queued" else None
         return {
-            "run_id": run_id, "status": row["status"], "phase": row["phase"], "backend": spec.get("backend"),
+            "run_id": run_id,
+            "status": row["status"],
+            "phase": row["phase"],
+            "backend": spec.get("backend"),
             "fraction": fraction,
-            "steps_done": done_steps, "steps_total": total, "examples_per_sec_live": live,
-            "queue_position": position, "error": row["error"], "result": row["result"],
-            "log_path": row["log_path"], "samples": samples,
+            "steps_done": done_steps,
+            "steps_total": total,
+            "examples_per_sec_live": live,
+            "queue_position": position,
+            "error": row["error"],
+            "result": row["result"],
+            "log_path": row["log_path"],
+            "samples": samples,
         }
 
 
@@ -200,8 +213,7 @@ def active(db_path=None) -> list[dict]:
 def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
     # Only the row's address: the run process reads its spec from the row, the one source of truth.
     # A server's URL travels in the environment: a command line is visible to every user (ps).
-    env, where = (({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None)
-                  else (None, ["--db", db]))
+    env, where = ({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None) else (None, ["--db", db])
     argv = [*RUN_COMMAND, "--run-id", run_id, *where, "--json"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # The run makes its temporary folder in ours, named for its pid: _reap removes it if a SIGKILL left
@@ -212,8 +224,15 @@ def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
     except OSError:  # no usable temporary folder here: the run goes on without one (so does the run)
         temp_root = None
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, env=env)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+        )
     proc.temp_root = temp_root
     return proc
 
@@ -233,8 +252,11 @@ def _reap(store: Store) -> None:
     here, from its exit code (the process is ours, so we know better than reconcile's guess)."""
     db = store.location
     with _children_lock:  # the dashboard's sessions are threads of one process
-        ended = [(key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
-                 for key, proc in list(_children.items()) if key[0] == db and proc.poll() is not None]
+        ended = [
+            (key, proc.returncode, getattr(proc, "oom_kills_at_start", None))
+            for key, proc in list(_children.items())
+            if key[0] == db and proc.poll() is not None
+        ]
         for key, _code, _kills in ended:
             proc = _children.pop(key)
             temp_folder.remove_left_by(proc.pid, getattr(proc, "temp_root", None))

@@ -24,11 +24,18 @@ import threading
 import time
 from typing import Callable
 
-from dashbench.models import memory
 from dashbench.engine import frameworks
 from dashbench.jobs import multihost, oom, temp_folder
-from dashbench.jobs.run_signals import (ASK_AGAIN_S, CANCEL_SIGNALS, OOM_SIGNAL, _mark_ending, _oom_message,
-                                        _on_signal, _stop)
+from dashbench.jobs.run_signals import (
+    ASK_AGAIN_S,
+    CANCEL_SIGNALS,
+    OOM_SIGNAL,
+    _mark_ending,
+    _on_signal,
+    _oom_message,
+    _stop,
+)
+from dashbench.models import memory
 from dashbench.store import Store
 from dashbench.store.queue import heartbeat_lapse_s
 
@@ -53,13 +60,17 @@ def beat_every_s() -> float:
     return min(HEARTBEAT_EVERY_S, heartbeat_lapse_s() / 3)
 
 
-
 class _Guard(threading.Thread):
     """Watches the run's memory and its cancel signals from a thread of its own (see the module's
     docstring); ends the process itself when the main thread does not end the run in time."""
 
-    def __init__(self, wake_fd: int | None, end_hard: Callable[[str, str, int], None],
-                 cancel_asked: Callable[[], bool] | None = None, beat: Callable[[], bool] | None = None):
+    def __init__(
+        self,
+        wake_fd: int | None,
+        end_hard: Callable[[str, str, int], None],
+        cancel_asked: Callable[[], bool] | None = None,
+        beat: Callable[[], bool] | None = None,
+    ):
         super().__init__(name="dashbench-run-guard", daemon=True)
         self.wake_fd, self.end_hard, self.cancel_asked = wake_fd, end_hard, cancel_asked
         self.next_ask = 0.0
@@ -93,8 +104,11 @@ class _Guard(threading.Thread):
             if self.cancel is not None and now >= self.cancel[0]:
                 signum = self.cancel[1]
                 name = signal.Signals(signum).name
-                self.end_hard("cancelled", f"cancelled by {name} (the run did not stop within "
-                                           f"{self.cancel_grace:g} s; its process was ended)", 128 + signum)
+                self.end_hard(
+                    "cancelled",
+                    f"cancelled by {name} (the run did not stop within {self.cancel_grace:g} s; its process was ended)",
+                    128 + signum,
+                )
                 return
 
     def _read_signals(self) -> None:
@@ -160,9 +174,15 @@ class _Guard(threading.Thread):
         available, total = memory.host_memory()
         message = None
         if self.limit is not None and rss is not None and rss > self.limit:
-            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
-        elif available is not None and rss is not None and available < self.min_free * total \
-                and rss >= 0.5 * (total - available):  # this run, not another process, is what fills it
+            message = (
+                f"out of host memory ({memory.gb(rss)} of {memory.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
+            )
+        elif (
+            available is not None
+            and rss is not None
+            and available < self.min_free * total
+            and rss >= 0.5 * (total - available)
+        ):  # this run, not another process, is what fills it
             message = f"out of host memory ({memory.gb(rss)} of {memory.gb(total)}; {memory.gb(available)} left)"
         if message is None:
             return

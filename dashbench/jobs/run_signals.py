@@ -14,7 +14,6 @@ import time
 OOM_SIGNAL = signal.SIGUSR1
 
 
-
 # Both signal-raised ends derive from BaseException, as KeyboardInterrupt does: raised at whatever
 # bytecode the main thread is on, they must pass every `except Exception` on the way out — a
 # library's "best effort" block would swallow them (the run then ends `done`), and Keras and TF's

@@ -17,19 +17,34 @@ import os
 import time
 from typing import Callable
 
-from dashbench.models import memory
 from dashbench.core.accuracy import final_status
-from dashbench.engine import peak_memory
-from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
-from dashbench.results.result import RunResult
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.core.stats import FLAG_DEVICE_SHARED
-from dashbench.store import Store, StoreError, new_run_id, this_host
-from dashbench.jobs.run_guard import _guarded, _say, beat_every_s
-from dashbench.jobs.run_signals import RunCancelled, _cancel_on_signals, _deferred_signals, _mark_ending
+from dashbench.engine import peak_memory
+from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
+
 # Named here too, where callers have always found them (run_cmd, the fleet, tests).
-from dashbench.jobs.run_guard import CANCEL_GRACE_S, END_WORDS, HARD_EXIT_HOOKS, _say_past_silencing  # noqa: F401
-from dashbench.jobs.run_signals import OOM_SIGNAL, OutOfHostMemory, _oom_message  # noqa: F401
+from dashbench.jobs.run_guard import (  # noqa: F401
+    CANCEL_GRACE_S,
+    END_WORDS,
+    HARD_EXIT_HOOKS,
+    _guarded,
+    _say,
+    _say_past_silencing,
+    beat_every_s,
+)
+from dashbench.jobs.run_signals import (  # noqa: F401
+    OOM_SIGNAL,
+    OutOfHostMemory,
+    RunCancelled,
+    _cancel_on_signals,
+    _deferred_signals,
+    _mark_ending,
+    _oom_message,
+)
+from dashbench.models import memory
+from dashbench.results.result import RunResult
+from dashbench.store import Store, StoreError, new_run_id, this_host
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -42,8 +57,9 @@ WRITE_RETRY_S = 600.0
 class _Recorder:
     """Turns engine events into store writes (through the run's RunWrites), batching samples by time."""
 
-    def __init__(self, store: "store_buffer.RunWrites | None", run_id: str | None,
-                 on_event: Callable[[dict], None] | None):
+    def __init__(
+        self, store: "store_buffer.RunWrites | None", run_id: str | None, on_event: Callable[[dict], None] | None
+    ):
         self.store, self.run_id, self.on_event = store, run_id, on_event
         self.pending: list[dict] = []
         self.last_flush = time.monotonic()
@@ -53,7 +69,7 @@ class _Recorder:
             kind = event.get("event")
             if kind == "sample":
                 if len(self.pending) >= FLUSH_EVERY_N:  # a full batch goes when the next sample comes, so
-                    self.flush()                        # a run's last batch goes with its end (execute)
+                    self.flush()  # a run's last batch goes with its end (execute)
                 self.pending.append(event)
                 if time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
                     self.flush()
@@ -83,8 +99,14 @@ class _Recorder:
 
 
 @temp_folder.in_own_folder  # TensorFlow's autograph files go there, gone at the run's end
-def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None, record: bool = True,
-            on_event: Callable[[dict], None] | None = None, device_wait: str = device_lock.WAIT) -> RunResult:
+def execute(
+    spec: RunSpec | dict | None,
+    db_path=None,
+    run_id: str | None = None,
+    record: bool = True,
+    on_event: Callable[[dict], None] | None = None,
+    device_wait: str = device_lock.WAIT,
+) -> RunResult:
     """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with its run_id
     (None when not recorded).
 
@@ -135,11 +157,11 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
 
             def waiting(kind: str, holder: str):
                 _Recorder(None if later_worker else writes, state["run_id"], on_event)(
-                    {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"})
+                    {"event": "phase", "phase": f"waiting for the device ({kind}: in use by {holder})"}
+                )
 
             try:
-                with device_lock.hold(spec.device, device_wait, run_id, on_wait=waiting,
-                                      before_wait=begin) as holding:
+                with device_lock.hold(spec.device, device_wait, run_id, on_wait=waiting, before_wait=begin) as holding:
                     begin()
                     run_id = state["run_id"]
                     holding.name_run(run_id)
@@ -157,31 +179,51 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                         entry = multihost.placement_entry(result, role.index, this_host())
                         if later_worker:
                             return _join_run(store, role, entry, result, run_id)
-                        result = result.replace(placement=multihost.merged_placement(result.placement, entry, role.count))
+                        result = result.replace(
+                            placement=multihost.merged_placement(result.placement, entry, role.count)
+                        )
             except RunCancelled as exc:
                 _mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     # A multi-host run's process is cancelled by its launcher after a lost host or a
                     # failed worker ended the run: that end, already written, stays (fleet/slices.py).
-                    _finish(writes, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None)
+                    _finish(
+                        writes, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None
+                    )
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
                 _mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
-                    status = "cancelled" if isinstance(exc, KeyboardInterrupt) else \
-                        oom.STATUS if oom.is_oom(exc) else "failed"
+                    status = (
+                        "cancelled"
+                        if isinstance(exc, KeyboardInterrupt)
+                        else oom.STATUS
+                        if oom.is_oom(exc)
+                        else "failed"
+                    )
                     error = _error_text(exc)
                     if isinstance(exc, store_buffer.OutageLimit):  # its end and samples go to a local bundle
                         status, error = "interrupted", str(exc)
                     if status == "failed" and role is not None and multihost.peer_lost(error):
                         # Not this host's failure: a peer stopped answering. Presumed, so the launcher
                         # (fleet/slices.py) may still name the lost host or the failed worker.
-                        status, error = "interrupted", f"a peer host of this {role.count}-host run stopped answering: {error}"
-                    _finish(writes, run_id, status, None, error, recorder, state,
-                            only_if_going=status == "interrupted" or (status == "cancelled" and role is not None))
+                        status, error = (
+                            "interrupted",
+                            f"a peer host of this {role.count}-host run stopped answering: {error}",
+                        )
+                    _finish(
+                        writes,
+                        run_id,
+                        status,
+                        None,
+                        error,
+                        recorder,
+                        state,
+                        only_if_going=status == "interrupted" or (status == "cancelled" and role is not None),
+                    )
                     _tag(exc, run_id)
                 raise
             with _deferred_signals(swallow=True), state["ending"]:
@@ -190,8 +232,9 @@ def execute(spec: RunSpec | dict | None, db_path=None, run_id: str | None = None
                 result = result.replace(run_id=run_id)
                 if store is not None:
                     # not_reached: a to-accuracy run whose target at most half its seeds reached.
-                    writes.finish(run_id, final_status(result.accuracy), result=result.to_dict(),
-                                  samples=recorder.take())
+                    writes.finish(
+                        run_id, final_status(result.accuracy), result=result.to_dict(), samples=recorder.take()
+                    )
             return result
     finally:
         if state_of_run.get("set_run_id_env"):
@@ -209,8 +252,12 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
     if run_id is None:
         _say(multihost.missing_id_warning(role))
         return result
-    if not add_to_placement(store, run_id, lambda placement: multihost.merged_placement(placement, entry, role.count),
-                            wait_s=multihost.join_wait_s()):
+    if not add_to_placement(
+        store,
+        run_id,
+        lambda placement: multihost.merged_placement(placement, entry, role.count),
+        wait_s=multihost.join_wait_s(),
+    ):
         _say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
     return result.replace(run_id=run_id)
 
@@ -282,8 +329,8 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
     if store is not None:
-        from dashbench.models import catalog
         from dashbench.engine import presence
+        from dashbench.models import catalog
 
         catalog.check_spec(spec)
         presence.require(spec)  # a GPU or TPU that is not here: this process starts the framework anyway
@@ -305,8 +352,11 @@ def _check_stored(spec, row: dict) -> None:
     stored = {**SPEC_DEFAULTS, **row["spec"]}
     for name in [*stored, *(k for k in given if k not in stored)]:
         if given.get(name) != stored.get(name):
-            raise SpecError(name, f"run {row['run_id']} is stored with {name} {stored.get(name)!r}, not "
-                                  f"{given.get(name)!r}; a stored run runs its stored spec")
+            raise SpecError(
+                name,
+                f"run {row['run_id']} is stored with {name} {stored.get(name)!r}, not "
+                f"{given.get(name)!r}; a stored run runs its stored spec",
+            )
 
 
 def _tag(exc: BaseException, run_id: str) -> None:
@@ -317,8 +367,16 @@ def _tag(exc: BaseException, run_id: str) -> None:
         pass
 
 
-def _finish(writes: "store_buffer.RunWrites", run_id: str, status: str, result, error: str, recorder, state: dict,
-            only_if_going: bool = False) -> None:
+def _finish(
+    writes: "store_buffer.RunWrites",
+    run_id: str,
+    status: str,
+    result,
+    error: str,
+    recorder,
+    state: dict,
+    only_if_going: bool = False,
+) -> None:
     # Keep what was measured before the end; a second signal must not cut this write short.
     with _deferred_signals(swallow=True), state["ending"]:
         if state["ended"]:
@@ -331,8 +389,12 @@ def _finish(writes: "store_buffer.RunWrites", run_id: str, status: str, result, 
             if only_if_going:  # a presumed end: never over one a launcher already judged (store/placement.py)
                 from dashbench.store.placement import end_group_run
 
-                writes.finish(run_id, status, error=error, end=lambda store: end_group_run(
-                    store, run_id, status, error, only_from=("queued", "running")))
+                writes.finish(
+                    run_id,
+                    status,
+                    error=error,
+                    end=lambda store: end_group_run(store, run_id, status, error, only_from=("queued", "running")),
+                )
             else:
                 writes.finish(run_id, status, result=result, error=error)
 

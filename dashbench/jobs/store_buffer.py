@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dashbench import __version__
 from dashbench.core.stats import FLAG_STORE_OUTAGE
-from dashbench.store import OUTAGE_ENV, Store, StoreUnreachable, iso, is_outage, now, outage_s, this_host
+from dashbench.store import OUTAGE_ENV, Store, StoreUnreachable, is_outage, iso, now, outage_s, this_host
 from dashbench.store.queries import SAMPLE_COLUMNS
 from dashbench.store.queue import HEARTBEAT_LAPSE_ENV, heartbeat_lapse_s
 
@@ -121,11 +121,15 @@ class RunWrites:
                     raise
                 if since is None:
                     since = time.monotonic()
-                    _say(f"waiting for {self.what} {self.store.path}: {_first_line(exc)} (up to {self.limit:g} s, "
-                         f"{OUTAGE_ENV})")
+                    _say(
+                        f"waiting for {self.what} {self.store.path}: {_first_line(exc)} (up to {self.limit:g} s, "
+                        f"{OUTAGE_ENV})"
+                    )
                 if time.monotonic() - since >= self.limit:
-                    raise StoreUnreachable(f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s "
-                                           f"({OUTAGE_ENV}) {self.before}: {_first_line(exc)}") from None
+                    raise StoreUnreachable(
+                        f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s "
+                        f"({OUTAGE_ENV}) {self.before}: {_first_line(exc)}"
+                    ) from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
                 pause = min(2 * pause, MOST_PAUSE_S)
                 continue
@@ -137,8 +141,15 @@ class RunWrites:
         """The result's `store_outage` for the outages ridden out so far (None: there was none)."""
         return _record(self._away_s, self._outages, self, lost=False) if self._outages else None
 
-    def finish(self, run_id: str, status: str, result: dict | None = None, error: str | None = None,
-               samples: list[dict] | None = None, end=None) -> None:
+    def finish(
+        self,
+        run_id: str,
+        status: str,
+        result: dict | None = None,
+        error: str | None = None,
+        samples: list[dict] | None = None,
+        end=None,
+    ) -> None:
         """Write the run's end after everything before it, waiting up to the limit for the store. `end`:
         a function(store) to write the end with instead of finish_run (a multi-host run's presumed end).
         Past the limit: the run, whole, goes to a local bundle, and RunStoreLost says where."""
@@ -148,8 +159,11 @@ class RunWrites:
         if end is not None:
             item = [lambda store: end(store), (), {}]
         else:
-            item = [_finish, (run_id, status), {"result": result, "error": error, "samples": samples,
-                                                "finished_at": finished, "writes": self}]
+            item = [
+                _finish,
+                (run_id, status),
+                {"result": result, "error": error, "samples": samples, "finished_at": finished, "writes": self},
+            ]
         self._call(*item, ending=True)
         while True:
             with self._lock:
@@ -186,13 +200,21 @@ class RunWrites:
                     raise
                 self._went_away(exc, [function, args, kwargs])
                 return
-            self._unanswered = [function, args, {**kwargs, "wait": True}] \
-                if function is Store.add_samples and self.store.answer_pending else None
+            self._unanswered = (
+                [function, args, {**kwargs, "wait": True}]
+                if function is Store.add_samples and self.store.answer_pending
+                else None
+            )
 
     def _keep(self, function, args, kwargs) -> None:
         last = self._waiting[-1] if self._waiting else None
-        if (function is Store.add_samples and last is not None and last[0] is Store.add_samples
-                and last[1][0] == args[0] and len(last[1][1]) + len(args[1]) <= MERGE_SAMPLES):
+        if (
+            function is Store.add_samples
+            and last is not None
+            and last[0] is Store.add_samples
+            and last[1][0] == args[0]
+            and len(last[1][1]) + len(args[1]) <= MERGE_SAMPLES
+        ):
             last[1] = (args[0], last[1][1] + list(args[1]))
             return
         self._waiting.append([function, args, {**kwargs, "wait": True} if function is Store.add_samples else kwargs])
@@ -204,8 +226,10 @@ class RunWrites:
         self._unanswered = None
         for function, args, kwargs in waiting:
             self._keep(function, args, kwargs)
-        _say(f"warning: {self.what} {self.store.path} is {self.away_word} ({_first_line(exc)}); the run goes on, "
-             f"its writes wait in memory and are tried again for up to {self.limit:g} s ({OUTAGE_ENV})")
+        _say(
+            f"warning: {self.what} {self.store.path} is {self.away_word} ({_first_line(exc)}); the run goes on, "
+            f"its writes wait in memory and are tried again for up to {self.limit:g} s ({OUTAGE_ENV})"
+        )
         self._thread = threading.Thread(target=self._write_waiting, name="dashbench-store-retry", daemon=True)
         self._thread.start()
 
@@ -213,8 +237,10 @@ class RunWrites:
         return self._away_since is not None and time.monotonic() - self._away_since >= self.limit
 
     def _limit_text(self) -> str:
-        return (f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s ({OUTAGE_ENV}, "
-                f"held under {HEARTBEAT_LAPSE_ENV})")
+        return (
+            f"{self.what} {self.store.path} was {self.away_word} for {self.limit:g} s ({OUTAGE_ENV}, "
+            f"held under {HEARTBEAT_LAPSE_ENV})"
+        )
 
     def _write_waiting(self) -> None:
         """The retry thread: the waiting writes, oldest first, each tried until it lands or the limit passes."""
@@ -250,8 +276,10 @@ class RunWrites:
         took = time.monotonic() - self._away_since
         self._away_s += took
         self._away_since = None
-        _say(f"note: {self.what} {self.store.path} answers again after {took:.1f} s; every write that waited "
-             f"is stored, nothing lost")
+        _say(
+            f"note: {self.what} {self.store.path} answers again after {took:.1f} s; every write that waited "
+            f"is stored, nothing lost"
+        )
 
     def away_s(self) -> float:
         """The outages so far, the one going on included."""
@@ -267,29 +295,59 @@ class RunWrites:
         if status in ("running", "queued"):
             status = "interrupted"
         bundle = {
-            "format": "dashbench-bundle", "schema_version": _schema_version(),
+            "format": "dashbench-bundle",
+            "schema_version": _schema_version(),
             "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-            "environment": {"host": this_host(), "dashbench_version": __version__, "source_db": str(self.store.path),
-                            "why": record["text"]},
-            "sample_columns": list(SAMPLE_COLUMNS), "time_format": "ISO 8601, UTC",
-            "runs": [{
-                "run_id": run.get("run_id"), "status": status, "spec": run.get("spec"), "result": result,
-                "error": error, "created_at": iso(run.get("started_at")), "started_at": iso(run.get("started_at")),
-                "finished_at": iso(finished), "pid": run.get("pid"), "host": run.get("host"), "sweep_id": None,
-                "samples": [[s["index"], s["steps"], s["duration_s"], s.get("loss"), bool(s.get("warmup", False))]
-                            for _i, s in sorted(self._samples.items())],
-            }],
+            "environment": {
+                "host": this_host(),
+                "dashbench_version": __version__,
+                "source_db": str(self.store.path),
+                "why": record["text"],
+            },
+            "sample_columns": list(SAMPLE_COLUMNS),
+            "time_format": "ISO 8601, UTC",
+            "runs": [
+                {
+                    "run_id": run.get("run_id"),
+                    "status": status,
+                    "spec": run.get("spec"),
+                    "result": result,
+                    "error": error,
+                    "created_at": iso(run.get("started_at")),
+                    "started_at": iso(run.get("started_at")),
+                    "finished_at": iso(finished),
+                    "pid": run.get("pid"),
+                    "host": run.get("host"),
+                    "sweep_id": None,
+                    "samples": [
+                        [s["index"], s["steps"], s["duration_s"], s.get("loss"), bool(s.get("warmup", False))]
+                        for _i, s in sorted(self._samples.items())
+                    ],
+                }
+            ],
         }
         path = _write_bundle(run.get("run_id") or "run", bundle)
-        where = f"; the run and its {len(self._samples)} samples are in {path}: `python -m dashbench import {path}` " \
-                f"once the store is back" if path else "; no local file could take the run either"
+        where = (
+            f"; the run and its {len(self._samples)} samples are in {path}: `python -m dashbench import {path}` "
+            f"once the store is back"
+            if path
+            else "; no local file could take the run either"
+        )
         lost = RunStoreLost(f"{self._limit_text()}: the run stopped{where}", path)
         lost.run_id = run.get("run_id")  # for `run --json`'s error object, as the runner tags its errors
         return lost
 
 
-def _finish(store: Store, run_id: str, status: str, result=None, error=None, samples=None, finished_at=None,
-            writes: RunWrites | None = None) -> None:
+def _finish(
+    store: Store,
+    run_id: str,
+    status: str,
+    result=None,
+    error=None,
+    samples=None,
+    finished_at=None,
+    writes: RunWrites | None = None,
+) -> None:
     """The run's end as it is written: its result given the outages known by then (one may be ending now)."""
     if result is not None and writes is not None and writes.away_s() > 0:
         result = with_outage(result, _record(writes.away_s(), max(writes._outages, 1), writes, lost=False))
@@ -298,14 +356,21 @@ def _finish(store: Store, run_id: str, status: str, result=None, error=None, sam
 
 def _record(seconds: float, outages: int, writes: RunWrites, lost: bool) -> dict:
     tail = "the run stopped and went to a local bundle" if lost else "nothing lost"
-    return {"seconds": round(seconds, 1), "outages": outages,
-            "text": f"{writes.what} was {writes.away_word} for {seconds:.1f} s; {tail}"}
+    return {
+        "seconds": round(seconds, 1),
+        "outages": outages,
+        "text": f"{writes.what} was {writes.away_word} for {seconds:.1f} s; {tail}",
+    }
 
 
 def with_outage(result: dict, record: dict) -> dict:
     """The result dict with the outage recorded: its `store_outage` and the flag (figures unchanged)."""
     flags = list(result.get("flags") or [])
-    return {**result, "store_outage": record, "flags": flags + ([FLAG_STORE_OUTAGE] if FLAG_STORE_OUTAGE not in flags else [])}
+    return {
+        **result,
+        "store_outage": record,
+        "flags": flags + ([FLAG_STORE_OUTAGE] if FLAG_STORE_OUTAGE not in flags else []),
+    }
 
 
 def _schema_version() -> int:

@@ -13,11 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dashbench.models import lm_shape, lm_text
-from dashbench.models.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
-from dashbench.models import model_file
 from dashbench.core.spec import HELD_OUT_SYNTHETIC_MODELS, MODEL_IDENTITY, MODELS, RunSpec, SpecError
-
+from dashbench.models import lm_shape, lm_text, model_file
+from dashbench.models.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
 # bench/convergence.py finds falling at every workload's quick shapes (docs/CONVERGENCE.md); two
@@ -67,10 +65,13 @@ class Workload:
             values[name] = value
         if values.get("image_size") is not None and values["image_size"] < self.min_image_size:
             raise SpecError(
-                "image_size", f"{self.name} needs images of at least {self.min_image_size} px, got {values['image_size']}"
+                "image_size",
+                f"{self.name} needs images of at least {self.min_image_size} px, got {values['image_size']}",
             )
         if spec.data == "real" and values.get("image_size") != self.defaults.get("image_size"):
-            raise SpecError("image_size", f"real {self.name} data is {self.defaults['image_size']} px; drop the override")
+            raise SpecError(
+                "image_size", f"real {self.name} data is {self.defaults['image_size']} px; drop the override"
+            )
         return Shapes(**(self.resolve(values) if self.resolve else values))
 
     def quick_recipe(self) -> dict:
@@ -180,9 +181,11 @@ WORKLOADS: dict[str, Workload] = {
             quick={"seq_len": 64, "width": 64, "layers": 2, "batch_size": 8},
             batch_sizes={"cpu": 1, "gpu": 1, "tpu": 8},
             overrides=("seq_len", "width", "layers"),
-            notes={"width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.models.lm_shape)",
-                   "flops": "PaLM's 6N + 12·L·H·Q·T per token (61.1 GFLOP at full size)",
-                   "target": f"validation log-perplexity {lm_shape.TARGET_LOG_PERPLEXITY} (MLPerf Training's)"},
+            notes={
+                "width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.models.lm_shape)",
+                "flops": "PaLM's 6N + 12·L·H·Q·T per token (61.1 GFLOP at full size)",
+                "target": f"validation log-perplexity {lm_shape.TARGET_LOG_PERPLEXITY} (MLPerf Training's)",
+            },
             resolve=lm_shape.resolve,
         ),
     )
@@ -201,17 +204,24 @@ def get(name: str) -> Workload:
         pass
     if isinstance(name, str) and (MODEL_IDENTITY.fullmatch(name) or model_file.looks_like_file(name)):
         return user_workload(name)  # a stored identity, or a file the Run page offers
-    raise SpecError("model", f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}, or a model file: "
-                             "path/file.py:build or path/model.keras")
+    raise SpecError(
+        "model",
+        f"unknown model {name!r}; choose one of: {', '.join(WORKLOADS)}, or a model file: "
+        "path/file.py:build or path/model.keras",
+    )
 
 
 def user_workload(name: str) -> Workload:
     """A user's model file as the catalog sees it (no import): its unit is examples, its shapes its own."""
     return Workload(
-        name=name, unit="examples",
+        name=name,
+        unit="examples",
         description="Your model: inputs and a learnable target made from its input and output shapes; its "
-                    "compiled loss and optimizer if it has them, else Adam 1e-3 on a synthetic task.",
-        defaults={}, quick={"batch_size": 8}, batch_sizes=dict(USER_BATCH_SIZES), overrides=(),
+        "compiled loss and optimizer if it has them, else Adam 1e-3 on a synthetic task.",
+        defaults={},
+        quick={"batch_size": 8},
+        batch_sizes=dict(USER_BATCH_SIZES),
+        overrides=(),
     )
 
 
@@ -236,7 +246,10 @@ def check_spec(spec: RunSpec) -> Shapes:
         floor = lm_text.entropy_floor(shapes.vocab, shapes.seq_len)
         # At the floor the loss only approaches the target; a run there would train to its epoch limit.
         if spec.target_loss <= floor:
-            raise SpecError("target_loss", f"{spec.target_loss:g} is at or below the teacher's entropy floor "
-                                           f"{floor:.4f} nats (vocabulary {shapes.vocab}): no model's validation "
-                                           f"loss gets there; use a target above it, e.g. {max(3.3, floor + 0.5):g}")
+            raise SpecError(
+                "target_loss",
+                f"{spec.target_loss:g} is at or below the teacher's entropy floor "
+                f"{floor:.4f} nats (vocabulary {shapes.vocab}): no model's validation "
+                f"loss gets there; use a target above it, e.g. {max(3.3, floor + 0.5):g}",
+            )
     return shapes

@@ -48,8 +48,11 @@ def check_fashion_mnist(data_path: Optional[str], classes: int, held_out: bool =
         test_dims = _idx_dims(_idx_file(folder, FASHION_TEST_FILES[0]))
         _check_labels(folder, test_dims, read_idx(_idx_file(folder, FASHION_TEST_FILES[1])), classes)
         if tuple(test_dims[1:]) != tuple(image_dims[1:]):
-            raise SpecError("data_path", f"the t10k images in {folder} are {tuple(test_dims[1:])}, the train "
-                                         f"images {tuple(image_dims[1:])}: both splits must have one size")
+            raise SpecError(
+                "data_path",
+                f"the t10k images in {folder} are {tuple(test_dims[1:])}, the train "
+                f"images {tuple(image_dims[1:])}: both splits must have one size",
+            )
     return folder
 
 
@@ -80,19 +83,26 @@ def _idx_dims(path: Path) -> tuple:
         raise SpecError("data_path", f"{path}: unknown IDX type code 0x{head[2]:02x}")
     expected = 4 + 4 * len(dims) + item * int(np.prod(dims))
     if not str(path).endswith(".gz") and path.stat().st_size != expected:
-        raise SpecError("data_path", f"{path}: header says {dims} ({expected} bytes) but the file has "
-                                     f"{path.stat().st_size} bytes (truncated or not this format?)")
+        raise SpecError(
+            "data_path",
+            f"{path}: header says {dims} ({expected} bytes) but the file has "
+            f"{path.stat().st_size} bytes (truncated or not this format?)",
+        )
     return dims
 
 
 def _check_labels(folder: Path, image_shape: tuple, labels: np.ndarray, classes: int) -> None:
     if len(image_shape) != 3 or labels.ndim != 1 or image_shape[0] != len(labels):
-        raise SpecError("data_path", f"IDX files in {folder} disagree: images {tuple(image_shape)}, "
-                                     f"labels {labels.shape}")
+        raise SpecError(
+            "data_path", f"IDX files in {folder} disagree: images {tuple(image_shape)}, labels {labels.shape}"
+        )
     if len(labels) and (labels.min() < 0 or labels.max() >= classes):
         # Caught here, not by the loss op: TF's error would come mid-run, wrapped in a graph trace.
-        raise SpecError("data_path", f"labels in {folder} must be class numbers 0–{classes - 1}; found "
-                                     f"{int(labels.min())}–{int(labels.max())} (a different dataset's file?)")
+        raise SpecError(
+            "data_path",
+            f"labels in {folder} must be class numbers 0–{classes - 1}; found "
+            f"{int(labels.min())}–{int(labels.max())} (a different dataset's file?)",
+        )
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -150,24 +160,37 @@ def check_image_folder(data_path: Optional[str]) -> dict:
     for split in FOLDER_SPLITS:
         if not (folder / split).is_dir():
             raise SpecError("data_path", f"{folder} has no {split}/ folder: {LAYOUT}")
-        found[split] = {path.name: _count_images(path) for path in (folder / split).iterdir()
-                        if path.is_dir() and not _hidden(path.name)}
+        found[split] = {
+            path.name: _count_images(path)
+            for path in (folder / split).iterdir()
+            if path.is_dir() and not _hidden(path.name)
+        }
     train, validation = (found[split] for split in FOLDER_SPLITS)
     if set(train) != set(validation):
         only_train, only_val = sorted(set(train) - set(validation)), sorted(set(validation) - set(train))
-        parts = ([f"only in train/: {', '.join(only_train[:5])}"] if only_train else []) + \
-                ([f"only in validation/: {', '.join(only_val[:5])}"] if only_val else [])
-        raise SpecError("data_path", f"the classes differ between train/ and validation/ in {folder} "
-                                     f"({'; '.join(parts)}): both splits need the same class subfolders")
+        parts = ([f"only in train/: {', '.join(only_train[:5])}"] if only_train else []) + (
+            [f"only in validation/: {', '.join(only_val[:5])}"] if only_val else []
+        )
+        raise SpecError(
+            "data_path",
+            f"the classes differ between train/ and validation/ in {folder} "
+            f"({'; '.join(parts)}): both splits need the same class subfolders",
+        )
     if len(train) < 2:
-        raise SpecError("data_path", f"{folder}/train has {len(train)} class subfolder(s); a classifier needs "
-                                     f"at least 2: {LAYOUT}")
+        raise SpecError(
+            "data_path", f"{folder}/train has {len(train)} class subfolder(s); a classifier needs at least 2: {LAYOUT}"
+        )
     for split in FOLDER_SPLITS:
         if not sum(found[split].values()):
-            raise SpecError("data_path", f"{folder}/{split} holds no images "
-                                         f"({', '.join(IMAGE_SUFFIXES)}) in its class subfolders or below them")
-    return {"classes": sorted(train), "train_examples": sum(train.values()),
-            "validation_examples": sum(validation.values())}
+            raise SpecError(
+                "data_path",
+                f"{folder}/{split} holds no images ({', '.join(IMAGE_SUFFIXES)}) in its class subfolders or below them",
+            )
+    return {
+        "classes": sorted(train),
+        "train_examples": sum(train.values()),
+        "validation_examples": sum(validation.values()),
+    }
 
 
 def load_image_folder(data_path: str, split: str, image_size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:

@@ -63,8 +63,16 @@ def width_rule(width: int) -> str | None:
 def dims(width: int, layers: int, seq_len: int) -> LMDims:
     head_dim = HEAD_DIM if width >= 1024 else width // 8
     heads = width // head_dim
-    return LMDims(layers=layers, width=width, seq_len=seq_len, heads=heads, kv_heads=max(1, heads // 4),
-                  head_dim=head_dim, mlp=7 * width // 2, vocab=min(MAX_VOCAB, 32 * width))
+    return LMDims(
+        layers=layers,
+        width=width,
+        seq_len=seq_len,
+        heads=heads,
+        kv_heads=max(1, heads // 4),
+        head_dim=head_dim,
+        mlp=7 * width // 2,
+        vocab=min(MAX_VOCAB, 32 * width),
+    )
 
 
 def memory_counts(d: LMDims) -> tuple[float, float, float]:
@@ -88,6 +96,9 @@ def resolve(values: dict) -> dict:
     # The store lists a run's shape by its width and sequence length: a layer count of its own would
     # list a 2-layer model as the full-size 8B.
     if values["layers"] != FULL["layers"] and (values["width"], values["seq_len"]) == (FULL["width"], FULL["seq_len"]):
-        raise SpecError("layers", f"{values['layers']} layers need --width or --seq-len off full size too "
-                                  f"({FULL['width']}, {FULL['seq_len']}), so that the run is never listed as full size")
+        raise SpecError(
+            "layers",
+            f"{values['layers']} layers need --width or --seq-len off full size too "
+            f"({FULL['width']}, {FULL['seq_len']}), so that the run is never listed as full size",
+        )
     return {**values, "vocab": dims(values["width"], values["layers"], values["seq_len"]).vocab}

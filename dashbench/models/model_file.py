@@ -29,8 +29,11 @@ def is_builtin(model: str) -> bool:
 
 def looks_like_file(model: str) -> bool:
     """Does a --model value name a file (rather than a built-in workload)?"""
-    return isinstance(model, str) and not is_builtin(model) and (
-        "/" in model or os.sep in model or model.rsplit(":", 1)[0].endswith((*SUFFIXES, ".h5", ".hdf5")))
+    return (
+        isinstance(model, str)
+        and not is_builtin(model)
+        and ("/" in model or os.sep in model or model.rsplit(":", 1)[0].endswith((*SUFFIXES, ".h5", ".hdf5")))
+    )
 
 
 def sha256_of(path: Path) -> str:
@@ -49,11 +52,17 @@ def split(text: str) -> tuple[str, Optional[str]]:
     if sep and head.endswith(".py"):
         path, builder = head, tail
     if path.endswith((".h5", ".hdf5")):
-        raise SpecError("model", f"{path}: .h5 files load without Keras's safe mode; save the model as .keras "
-                                 "(model.save('model.keras')) or give a builder file.py:build")
+        raise SpecError(
+            "model",
+            f"{path}: .h5 files load without Keras's safe mode; save the model as .keras "
+            "(model.save('model.keras')) or give a builder file.py:build",
+        )
     if not path.endswith(SUFFIXES):
-        raise SpecError("model", f"{text!r} is neither a built-in ({', '.join(MODELS)}) nor a model file: "
-                                 "give path/file.py:build or path/model.keras")
+        raise SpecError(
+            "model",
+            f"{text!r} is neither a built-in ({', '.join(MODELS)}) nor a model file: "
+            "give path/file.py:build or path/model.keras",
+        )
     if path.endswith(".py"):
         builder = builder or DEFAULT_BUILDER
         if not _BUILDER.fullmatch(builder):
@@ -73,8 +82,9 @@ def reference(text: str) -> dict:
         found = builders_in(resolved)
         if builder not in found:
             listed = ", ".join(found) or "none"
-            raise SpecError("model", f"{resolved.name} has no function {builder}() at its top level "
-                                     f"(functions there: {listed})")
+            raise SpecError(
+                "model", f"{resolved.name} has no function {builder}() at its top level (functions there: {listed})"
+            )
     sha = sha256_of(resolved)
     return {"model": identity(resolved.name, builder, sha), "model_path": str(resolved), "model_sha256": sha}
 
@@ -128,8 +138,11 @@ def check_file(spec) -> None:
         raise SpecError("model", f"no such model file: {spec.model_path}")
     sha = sha256_of(path)
     if sha != spec.model_sha256:
-        raise SpecError("model", f"{path.name} changed since this run was set up (sha256 {spec.model_sha256[:12]}… "
-                                 f"then, {sha[:12]}… now): refused; queue it again to measure the new file")
+        raise SpecError(
+            "model",
+            f"{path.name} changed since this run was set up (sha256 {spec.model_sha256[:12]}… "
+            f"then, {sha[:12]}… now): refused; queue it again to measure the new file",
+        )
 
 
 # -- the models folder (the Run page's only way to name a file) ---------------------------------
@@ -204,8 +217,11 @@ def check_info(name: str, value) -> None:
         fail(name, "an object", value)
     for key in value:
         if key not in INFO_KEYS:
-            fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
-                 f"one of the keys {', '.join(INFO_KEYS)}", key)
+            fail(
+                f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
+                f"one of the keys {', '.join(INFO_KEYS)}",
+                key,
+            )
     for key in ("source", "file", "builder", "sha256", "loss", "optimizer", "task"):
         if value.get(key) is not None and not isinstance(value[key], str):
             fail(f"{name}.{key}", "text or null", value[key])
@@ -230,8 +246,9 @@ def info_text(info: dict) -> tuple[str, str]:
         parts.append(f"{count:,} parameters")
     inputs = [t for t in info.get("inputs") or [] if isinstance(t, dict)]
     if inputs:
-        parts.append("inputs " + ", ".join(f"{t.get('name')} {tuple(t.get('shape') or ())} {t.get('dtype')}"
-                                           for t in inputs))
+        parts.append(
+            "inputs " + ", ".join(f"{t.get('name')} {tuple(t.get('shape') or ())} {t.get('dtype')}" for t in inputs)
+        )
     if info.get("task"):
         parts.append(str(info["task"]))
     return name, ", ".join(parts)

@@ -59,7 +59,15 @@ def _same_everywhere(**values) -> dict:
 _ARTICLE_EPOCHS = {"data": "real", "epochs": 5, "steps_per_epoch": 100}
 # The spec fields that make a run train to accuracy; on synthetic data (no held-out split) a preset
 # drops them and measures the throughput of the same steps.
-TO_ACCURACY_FIELDS = ("target_accuracy", "target_loss", "max_epochs", "epochs", "steps_per_epoch", "eval_every", "seeds")
+TO_ACCURACY_FIELDS = (
+    "target_accuracy",
+    "target_loss",
+    "max_epochs",
+    "epochs",
+    "steps_per_epoch",
+    "eval_every",
+    "seeds",
+)
 
 
 _PRESETS = (
@@ -223,8 +231,9 @@ def spec_for(name: str, device_class: str, check: bool = True, **overrides) -> R
         for key in TO_ACCURACY_FIELDS:
             if key not in overrides:
                 values.pop(key, None)
-    if (overrides.get("target_accuracy") is not None or overrides.get("target_loss") is not None) \
-            and "epochs" not in overrides:
+    if (
+        overrides.get("target_accuracy") is not None or overrides.get("target_loss") is not None
+    ) and "epochs" not in overrides:
         values.pop("epochs", None)
     values.update(overrides)
     spec = RunSpec.from_dict(values)
@@ -250,7 +259,11 @@ def quick_spec(name: str, device_class: str = "cpu", check: bool = True, **overr
 
 def for_run(spec_or_label) -> Optional[Preset]:
     """The preset a run was made from, through its label, or None."""
-    label = spec_or_label.get("label") if isinstance(spec_or_label, dict) else getattr(spec_or_label, "label", spec_or_label)
+    label = (
+        spec_or_label.get("label")
+        if isinstance(spec_or_label, dict)
+        else getattr(spec_or_label, "label", spec_or_label)
+    )
     if isinstance(label, str) and label.startswith(LABEL_PREFIX):
-        return PRESETS.get(label[len(LABEL_PREFIX):])
+        return PRESETS.get(label[len(LABEL_PREFIX) :])
     return None

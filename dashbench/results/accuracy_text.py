@@ -22,7 +22,7 @@ ACCURACY_COLUMNS = {
     "reached": "seeds that reached the target",
     "seeds": "seeds trained",
     "time_to_target_s": "median over the seeds that reached it: first training step to the end of the "
-                        "evaluation that reached it, evaluations included",
+    "evaluation that reached it, evaluations included",
     "time_to_target_min_s": "fastest seed's time to target",
     "time_to_target_max_s": "slowest seed's time to target",
     "epochs_to_target": "median epochs to target",
@@ -76,8 +76,11 @@ def chance_hint(accuracy: Optional[dict]) -> str:
     """'accuracy stayed at chance (0.50 for 2 classes): …' when no evaluation of any seed left 1/classes
     (a model that answers one class for every image: labels that do not follow the images, or a learning
     rate that threw the weights away); '' otherwise."""
-    if not isinstance(accuracy, dict) or not isinstance(accuracy.get("dataset"), dict) \
-            or metric_of(accuracy) != "val_accuracy":
+    if (
+        not isinstance(accuracy, dict)
+        or not isinstance(accuracy.get("dataset"), dict)
+        or metric_of(accuracy) != "val_accuracy"
+    ):
         return ""
     classes = accuracy["dataset"].get("classes")
     if not isinstance(classes, int) or isinstance(classes, bool) or classes < 2:
@@ -118,21 +121,28 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
         if final_status(accuracy) == NOT_REACHED:
             values = [v for v in (_num(p.get(metric)) for r in runs for p in r.get("curve") or []) if v is not None]
             best = (min(values) if loss else max(values)) if values else None
-            lines.append(f"target {named} NOT reached{within}: {reached} of {n} seed{'s' if n != 1 else ''} "
-                         f"reached it; best {what} " + ("—" if best is None else f"{best:.4f}"))
+            lines.append(
+                f"target {named} NOT reached{within}: {reached} of {n} seed{'s' if n != 1 else ''} "
+                f"reached it; best {what} " + ("—" if best is None else f"{best:.4f}")
+            )
         else:
             lines.append(f"target {named} reached by {reached} of {n} seed{'s' if n != 1 else ''}{within}")
         times = [t for t in (_num(r.get("time_to_target_s")) for r in runs if r.get("reached")) if t is not None]
         if times:
             mid = _num(accuracy.get("time_to_target_median_s")) or median(times)
             text = f"{reached_text(runs, metric)} after {seconds(mid)}" if loss else f"time to target {seconds(mid)}"
-            text += f" median (min {seconds(min(times))}, max {seconds(max(times))} over {len(times)} seeds)" \
-                if len(times) > 1 else ""
+            text += (
+                f" median (min {seconds(min(times))}, max {seconds(max(times))} over {len(times)} seeds)"
+                if len(times) > 1
+                else ""
+            )
             if usd_per_hour is not None:
                 text += f"; cost to target ${mid * usd_per_hour / 3600:,.4g}"
             epochs = _num(accuracy.get("epochs_to_target_median"))
             if epochs is None:
-                found = [e for e in (_num(r.get("epochs_to_target")) for r in runs if r.get("reached")) if e is not None]
+                found = [
+                    e for e in (_num(r.get("epochs_to_target")) for r in runs if r.get("reached")) if e is not None
+                ]
                 epochs = median(found) if found else None
             text += f"; {_epochs(epochs)} epochs to target" + (" (median)" if len(times) > 1 else "")
             lines.append(text)
@@ -145,8 +155,9 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
         if finals:
             parts.append(f"final {what} {median(finals):.4f}{several}")
         if totals:
-            parts.append(f"{'they' if epochs else 'training'} took {seconds(median(totals))}{several}, "
-                         "evaluations included")
+            parts.append(
+                f"{'they' if epochs else 'training'} took {seconds(median(totals))}{several}, evaluations included"
+            )
         lines.append(f"{epochs or 'no'} epochs, no target: " + "; ".join(parts))
     hint = chance_hint(accuracy)
     if hint:
@@ -155,8 +166,11 @@ def headline(accuracy: Optional[dict], usd_per_hour: Optional[float] = None) -> 
     floor = _num(dataset.get("loss_floor")) if isinstance(dataset, dict) else None
     if floor is not None:
         lines.append(f"the teacher's entropy floor (the lowest validation loss any model reaches): {floor:.4f} nats")
-    apart = [f"{what} {seconds(_num(accuracy.get(key)))}" for key, what in
-             (("compile_s", "compile"), ("load_s", "data loading")) if _num(accuracy.get(key)) is not None]
+    apart = [
+        f"{what} {seconds(_num(accuracy.get(key)))}"
+        for key, what in (("compile_s", "compile"), ("load_s", "data loading"))
+        if _num(accuracy.get(key)) is not None
+    ]
     share = eval_share(accuracy)
     tail = []
     if apart:
@@ -178,8 +192,13 @@ def _final(run: dict, metric: str) -> Optional[float]:
 def reached_text(runs: list[dict], metric: str) -> str:
     """'validation loss 3.28 reached at step 400': the value at the evaluation that reached the target
     and its step, the median over the seeds that reached it."""
-    hits = [point for r in runs if r.get("reached") for point in r.get("curve") or []
-            if isinstance(point, dict) and point.get("step") == r.get("steps_to_target")]
+    hits = [
+        point
+        for r in runs
+        if r.get("reached")
+        for point in r.get("curve") or []
+        if isinstance(point, dict) and point.get("step") == r.get("steps_to_target")
+    ]
     values = [v for v in (_num(p.get(metric)) for p in hits) if v is not None]
     steps = [s for s in (_num(r.get("steps_to_target")) for r in runs if r.get("reached")) if s is not None]
     several = " (median)" if len(steps) > 1 else ""
@@ -201,9 +220,11 @@ def curve_lines(accuracy: Optional[dict]) -> list[str]:
         lines.append(f"  {'epoch':>7} {'step':>8} {'wall s':>9} {'val acc':>8} {'val loss':>9} {'train loss':>10}")
         for point in run.get("curve") or []:
             if isinstance(point, dict):
-                lines.append(f"  {_fmt(point.get('epoch'), '7.2f')} {_fmt(point.get('step'), '8.0f')} "
-                             f"{_fmt(point.get('wall_s'), '9.2f')} {_fmt(point.get('val_accuracy'), '8.4f')} "
-                             f"{_fmt(point.get('val_loss'), '9.4f')} {_fmt(point.get('train_loss'), '10.4f')}")
+                lines.append(
+                    f"  {_fmt(point.get('epoch'), '7.2f')} {_fmt(point.get('step'), '8.0f')} "
+                    f"{_fmt(point.get('wall_s'), '9.2f')} {_fmt(point.get('val_accuracy'), '8.4f')} "
+                    f"{_fmt(point.get('val_loss'), '9.4f')} {_fmt(point.get('train_loss'), '10.4f')}"
+                )
     return lines
 
 
@@ -227,15 +248,20 @@ def columns_of(accuracy: Optional[dict]) -> dict[str, Any]:
     epochs = [e for e in (epochs_trained(r) for r in runs) if e is not None]
     loss = metric_of(accuracy) == "val_loss"
     out.update(
-        target_accuracy=None if loss else target, target_loss=target if loss else None, seeds=len(runs),
-        steps_to_target=median(steps) if steps else None, final_val_loss=median(losses) if losses else None,
+        target_accuracy=None if loss else target,
+        target_loss=target if loss else None,
+        seeds=len(runs),
+        steps_to_target=median(steps) if steps else None,
+        final_val_loss=median(losses) if losses else None,
         reached=sum(1 for r in runs if r.get("reached")) if target is not None else None,
         time_to_target_s=(_num(accuracy.get("time_to_target_median_s")) or median(times)) if times else None,
-        time_to_target_min_s=min(times) if times else None, time_to_target_max_s=max(times) if times else None,
+        time_to_target_min_s=min(times) if times else None,
+        time_to_target_max_s=max(times) if times else None,
         epochs_to_target=_num(accuracy.get("epochs_to_target_median")) if times else None,
         final_val_accuracy=median(finals) if finals else None,
         epochs_trained=max(epochs) if epochs else None,
-        eval_share=eval_share(accuracy), load_s=_num(accuracy.get("load_s")),
+        eval_share=eval_share(accuracy),
+        load_s=_num(accuracy.get("load_s")),
     )
     if times and out["epochs_to_target"] is None:
         found = [e for e in (_num(r.get("epochs_to_target")) for r in runs if r.get("reached")) if e is not None]

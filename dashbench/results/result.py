@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from dashbench.results.result_checks import _RULES
-from dashbench.results.result_text import ResultText
+
 # Named here too, where their callers have always found them.
-from dashbench.results.result_text import FLAG_SHORT, FLAG_TEXT, phase_text, short_id  # noqa: F401
+from dashbench.results.result_text import FLAG_SHORT, FLAG_TEXT, ResultText, phase_text, short_id  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -114,17 +114,40 @@ class RunResult(ResultText):
         return dataclasses.replace(self, **changes)
 
 
-_OMITTED_WHEN_NONE = ("run_id", "backend", "backend_version", "repeats", "repeat_cv", "host_load", "memory",
-                      "accuracy", "store_outage", "model_info", "flops_source", "analytic_flops_per_example",
-                      "compiler_flops_per_example")
+_OMITTED_WHEN_NONE = (
+    "run_id",
+    "backend",
+    "backend_version",
+    "repeats",
+    "repeat_cv",
+    "host_load",
+    "memory",
+    "accuracy",
+    "store_outage",
+    "model_info",
+    "flops_source",
+    "analytic_flops_per_example",
+    "compiler_flops_per_example",
+)
 
 
 def _json_fields():
     return [f for f in fields(RunResult) if f.name != "extra"]
 
 
-_DEFAULTED = {"unit", "device_names", "examples_per_sec_ci95", "flags", "losses", "placement", "shapes", "env",
-              "spec", "xla", "status"}
+_DEFAULTED = {
+    "unit",
+    "device_names",
+    "examples_per_sec_ci95",
+    "flags",
+    "losses",
+    "placement",
+    "shapes",
+    "env",
+    "spec",
+    "xla",
+    "status",
+}
 
 
 def _copied(value):
@@ -134,4 +157,3 @@ def _copied(value):
     if isinstance(value, (list, tuple)):
         return [_copied(v) for v in value]
     return value
-

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from dashbench.core import accuracy as accuracy_shape
-from dashbench.models import model_file
 from dashbench.core import stats
+from dashbench.models import model_file
 
 _INT_LIMIT = 2**63  # what SQLite's INTEGER holds
 
@@ -100,22 +100,53 @@ def _object(name, value, finite):
 
 
 _RULES = {
-    "model": _text_or_null, "unit": _text, "device": _text_or_null, "backend": _text_or_null,
-    "backend_version": _text_or_null, "accelerator": _text_or_null, "repeats": _amounts_or_null,
-    "repeat_cv": _amount_or_null, "host_load": _object_or_null,
-    "accelerator_count": _count_or_null, "device_names": _texts, "replicas": _count_or_null,
-    "global_batch_size": _count_or_null, "per_replica_batch_size": _count_or_null, "precision": _text_or_null,
-    "xla": _bool, "data": _text_or_null, "status": _text, "examples_per_sec": _amount_or_null,
-    "examples_per_sec_ci95": _ci95, "step_time_median_s": _amount_or_null, "step_time_p10_s": _amount_or_null,
-    "step_time_p90_s": _amount_or_null, "step_time_std_s": _amount_or_null, "samples": _count_or_null,
-    "steps": _count_or_null, "steps_per_loop": _count_or_null, "compile_s": _amount_or_null,
-    "flops_per_example": _amount_or_null, "forward_flops_per_example": _amount_or_null,
-    "flops_source": _text_or_null, "analytic_flops_per_example": _amount_or_null,
+    "model": _text_or_null,
+    "unit": _text,
+    "device": _text_or_null,
+    "backend": _text_or_null,
+    "backend_version": _text_or_null,
+    "accelerator": _text_or_null,
+    "repeats": _amounts_or_null,
+    "repeat_cv": _amount_or_null,
+    "host_load": _object_or_null,
+    "accelerator_count": _count_or_null,
+    "device_names": _texts,
+    "replicas": _count_or_null,
+    "global_batch_size": _count_or_null,
+    "per_replica_batch_size": _count_or_null,
+    "precision": _text_or_null,
+    "xla": _bool,
+    "data": _text_or_null,
+    "status": _text,
+    "examples_per_sec": _amount_or_null,
+    "examples_per_sec_ci95": _ci95,
+    "step_time_median_s": _amount_or_null,
+    "step_time_p10_s": _amount_or_null,
+    "step_time_p90_s": _amount_or_null,
+    "step_time_std_s": _amount_or_null,
+    "samples": _count_or_null,
+    "steps": _count_or_null,
+    "steps_per_loop": _count_or_null,
+    "compile_s": _amount_or_null,
+    "flops_per_example": _amount_or_null,
+    "forward_flops_per_example": _amount_or_null,
+    "flops_source": _text_or_null,
+    "analytic_flops_per_example": _amount_or_null,
     "compiler_flops_per_example": _amount_or_null,
-    "achieved_tflops": _amount_or_null, "peak_tflops": _amount_or_null, "peak_source": _text_or_null,
-    "mfu": _amount_or_null, "flags": _flags, "losses": _losses, "placement": _placement, "shapes": _object,
-    "env": _object, "spec": _object, "run_id": _text_or_null, "memory": lambda n, v, f: _memory(n, v, f),
-    "accuracy": accuracy_shape.check, "store_outage": _object_or_null,
+    "achieved_tflops": _amount_or_null,
+    "peak_tflops": _amount_or_null,
+    "peak_source": _text_or_null,
+    "mfu": _amount_or_null,
+    "flags": _flags,
+    "losses": _losses,
+    "placement": _placement,
+    "shapes": _object,
+    "env": _object,
+    "spec": _object,
+    "run_id": _text_or_null,
+    "memory": lambda n, v, f: _memory(n, v, f),
+    "accuracy": accuracy_shape.check,
+    "store_outage": _object_or_null,
     "model_info": lambda n, v, f: model_file.check_info(n, v),
 }
 
@@ -130,8 +161,11 @@ def _memory(name, value, finite):
     _object(name, value, finite)
     for key in value:
         if key not in MEMORY_KEYS:
-            _fail(f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
-                  f"one of the keys {', '.join(MEMORY_KEYS)}", key)
+            _fail(
+                f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else name,
+                f"one of the keys {', '.join(MEMORY_KEYS)}",
+                key,
+            )
     for key in MEMORY_BYTES:
         _count_or_null(f"{name}.{key}", value.get(key), finite)
     _amount_or_null(f"{name}.estimate_ratio", value.get("estimate_ratio"), finite)
@@ -155,4 +189,3 @@ def _memory(name, value, finite):
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.models import model_file
-from dashbench.hardware import peaks
 from dashbench.core import stats
+from dashbench.hardware import peaks
+from dashbench.models import model_file
 from dashbench.results.result_checks import _number
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
@@ -119,8 +119,13 @@ class ResultText:
         if _number(self.examples_per_sec):
             detail = stats.ci95_text(self.examples_per_sec_ci95)
             spread = self.repeats_text()
-            throughput.append((f"{self.unit}/s", f"{self.examples_per_sec:,.1f}",
-                               "; ".join(part for part in (detail, spread) if part)))
+            throughput.append(
+                (
+                    f"{self.unit}/s",
+                    f"{self.examples_per_sec:,.1f}",
+                    "; ".join(part for part in (detail, spread) if part),
+                )
+            )
         return throughput + self._details()
 
     def _details(self) -> list[Figure]:
@@ -161,8 +166,13 @@ class ResultText:
         if not _number(mem.get("peak_bytes")):
             return None
         devices = mem.get("devices") if isinstance(mem.get("devices"), list) else []
-        what = "process peak (resident)" if mem.get("kind") == "host" else \
-            f"device peak, {len(devices)} device(s) summed" if len(devices) > 1 else "device peak"
+        what = (
+            "process peak (resident)"
+            if mem.get("kind") == "host"
+            else f"device peak, {len(devices)} device(s) summed"
+            if len(devices) > 1
+            else "device peak"
+        )
         parts = [what]
         if _number(mem.get("window_peak_bytes")):
             parts.append(f"measured window {_bytes(mem['window_peak_bytes'])}")
@@ -175,14 +185,19 @@ class ResultText:
 
     def flag_notes(self) -> list[tuple[str, str]]:
         """(flag, what it means) for each flag the run raised."""
-        figures = {stats.FLAG_CONTENDED: self.load_text(), stats.FLAG_UNSTABLE: self.repeats_text(),
-                   stats.FLAG_STORE_OUTAGE: (self.store_outage or {}).get("text")}
+        figures = {
+            stats.FLAG_CONTENDED: self.load_text(),
+            stats.FLAG_UNSTABLE: self.repeats_text(),
+            stats.FLAG_STORE_OUTAGE: (self.store_outage or {}).get("text"),
+        }
         return [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
 
     def describe(self) -> str:
         """Several lines for a terminal: the headline, each figure, each flag explained, the run id."""
         lines = [self.headline()]
-        lines += [f"  {label}: {value}" + (f" — {detail}" if detail else "") for label, value, detail in self._details()]
+        lines += [
+            f"  {label}: {value}" + (f" — {detail}" if detail else "") for label, value, detail in self._details()
+        ]
         notes = [_flag_line(name, text) for name, text in self.flag_notes()] or ["none"]
         lines.append("  flags: " + notes[0])
         lines += [" " * len("  flags: ") + note for note in notes[1:]]
@@ -193,18 +208,23 @@ class ResultText:
     def _tflops_detail(self) -> str:
         parts = []
         if _number(self.mfu) and _number(self.peak_tflops) and self.peak_source == peaks.PROVISIONAL:
-            parts.append(f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak "
-                         f"({peaks.PROVISIONAL}: {peaks.PROVISIONAL_NOTE})")
+            parts.append(
+                f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak "
+                f"({peaks.PROVISIONAL}: {peaks.PROVISIONAL_NOTE})"
+            )
         elif _number(self.mfu) and _number(self.peak_tflops):
-            parts.append(f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
+            parts.append(
+                f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})"
+            )
         elif _number(self.peak_tflops):
             parts.append(f"of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
         else:
             parts.append("no peak known for this accelerator, so no MFU")
         if _number(self.flops_per_example):
-            parts.append(f"{_si(self.flops_per_example)}FLOP per {'token' if self.unit == 'tokens' else 'example'}"
-                         + stats.flops_source_text(self.flops_source, self.flops_per_example,
-                                                   self.compiler_flops_per_example))
+            parts.append(
+                f"{_si(self.flops_per_example)}FLOP per {'token' if self.unit == 'tokens' else 'example'}"
+                + stats.flops_source_text(self.flops_source, self.flops_per_example, self.compiler_flops_per_example)
+            )
         return "; ".join(parts)
 
 

@@ -34,11 +34,11 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
     url_refusal,
     url_scheme,
 )
-from dashbench.store.urls import without_password  # noqa: F401
 from dashbench.store.errors import StoreUnreachable, db_line  # noqa: F401
 from dashbench.store.outage import OUTAGE_ENV, PollWait, is_outage, outage_s  # noqa: F401
 from dashbench.store.queries import unreadable_text  # noqa: F401
 from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL, WITH_RESULT  # noqa: F401
+from dashbench.store.urls import without_password  # noqa: F401
 
 _BUNDLE_NAMES = ("export_bundle", "import_bundles", "read_bundle")
 

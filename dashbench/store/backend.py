@@ -69,8 +69,9 @@ class Backend:
         raise NotImplementedError
         yield
 
-    def write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False,
-                  also: list[tuple[str, list]] = ()) -> bool:
+    def write_now(
+        self, what: str, statements: list[tuple[str, list]], guarded: bool = False, also: list[tuple[str, list]] = ()
+    ) -> bool:
         """Store._write_now's statements as one transaction (see there); this way fits any database."""
         with self.store._write(what) as conn:
             for sql, params in also:

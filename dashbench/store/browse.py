@@ -13,8 +13,19 @@ Read = queries.Read
 
 FACET_COLUMNS = ("model", "accelerator", "precision", "backend", "status")
 # What makes two runs the same measurement setup: Compare's default shows the newest run of each.
-SETUP_COLUMNS = ("model", "accelerator", "accelerator_count", "batch_size", "precision", "backend", "xla",
-                 "image_size", "seq_len", "width", "data")
+SETUP_COLUMNS = (
+    "model",
+    "accelerator",
+    "accelerator_count",
+    "batch_size",
+    "precision",
+    "backend",
+    "xla",
+    "image_size",
+    "seq_len",
+    "width",
+    "data",
+)
 
 
 def _to_accuracy(dialect) -> str:
@@ -24,10 +35,12 @@ def _to_accuracy(dialect) -> str:
     parsing every scanned run's tripled the scan."""
     spec = "run_blobs.spec_json"
     models = ", ".join(f"'{model}'" for model in HELD_OUT_SYNTHETIC_MODELS)  # constants, not user text
-    return (f"CASE WHEN data IN ('real', 'folder') OR model IN ({models}) THEN (SELECT "
-            f"{dialect.json_text(spec, 'target_accuracy')} IS NOT NULL OR {dialect.json_text(spec, 'target_loss')} "
-            f"IS NOT NULL OR {dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs "
-            f"WHERE run_blobs.run_id = runs.run_id) END")
+    return (
+        f"CASE WHEN data IN ('real', 'folder') OR model IN ({models}) THEN (SELECT "
+        f"{dialect.json_text(spec, 'target_accuracy')} IS NOT NULL OR {dialect.json_text(spec, 'target_loss')} "
+        f"IS NOT NULL OR {dialect.json_text(spec, 'epochs')} IS NOT NULL FROM run_blobs "
+        f"WHERE run_blobs.run_id = runs.run_id) END"
+    )
 
 
 def facets(read: Read, columns=FACET_COLUMNS) -> dict[str, list]:
@@ -64,8 +77,7 @@ def _setup_rows(read: Read, scan: int, filters: dict) -> list:
     dialect = queries.dialect_of(read)
     where, params, _limit = queries.where_clause(filters, dialect)
     columns = ", ".join((*SETUP_COLUMNS, _to_accuracy(dialect)))
-    return read(f"SELECT run_id, status, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}",
-                params)
+    return read(f"SELECT run_id, status, {columns} FROM runs{where}{queries.order_clause()} LIMIT {int(scan)}", params)
 
 
 def _newest_of_each(rows: list, limit: int) -> list:
@@ -98,7 +110,8 @@ def known_ids(read: Read, run_ids) -> list[str]:
         return []
     found = set()
     for start in range(0, len(wanted), 500):
-        chunk = wanted[start:start + 500]
-        found.update(r[0] for r in read(f"SELECT run_id FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})",
-                                        chunk))
+        chunk = wanted[start : start + 500]
+        found.update(
+            r[0] for r in read(f"SELECT run_id FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})", chunk)
+        )
     return [r for r in wanted if r in found]

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Iterable
 
 from dashbench import __version__
-
 from dashbench.store import database, export_target, schema, validate
+from dashbench.store.database import BundleError, Store, StoreError, this_host
 from dashbench.store.queries import SAMPLE_COLUMNS
 from dashbench.store.states import STATUSES
-from dashbench.store.database import BundleError, StoreError, Store, this_host
 
 FORMAT = "dashbench-bundle"
 # A bundled run: the fields of a stored run, and its samples.
@@ -47,8 +46,11 @@ def export_bundle(store: Store, path: str | os.PathLike, replace: bool = False, 
         "schema_version": schema.SCHEMA_VERSION,
         "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
         "environment": {
-            "host": this_host(), "dashbench_version": __version__, "python": sys.version.split()[0],
-            "platform": platform.platform(), "source_db": str(store.path),
+            "host": this_host(),
+            "dashbench_version": __version__,
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "source_db": str(store.path),
         },
         "filters": {k: (list(v) if isinstance(v, (set, tuple, frozenset)) else v) for k, v in filters.items()},
         "sample_columns": list(SAMPLE_COLUMNS),
@@ -68,8 +70,10 @@ def import_bundles(store: Store, paths: Iterable[str | os.PathLike]) -> dict:
         counts = store.import_rows(runs)
     except sqlite3.Error as exc:
         # A full disk or a file-size limit (SQLITE_FULL, SQLITE_IOERR) mid-transaction: rolled back.
-        raise StoreError(f"cannot import runs into {store.path}: {_one_line(exc)} (a full disk or a "
-                         f"file-size limit?); nothing was imported") from None
+        raise StoreError(
+            f"cannot import runs into {store.path}: {_one_line(exc)} (a full disk or a "
+            f"file-size limit?); nothing was imported"
+        ) from None
     return {"files": len(paths), **counts}
 
 
@@ -102,9 +106,17 @@ def _read_text(path: Path, fail) -> str:
 
 def _check_kind(info: os.stat_result, fail) -> None:
     if not stat.S_ISREG(info.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
-                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(info.st_mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a device"
+            if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "not a regular file"
+        )
         raise fail(f"{kind}: import reads regular files only")
     if info.st_size > MAX_BUNDLE_BYTES:
         raise fail(_too_large())
@@ -157,8 +169,10 @@ def _huge_integer(text: str) -> str:
     while pending:
         value, path = pending.pop()
         if isinstance(value, _HugeInt):
-            return (f"{_field_text(data, path)}: a whole number of {value.digits} digits, past every field's "
-                    f"bound (at most {len(str(validate.INT_LIMIT - 1))} digits)")
+            return (
+                f"{_field_text(data, path)}: a whole number of {value.digits} digits, past every field's "
+                f"bound (at most {len(str(validate.INT_LIMIT - 1))} digits)"
+            )
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
         pending.extend((inner, (*path, key)) for key, inner in items)
     return "a number this Python cannot read"
@@ -166,6 +180,7 @@ def _huge_integer(text: str) -> str:
 
 def _field_text(data, path: tuple) -> str:
     """`path` in a bundle as import's messages name a field: run #N (id): result.losses[3]."""
+
     def dotted(keys) -> str:
         text = ""
         for key in keys:
@@ -182,6 +197,7 @@ def _field_text(data, path: tuple) -> str:
 
 def read_bundle(path: Path) -> list[dict]:
     """Parse and check one bundle; returns runs ready for Store.import_rows. Raises BundleError naming the fault."""
+
     def fail(message: str) -> BundleError:
         return BundleError(f"{path}: {message}; nothing was imported")
 
@@ -189,7 +205,9 @@ def read_bundle(path: Path) -> list[dict]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise fail(f"not valid JSON (truncated or damaged?): {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise fail(
+            f"not valid JSON (truncated or damaged?): {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except RecursionError:
         raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is") from None
     except ValueError:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
@@ -197,13 +215,15 @@ def read_bundle(path: Path) -> list[dict]:
     if _too_deep(data):
         raise fail(f"nested more than {MAX_NESTING} levels deep, which no dashbench bundle is")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise fail(f"not a dashbench bundle (no \"format\": \"{FORMAT}\" field)")
+        raise fail(f'not a dashbench bundle (no "format": "{FORMAT}" field)')
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise fail(f"schema_version: must be a whole number >= 1, got {version!r}")
     if version > schema.SCHEMA_VERSION:
-        raise fail(f"schema_version: the bundle has schema v{version} but this dashbench reads up to "
-                   f"v{schema.SCHEMA_VERSION}; upgrade dashbench to import it")
+        raise fail(
+            f"schema_version: the bundle has schema v{version} but this dashbench reads up to "
+            f"v{schema.SCHEMA_VERSION}; upgrade dashbench to import it"
+        )
     columns = data.get("sample_columns", list(SAMPLE_COLUMNS))
     if list(columns) != list(SAMPLE_COLUMNS):
         raise fail(f"sample_columns: expected {list(SAMPLE_COLUMNS)}, got {columns!r}")
@@ -215,8 +235,7 @@ def read_bundle(path: Path) -> list[dict]:
     for number, run in enumerate(checked, start=1):
         seen = first.setdefault(run["run_id"], number)
         if seen != number:
-            raise fail(f"run #{number} ({run['run_id']}): run_id: appears twice in this file (run #{seen} "
-                       f"has it too)")
+            raise fail(f"run #{number} ({run['run_id']}): run_id: appears twice in this file (run #{seen} has it too)")
     return checked
 
 
@@ -258,7 +277,15 @@ def check_run(run, number: int, fail) -> dict:
     if result is not None and validate.implied_flags(result) != (result.get("flags") or []):
         result = {**result, "flags": validate.implied_flags(result)}
     return {
-        "run_id": run["run_id"], "status": status, "spec": spec, "result": result, "error": error,
-        **times, "pid": run.get("pid"), "host": run.get("host"), "sweep_id": run.get("sweep_id"),
-        "label": run.get("label", spec.get("label")), "samples": samples,
+        "run_id": run["run_id"],
+        "status": status,
+        "spec": spec,
+        "result": result,
+        "error": error,
+        **times,
+        "pid": run.get("pid"),
+        "host": run.get("host"),
+        "sweep_id": run.get("sweep_id"),
+        "label": run.get("label", spec.get("label")),
+        "samples": samples,
     }

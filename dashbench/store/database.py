@@ -21,15 +21,12 @@ from typing import Callable, Iterable, Iterator
 import pandas as pd
 
 from dashbench.store import browse, queries, registry
-from dashbench.store.errors import (BundleError, ReadOnlyError, RollBack, SchemaVersionError,  # noqa: F401
-                                    StoreBusyError, StoreError)
-from dashbench.store.ids import (env_seconds, iso, new_run_id, new_sweep_id, now, pid_alive,  # noqa: F401
-                                 short_id, this_host)
+from dashbench.store.errors import BundleError, ReadOnlyError, RollBack, SchemaVersionError, StoreBusyError, StoreError  # noqa: F401
+from dashbench.store.ids import env_seconds, iso, new_run_id, new_sweep_id, now, pid_alive, short_id, this_host  # noqa: F401
 from dashbench.store.prices import PricesPart
 from dashbench.store.queue import QueueClaim, QueuePart  # noqa: F401  (QueueClaim: re-exported)
-from dashbench.store.registry import (database_file_exists, default_db_path, is_server_url,  # noqa: F401
-                                      location, url_refusal)
-from dashbench.store.runs import RUN_FIELDS, LIVE_FIELDS, RunsPart, SpecMemo, _insert_run, _move  # noqa: F401
+from dashbench.store.registry import database_file_exists, default_db_path, is_server_url, location, url_refusal  # noqa: F401
+from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, RunsPart, SpecMemo, _insert_run, _move  # noqa: F401
 from dashbench.store.samples import SamplesPart
 from dashbench.store.urls import ServerURL, masked, url_scheme  # noqa: F401
 
@@ -64,8 +61,7 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
 
     schema_upgrade = None  # (version before, after) when opening it upgraded the schema (migrate.py)
 
-    def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False,
-                 write_retry_s: float = 0.0):
+    def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False, write_retry_s: float = 0.0):
         """`write_retry_s`: past the busy timeout, how long a write goes on trying to get the
         write lock (with backoff) before it fails; a run process sets it long, since its samples
         are in memory, while a page or a command fails fast and says the file is locked."""
@@ -140,8 +136,9 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
         with self._lock, self._db.write(what, pipelined) as conn:
             yield conn
 
-    def _write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False,
-                   also: list[tuple[str, list]] = ()) -> bool:
+    def _write_now(
+        self, what: str, statements: list[tuple[str, list]], guarded: bool = False, also: list[tuple[str, list]] = ()
+    ) -> bool:
         """Writes that read nothing, (sql, params) each, as one transaction: on a server one statement,
         so a run's create, samples, heartbeat and end cost one round trip each.
         `guarded`: the statements after the first are made only if the first changes a row (each ends in
@@ -218,4 +215,3 @@ class Store(RunsPart, SamplesPart, QueuePart, PricesPart):
     def distinct(self, column: str) -> list:
         """Distinct values of one filter column, for the dashboard's select boxes."""
         return queries.distinct(self._read, column)
-

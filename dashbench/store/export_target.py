@@ -26,8 +26,9 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 
 
-def write_bundle(out: str | os.PathLike, write: Callable[[TextIO], None], database: Path,
-                 replace: bool = False) -> None:
+def write_bundle(
+    out: str | os.PathLike, write: Callable[[TextIO], None], database: Path, replace: bool = False
+) -> None:
     """Call `write` with a text file for `out` (see the module's rules; `replace`: an existing regular
     file may be replaced); a refusal or a write error is a StoreError naming `out`, with nothing written."""
     if str(out) == STDOUT:
@@ -41,8 +42,9 @@ def write_bundle(out: str | os.PathLike, write: Callable[[TextIO], None], databa
     if refusal:
         raise StoreError(f"out: {refusal}; nothing was written")
     if status is not None and stat.S_ISREG(status.st_mode) and not replace:
-        raise StoreError(f"out: {path} already exists; nothing was written (pass --force to replace it, "
-                         "or give another name)")
+        raise StoreError(
+            f"out: {path} already exists; nothing was written (pass --force to replace it, or give another name)"
+        )
     if status is not None and not stat.S_ISREG(status.st_mode):
         try:  # no rename: the FIFO or device stays in its place
             with open(path, "w", encoding="utf-8") as fh:
@@ -100,8 +102,8 @@ def _refusal(path: Path, status: os.stat_result | None, database: Path) -> str |
     if header == SQLITE_HEADER:
         return f"{path} is an SQLite database; a bundle is JSON: give it another name"
     for suffix in SIDECAR_SUFFIXES:
-        if real.endswith(suffix) and _is_sqlite(real[:-len(suffix)]):
-            return f"{path} is the {suffix[1:]} file of the SQLite database {real[:-len(suffix)]}; give the bundle another name"
+        if real.endswith(suffix) and _is_sqlite(real[: -len(suffix)]):
+            return f"{path} is the {suffix[1:]} file of the SQLite database {real[: -len(suffix)]}; give the bundle another name"
     return None
 
 

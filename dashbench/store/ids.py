@@ -11,7 +11,6 @@ import time
 from dashbench.results.result import short_id  # noqa: F401  (re-exported by the store)
 from dashbench.store.errors import StoreError
 
-
 # A run that a cluster started on one of its nodes is stamped with the node's name (fleet/launch.py sets
 # it): several nodes may share one machine's host name, and the name is what the cluster calls it.
 HOST_ENV = "DASHBENCH_HOST"
@@ -58,7 +57,6 @@ def pid_alive(pid: int | None, started_at: float | None = None) -> bool:
         return True
     except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
         return False
-
 
 
 def env_seconds(name: str, default: float, low: float, high: float, low_open: bool = False) -> float:

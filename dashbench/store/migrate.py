@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from dashbench.store import migrations, retry, sidecars
-from dashbench.store.postgres import server as postgres
 from dashbench.store.errors import ReadOnlyError, SchemaVersionError, StoreBusyError, StoreError
+from dashbench.store.postgres import server as postgres
 
 LOCK_NAME = "dashbench-schema"  # the advisory lock's name on PostgreSQL (as before alembic)
 POSTGRES_FIRST = 9  # PostgreSQL stores began at v9: revision 0001 makes v9's layout there
@@ -68,15 +68,21 @@ def _steps(connection, number: int, target: int) -> None:
     if target > number:
         destination = migrations.revision_id(target)
         # What `alembic upgrade` does, with the revisions kept loaded: env.py's run() on our connection.
-        with EnvironmentContext(_config(connection), script, destination_rev=destination,
-                                fn=lambda revision, _context: script._upgrade_revs(destination, revision)):
+        with EnvironmentContext(
+            _config(connection),
+            script,
+            destination_rev=destination,
+            fn=lambda revision, _context: script._upgrade_revs(destination, revision),
+        ):
             env.run(connection)
 
 
 def _newer(shown, number: int) -> SchemaVersionError:
     head = migrations.head_number()
-    return SchemaVersionError(f"database {shown} has schema v{number}, newer than this dashbench (v{head}): "
-                              f"upgrade dashbench to open it; it was not changed")
+    return SchemaVersionError(
+        f"database {shown} has schema v{number}, newer than this dashbench (v{head}): "
+        f"upgrade dashbench to open it; it was not changed"
+    )
 
 
 # -- SQLite ----------------------------------------------------------------------------------------
@@ -127,8 +133,9 @@ def _begin_immediate(raw: sqlite3.Connection) -> None:
         raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
 
 
-def upgrade_sqlite(path, busy_timeout_s: float = 30.0, to: int | None = None,
-                   say_wait: Callable[[], None] | None = None) -> tuple[int, int]:
+def upgrade_sqlite(
+    path, busy_timeout_s: float = 30.0, to: int | None = None, say_wait: Callable[[], None] | None = None
+) -> tuple[int, int]:
     """Take the SQLite file at `path` to schema `to` (the head): (version before, version after); the two
     are equal when another process got there first. `say_wait()` is called once if the write lock is not
     had within NOTICE_AFTER_S (the Store passes its "waiting for the database …" line). Raises sqlite3's
@@ -189,8 +196,9 @@ def upgraded_copy(path, folder) -> Path | None:
 # -- PostgreSQL ------------------------------------------------------------------------------------
 
 
-def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | None = None,
-                     say_wait: Callable[[], None] | None = None) -> tuple[int, int]:
+def upgrade_postgres(
+    url: str, shown, lock_timeout_s: float = 30.0, to: int | None = None, say_wait: Callable[[], None] | None = None
+) -> tuple[int, int]:
     """Make the database at `url` a store at the head, or take it there: (version before, after), 0 before
     for an empty database. Under an advisory lock held to the commit, `say_wait()` called once if another
     process holds it past NOTICE_AFTER_S; errors are one line naming `shown` (the URL as shown: its password
@@ -200,17 +208,24 @@ def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | No
 
     target = migrations.head_number() if to is None else int(to)
     engine = sa.create_engine(
-        postgres._driver_url(url), poolclass=sa.NullPool,
-        connect_args={"options": f"-c lock_timeout={int(lock_timeout_s * 1000)}",
-                      "application_name": "dashbench", "connect_timeout": 10})
+        postgres._driver_url(url),
+        poolclass=sa.NullPool,
+        connect_args={
+            "options": f"-c lock_timeout={int(lock_timeout_s * 1000)}",
+            "application_name": "dashbench",
+            "connect_timeout": 10,
+        },
+    )
     try:
         with engine.connect() as conn, conn.begin():
             _advisory_lock(conn, postgres.advisory_key(LOCK_NAME), say_wait)
             found, tables = conn.exec_driver_sql(
                 f"SELECT to_regclass('{postgres.SCHEMA_TABLE}') IS NOT NULL, (SELECT count(*) FROM pg_tables"
-                " WHERE schemaname = current_schema() AND tablename != 'alembic_version')").one()
-            before = (conn.exec_driver_sql(f"SELECT max(version) FROM {postgres.SCHEMA_TABLE}").scalar() or 0
-                      if found else 0)
+                " WHERE schemaname = current_schema() AND tablename != 'alembic_version')"
+            ).one()
+            before = (
+                conn.exec_driver_sql(f"SELECT max(version) FROM {postgres.SCHEMA_TABLE}").scalar() or 0 if found else 0
+            )
             if before == 0 and tables:
                 raise StoreError(f"database {shown} holds tables but is not a dashbench database")
             if before > migrations.head_number():
@@ -226,11 +241,15 @@ def upgrade_postgres(url: str, shown, lock_timeout_s: float = 30.0, to: int | No
     except sa.exc.DBAPIError as exc:
         error = exc.orig
         if isinstance(error, psycopg.Error) and postgres.is_read_only_error(error):
-            raise ReadOnlyError(f"cannot upgrade the schema: database {shown} is read-only for this session "
-                                f"or role ({postgres.one_line(error, url)})") from None
+            raise ReadOnlyError(
+                f"cannot upgrade the schema: database {shown} is read-only for this session "
+                f"or role ({postgres.one_line(error, url)})"
+            ) from None
         if isinstance(error, psycopg.Error) and postgres.is_busy_error(error):
-            raise StoreBusyError(f"cannot upgrade the schema: database {shown} is locked by another process "
-                                 f"({postgres.one_line(error, url)})") from None
+            raise StoreBusyError(
+                f"cannot upgrade the schema: database {shown} is locked by another process "
+                f"({postgres.one_line(error, url)})"
+            ) from None
         raise StoreError(f"cannot upgrade the schema of database {shown}: {postgres.one_line(exc, url)}") from None
     finally:
         engine.dispose()

@@ -23,15 +23,36 @@ OUTAGE_ENV = "DASHBENCH_STORE_OUTAGE_S"
 # limit; SQLITE_IOERR*: a network mount that stopped answering; SQLITE_CANTOPEN: its folder gone).
 _SQLITE_OUTAGES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
 # What libpq or the server says when the connection is refused, cut, or the server is restarting.
-_SERVER_OUTAGES = ("connection refused", "server closed the connection", "connection is lost",
-                   "could not connect", "the database system is", "terminating connection",
-                   "connection to server", "no route to host", "timeout expired", "network is unreachable",
-                   "consuming input failed", "sending query failed", "connection timed out",
-                   "could not receive data", "could not send data", "ssl syscall error", "eof detected",
-                   "connection failed", "the connection is closed", "server conn crashed")
+_SERVER_OUTAGES = (
+    "connection refused",
+    "server closed the connection",
+    "connection is lost",
+    "could not connect",
+    "the database system is",
+    "terminating connection",
+    "connection to server",
+    "no route to host",
+    "timeout expired",
+    "network is unreachable",
+    "consuming input failed",
+    "sending query failed",
+    "connection timed out",
+    "could not receive data",
+    "could not send data",
+    "ssl syscall error",
+    "eof detected",
+    "connection failed",
+    "the connection is closed",
+    "server conn crashed",
+)
 # Connection failures that are answers, not silence: a wrong password or database does not heal by waiting.
-_REFUSALS = ("password authentication failed", "no password supplied", "does not exist", "permission denied",
-             "no pg_hba.conf entry")
+_REFUSALS = (
+    "password authentication failed",
+    "no password supplied",
+    "does not exist",
+    "permission denied",
+    "no pg_hba.conf entry",
+)
 # SQLSTATE classes of a connection cut (08) and of a server shutting down or starting up (57P0x).
 _OUTAGE_STATES = ("08", "57P01", "57P02", "57P03")
 

@@ -26,8 +26,9 @@ def add_to_placement(store, run_id: str, merge: Callable[[dict], dict], wait_s: 
     passed with none: there is then no placement to add to."""
     deadline = time.monotonic() + wait_s
     while True:
-        rows = store._read("SELECT status, result_json IS NOT NULL FROM runs JOIN run_blobs USING (run_id) "
-                          "WHERE run_id = ?", (run_id,))
+        rows = store._read(
+            "SELECT status, result_json IS NOT NULL FROM runs JOIN run_blobs USING (run_id) WHERE run_id = ?", (run_id,)
+        )
         if rows and rows[0][1]:
             break
         if rows and rows[0][0] in TERMINAL:
@@ -48,11 +49,11 @@ def add_to_placement(store, run_id: str, merge: Callable[[dict], dict], wait_s: 
     return True
 
 
-def end_group_run(store, run_id: str, status: str, error: str,
-                  only_from: tuple[str, ...] = ("queued", "running", "interrupted")) -> bool:
+def end_group_run(
+    store, run_id: str, status: str, error: str, only_from: tuple[str, ...] = ("queued", "running", "interrupted")
+) -> bool:
     """The end a multi-host run's launcher judged (a worker's failure, a lost host), written over a run
     still going or only presumed `interrupted` (worker 0 saw a peer stop answering, not why); never
     over an end a worker recorded itself. Returns whether it was written."""
     with store._write("record a run's end") as conn:
-        return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
-                     only_from=only_from)
+        return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None}, only_from=only_from)

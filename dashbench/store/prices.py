@@ -11,7 +11,6 @@ from dashbench.store.ids import iso, now
 from dashbench.store.retry import retried
 from dashbench.store.runs import _insert
 
-
 _PROBE_COLUMNS = ("host", "backend", "dtype", "tflops", "created_at", "run_id")
 
 
@@ -68,21 +67,28 @@ class PricesPart:
             raise ValueError(f"verdict: {row['verdict']!r} is not one of ok, warning, error")
         ratio = row.get("stopwatch_ratio")
         values = {
-            "created_at": row.get("created_at") or now(), "host": row["host"], "device": row["device"],
-            "accelerator": row.get("accelerator"), "backend": row["backend"],
+            "created_at": row.get("created_at") or now(),
+            "host": row["host"],
+            "device": row["device"],
+            "accelerator": row.get("accelerator"),
+            "backend": row["backend"],
             "versions_json": json.dumps(row.get("versions") or {}),
             "peaks_json": json.dumps({k: float(v) for k, v in (row.get("peaks") or {}).items() if v is not None}),
-            "stopwatch_ratio": None if ratio is None else float(ratio), "verdict": row["verdict"],
+            "stopwatch_ratio": None if ratio is None else float(ratio),
+            "verdict": row["verdict"],
             "reasons_json": json.dumps(list(row.get("reasons") or [])),
             "detail_json": json.dumps(row.get("detail") or {}, default=str),
         }
         with self._write("store a calibration") as conn:
             names = ", ".join(values)
-            return conn.execute(f"INSERT INTO calibrations ({names}) VALUES ({', '.join('?' * len(values))})"
-                                " RETURNING id", list(values.values())).fetchone()[0]
+            return conn.execute(
+                f"INSERT INTO calibrations ({names}) VALUES ({', '.join('?' * len(values))}) RETURNING id",
+                list(values.values()),
+            ).fetchone()[0]
 
-    def calibrations(self, host: str | None = None, device: str | None = None, backend: str | None = None,
-                     limit: int | None = None) -> list[dict]:
+    def calibrations(
+        self, host: str | None = None, device: str | None = None, backend: str | None = None, limit: int | None = None
+    ) -> list[dict]:
         """Stored calibrations, newest first, optionally of one host, device kind and backend."""
         where, params = [], []
         for column, value in (("host", host), ("device", device), ("backend", backend)):
@@ -117,8 +123,7 @@ class PricesPart:
     def first_cpu_peaks(self, host: str, backend: str) -> dict[str, float]:
         """The first CPU matmul rate (TFLOP/s) probed on `host` with `backend`, per dtype: the
         provisional peak its CPU runs share until a calibration exists. {} when none is stored."""
-        rows = self._read("SELECT dtype, tflops FROM first_cpu_probes WHERE host = ? AND backend = ?",
-                          (host, backend))
+        rows = self._read("SELECT dtype, tflops FROM first_cpu_probes WHERE host = ? AND backend = ?", (host, backend))
         return {dtype: float(tflops) for dtype, tflops in rows}
 
     @retried
@@ -127,13 +132,14 @@ class PricesPart:
         that has none yet: a first probe stays, so every later run measures against the same peak.
         Returns the first probe as stored."""
         for dtype, value in peaks.items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                    or value <= 0:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"peaks: {dtype} must be a positive TFLOP/s figure, got {value!r}")
         with self._write("store the first CPU probe") as conn:
             for dtype, value in peaks.items():
-                conn.execute(conn.dialect.insert_ignore("first_cpu_probes", _PROBE_COLUMNS),
-                             (host, backend, str(dtype), float(value), now(), run_id))
+                conn.execute(
+                    conn.dialect.insert_ignore("first_cpu_probes", _PROBE_COLUMNS),
+                    (host, backend, str(dtype), float(value), now(), run_id),
+                )
         return self.first_cpu_peaks(host, backend)
 
     def first_cpu_probes(self) -> list[dict]:
@@ -163,8 +169,7 @@ def _probe_values(row: dict) -> tuple:
             raise ValueError(f"{name}: a first CPU probe needs a non-empty text, got {row.get(name)!r}")
     for name in ("tflops", "created_at"):
         value = row.get(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or value <= 0:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"{name}: a first CPU probe needs a positive number, got {value!r}")
     if row.get("run_id") is not None and not isinstance(row["run_id"], str):
         raise ValueError(f"run_id: a first CPU probe's run is a run id or empty, got {row['run_id']!r}")
@@ -182,5 +187,3 @@ def _calibration_dict(row: tuple) -> dict:
         item[column[:-5]] = value if isinstance(value, type(default)) else default
     item["created"] = iso(item["created_at"])
     return item
-
-

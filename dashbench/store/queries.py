@@ -23,22 +23,66 @@ def dialect_of(read: Read):
     """The dialect of the store behind `read` (a Store's bound reader), SQLite's for a bare function."""
     return getattr(getattr(read, "__self__", None), "dialect", SQLITE)
 
+
 RUN_COLUMNS = (
-    "run_id", "created_at", "started_at", "finished_at", "status", "model", "device", "backend", "backend_version",
-    "accelerator", "accelerator_count", "replicas", "batch_size", "precision", "xla", "data", "label", "sweep_id",
-    "host", "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
-    "step_time_std_s", "samples", "compile_s", "achieved_tflops", "mfu", "flags", "error",
+    "run_id",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "status",
+    "model",
+    "device",
+    "backend",
+    "backend_version",
+    "accelerator",
+    "accelerator_count",
+    "replicas",
+    "batch_size",
+    "precision",
+    "xla",
+    "data",
+    "label",
+    "sweep_id",
+    "host",
+    "examples_per_sec",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "step_time_std_s",
+    "samples",
+    "compile_s",
+    "achieved_tflops",
+    "mfu",
+    "flags",
+    "error",
     # Beyond the agreed list: what a chart's axis label or a confidence band needs.
-    "unit", "steps", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops", "pid", "phase",
+    "unit",
+    "steps",
+    "examples_per_sec_ci95_lo",
+    "examples_per_sec_ci95_hi",
+    "peak_tflops",
+    "pid",
+    "phase",
     # The spec's shape overrides (NaN: the workload's full-size default), schema v5.
-    "image_size", "seq_len", "width",
+    "image_size",
+    "seq_len",
+    "width",
     # The host's logical CPUs (what a CPU run is priced by), schema v7.
     "host_cpus",
 )
 _SQL_NAMES = {"samples": "n_samples", "flags": "flags_json"}
 _FLOAT_COLUMNS = (
-    "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s", "step_time_std_s",
-    "compile_s", "achieved_tflops", "mfu", "examples_per_sec_ci95_lo", "examples_per_sec_ci95_hi", "peak_tflops",
+    "examples_per_sec",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "step_time_std_s",
+    "compile_s",
+    "achieved_tflops",
+    "mfu",
+    "examples_per_sec_ci95_lo",
+    "examples_per_sec_ci95_hi",
+    "peak_tflops",
 )
 # Never empty. The counts that are empty until a run ends (accelerator_count, replicas, samples,
 # pid) stay float64 with NaN: pandas' nullable Int64 would hand consumers pd.NA, which breaks
@@ -47,10 +91,30 @@ _INT_COLUMNS = ("batch_size", "steps")
 _COUNT_COLUMNS = ("accelerator_count", "replicas", "samples", "pid", "image_size", "seq_len", "width", "host_cpus")
 SAMPLE_COLUMNS = ("index", "steps", "duration_s", "loss", "warmup")
 # Where a free-text search looks (a page's search box).
-_SEARCH_COLUMNS = ("run_id", "label", "host", "model", "accelerator", "backend", "precision", "status", "sweep_id",
-                   "error")
-_FILTER_COLUMNS = ("model", "device", "backend", "accelerator", "precision", "batch_size", "status", "sweep_id", "label",
-                   "host")
+_SEARCH_COLUMNS = (
+    "run_id",
+    "label",
+    "host",
+    "model",
+    "accelerator",
+    "backend",
+    "precision",
+    "status",
+    "sweep_id",
+    "error",
+)
+_FILTER_COLUMNS = (
+    "model",
+    "device",
+    "backend",
+    "accelerator",
+    "precision",
+    "batch_size",
+    "status",
+    "sweep_id",
+    "label",
+    "host",
+)
 
 
 def to_epoch(value: Any) -> float:
@@ -61,7 +125,9 @@ def to_epoch(value: Any) -> float:
         try:
             value = _dt.datetime.fromisoformat(value)
         except ValueError:
-            raise ValueError(f"since/until: not a date or time: {value!r} (use e.g. 2025-01-31 or 2025-01-31T12:00)")
+            raise ValueError(
+                f"since/until: not a date or time: {value!r} (use e.g. 2025-01-31 or 2025-01-31T12:00)"
+            ) from None
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
     if isinstance(value, _dt.datetime):
@@ -74,12 +140,25 @@ def to_epoch(value: Any) -> float:
 
 
 # What a page may sort by in SQL (the cost column is derived from prices when shown, so it is not here).
-SORT_COLUMNS = ("created_at", "examples_per_sec", "step_time_median_s", "mfu", "compile_s", "batch_size",
-                "model", "accelerator", "status", "backend", "precision", "label", "host")
+SORT_COLUMNS = (
+    "created_at",
+    "examples_per_sec",
+    "step_time_median_s",
+    "mfu",
+    "compile_s",
+    "batch_size",
+    "model",
+    "accelerator",
+    "status",
+    "backend",
+    "precision",
+    "label",
+    "host",
+)
 
 
 def order_clause(order_by: str = "created_at", descending: bool = True) -> str:
-    """" ORDER BY ..." for a SORT_COLUMNS name; runs without the figure last; newest first among equals."""
+    """ " ORDER BY ..." for a SORT_COLUMNS name; runs without the figure last; newest first among equals."""
     if order_by not in SORT_COLUMNS:
         raise ValueError(f"order_by: one of {', '.join(SORT_COLUMNS)}, not {order_by!r}")
     way = "DESC" if descending else "ASC"
@@ -88,8 +167,7 @@ def order_clause(order_by: str = "created_at", descending: bool = True) -> str:
     return f" ORDER BY {order_by} IS NULL, {order_by} {way}, created_at DESC, run_id DESC"
 
 
-def runs(read: Read, order_by: str = "created_at", descending: bool = True, offset: int = 0,
-         **filters) -> pd.DataFrame:
+def runs(read: Read, order_by: str = "created_at", descending: bool = True, offset: int = 0, **filters) -> pd.DataFrame:
     """One row per run, flat columns (see RUN_COLUMNS), newest first unless `order_by` (a
     SORT_COLUMNS name) says otherwise; filters as Store.runs; `offset` skips rows (paging with limit)."""
     dialect = dialect_of(read)
@@ -217,13 +295,19 @@ def count_runs(read: Read, **filters) -> int:
 def samples(read: Read, run_id: str | list[str]) -> pd.DataFrame:
     """One run's samples in order; for a list of run ids, theirs in one query, with a run_id column."""
     if isinstance(run_id, str):
-        rows = read("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx",
-                    (run_id,))
+        rows = read("SELECT idx, steps, duration_s, loss, warmup FROM samples WHERE run_id = ? ORDER BY idx", (run_id,))
         columns = list(SAMPLE_COLUMNS)
     else:
         ids = list(run_id)
-        rows = read(f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN "
-                    f"({','.join('?' * len(ids))}) ORDER BY run_id, idx", ids) if ids else []
+        rows = (
+            read(
+                f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN "
+                f"({','.join('?' * len(ids))}) ORDER BY run_id, idx",
+                ids,
+            )
+            if ids
+            else []
+        )
         columns = ["run_id", *SAMPLE_COLUMNS]
     frame = pd.DataFrame.from_records(rows, columns=columns)
     frame["loss"] = frame["loss"].astype("float64")
@@ -235,8 +319,9 @@ def samples(read: Read, run_id: str | list[str]) -> pd.DataFrame:
 CHART_BUCKETS = 500
 
 
-def sample_buckets(read: Read, run_id: str | list[str], buckets: int = CHART_BUCKETS,
-                   measured_only: bool = False) -> pd.DataFrame:
+def sample_buckets(
+    read: Read, run_id: str | list[str], buckets: int = CHART_BUCKETS, measured_only: bool = False
+) -> pd.DataFrame:
     """samples() shaped for a chart, summed in SQL into at most `buckets` rows per run and phase (warm-up,
     measured), so that no stored run (1.5 million loops) makes a page read or draw all of its rows. A phase's
     first and last loop are rows of their own (a slow first loop stays visible); the loops between share the
@@ -250,19 +335,29 @@ def sample_buckets(read: Read, run_id: str | list[str], buckets: int = CHART_BUC
     for one in ids:
         for warmup in (0,) if measured_only else (1, 0):
             # The phase's ends through the (run_id, idx) key: no scan of the run's rows.
-            ends = [read(f"SELECT idx FROM samples WHERE run_id = ? AND warmup = ? ORDER BY idx {way} LIMIT 1",
-                         (one, warmup)) for way in ("ASC", "DESC")]
+            ends = [
+                read(
+                    f"SELECT idx FROM samples WHERE run_id = ? AND warmup = ? ORDER BY idx {way} LIMIT 1", (one, warmup)
+                )
+                for way in ("ASC", "DESC")
+            ]
             if not ends[0]:
                 continue
             lo, hi = ends[0][0][0], ends[1][0][0]
             # Integer arithmetic: exact, so inner loops that fit keep a bucket each.
-            rows += [(one, *row, bool(warmup)) for row in read(
-                "SELECT min(idx), sum(steps), sum(duration_s), avg(loss), count(*) FROM samples"
-                " WHERE run_id = ? AND warmup = ? AND idx BETWEEN ? AND ?"
-                " GROUP BY CASE WHEN idx = ? THEN -1 WHEN idx = ? THEN ? ELSE (idx - ? - 1) * ? / ? END"
-                " ORDER BY 1", (one, warmup, lo, hi, lo, hi, buckets, lo, buckets - 2, max(1, hi - lo - 1)))]
-    frame = pd.DataFrame.from_records(rows, columns=["run_id", "index", "steps", "duration_s", "loss", "loops",
-                                                     "warmup"])
+            rows += [
+                (one, *row, bool(warmup))
+                for row in read(
+                    "SELECT min(idx), sum(steps), sum(duration_s), avg(loss), count(*) FROM samples"
+                    " WHERE run_id = ? AND warmup = ? AND idx BETWEEN ? AND ?"
+                    " GROUP BY CASE WHEN idx = ? THEN -1 WHEN idx = ? THEN ? ELSE (idx - ? - 1) * ? / ? END"
+                    " ORDER BY 1",
+                    (one, warmup, lo, hi, lo, hi, buckets, lo, buckets - 2, max(1, hi - lo - 1)),
+                )
+            ]
+    frame = pd.DataFrame.from_records(
+        rows, columns=["run_id", "index", "steps", "duration_s", "loss", "loops", "warmup"]
+    )
     frame = frame[["run_id", *SAMPLE_COLUMNS, "loops"]]
     frame["loss"] = frame["loss"].astype("float64")
     frame["warmup"] = frame["warmup"].astype(bool)
@@ -281,10 +376,14 @@ def distinct(read: Read, column: str) -> list:
     if column not in allowed:
         raise ValueError(f"column: one of {', '.join(sorted(allowed))}, not {column!r}")
     if column in _SKIP_SCAN_COLUMNS:
-        return [r[0] for r in read(
-            f"WITH RECURSIVE found(value) AS (SELECT min({column}) FROM runs UNION ALL"
-            f" SELECT (SELECT min({column}) FROM runs WHERE {column} > found.value) FROM found"
-            f" WHERE found.value IS NOT NULL) SELECT value FROM found WHERE value IS NOT NULL ORDER BY 1")]
+        return [
+            r[0]
+            for r in read(
+                f"WITH RECURSIVE found(value) AS (SELECT min({column}) FROM runs UNION ALL"
+                f" SELECT (SELECT min({column}) FROM runs WHERE {column} > found.value) FROM found"
+                f" WHERE found.value IS NOT NULL) SELECT value FROM found WHERE value IS NOT NULL ORDER BY 1"
+            )
+        ]
     return [r[0] for r in read(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1")]
 
 
@@ -326,7 +425,8 @@ def where_clause(filters: dict, dialect=SQLITE) -> tuple[str, list, int | None]:
     if until is not None:
         # A bare date means "up to the end of that day".
         whole_day = (isinstance(until, _dt.date) and not isinstance(until, _dt.datetime)) or (
-            isinstance(until, str) and len(until.strip()) == 10)
+            isinstance(until, str) and len(until.strip()) == 10
+        )
         clauses.append("created_at < ?" if whole_day else "created_at <= ?")
         params.append(to_epoch(until) + (86400 if whole_day else 0))
     if filters:

@@ -57,8 +57,9 @@ class QueuePart:
         """1 for the next run to start on its device, 2 behind it, ...; None if the run is not queued."""
         device_of = self.dialect.json_text("spec_json", "device")
         rows = self._read(
-            f"SELECT status, created_at, {device_of} FROM runs JOIN run_blobs USING (run_id)"
-            " WHERE run_id = ?", (run_id,))
+            f"SELECT status, created_at, {device_of} FROM runs JOIN run_blobs USING (run_id) WHERE run_id = ?",
+            (run_id,),
+        )
         if not rows or rows[0][0] != "queued":
             return None
         _status, created, device = rows[0]
@@ -86,10 +87,14 @@ class QueueClaim:
 
     def running_specs(self) -> list[dict]:
         """The specs of the runs going on this host."""
-        rows = self._db().execute(
-            "SELECT spec_json FROM runs JOIN run_blobs USING (run_id) WHERE status = 'running' AND host = ?",
-            (self.host,),
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "SELECT spec_json FROM runs JOIN run_blobs USING (run_id) WHERE status = 'running' AND host = ?",
+                (self.host,),
+            )
+            .fetchall()
+        )
         return [json.loads(spec_json) for (spec_json,) in rows]
 
     def queued(self) -> list[tuple[str, dict]]:
@@ -98,34 +103,53 @@ class QueueClaim:
         rows = conn.execute(
             "SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id)"
             " WHERE status = 'queued' AND (host = ? OR host IS NULL) ORDER BY created_at, run_id"
-            + conn.dialect.claim_rows, (self.host,),
+            + conn.dialect.claim_rows,
+            (self.host,),
         ).fetchall()
         return [(run_id, json.loads(spec_json)) for run_id, spec_json in rows]
 
     def cancels_asked(self) -> list[dict]:
         """Runs going on this host that were asked to cancel: run_id, pid, started_at and asked_at
         (epoch seconds)."""
-        rows = self._db().execute(
-            "SELECT run_id, pid, started_at, cancel_requested FROM runs"
-            " WHERE status = 'running' AND host = ? AND cancel_requested > 1",
-            (self.host,),
-        ).fetchall()
-        return [{"run_id": run_id, "pid": pid, "started_at": started_at, "asked_at": asked_at}
-                for run_id, pid, started_at, asked_at in rows]
+        rows = (
+            self._db()
+            .execute(
+                "SELECT run_id, pid, started_at, cancel_requested FROM runs"
+                " WHERE status = 'running' AND host = ? AND cancel_requested > 1",
+                (self.host,),
+            )
+            .fetchall()
+        )
+        return [
+            {"run_id": run_id, "pid": pid, "started_at": started_at, "asked_at": asked_at}
+            for run_id, pid, started_at, asked_at in rows
+        ]
 
     def started(self, run_id: str, pid: int, log_path: str) -> None:
         """queued → running, as the process `pid` that the caller launched for it."""
-        if not _move(self._db(), run_id, "running", {"pid": pid, "host": self.host, "started_at": now(),
-                                                      "heartbeat_at": now(), "log_path": log_path,
-                                                      "phase": "starting"},
-                     only_from=("queued",)):
+        if not _move(
+            self._db(),
+            run_id,
+            "running",
+            {
+                "pid": pid,
+                "host": self.host,
+                "started_at": now(),
+                "heartbeat_at": now(),
+                "log_path": log_path,
+                "phase": "starting",
+            },
+            only_from=("queued",),
+        ):
             raise StoreError(f"run {run_id} cannot start: it is no longer queued")
 
     def beat(self, run_ids: Iterable[str]) -> None:
         """Heartbeats for runs of this host whose processes the caller sees alive (its own children)."""
         for run_id in run_ids:
-            self._db().execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running' AND host = ?",
-                               (now(), run_id, self.host))
+            self._db().execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running' AND host = ?",
+                (now(), run_id, self.host),
+            )
 
     def failed_to_start(self, run_id: str, error: str) -> None:
         """queued → failed: its process could not be launched."""
@@ -142,9 +166,16 @@ def _reconcile(conn, skip_pids: frozenset) -> int:
     for run_id, pid, started_at, cancel_requested in rows:
         if pid in skip_pids or pid_alive(pid, started_at):
             continue
-        changed += _move(conn, run_id, "cancelled" if cancel_requested else "interrupted", {
-            "finished_at": now(), "phase": None, "error": f"run process (pid {pid}) ended without recording a result",
-        })
+        changed += _move(
+            conn,
+            run_id,
+            "cancelled" if cancel_requested else "interrupted",
+            {
+                "finished_at": now(),
+                "phase": None,
+                "error": f"run process (pid {pid}) ended without recording a result",
+            },
+        )
     # Queued runs with an owner (the `sweep` process that queued them) go when their owner goes:
     # a sweep killed (SIGKILL, a lost SSH session) leaves no point for a later page load to start.
     owned = conn.execute(
@@ -155,10 +186,18 @@ def _reconcile(conn, skip_pids: frozenset) -> int:
         if pid in skip_pids or pid_alive(pid, created_at):
             continue
         what = f"sweep {sweep_id}" if sweep_id else "the process that queued it"
-        changed += _move(conn, run_id, "cancelled", {
-            "finished_at": now(), "phase": None, "cancel_requested": int(now()),
-            "error": f"cancelled with {what}: its process (pid {pid}) ended before this run started",
-        }, only_from=("queued",))
+        changed += _move(
+            conn,
+            run_id,
+            "cancelled",
+            {
+                "finished_at": now(),
+                "phase": None,
+                "cancel_requested": int(now()),
+                "error": f"cancelled with {what}: its process (pid {pid}) ended before this run started",
+            },
+            only_from=("queued",),
+        )
     return changed + _release_lapsed(conn)
 
 
@@ -168,13 +207,20 @@ def _release_lapsed(conn) -> int:
     lapse = heartbeat_lapse_s()
     rows = conn.execute(
         "SELECT run_id, host FROM runs WHERE status = 'running' AND host != ?"
-        " AND coalesce(heartbeat_at, started_at, created_at) < ?", (this_host(), now() - lapse)).fetchall()
+        " AND coalesce(heartbeat_at, started_at, created_at) < ?",
+        (this_host(), now() - lapse),
+    ).fetchall()
     changed = 0
     for run_id, host in rows:
-        changed += _move(conn, run_id, "interrupted", {
-            "finished_at": now(), "phase": None,
-            "error": f"host {host} gave no heartbeat for {lapse:g} s: its run is presumed dead",
-        }, only_from=("running",))
+        changed += _move(
+            conn,
+            run_id,
+            "interrupted",
+            {
+                "finished_at": now(),
+                "phase": None,
+                "error": f"host {host} gave no heartbeat for {lapse:g} s: its run is presumed dead",
+            },
+            only_from=("running",),
+        )
     return changed
-
-

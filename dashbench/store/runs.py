@@ -9,8 +9,8 @@ import os
 import threading
 from typing import Iterable, Iterator
 
-from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec, check_id
+from dashbench.results.result import RunResult
 from dashbench.store import schema, states, validate
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import iso, new_run_id, now, this_host
@@ -24,13 +24,19 @@ def _spec_dict(spec: RunSpec | dict) -> dict:
     return RunSpec.from_dict(dict(spec)).to_dict()
 
 
-
 class RunsPart:
     """The Store's run lifecycle (mixed into Store, which provides _write, _read and path)."""
 
     @retried
-    def create_run(self, spec: RunSpec | dict, status: str = "running", sweep_id: str | None = None,
-                   pid: int | None = None, host: str | None = None, run_id: str | None = None) -> str:
+    def create_run(
+        self,
+        spec: RunSpec | dict,
+        status: str = "running",
+        sweep_id: str | None = None,
+        pid: int | None = None,
+        host: str | None = None,
+        run_id: str | None = None,
+    ) -> str:
         if not states.allowed(None, status):
             raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
         spec_d = _spec_dict(spec)
@@ -46,9 +52,16 @@ class RunsPart:
             # A queued run's pid is its owner (a `sweep` process): the run is cancelled with it,
             # by reconcile once the owner is gone, never started after it.
             host = host or this_host()
-        run = {"run_id": run_id, "status": status, "spec": spec_d, "created_at": created,
-               "started_at": created if status == "running" else None, "pid": pid, "host": host,
-               "sweep_id": sweep_id}
+        run = {
+            "run_id": run_id,
+            "status": status,
+            "spec": spec_d,
+            "created_at": created,
+            "started_at": created if status == "running" else None,
+            "pid": pid,
+            "host": host,
+            "sweep_id": sweep_id,
+        }
         # On a server one statement, one round trip (a run's two rows, the change counter's bump).
         try:
             self._write_now("create a run", _run_inserts(run))
@@ -65,30 +78,41 @@ class RunsPart:
             values["log_path"] = log_path
         # Guarded, not read first: on a server one statement, one round trip; why it was refused is
         # read only then.
-        if self._write_now("start a run", [_move_sql(run_id, "running", values, keep_stored=("started_at",))],
-                           guarded=True):
+        if self._write_now(
+            "start a run", [_move_sql(run_id, "running", values, keep_stored=("started_at",))], guarded=True
+        ):
             return
         rows = self._read("SELECT status FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise StoreError(f"no run {run_id} in {self.path}")
         raise StoreError(f"run {run_id} is {rows[0][0]}; only a queued run can start")
 
-
     @retried
     def set_phase(self, run_id: str, phase: str | None) -> None:
-        self._write_now("set a run's phase",
-                        [("UPDATE runs SET phase = ?, heartbeat_at = ? WHERE run_id = ?", [phase, now(), run_id])])
+        self._write_now(
+            "set a run's phase",
+            [("UPDATE runs SET phase = ?, heartbeat_at = ? WHERE run_id = ?", [phase, now(), run_id])],
+        )
 
     @retried
     def heartbeat(self, run_id: str) -> None:
         """Say that this running run is alive: a run on another host whose heartbeat lapsed
         (queue.HEARTBEAT_LAPSE_S) is presumed dead by the next pump or reconcile anywhere."""
-        self._write_now("record a run's heartbeat", [
-            ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", [now(), run_id])])
+        self._write_now(
+            "record a run's heartbeat",
+            [("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'", [now(), run_id])],
+        )
 
     @retried
-    def finish_run(self, run_id: str, status: str, result: dict | None = None, error: str | None = None,
-                   samples: list[dict] | None = None, finished_at: float | None = None) -> bool:
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        result: dict | None = None,
+        error: str | None = None,
+        samples: list[dict] | None = None,
+        finished_at: float | None = None,
+    ) -> bool:
         """Record the end. Returns False when the run had already ended (done/failed/cancelled).
         `samples`: the run's last ones (add_samples' events), stored in the same transaction, and stored
         even when the run had already ended, as add_samples would have. `finished_at`: when it ended, if
@@ -141,8 +165,9 @@ class RunsPart:
             raise ValueError(f"status: a run ends as one of {', '.join(TERMINAL)}, not {status!r}")
         with self._write("record a run's end") as conn:
             # Not over "interrupted" either: another process already judged this death.
-            return _move(conn, run_id, status, {"error": error, "finished_at": now(), "phase": None},
-                         only_from=states.ACTIVE)
+            return _move(
+                conn, run_id, status, {"error": error, "finished_at": now(), "phase": None}, only_from=states.ACTIVE
+            )
 
     @retried
     def request_cancel(self, run_id: str) -> str:
@@ -166,7 +191,6 @@ class RunsPart:
         polls, so a run whose engine ignores SIGTERM still ends `cancelled` in time."""
         rows = self._read("SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,))
         return bool(rows and rows[0][0])
-
 
     @retried
     def delete_runs(self, run_ids: Iterable[str]) -> int:
@@ -208,14 +232,17 @@ class RunsPart:
         short form the dashboard shows ('#0e8b0a' or '0e8b0a': a unique ending)."""
         text = str(given).strip()
         if text.startswith("#"):
-            rows = self._read(f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2",
-                              (len(text) - 1, text[1:]))
+            rows = self._read(
+                f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2", (len(text) - 1, text[1:])
+            )
         else:
-            rows = self._read("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? LIMIT 2",
-                              (text, text + "\U0010ffff"))
+            rows = self._read(
+                "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? LIMIT 2", (text, text + "\U0010ffff")
+            )
             if not rows and text:
-                rows = self._read(f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2",
-                                  (len(text), text))
+                rows = self._read(
+                    f"SELECT run_id FROM runs WHERE {self.dialect.ends_with('run_id')} LIMIT 2", (len(text), text)
+                )
         if len(rows) == 1:
             return rows[0][0]
         if not rows:
@@ -223,17 +250,30 @@ class RunsPart:
         raise StoreError(f"run_id: {given!r} matches several runs; give more characters")
 
 
-
 # -- a run as a dict (get_run, export_rows, import_rows) ------------------------------------------
 
 # The fields of a run as stored and exported, and their SQL columns (runs JOIN run_blobs).
-RUN_FIELDS = ("run_id", "status", "spec", "result", "error", "created_at", "started_at", "finished_at",
-              "pid", "host", "sweep_id", "label")
+RUN_FIELDS = (
+    "run_id",
+    "status",
+    "spec",
+    "result",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "pid",
+    "host",
+    "sweep_id",
+    "label",
+)
 # What only a run going here has: its phase, whether a cancel was asked, its process's log.
 LIVE_FIELDS = ("phase", "cancel_requested", "log_path")
 _JSON_COLUMNS = {"spec": "spec_json", "result": "result_json"}
-_RUN_SELECT = (f"SELECT {', '.join(_JSON_COLUMNS.get(f, f) for f in RUN_FIELDS + LIVE_FIELDS)}"
-               " FROM runs JOIN run_blobs USING (run_id)")
+_RUN_SELECT = (
+    f"SELECT {', '.join(_JSON_COLUMNS.get(f, f) for f in RUN_FIELDS + LIVE_FIELDS)}"
+    " FROM runs JOIN run_blobs USING (run_id)"
+)
 
 
 def _run_dict(row: tuple) -> dict:
@@ -292,10 +332,10 @@ def _run_rows(run: dict) -> tuple[dict, tuple]:
 def _run_inserts(run: dict) -> list[tuple[str, list]]:
     """_insert_run's two INSERTs as (sql, params), for Store._write_now."""
     values, blob = _run_rows(run)
-    return [(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())),
-            (f"INSERT INTO run_blobs ({', '.join(_BLOB_COLUMNS)}) VALUES (?, ?, ?)", list(blob))]
-
-
+    return [
+        (f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())),
+        (f"INSERT INTO run_blobs ({', '.join(_BLOB_COLUMNS)}) VALUES (?, ?, ?)", list(blob)),
+    ]
 
 
 def _move(conn, run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None) -> bool:
@@ -305,18 +345,26 @@ def _move(conn, run_id: str, status: str, values: dict | None = None, only_from:
     return conn.execute(*_move_sql(run_id, status, values, only_from)).rowcount > 0
 
 
-def _move_sql(run_id: str, status: str, values: dict | None = None, only_from: Iterable[str] | None = None,
-              keep_stored: tuple[str, ...] = ()) -> tuple[str, list]:
+def _move_sql(
+    run_id: str,
+    status: str,
+    values: dict | None = None,
+    only_from: Iterable[str] | None = None,
+    keep_stored: tuple[str, ...] = (),
+) -> tuple[str, list]:
     """_move's UPDATE as (sql, params), ending in its WHERE clause (Store._write_now's guard).
     `keep_stored`: columns of `values` written only where the row has none yet."""
     values = {"status": status, **(values or {})}
     if "error" in values:  # every end written goes through here: the runner's, the guard's, the reaper's
         values["error"] = validate.clipped_error(values["error"])
-    assignments = ", ".join(f"{name} = COALESCE({name}, ?)" if name in keep_stored else f"{name} = ?"
-                            for name in values)
+    assignments = ", ".join(
+        f"{name} = COALESCE({name}, ?)" if name in keep_stored else f"{name} = ?" for name in values
+    )
     olds = [old for old in states.sources(status) if only_from is None or old in only_from]
-    return (f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
-            [*values.values(), run_id, *olds])
+    return (
+        f"UPDATE runs SET {assignments} WHERE run_id = ? AND status IN ({','.join('?' * len(olds))})",
+        [*values.values(), run_id, *olds],
+    )
 
 
 class SpecMemo:
@@ -343,8 +391,6 @@ class SpecMemo:
         self._specs.pop(run_id, None)
 
 
-
-
 def _insert(conn, table: str, values: dict, replace_on: tuple[str, ...] = ()) -> None:
     """One row; `replace_on`: the key whose stored row this one replaces (an upsert), if any."""
     if replace_on:
@@ -356,5 +402,4 @@ def _insert(conn, table: str, values: dict, replace_on: tuple[str, ...] = ()) ->
 
 def _chunks(items: list, size: int = 500) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
-
+        yield items[start : start + size]

@@ -11,8 +11,7 @@ from dashbench.store import queries, schema, states
 from dashbench.store.errors import StoreError
 from dashbench.store.ids import now
 from dashbench.store.retry import retried
-from dashbench.store.runs import LIVE_FIELDS, RUN_FIELDS, _RUN_SELECT, _chunks, _insert_runs, _move, _run_dict
-
+from dashbench.store.runs import _RUN_SELECT, LIVE_FIELDS, RUN_FIELDS, _chunks, _insert_runs, _move, _run_dict
 
 _SAMPLE_COLUMNS = ("run_id", "idx", "steps", "duration_s", "loss", "warmup")
 _SAMPLE_TYPES = ("text", "integer", "integer", "double precision", "double precision", "integer")
@@ -33,8 +32,13 @@ class SamplesPart:
         rows = self._sample_rows(run_id, samples)
         # A run that reports is alive: its samples are its heartbeat (queue.HEARTBEAT_LAPSE_S).
         heartbeat = ("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
-        if not wait and len(rows) <= _ROWS_PER_STATEMENT and self._send_now(
-                "add samples", [self._samples_insert(rows), heartbeat], lambda: self.add_samples(run_id, samples)):
+        if (
+            not wait
+            and len(rows) <= _ROWS_PER_STATEMENT
+            and self._send_now(
+                "add samples", [self._samples_insert(rows), heartbeat], lambda: self.add_samples(run_id, samples)
+            )
+        ):
             return
         if len(rows) <= _ROWS_PER_STATEMENT:  # the usual case: one statement, one round trip to a server
             # Plainly inserted first: an upsert costs a server a third more per row. An index stored
@@ -44,8 +48,15 @@ class SamplesPart:
                 self._write_now("add samples", [self._samples_insert(rows), heartbeat])
             except self.dialect.integrity_error:
                 try:
-                    self._write_now("add samples", [self.dialect.insert_rows(
-                        "samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, ("run_id", "idx"), ("run_id",)), heartbeat])
+                    self._write_now(
+                        "add samples",
+                        [
+                            self.dialect.insert_rows(
+                                "samples", _SAMPLE_COLUMNS, _SAMPLE_TYPES, rows, ("run_id", "idx"), ("run_id",)
+                            ),
+                            heartbeat,
+                        ],
+                    )
                 except self.dialect.integrity_error:
                     # The samples of a run that is not stored (never was, or deleted) are refused by the
                     # database (a key on SQLite, a check per statement on a server: migration 0011).
@@ -61,8 +72,14 @@ class SamplesPart:
     def _sample_rows(run_id: str, samples: list[dict]) -> list[tuple]:
         """The samples table's rows of a run's sample events: one per index, the last one given."""
         rows = [
-            (run_id, int(s["index"]), int(s["steps"]), float(s["duration_s"]),
-             None if s.get("loss") is None else float(s["loss"]), int(bool(s.get("warmup", False))))
+            (
+                run_id,
+                int(s["index"]),
+                int(s["steps"]),
+                float(s["duration_s"]),
+                None if s.get("loss") is None else float(s["loss"]),
+                int(bool(s.get("warmup", False))),
+            )
             for s in samples
         ]
         return list({row[1]: row for row in rows}.values())
@@ -78,8 +95,9 @@ class SamplesPart:
         """A run's samples (queries.SAMPLE_COLUMNS), or several runs' with a run_id column."""
         return queries.samples(self._read, run_id)
 
-    def sample_buckets(self, run_id: str | list[str], buckets: int = queries.CHART_BUCKETS,
-                       measured_only: bool = False) -> pd.DataFrame:
+    def sample_buckets(
+        self, run_id: str | list[str], buckets: int = queries.CHART_BUCKETS, measured_only: bool = False
+    ) -> pd.DataFrame:
         """samples() for a chart: at most `buckets` rows per run and phase, summed in SQL (queries.sample_buckets)."""
         return queries.sample_buckets(self._read, run_id, buckets, measured_only)
 
@@ -97,7 +115,8 @@ class SamplesPart:
         for chunk in _chunks(list(samples)):
             for run_id, idx, steps, duration_s, loss, warmup in self._read(
                 f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples WHERE run_id IN"
-                f" ({','.join('?' * len(chunk))}) ORDER BY run_id, idx", chunk
+                f" ({','.join('?' * len(chunk))}) ORDER BY run_id, idx",
+                chunk,
             ):
                 samples[run_id].append([idx, steps, duration_s, loss, bool(warmup)])
         for run in runs:
@@ -117,8 +136,10 @@ class SamplesPart:
             batch: list[dict] = []
             for run in runs:
                 if run["status"] not in states.IMPORTED:
-                    raise ValueError(f"status: an imported run has ended ({', '.join(states.IMPORTED)}), "
-                                     f"not {run['status']!r} (run {run['run_id']})")
+                    raise ValueError(
+                        f"status: an imported run has ended ({', '.join(states.IMPORTED)}), "
+                        f"not {run['status']!r} (run {run['run_id']})"
+                    )
                 batch.append(run)
                 if len(batch) >= _IMPORT_BATCH:
                     _import_batch(conn, batch, counts)
@@ -144,16 +165,25 @@ def _import_batch(conn, runs: list[dict], counts: dict) -> None:
         offered.add(run["run_id"])
     if new:
         _insert_runs(conn, new)
-        conn.insert_many("samples", _SAMPLE_COLUMNS,
-                         [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
-                          for run in new for idx, steps, duration_s, loss, warmup in run.get("samples") or []])
+        conn.insert_many(
+            "samples",
+            _SAMPLE_COLUMNS,
+            [
+                (run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
+                for run in new
+                for idx, steps, duration_s, loss, warmup in run.get("samples") or []
+            ],
+        )
         counts["runs_added"] += len(new)
         counts["samples_added"] += sum(len(run.get("samples") or []) for run in new)
     again = _completed(conn, again, counts)
     if again:
         counts["runs_skipped"] += len(again)
-        counts["runs_differing"] += [f"{run['run_id']}: {difference}" for run, difference
-                                     in zip(again, _differences(conn, again)) if difference is not None]
+        counts["runs_differing"] += [
+            f"{run['run_id']}: {difference}"
+            for run, difference in zip(again, _differences(conn, again))
+            if difference is not None
+        ]
 
 
 def _completed(conn, runs: list[dict], counts: dict) -> list[dict]:
@@ -164,25 +194,42 @@ def _completed(conn, runs: list[dict], counts: dict) -> list[dict]:
         return runs
     ids = list(dict.fromkeys(run["run_id"] for run in runs))
     marks = ",".join("?" * len(ids))
-    open_runs = {run_id: json.loads(spec) for run_id, spec in conn.execute(
-        f"SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id) WHERE run_id IN ({marks})"
-        " AND status IN ('running', 'interrupted')", ids).fetchall()}
+    open_runs = {
+        run_id: json.loads(spec)
+        for run_id, spec in conn.execute(
+            f"SELECT run_id, spec_json FROM runs JOIN run_blobs USING (run_id) WHERE run_id IN ({marks})"
+            " AND status IN ('running', 'interrupted')",
+            ids,
+        ).fetchall()
+    }
     rest, done = [], set()
     for run in runs:
         stored = open_runs.get(run["run_id"])
-        if stored is None or run["run_id"] in done or _normal(stored) != _normal(run["spec"]) \
-                or run["status"] in ("running", "queued"):
+        if (
+            stored is None
+            or run["run_id"] in done
+            or _normal(stored) != _normal(run["spec"])
+            or run["status"] in ("running", "queued")
+        ):
             rest.append(run)
             continue
         done.add(run["run_id"])
         conn.execute("DELETE FROM samples WHERE run_id = ?", (run["run_id"],))
-        conn.insert_many("samples", _SAMPLE_COLUMNS, [(run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
-                                                      for idx, steps, duration_s, loss, warmup in run.get("samples") or []])
+        conn.insert_many(
+            "samples",
+            _SAMPLE_COLUMNS,
+            [
+                (run["run_id"], idx, steps, duration_s, loss, int(bool(warmup)))
+                for idx, steps, duration_s, loss, warmup in run.get("samples") or []
+            ],
+        )
         values = {"finished_at": run.get("finished_at"), "error": run.get("error"), "phase": None}
         values.update(schema.flat_values(run["spec"], run.get("result")))
         _move(conn, run["run_id"], run["status"], values, only_from=("running", "interrupted"))
-        conn.execute("UPDATE run_blobs SET result_json = ? WHERE run_id = ?",
-                     (None if run.get("result") is None else json.dumps(run["result"]), run["run_id"]))
+        conn.execute(
+            "UPDATE run_blobs SET result_json = ? WHERE run_id = ?",
+            (None if run.get("result") is None else json.dumps(run["result"]), run["run_id"]),
+        )
         counts["runs_completed"] = counts.get("runs_completed", 0) + 1
         counts["samples_added"] += len(run.get("samples") or [])
     return rest
@@ -193,11 +240,16 @@ def _differences(conn, runs: list[dict]) -> list[str | None]:
     stored run of its id differs from it, or None when they are the same run: two reads for them all."""
     ids = list(dict.fromkeys(run["run_id"] for run in runs))
     marks = ",".join("?" * len(ids))
-    stored = {row[0]: dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
-              for row in conn.execute(f"{_RUN_SELECT} WHERE run_id IN ({marks})", ids).fetchall()}
+    stored = {
+        row[0]: dict(zip(RUN_FIELDS + LIVE_FIELDS, row))
+        for row in conn.execute(f"{_RUN_SELECT} WHERE run_id IN ({marks})", ids).fetchall()
+    }
     samples: dict[str, list] = {run_id: [] for run_id in ids}
-    for run_id, *row in conn.execute(f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples"
-                                     f" WHERE run_id IN ({marks}) ORDER BY run_id, idx", ids).fetchall():
+    for run_id, *row in conn.execute(
+        f"SELECT run_id, idx, steps, duration_s, loss, warmup FROM samples"
+        f" WHERE run_id IN ({marks}) ORDER BY run_id, idx",
+        ids,
+    ).fetchall():
         samples[run_id].append(tuple(row))
     return [_first_difference(stored[run["run_id"]], samples[run["run_id"]], run) for run in runs]
 
@@ -218,8 +270,10 @@ def _first_difference(stored: dict, stored_samples: list, run: dict) -> str | No
         mine, theirs = stored.get(name), run.get(name)
         if (mine is None) != (theirs is None) or (mine is not None and abs(float(mine) - float(theirs)) > 1e-3):
             return name
-    offered = sorted((int(i), int(st), float(d), None if lo is None else float(lo), bool(w))
-                     for i, st, d, lo, w in run.get("samples") or [])
+    offered = sorted(
+        (int(i), int(st), float(d), None if lo is None else float(lo), bool(w))
+        for i, st, d, lo, w in run.get("samples") or []
+    )
     if [(i, st, d, lo, bool(w)) for i, st, d, lo, w in stored_samples] != offered:
         return "samples"
     return None
@@ -228,5 +282,3 @@ def _first_difference(stored: dict, stored_samples: list, run: dict) -> str | No
 def _normal(value):
     """A value as JSON would give it back (tuples as lists), so a stored copy and a bundle's compare."""
     return json.loads(json.dumps(value, default=str)) if value is not None else None
-
-

@@ -54,8 +54,9 @@ def backend_values(spec: dict | None, result: dict | None) -> dict:
     names its version in env["tensorflow"]."""
     spec = spec if isinstance(spec, dict) else {}
     result = result if isinstance(result, dict) else {}
-    backend = next((v for v in (result.get("backend"), spec.get("backend")) if isinstance(v, str) and v),
-                   DEFAULT_BACKEND)
+    backend = next(
+        (v for v in (result.get("backend"), spec.get("backend")) if isinstance(v, str) and v), DEFAULT_BACKEND
+    )
     version = result.get("backend_version")
     if not (isinstance(version, str) and version):
         env = result.get("env") if isinstance(result.get("env"), dict) else {}
@@ -120,8 +121,19 @@ def flat_values(spec: dict, result: dict | None) -> dict:
 
 
 # v6: `dashbench doctor`'s verdicts, one row per host, device kind and backend checked.
-CALIBRATION_COLUMNS = ("created_at", "host", "device", "accelerator", "backend", "versions_json", "peaks_json",
-                       "stopwatch_ratio", "verdict", "reasons_json", "detail_json")
+CALIBRATION_COLUMNS = (
+    "created_at",
+    "host",
+    "device",
+    "accelerator",
+    "backend",
+    "versions_json",
+    "peaks_json",
+    "stopwatch_ratio",
+    "verdict",
+    "reasons_json",
+    "detail_json",
+)
 
 
 def json_or_none(text):

@@ -11,7 +11,7 @@ _URL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def url_scheme(text) -> str | None:
-    """"postgresql+psycopg://" for a database URL, None for a path."""
+    """ "postgresql+psycopg://" for a database URL, None for a path."""
     match = _URL.match(text) if isinstance(text, str) else None
     return match.group(1) + "://" if match else None
 
@@ -38,8 +38,10 @@ def _password_as(text: str, shown: str | None) -> str:
     base, question, query = text.partition("?")
     if not question or url_scheme(text) is None:
         return text
-    kept = [p if not _is_password_param(p) else None if shown is None else f"{p.split('=', 1)[0]}={shown}"
-            for p in query.split("&")]
+    kept = [
+        p if not _is_password_param(p) else None if shown is None else f"{p.split('=', 1)[0]}={shown}"
+        for p in query.split("&")
+    ]
     kept = [p for p in kept if p is not None]
     return base + ("?" + "&".join(kept) if kept else "")
 

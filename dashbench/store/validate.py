@@ -10,10 +10,10 @@ import datetime as _dt
 import math
 from typing import Any
 
-from dashbench.hardware import peaks
 from dashbench.core import stats
-from dashbench.results.result import RunResult, _json_fields
 from dashbench.core.spec import BACKENDS, ID_RULE, MAX_SAMPLES, TEXT_LIMIT, RunSpec, SpecError, check_id, check_text
+from dashbench.hardware import peaks
+from dashbench.results.result import RunResult, _json_fields
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
@@ -159,18 +159,26 @@ def check_result(result: Any) -> None:
         backend = result.get("backend")
         if backend is not None and backend not in BACKENDS:
             # A filter column: a name no dashbench writes would be a filter value nothing can choose.
-            raise InvalidField(f"result.backend: unknown backend {_short(backend)}; choose one of: "
-                               f"{', '.join(BACKENDS)} (or leave it out: tensorflow)")
+            raise InvalidField(
+                f"result.backend: unknown backend {_short(backend)}; choose one of: "
+                f"{', '.join(BACKENDS)} (or leave it out: tensorflow)"
+            )
         text("result.backend_version", result.get("backend_version"), limit=100)
         losses = result.get("losses")
         if isinstance(losses, list) and len(losses) > MAX_SAMPLES:
-            raise InvalidField(f"result.losses: {len(losses)} losses; a run holds at most {MAX_SAMPLES} "
-                               f"(one per host loop)")
+            raise InvalidField(
+                f"result.losses: {len(losses)} losses; a run holds at most {MAX_SAMPLES} (one per host loop)"
+            )
 
 
 # What the engine copies from the spec into a result (engine/measured.py), and its default there.
-_FROM_SPEC = (("model", "model", None), ("global_batch_size", "batch_size", None),
-              ("backend", "backend", "tensorflow"), ("precision", "precision", None), ("data", "data", None))
+_FROM_SPEC = (
+    ("model", "model", None),
+    ("global_batch_size", "batch_size", None),
+    ("backend", "backend", "tensorflow"),
+    ("precision", "precision", None),
+    ("data", "data", None),
+)
 
 
 def check_agreement(status: str, spec: dict, result: dict | None) -> None:
@@ -183,13 +191,15 @@ def check_agreement(status: str, spec: dict, result: dict | None) -> None:
     for key, spec_key, default in _FROM_SPEC:
         value = result.get(key) if result.get(key) is not None else default
         if value is not None and value != spec[spec_key]:
-            raise InvalidField(f"result.{key}: {_short(value)} differs from the run's spec "
-                               f"({spec_key} {_short(spec[spec_key])})")
+            raise InvalidField(
+                f"result.{key}: {_short(value)} differs from the run's spec ({spec_key} {_short(spec[spec_key])})"
+            )
     inner = result.get("spec") or {}
     for key in ("model", "batch_size"):
         if key in inner and inner[key] != spec[key]:
-            raise InvalidField(f"result.spec.{key}: {_short(inner[key])} differs from the run's spec "
-                               f"({key} {_short(spec[key])})")
+            raise InvalidField(
+                f"result.spec.{key}: {_short(inner[key])} differs from the run's spec ({key} {_short(spec[key])})"
+            )
     _check_memory_agrees(result.get("memory"))
     low, high = (list(result.get("examples_per_sec_ci95") or []) + [None, None])[:2]
     figure = result.get("examples_per_sec")
@@ -200,8 +210,10 @@ def check_agreement(status: str, spec: dict, result: dict | None) -> None:
     if _finite(figure) and not (isinstance(repeats, list) and len(repeats) > 1):
         slack = 1e-9 * figure  # rounding of the stored floats
         if (_finite(low) and figure < low - slack) or (_finite(high) and figure > high + slack):
-            raise InvalidField(f"result.examples_per_sec_ci95: [{low:g}, {high if high is None else f'{high:g}'}] "
-                               f"excludes the run's own throughput {figure:g}")
+            raise InvalidField(
+                f"result.examples_per_sec_ci95: [{low:g}, {high if high is None else f'{high:g}'}] "
+                f"excludes the run's own throughput {figure:g}"
+            )
 
 
 def _check_memory_agrees(mem: Any) -> None:
@@ -209,10 +221,16 @@ def _check_memory_agrees(mem: Any) -> None:
     if not isinstance(mem, dict):
         return
     peak, estimate, ratio = mem.get("peak_bytes"), mem.get("estimate_bytes"), mem.get("estimate_ratio")
-    if _finite(peak) and _finite(estimate) and estimate > 0 and _finite(ratio) and \
-            abs(ratio - peak / estimate) > 1e-6 * max(1.0, ratio):
-        raise InvalidField(f"result.memory.estimate_ratio: {ratio:g} is not peak_bytes / estimate_bytes "
-                           f"({peak / estimate:g})")
+    if (
+        _finite(peak)
+        and _finite(estimate)
+        and estimate > 0
+        and _finite(ratio)
+        and abs(ratio - peak / estimate) > 1e-6 * max(1.0, ratio)
+    ):
+        raise InvalidField(
+            f"result.memory.estimate_ratio: {ratio:g} is not peak_bytes / estimate_bytes ({peak / estimate:g})"
+        )
     window = mem.get("window_peak_bytes")
     if _finite(peak) and _finite(window) and window > peak:
         raise InvalidField(f"result.memory.window_peak_bytes: {window} is above the run's peak_bytes {peak}")
@@ -226,8 +244,9 @@ def implied_flags(result: dict) -> list[str]:
     flags = set(carried)
     peak, achieved, mfu = result.get("peak_tflops"), result.get("achieved_tflops"), result.get("mfu")
     margin = peaks.CPU_SOFT_MARGIN if result.get("peak_source") in ("measured", peaks.PROVISIONAL) else 1.0
-    if (_finite(achieved) and _finite(peak) and stats.above_peak(achieved, peak, margin)) or \
-            (_finite(mfu) and mfu > margin):
+    if (_finite(achieved) and _finite(peak) and stats.above_peak(achieved, peak, margin)) or (
+        _finite(mfu) and mfu > margin
+    ):
         flags.add(stats.FLAG_ABOVE_PEAK)
     losses = result.get("losses") or []
     if stats.non_finite(losses):
@@ -236,8 +255,7 @@ def implied_flags(result: dict) -> list[str]:
         flags.add(stats.FLAG_LOSS_NOT_FALLING)
     placement = result.get("placement") or {}
     placed = list(placement.get("variables") or []) + list(placement.get("ops") or [])
-    if placed and result.get("device") in ("cpu", "gpu", "tpu") and \
-            stats.placement_mismatch(result["device"], placed):
+    if placed and result.get("device") in ("cpu", "gpu", "tpu") and stats.placement_mismatch(result["device"], placed):
         flags.add(stats.FLAG_PLACEMENT_MISMATCH)
     repeats = result.get("repeats")
     cv = result.get("repeat_cv")
@@ -258,7 +276,7 @@ def clipped_error(error: str | None) -> str | None:
     if error is None or len(error) <= MAX_ERROR_CHARS:
         return error
     marker = f" … [error cut: {len(error)} characters, only the first part kept]"
-    return error[:MAX_ERROR_CHARS - len(marker)] + marker
+    return error[: MAX_ERROR_CHARS - len(marker)] + marker
 
 
 def _short(value: Any) -> str:

@@ -44,10 +44,11 @@ def classifier(vocab=VOCAB, length=LENGTH, width=WIDTH, classes=CLASSES):
 
 
 def build():
-    return {"model": classifier(),
-            "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+    return {"model": classifier(), "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
 
 
 def build_tiny():
-    return {"model": classifier(vocab=50, length=8, width=16),
-            "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+    return {
+        "model": classifier(vocab=50, length=8, width=16),
+        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    }

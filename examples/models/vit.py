@@ -27,8 +27,10 @@ def vit(image=IMAGE, patch=PATCH, width=WIDTH, depth=DEPTH, heads=HEADS, mlp=MLP
         x = x + layers.Dense(width)(layers.Dense(mlp, activation="gelu")(h))
     x = layers.GlobalAveragePooling1D()(layers.LayerNormalization(epsilon=1e-6)(x))
     model = keras.Model(inputs, layers.Dense(classes, name="logits")(x), name="vit")
-    model.compile(optimizer=keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=1e-4),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     return model
 
 

@@ -12,21 +12,35 @@ from fixtures.bench_scripts import BENCH, load
 
 def spread(median: float, low: float = None) -> dict:
     low = median - 0.01 if low is None else low
-    return {"median": median, "q1": median - 0.02, "q3": median + 0.02, "rounds": 99, "ci_low": low,
-            "ci_high": median + 0.01}
+    return {
+        "median": median,
+        "q1": median - 0.02,
+        "q3": median + 0.02,
+        "rounds": 99,
+        "ci_low": low,
+        "ci_high": median + 0.01,
+    }
 
 
 def row(k: int, wall: float, cpu: float, cpu_low: float = None) -> dict:
-    return {"steps_per_loop": k, "engine_ms": 5.0, "hand_ms": 5.0,
-            "ratios": {"wall": spread(wall), "cpu": spread(cpu, cpu_low)},
-            "load_before": {"loadavg": [0.5, 0.5, 0.5], "cpus": 2}, "load_after": {"loadavg": [0.6, 0.5, 0.5], "cpus": 2},
-            "one_minute": [0.5, 0.7], "host_load": {"cores": 2, "other_cores": 0.25}, "jax": "0.10.2",
-            "devices": ["cpu:0"]}
+    return {
+        "steps_per_loop": k,
+        "engine_ms": 5.0,
+        "hand_ms": 5.0,
+        "ratios": {"wall": spread(wall), "cpu": spread(cpu, cpu_low)},
+        "load_before": {"loadavg": [0.5, 0.5, 0.5], "cpus": 2},
+        "load_after": {"loadavg": [0.6, 0.5, 0.5], "cpus": 2},
+        "one_minute": [0.5, 0.7],
+        "host_load": {"cores": 2, "other_cores": 0.25},
+        "jax": "0.10.2",
+        "devices": ["cpu:0"],
+    }
 
 
 def jax_args(**overrides) -> argparse.Namespace:
-    values = dict(model="fashion_mnist_cnn", jax_batch_size=32, jax_width=4, image_size=None, jax_pairs=100,
-                  jax_steps=None)
+    values = dict(
+        model="fashion_mnist_cnn", jax_batch_size=32, jax_width=4, image_size=None, jax_pairs=100, jax_steps=None
+    )
     return argparse.Namespace(**{**values, **overrides})
 
 
@@ -46,9 +60,12 @@ def test_the_spread_brackets_the_median_and_the_verdict_names_the_clock_that_mis
     below, unsettled, met = spread(0.95), spread(0.975, 0.96), spread(1.0)  # CI highs 0.96, 0.985, 1.01
     assert paired.verdict({"wall": below, "cpu": met}).startswith("is BELOW the 0.98 goal by wall time (median 0.950")
     assert "; meets the 0.98 goal by CPU time (median 1.000, 95% interval 0.990–1.010)" in paired.verdict(
-        {"wall": below, "cpu": met})
-    assert "is not settled against the 0.98 goal by wall time: median 0.975, its 95% interval 0.960–0.985 spans" in \
-        paired.verdict({"wall": unsettled, "cpu": met})
+        {"wall": below, "cpu": met}
+    )
+    assert (
+        "is not settled against the 0.98 goal by wall time: median 0.975, its 95% interval 0.960–0.985 spans"
+        in paired.verdict({"wall": unsettled, "cpu": met})
+    )
     assert "BELOW" not in paired.verdict({"wall": unsettled, "cpu": met})
     # An end that rounds onto the goal keeps a fourth decimal, so "0.980–0.994 spans 0.98" cannot be read.
     assert "its 95% interval 0.9796–0.997 spans 0.98" in paired.verdict({"wall": spread(0.987, 0.9796), "cpu": met})
@@ -65,7 +82,10 @@ def test_each_jax_row_says_what_was_measured_and_its_own_verdict():
     assert "10 steps in one jitted call" in lines[1] and "10 calls of one step" in lines[1]
     assert "is BELOW the 0.98 goal by CPU time" in lines[1]
     assert "50 steps in one jitted call" in lines[2] and "not settled against the 0.98 goal by CPU time" in lines[2]
-    assert "| 50 | 99 | 5.00 | 5.00 | 1.010 [0.990–1.030] (CI 1.000–1.020) | 1.020 [1.000–1.040] (CI 0.975–1.030) |" in text
+    assert (
+        "| 50 | 99 | 5.00 | 5.00 | 1.010 [0.990–1.030] (CI 1.000–1.020) | 1.020 [1.000–1.040] (CI 0.975–1.030) |"
+        in text
+    )
     assert "0.50 / 0.50 / 0.50 → 0.60 / 0.50 / 0.50 (0.50–0.70); others used 0.25 of 2 cores |" in text
     assert "(2 CPUs)" in text
 
@@ -79,30 +99,58 @@ def test_the_tensorflow_table_says_how_each_loop_ran_and_the_load():
     from dashbench.core.spec import RunSpec
 
     bench = load("engine_overhead")
-    spec = RunSpec(model="fashion_mnist_cnn", batch_size=128, width=16, steps=300, warmup=10, steps_per_loop=10,
-                   device="cpu")
-    summary = {"ms_per_step": {"engine": 30.0, "hand": 29.0, "fit": 31.0},
-               "against": {"hand": {"wall": spread(0.99), "cpu": spread(0.96)},
-                           "fit": {"wall": spread(1.02), "cpu": spread(1.03)}},
-               "load_before": {"loadavg": [2.5, 2.0, 1.5], "cpus": 2}, "load_after": {"loadavg": [3.0, 2.5, 2.0], "cpus": 2},
-               "one_minute": [2.6, 2.9], "host_load": {"cores": 2, "window_s": 0.1, "note": "too short"}}
+    spec = RunSpec(
+        model="fashion_mnist_cnn", batch_size=128, width=16, steps=300, warmup=10, steps_per_loop=10, device="cpu"
+    )
+    summary = {
+        "ms_per_step": {"engine": 30.0, "hand": 29.0, "fit": 31.0},
+        "against": {
+            "hand": {"wall": spread(0.99), "cpu": spread(0.96)},
+            "fit": {"wall": spread(1.02), "cpu": spread(1.03)},
+        },
+        "load_before": {"loadavg": [2.5, 2.0, 1.5], "cpus": 2},
+        "load_after": {"loadavg": [3.0, 2.5, 2.0], "cpus": 2},
+        "one_minute": [2.6, 2.9],
+        "host_load": {"cores": 2, "window_s": 0.1, "note": "too short"},
+    }
     text = bench.render(spec, summary)
     assert "one `tf.function` call: a `tf.range` loop" in text and "10 calls of a minimal hand-written one-step" in text
     assert "`model.fit` epoch of 10 steps" in text and "30 rounds" not in text and "99 rounds of 10 steps" in text
-    assert "load average (1/5/15 min) 2.50 / 2.00 / 1.50 → 3.00 / 2.50 / 2.00 (1-min, over the rounds: 2.60–2.90) on 2 CPUs" in text
+    assert (
+        "load average (1/5/15 min) 2.50 / 2.00 / 1.50 → 3.00 / 2.50 / 2.00 (1-min, over the rounds: 2.60–2.90) on 2 CPUs"
+        in text
+    )
     assert "| hand-written tf.function | 99 | 30.00 | 29.00 |" in text
     assert "is BELOW the 0.98 goal by CPU time (median 0.960, 95% interval 0.950–0.970) |" in text
     assert "| Keras model.fit | 99 | 30.00 | 31.00 | 1.020 [1.000–1.040]" in text
     del summary["against"]["fit"]
-    one = bench.render(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=20, steps_per_loop=1, device="cpu"), summary)
+    one = bench.render(
+        RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=20, steps_per_loop=1, device="cpu"), summary
+    )
     assert "model.fit" not in one and "tf.range" not in one and "rounds of 1 step:" in one and "then 1 call of" in one
 
 
 def test_a_tiny_jax_run_gives_every_figure_of_its_row(tmp_path):
     out = tmp_path / "figures.json"
-    command = [sys.executable, str(BENCH / "engine_overhead.py"), "--only", "jax", "--no-write", "--json", str(out),
-               "--jax-pairs", "4", "--jax-steps-per-loop", "2", "--jax-width", "2", "--jax-batch-size", "4",
-               "--image-size", "8"]
+    command = [
+        sys.executable,
+        str(BENCH / "engine_overhead.py"),
+        "--only",
+        "jax",
+        "--no-write",
+        "--json",
+        str(out),
+        "--jax-pairs",
+        "4",
+        "--jax-steps-per-loop",
+        "2",
+        "--jax-width",
+        "2",
+        "--jax-batch-size",
+        "4",
+        "--image-size",
+        "8",
+    ]
     # A given CPU peak: the engine then skips its matmul probe, which this test does not look at.
     env = {**os.environ, "DASHBENCH_CPU_PEAKS": json.dumps({"float32": 0.1})}
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)

@@ -9,9 +9,15 @@ def test_the_report_gives_both_ways_and_the_per_run_cost_of_ray():
     def row(first, total, cli, ray):
         return {"first_step_s": first, "total_s": total, "code": 0, "cpu_cli_s": cli, "cpu_ray_s": ray}
 
-    found = {"rows": {"local": [row(10, 12, 8, 0.5), row(11, 14, 9, 0.7), row(30, 40, 8.5, 2.0)],
-                      "cluster": [row(13, 16, 1.5, 9), row(14, 18, 1.0, 10), row(12, 15, 1.2, 9.5)]},
-             "jobs": [1.5, 1.2, 2.0], "head_up_s": 12.0, "load": ((1.0, 2.0, 3.0), (1.5, 2.5, 3.0))}
+    found = {
+        "rows": {
+            "local": [row(10, 12, 8, 0.5), row(11, 14, 9, 0.7), row(30, 40, 8.5, 2.0)],
+            "cluster": [row(13, 16, 1.5, 9), row(14, 18, 1.0, 10), row(12, 15, 1.2, 9.5)],
+        },
+        "jobs": [1.5, 1.2, 2.0],
+        "head_up_s": 12.0,
+        "load": ((1.0, 2.0, 3.0), (1.5, 2.5, 3.0)),
+    }
     text = bench.report(found)
     assert "| local (`run --db`) | 11.0 s | 14.0 s | 8.5 | 0.7 (idle cluster) | [0, 0, 0] |" in text
     assert "| cluster (`run --cluster --on gpu-1 --db`) | 13.0 s | 16.0 s | 1.2 | 9.5 |" in text

@@ -7,22 +7,47 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixtures import bench_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 server_cost = bench_scripts.load("server_cost")
 
 
-@pytest.mark.skipif(not bench_scripts.load("dashboard_scale").browser_available(), reason="needs Chromium and playwright")
+@pytest.mark.skipif(
+    not bench_scripts.load("dashboard_scale").browser_available(), reason="needs Chromium and playwright"
+)
 def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
     docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
     out = tmp_path / "figures.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "server_cost.py"), "--runs", "200", "--samples", "3", "--visits", "1",
-         "--together", "1", "--pages", "prices", "--idle-s", "0.1", "--quiet-s", "0.2", "--no-docs",
-         "--keep", str(tmp_path), "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=400)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "server_cost.py"),
+            "--runs",
+            "200",
+            "--samples",
+            "3",
+            "--visits",
+            "1",
+            "--together",
+            "1",
+            "--pages",
+            "prices",
+            "--idle-s",
+            "0.1",
+            "--quiet-s",
+            "0.2",
+            "--no-docs",
+            "--keep",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | prices |")]
     cells = [cell.strip() for cell in row.split("|")[1:-1]]
@@ -39,10 +64,32 @@ def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
 
 
 def test_the_baseline_is_shown_beside_the_figures():
-    row = server_cost.PageCost(100_000, "compare", first_cpu_s=0.3, first_s=4.0, cpu_per_visit_s=0.05,
-                               visit_s=[2.0], together_cpu_per_visit_s=0.06, together_s=[5.0, 6.0], load=3.0)
-    before = dict(vars(server_cost.PageCost(100_000, "compare", first_cpu_s=0.4, first_s=5.0, cpu_per_visit_s=0.2,
-                                            visit_s=[3.0], together_cpu_per_visit_s=0.3, together_s=[9.0], load=4.0)))
+    row = server_cost.PageCost(
+        100_000,
+        "compare",
+        first_cpu_s=0.3,
+        first_s=4.0,
+        cpu_per_visit_s=0.05,
+        visit_s=[2.0],
+        together_cpu_per_visit_s=0.06,
+        together_s=[5.0, 6.0],
+        load=3.0,
+    )
+    before = dict(
+        vars(
+            server_cost.PageCost(
+                100_000,
+                "compare",
+                first_cpu_s=0.4,
+                first_s=5.0,
+                cpu_per_visit_s=0.2,
+                visit_s=[3.0],
+                together_cpu_per_visit_s=0.3,
+                together_s=[9.0],
+                load=4.0,
+            )
+        )
+    )
     row.floor_before_s, row.floor_after_s = 0.02, 0.03
     text = server_cost.table([row], {(100_000, "compare"): before}, type("Args", (), {"together": 8}))
     assert "0.200 / 0.050 ✗ (4.0×)" in text and "0.40 / 5.0 → 0.30 / 4.0" in text and "4.0 → 3.0" in text

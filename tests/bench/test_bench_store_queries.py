@@ -16,9 +16,26 @@ def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
     skip_unless_the_store_takes_urls(pg_url)
     docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "store_queries.py"), "--runs", "60", "--samples", "2",
-         "--write-runs", "3", "--write-samples", "20", "--pg-url", pg_url, "--no-docs"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "store_queries.py"),
+            "--runs",
+            "60",
+            "--samples",
+            "2",
+            "--write-runs",
+            "3",
+            "--write-samples",
+            "20",
+            "--pg-url",
+            pg_url,
+            "--no-docs",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| query | SQLite | PostgreSQL | PostgreSQL ÷ SQLite | rows |" in done.stdout
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ")]
@@ -32,7 +49,7 @@ def test_the_postgresql_column_sits_beside_sqlites(pg_url, pg_server):
     assert by_name["this process's CPU for a one-sample commit (on a server: the client's share)"][3] == "200 commits"
     floor = by_name["one bare INSERT committed alone, by the driver (the floor of a commit)"]
     assert floor[0].endswith(" ms") and floor[1].endswith(" ms") and floor[3] == "200 commits"
-    plans = done.stdout[done.stdout.index("Query plans, PostgreSQL"):]
+    plans = done.stdout[done.stdout.index("Query plans, PostgreSQL") :]
     assert " on samples" in plans and "SEARCH" not in plans  # PostgreSQL's own EXPLAIN, not SQLite's
     assert (ROOT / "docs" / "PERFORMANCE.md").read_bytes() == docs  # --no-docs
     with Store(pg_url, read_only=True) as store:  # the filled store is in the given database
@@ -46,9 +63,23 @@ def test_the_write_path_alone_takes_turns_and_writes_no_docs(pg_url):
     skip_unless_the_store_takes_urls(pg_url)
     docs = (ROOT / "docs" / "PERFORMANCE.md").read_bytes()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "store_queries.py"), "--write-only", "2", "--write-runs", "2",
-         "--write-samples", "5", "--pg-url", pg_url],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "store_queries.py"),
+            "--write-only",
+            "2",
+            "--write-runs",
+            "2",
+            "--write-samples",
+            "5",
+            "--pg-url",
+            pg_url,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "median of 2 rounds; load average (1/5/15 min) " in done.stdout
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ")]

@@ -10,11 +10,20 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from fixtures import accuracy_results
-from fixtures import dashboard_data
+from fixtures import accuracy_results, dashboard_data
 from fixtures.browser_fixtures import (  # noqa: F401 (browser: the fixture)
-    ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, ROOT, WINDOW, Recording, browser, open_page, streamlit_server)
+    ARTIFACTS,
+    IDLE,
+    PAGE_TIMEOUT_MS,
+    ROOT,
+    WINDOW,
+    Recording,
+    browser,
+    open_page,
+    streamlit_server,
+)
 from fixtures.browser_tables import assert_figures_and_flags_in_view, grids_of
+
 from dashbench.costs import prices
 from dashbench.store import Store
 from dashbench.views.results import runs as results
@@ -52,8 +61,12 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
         page.close()
 
         # A to-accuracy run and a throughput run of its setup on another backend: measured and predicted.
-        page = open_page(recording, url + f"/compare?runs={to_target['tensorflow']},{to_target['jax']}", "Compare",
-                         "compare-to-target.png")
+        page = open_page(
+            recording,
+            url + f"/compare?runs={to_target['tensorflow']},{to_target['jax']}",
+            "Compare",
+            "compare-to-target.png",
+        )
         expect(page.get_by_text("Time and cost to target")).to_be_visible()
         for title in ("Time to target", "Validation accuracy against wall time"):
             expect(page.locator(".js-plotly-plot").filter(has_text=title).first).to_be_visible()

@@ -4,10 +4,9 @@ Results' table keeps each run's id in view, and the sidebar's database path stay
 Measured, not looked at: a text's drawn width (the page's own font, canvas measureText) or an element's
 scrollWidth against the room its box gives it."""
 
-from fixtures import accuracy_results
-from fixtures import dashboard_data
-from fixtures.browser_fixtures import (  # noqa: F401 (browser: the fixture)
-    IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server)
+from fixtures import accuracy_results, dashboard_data
+from fixtures.browser_fixtures import IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
+
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views.common.columns import width_of
@@ -58,10 +57,25 @@ def missed_target(store) -> str:
     spec = RunSpec(**accuracy_results.SETUP, device="cpu", data="real", data_path="/x", target_accuracy=0.99)
     run_id = store.create_run(spec, status="running")
     acc = accuracy_results.block([accuracy_results.seed_run(0, 9, 1.0, 0.5, reached=False)], target=0.99)
-    store.finish_run(run_id, "not_reached", result={
-        "model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1, "replicas": 1,
-        "global_batch_size": 64, "precision": "float32", "data": "real", "examples_per_sec": 600.0,
-        "losses": [2.0, 1.5], "steps_per_loop": 1, "spec": spec.to_dict(), "accuracy": acc})
+    store.finish_run(
+        run_id,
+        "not_reached",
+        result={
+            "model": spec.model,
+            "device": "cpu",
+            "accelerator": "CPU",
+            "accelerator_count": 1,
+            "replicas": 1,
+            "global_batch_size": 64,
+            "precision": "float32",
+            "data": "real",
+            "examples_per_sec": 600.0,
+            "losses": [2.0, 1.5],
+            "steps_per_loop": 1,
+            "spec": spec.to_dict(),
+            "accuracy": acc,
+        },
+    )
     return run_id
 
 
@@ -90,8 +104,9 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         page.get_by_text("Choose runs").click()  # a link opens with the filters folded away
         chips = page.locator("[data-testid='stMultiSelect']").filter(has_text="Status")
         expect(chips.get_by_text("not_reached")).to_be_visible()
-        assert {"fashion_mnist_cnn", "not_reached"} <= {c.inner_text() for c in
-                                                          page.locator("[data-testid='stMultiSelect'] span").all()}
+        assert {"fashion_mnist_cnn", "not_reached"} <= {
+            c.inner_text() for c in page.locator("[data-testid='stMultiSelect'] span").all()
+        }
         cut["compare"] = clipped(page)
         page.close()
 

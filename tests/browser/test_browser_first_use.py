@@ -5,6 +5,7 @@ asks another host for anything and every table shows a row's figures and flags w
 says why it shows Compare (test_read_only_server_has_no_run_page)."""
 
 from fixtures.browser_fixtures import browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
+
 from dashbench.costs import reference
 from dashbench.store import Store
 
@@ -18,7 +19,8 @@ def test_empty_store_shows_every_published_row_it_chose(browser, tmp_path):
     with streamlit_server(db) as url:
         page = open_page(browser, url + "/compare", "Compare", "first-use-empty-compare.png")
         group = page.locator("[data-testid='stButtonGroup']").filter(
-            has=page.get_by_text(published["name"].iloc[0], exact=True))
+            has=page.get_by_text(published["name"].iloc[0], exact=True)
+        )
         expect(group).to_have_count(1)
         group.scroll_into_view_if_needed()
         box = group.bounding_box()

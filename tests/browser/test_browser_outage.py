@@ -2,9 +2,9 @@
 opens during the outage says it retries, and shows the runs by itself once the server answers (its
 fragment asks again every few seconds), with no click, no reload and no restart of the dashboard."""
 
+from fixtures.app_outage import team  # noqa: F401 (a fixture: a filled store on a server of the test's own)
 from fixtures.browser_fixtures import PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (a fixture)
 from fixtures.pg_restart import crash, pg_own, start_again  # noqa: F401 (pg_own: a fixture)
-from fixtures.app_outage import team  # noqa: F401 (a fixture: a filled store on a server of the test's own)
 from fixtures.stored_runs import SPEC
 
 from dashbench.store import Store

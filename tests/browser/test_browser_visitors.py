@@ -37,7 +37,6 @@ def test_a_failing_page_shows_the_visitor_no_message_or_path_and_the_log_keeps_b
 
 def test_the_served_config_hides_error_details_with_a_value_this_streamlit_knows():
     import tomllib
-
     from streamlit import config
 
     chosen = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
@@ -48,7 +47,6 @@ def test_the_served_config_hides_error_details_with_a_value_this_streamlit_knows
 
 def test_the_served_config_skips_streamlits_full_collection_after_every_run_with_an_option_it_knows():
     import tomllib
-
     from streamlit import config
 
     chosen = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())

@@ -6,8 +6,8 @@ import re
 import time
 from pathlib import Path
 
-from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 from fixtures.cli_training import run_cli, small_cpu_probe  # noqa: F401 (fixture: a small CPU probe)
+from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 from fixtures.run_page_form import fill_run_form, shown_errors
 
 from dashbench.store import Store
@@ -18,8 +18,9 @@ EVALUATION = re.compile(r"epoch (\d+) of ≤ (\d+): validation accuracy (0\.\d{3
 
 def test_run_trains_to_the_target_and_list_show_and_csv_read_it_back(tmp_path, capfd, learnable_idx):
     db = tmp_path / "acc.sqlite"
-    code, out, err = run_cli(capfd, "run", *CNN, "--data-path", learnable_idx, "--target-accuracy", "0.9",
-                             "--max-epochs", "8", "--db", db)
+    code, out, err = run_cli(
+        capfd, "run", *CNN, "--data-path", learnable_idx, "--target-accuracy", "0.9", "--max-epochs", "8", "--db", db
+    )
     assert code == 0, err[-2000:]
     evaluations = EVALUATION.findall(err)  # one progress line per evaluation, as it comes
     assert evaluations and all(limit == "8" for _, limit, _ in evaluations)
@@ -43,8 +44,22 @@ def test_run_trains_to_the_target_and_list_show_and_csv_read_it_back(tmp_path, c
 def test_an_unreachable_target_over_two_seeds_ends_not_reached_with_exit_4(tmp_path, capfd, learnable_idx):
     db = tmp_path / "missed.sqlite"
     # 4% of the learnable set's labels are wrong on purpose: 1.0 is out of reach.
-    code, out, err = run_cli(capfd, "run", *CNN, "--data-path", learnable_idx, "--target-accuracy", "1",
-                             "--max-epochs", "1", "--seeds", "2", "--db", db, "--json")
+    code, out, err = run_cli(
+        capfd,
+        "run",
+        *CNN,
+        "--data-path",
+        learnable_idx,
+        "--target-accuracy",
+        "1",
+        "--max-epochs",
+        "1",
+        "--seeds",
+        "2",
+        "--db",
+        db,
+        "--json",
+    )
     assert code == 4, err[-2000:]
     assert "seed 1/2 · epoch 1 of ≤ 1: validation accuracy" in err and "seed 2/2 · epoch 1 of ≤ 1" in err
     result = json.loads(out)
@@ -59,8 +74,9 @@ def test_an_unreachable_target_over_two_seeds_ends_not_reached_with_exit_4(tmp_p
 
 def test_the_seed_000_preset_at_quick_shapes_sits_next_to_the_articles_times(tmp_path, capfd, learnable_idx):
     db = tmp_path / "preset.sqlite"
-    code, out, err = run_cli(capfd, "preset", "colab-fashion-mnist", "--device", "cpu", "--quick",
-                             "--data-path", learnable_idx, "--db", db)
+    code, out, err = run_cli(
+        capfd, "preset", "colab-fashion-mnist", "--device", "cpu", "--quick", "--data-path", learnable_idx, "--db", db
+    )
     assert code == 0, err[-2000:]
     assert "5 epochs × 4 steps, evaluated after each" in err
     assert re.findall(r"epoch (\d) of 5: validation accuracy", err) == ["1", "2", "3", "4", "5"]
@@ -73,7 +89,9 @@ def test_the_seed_000_preset_at_quick_shapes_sits_next_to_the_articles_times(tmp
     with Store(db, read_only=True) as store:
         (run_id,) = store.runs()["run_id"]
         run = store.get_run(run_id)
-    assert run["status"] == "done" and run["spec"]["epochs"] == 5 and run["spec"]["label"] == "preset:colab-fashion-mnist"
+    assert (
+        run["status"] == "done" and run["spec"]["epochs"] == 5 and run["spec"]["label"] == "preset:colab-fashion-mnist"
+    )
     code, out, _ = run_cli(capfd, "show", "--db", db, run_id)
     assert per_epoch.group(1) in out and "“40-odd” seconds for 5 epochs" in out
 
@@ -98,12 +116,16 @@ def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_p
     at.button(key="run_launch").click().run()
     # Bad input is one line naming the box: synthetic data has no held-out split; a folder without files.
     assert not at.exception
-    assert shown_errors(at) == ["Not launched: target accuracy: needs real data with a held-out split: use data real "
-                                "(Fashion-MNIST IDX train + t10k files) or data folder (train/ and validation/)"]
+    assert shown_errors(at) == [
+        "Not launched: target accuracy: needs real data with a held-out split: use data real "
+        "(Fashion-MNIST IDX train + t10k files) or data folder (train/ and validation/)"
+    ]
     at.selectbox(key="run_data").set_value("real")
     at.text_input(key="run_data_path").input(str(tmp_path / "nowhere"))
     at.button(key="run_launch").click().run()
-    assert len(shown_errors(at)) == 1 and shown_errors(at)[0].startswith("Not launched: data path: no Fashion-MNIST file")
+    assert len(shown_errors(at)) == 1 and shown_errors(at)[0].startswith(
+        "Not launched: data path: no Fashion-MNIST file"
+    )
     at.text_input(key="run_data_path").input(str(learnable_idx))
     at.button(key="run_launch").click().run()
     assert not at.exception and any("Queued 1 run(s)." in s.value for s in at.success)
@@ -130,7 +152,9 @@ def test_the_run_page_launches_a_to_accuracy_run_that_lands_with_its_curve(tmp_p
     at.run()  # the finished run's headline, and the link to Compare
     assert not at.exception
     captions = [re.sub(r"\\(.)", r"\1", c.value.replace("\u200b", "")) for c in at.caption]
-    assert any(c.startswith("To accuracy: target 0.9 reached by 1 of 1 seed within 8 epochs") for c in captions), captions
+    assert any(c.startswith("To accuracy: target 0.9 reached by 1 of 1 seed within 8 epochs") for c in captions), (
+        captions
+    )
     assert any(link.proto.label == "Compare these runs" for link in at.get("page_link"))
     at.query_params["runs"] = run_id  # the run lands on Compare, in its time-to-target section
     at.switch_page("pages/compare.py").run()

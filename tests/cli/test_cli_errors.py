@@ -6,23 +6,35 @@ import signal
 
 import numpy as np
 import pytest
+from fixtures.no_training import no_training  # noqa: F401 (fixtures)
 from fixtures.stored_runs import SPEC, result_for
 
-from dashbench.models import catalog, datasets
-from dashbench.core import stats
-
-from dashbench.engine import loop
-
-from dashbench.jobs import queue, runner
 from dashbench.cli import main
-from dashbench.results.result import RunResult
+from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.engine import loop
+from dashbench.jobs import queue, runner
+from dashbench.models import catalog, datasets
+from dashbench.results.result import RunResult
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
-from fixtures.no_training import no_training  # noqa: F401 (fixtures)
 
-TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2",
-        "--warmup", "1", "--device", "cpu"]
+TINY = [
+    "--model",
+    "conv2d",
+    "--batch-size",
+    "8",
+    "--image-size",
+    "16",
+    "--width",
+    "8",
+    "--steps",
+    "2",
+    "--warmup",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 def run_cli(capsys, *argv):
@@ -57,12 +69,38 @@ def test_run_with_bad_input_leaves_no_row_and_prints_one_invalid_object(argv, fi
 def test_preset_sweep_jobs_and_form_refuse_the_same_before_a_row(tmp_path, capsys, no_training):
     db = tmp_path / "p.sqlite"
     missing = str(tmp_path / "nowhere")
-    code, out, _ = run_cli(capsys, "preset", "colab-fashion-mnist", "--device", "cpu", "--data", "real",
-                           "--data-path", missing, "--db", str(db), "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "preset",
+        "colab-fashion-mnist",
+        "--device",
+        "cpu",
+        "--data",
+        "real",
+        "--data-path",
+        missing,
+        "--db",
+        str(db),
+        "--json",
+    )
     assert code == 2 and json.loads(out)["field"] == "data_path"
-    code, _, err = run_cli(capsys, "sweep", "--model", "bilstm", "--device", "cpu", "--batch-sizes", "8,16",
-                           "--image-size", "32", "--db", str(db))
-    assert code == 2 and err.splitlines() == ["error: image_size: bilstm has no image_size override; it accepts: seq_len, width"]
+    code, _, err = run_cli(
+        capsys,
+        "sweep",
+        "--model",
+        "bilstm",
+        "--device",
+        "cpu",
+        "--batch-sizes",
+        "8,16",
+        "--image-size",
+        "32",
+        "--db",
+        str(db),
+    )
+    assert code == 2 and err.splitlines() == [
+        "error: image_size: bilstm has no image_size override; it accepts: seq_len, width"
+    ]
     bad = RunSpec(model="fashion_mnist_cnn", batch_size=8, data="real", data_path=missing)
     with pytest.raises(SpecError, match="data_path"):
         queue.submit(bad, db)
@@ -90,13 +128,15 @@ def test_a_queued_row_that_fails_the_checks_ends_failed_with_the_message(tmp_pat
     assert code == 2 and (obj["status"], obj["field"], obj["run_id"]) == ("invalid", "data_path", run_id)
 
 
-def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tmp_path, capsys, monkeypatch,
-                                                                              no_training):
+def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(
+    tmp_path, capsys, monkeypatch, no_training
+):
     db = tmp_path / "id.sqlite"
     with Store(db) as store:
         run_id = store.create_run(SPEC, status="queued")
-    code, out, err = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--label=--no-store",
-                             "--steps", "3", "--json")
+    code, out, err = run_cli(
+        capsys, "run", "--run-id", run_id, "--db", str(db), "--label=--no-store", "--steps", "3", "--json"
+    )
     obj = json.loads(out)
     assert code == 2 and (obj["status"], obj["field"]) == ("invalid", "steps")
     assert err.splitlines() == [f"error: {obj['error']}"] and "leave out --steps" in obj["error"]
@@ -106,7 +146,9 @@ def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tm
         assert store.get_run(run_id)["status"] == "queued" and store.count_runs() == 1
 
     measured = []
-    monkeypatch.setattr(loop, "run", lambda spec, on_event=None: measured.append(spec) or RunResult.from_dict(result_for(spec, 5.0)))
+    monkeypatch.setattr(
+        loop, "run", lambda spec, on_event=None: measured.append(spec) or RunResult.from_dict(result_for(spec, 5.0))
+    )
     code, out, _ = run_cli(capsys, "run", "--run-id", run_id, "--db", str(db), "--json")
     assert code == 0 and measured == [SPEC] and json.loads(out)["run_id"] == run_id
     # An id that is not stored: a new run from the options, recorded under that id.
@@ -119,8 +161,9 @@ def test_run_id_of_a_stored_run_runs_the_stored_spec_and_refuses_spec_options(tm
 def test_cli_and_run_page_read_sweep_batch_sizes_alike(tmp_path, capsys, no_training):
     db = tmp_path / "s.sqlite"
     for text in ("8,x", "8, 0", "-4", " , ", "32,,64"):
-        code, _, err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", text,
-                               "--db", str(db))
+        code, _, err = run_cli(
+            capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", text, "--db", str(db)
+        )
         with pytest.raises(SpecError) as form:
             run_form.specs_from_form(run_form.run_form_defaults(["cpu"]) | {"run_sweep": text}, sweep=True)
         assert code == 2 and err.splitlines() == [f"error: {form.value}"]
@@ -162,8 +205,9 @@ def test_an_unusable_db_is_the_same_line_for_run_preset_and_sweep(tmp_path, caps
     assert code == 2 and run_err.startswith("error: db: ") and len(run_err.splitlines()) == 1
     code, _, preset_err = run_cli(capsys, "preset", "colab-conv2d", "--device", "cpu", "--quick", "--db", db)
     assert code == 2 and preset_err.splitlines()[-1] == run_err.strip()
-    code, _, sweep_err = run_cli(capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16",
-                                 "--db", db)
+    code, _, sweep_err = run_cli(
+        capsys, "sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--db", db
+    )
     assert code == 2 and sweep_err.splitlines() == [run_err.strip()]  # no sweep header first
 
 
@@ -242,8 +286,21 @@ def test_unsound_idx_files_are_refused_before_a_row(tmp_path, capsys, no_trainin
         with pytest.raises(SpecError, match=message):
             catalog.check_spec(spec)
     db = tmp_path / "r.sqlite"
-    code, out, _ = run_cli(capsys, "run", "--model", "fashion_mnist_cnn", "--batch-size", "4", "--data", "real",
-                           "--data-path", str(tmp_path), "--db", str(db), "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "run",
+        "--model",
+        "fashion_mnist_cnn",
+        "--batch-size",
+        "4",
+        "--data",
+        "real",
+        "--data-path",
+        str(tmp_path),
+        "--db",
+        str(db),
+        "--json",
+    )
     assert code == 2 and json.loads(out)["field"] == "data_path" and stored_runs(db) == 0
 
 
@@ -258,8 +315,10 @@ NOT_ASCII = [
     (["list", "--limit", "８"], "limit"),
     (["list", "--batch-size", "３２"], "batch_size"),
     (["prices", "set", "--device", "V100", "--unit", "GPU-hour", "--on-demand", "１.５"], "on_demand_usd_per_hour"),
-    (["prices", "set", "--device", "V100", "--unit", "GPU-hour", "--on-demand", "1", "--chips", "４"],
-     "chips_per_unit"),
+    (
+        ["prices", "set", "--device", "V100", "--unit", "GPU-hour", "--on-demand", "1", "--chips", "４"],
+        "chips_per_unit",
+    ),
 ]
 
 

@@ -38,8 +38,7 @@ BAD = [
 
 @pytest.mark.parametrize("command", ["list", "export"])
 @pytest.mark.parametrize("argv, field", BAD, ids=lambda v: v if isinstance(v, str) else " ".join(v)[:30])
-def test_an_integer_filter_out_of_range_is_one_line_naming_field_and_range(command, argv, field, db, tmp_path,
-                                                                            capsys):
+def test_an_integer_filter_out_of_range_is_one_line_naming_field_and_range(command, argv, field, db, tmp_path, capsys):
     out_file = tmp_path / "bundle.json"
     extra = ["--out", str(out_file)] if command == "export" else []
     code = main([command, "--db", str(db), *argv, *extra])

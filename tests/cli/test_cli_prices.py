@@ -29,8 +29,25 @@ def test_set_list_reset_through_the_cli(tmp_path, capsys):
     assert not db.exists()
     assert shipped["gcp-tpu-v2-8"]["chips_per_unit"] == 4 and shipped["gcp-tpu-v2-8"]["origin"] == "shipped"
 
-    assert main(["prices", "set", "--device", "TPU v2", "--unit", "board-hour", "--provider", "GCP",
-                 "--on-demand", "3.00", "--db", str(db)]) == 0
+    assert (
+        main(
+            [
+                "prices",
+                "set",
+                "--device",
+                "TPU v2",
+                "--unit",
+                "board-hour",
+                "--provider",
+                "GCP",
+                "--on-demand",
+                "3.00",
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     assert "overrides the shipped price" in capsys.readouterr().out
     assert main(["prices", "--db", str(db), "set", "--device", "cpu", "--unit", "hour", "--on-demand", "0.1"]) == 0
     assert "new price" in capsys.readouterr().out
@@ -61,8 +78,10 @@ def test_set_list_reset_through_the_cli(tmp_path, capsys):
     [
         (["prices", "set", "--device", "V100", "--unit", "day", "--on-demand", "1"], "unit"),
         (["prices", "set", "--device", "V100", "--unit", "hour", "--on-demand", "x"], "on_demand_usd_per_hour"),
-        (["prices", "set", "--device", "V100", "--unit", "hour", "--on-demand", "1", "--chips", "two"],
-         "chips_per_unit"),
+        (
+            ["prices", "set", "--device", "V100", "--unit", "hour", "--on-demand", "1", "--chips", "two"],
+            "chips_per_unit",
+        ),
         (["prices", "reset", "--key", "nope"], "key"),
     ],
 )
@@ -84,18 +103,31 @@ def test_preset_list(capsys):
 
 def test_prices_through_python_dash_m(tmp_path):
     env = {**os.environ, "DASHBENCH_DB": str(tmp_path / "results.sqlite")}
-    out = subprocess.run([sys.executable, "-m", "dashbench", "prices", "--json"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "dashbench", "prices", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert {row["key"] for row in json.loads(out)} >= {"gcp-tpu-v2-8", "gcp-v100", "aws-p3.8xlarge"}
 
 
 def test_preset_summary_prices_the_result_and_shows_the_published_rows():
-    from dashbench.models import presets
     from dashbench.cli.preset_cmd import summary
+    from dashbench.models import presets
     from dashbench.results.result import RunResult
 
-    result = RunResult(unit="images", examples_per_sec=2000.0, accelerator="TPU v2", accelerator_count=4,
-                       step_time_median_s=0.064, samples=7)
+    result = RunResult(
+        unit="images",
+        examples_per_sec=2000.0,
+        accelerator="TPU v2",
+        accelerator_count=4,
+        step_time_median_s=0.064,
+        samples=7,
+    )
     text = summary(presets.get("colab-conv2d"), "tpu", result)
     # One TPU v2-8 board at $4.50/h over 7.2 M images/h.
     assert f"${4.50 / 7.2:,.4g} per million images on-demand, ${1.35 / 7.2:,.4g} spot (gcp-tpu-v2-8)" in text

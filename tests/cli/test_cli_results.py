@@ -17,7 +17,9 @@ def db(tmp_path):
             spec = SPEC.replace(batch_size=batch)
             run_id = store.create_run(spec, sweep_id="sweep-x")
             store.add_samples(run_id, samples_for(3))
-            store.finish_run(run_id, "done", result_for(spec, 50.0 * batch, flags=["above_peak"] if batch == 32 else []))
+            store.finish_run(
+                run_id, "done", result_for(spec, 50.0 * batch, flags=["above_peak"] if batch == 32 else [])
+            )
         failed = store.create_run(SPEC.replace(model="bilstm", seq_len=8))
         store.finish_run(failed, "failed", error="ResourceExhaustedError: OOM when allocating tensor")
     return path
@@ -49,7 +51,9 @@ def test_list_table_json_and_filters(db, capsys):
 
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--status", "done", "--batch-size", "32")
     assert [r["batch_size"] for r in json.loads(out)] == [32]
-    code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--sweep", "sweep-x", "--model", "fashion_mnist_cnn,bilstm")
+    code, out, _ = run_cli(
+        capsys, "list", "--db", str(db), "--json", "--sweep", "sweep-x", "--model", "fashion_mnist_cnn,bilstm"
+    )
     assert len(json.loads(out)) == 2
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--until", "2001-01-01")
     assert "no runs match" in out
@@ -83,12 +87,15 @@ def test_list_filters_and_shows_the_backend(two_backends, capsys):
     assert {r["run_id"]: r["backend_version"] for r in rows} == {ids["jax"]: "0.10.2", ids["queued"]: None}
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json", "--backend", "tensorflow")
     assert [(r["run_id"], r["backend"], r["backend_version"]) for r in json.loads(out)] == [
-        (ids["tensorflow"], "tensorflow", "2.19.1")]
+        (ids["tensorflow"], "tensorflow", "2.19.1")
+    ]
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--backend", "tensorflow,jax", "--status", "done")
     header, *lines = out.splitlines()
     assert "backend" in header.split() and len(lines) == 2
     assert {line.split()[0]: line.split()[header.split().index("backend") + 1] for line in lines} == {
-        ids["tensorflow"]: "tensorflow", ids["jax"]: "jax"}  # "created" takes two words
+        ids["tensorflow"]: "tensorflow",
+        ids["jax"]: "jax",
+    }  # "created" takes two words
     code, _, err = run_cli(capsys, "list", "--db", str(db), "--backend", "torch")
     assert code == 2 and err.startswith("error: backend: unknown backend 'torch'; choose one of: tensorflow, jax")
 
@@ -113,7 +120,13 @@ def test_show_text_and_json(db, capsys):
         run_id = store.runs(batch_size=32)["run_id"].iloc[0]
         failed = store.runs(status="failed")["run_id"].iloc[0]
     code, out, _ = run_cli(capsys, "show", run_id[:-3], "--db", str(db))  # a unique prefix will do
-    assert code == 0 and run_id in out and "1,600.0 images/s" in out and "above peak: faster than the hardware" in out and "3 samples stored" in out
+    assert (
+        code == 0
+        and run_id in out
+        and "1,600.0 images/s" in out
+        and "above peak: faster than the hardware" in out
+        and "3 samples stored" in out
+    )
     code, out, _ = run_cli(capsys, "show", failed, "--db", str(db))
     assert "failed (ResourceExhaustedError: OOM when allocating tensor)" in out
     code, out, _ = run_cli(capsys, "show", run_id, "--db", str(db), "--json")
@@ -134,8 +147,10 @@ def test_show_text_and_json(db, capsys):
 
 def _strict_json(text: str):
     """json.loads that refuses Infinity and NaN, which are not JSON (RFC 8259)."""
+
     def refuse(name):
         raise ValueError(f"not JSON: {name}")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -145,8 +160,11 @@ def test_list_and_show_json_are_strict_json_for_non_finite_figures(db, capsys):
         spec = SPEC.replace(batch_size=8)
         odd = store.create_run(spec)
         store.add_samples(odd, samples_for(2))
-        store.finish_run(odd, "done", result_for(spec, float("inf"), mfu=float("nan"),
-                                                 examples_per_sec_ci95=[float("-inf"), float("inf")]))
+        store.finish_run(
+            odd,
+            "done",
+            result_for(spec, float("inf"), mfu=float("nan"), examples_per_sec_ci95=[float("-inf"), float("inf")]),
+        )
     code, out, _ = run_cli(capsys, "list", "--db", str(db), "--json")
     assert code == 0
     (row,) = [r for r in _strict_json(out) if r["run_id"] == odd]
@@ -193,8 +211,30 @@ def test_real_sweep_of_tiny_runs(tmp_path, monkeypatch, capfd):
     the sweep does not depend on the backend) with a CPU peak given by hand, so no point probes the CPU."""
     db = tmp_path / "sweep.sqlite"
     monkeypatch.setenv("DASHBENCH_CPU_PEAKS", '{"float32": 0.2}')
-    code = main(["sweep", "--model", "conv2d", "--image-size", "8", "--width", "2", "--steps", "2", "--warmup", "1",
-                 "--device", "cpu", "--backend", "jax", "--batch-sizes", "2,4", "--db", str(db), "--json"])
+    code = main(
+        [
+            "sweep",
+            "--model",
+            "conv2d",
+            "--image-size",
+            "8",
+            "--width",
+            "2",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--device",
+            "cpu",
+            "--backend",
+            "jax",
+            "--batch-sizes",
+            "2,4",
+            "--db",
+            str(db),
+            "--json",
+        ]
+    )
     out = capfd.readouterr()
     assert code == 0, out.err[-3000:]
     data = json.loads(out.out)
@@ -234,14 +274,16 @@ def test_list_carries_the_shape_overrides(tmp_path, capsys):
     db = str(tmp_path / "shapes.sqlite")
     with Store(db) as store:
         full = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu"))
-        quick = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", image_size=28, width=8))
+        quick = store.create_run(
+            RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", image_size=28, width=8)
+        )
     code, out, _ = run_cli(capsys, "list", "--db", db, "--json")
     rows = {r["run_id"]: r for r in _json.loads(out)}
     assert code == 0 and rows[quick]["width"] == 8 and rows[quick]["image_size"] == 28
     assert rows[full]["width"] is None and rows[quick]["seq_len"] is None
     code, out, _ = run_cli(capsys, "list", "--db", db)
     assert code == 0 and "width" in out.splitlines()[0]
-    line = next(l for l in out.splitlines() if l.startswith(quick))
+    line = next(row for row in out.splitlines() if row.startswith(quick))
     assert line.split()[-2:] == ["28", "8"]
 
 
@@ -258,8 +300,12 @@ def list_in_a_terminal(db, columns: int, *extra) -> tuple[int, str]:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen([sys.executable, "-m", "dashbench", "list", "--db", str(db), *extra], stdout=slave,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "list", "--db", str(db), *extra],
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     os.close(slave)
     chunks = []
     while True:

@@ -3,14 +3,31 @@
 import json
 
 import pytest
-
-from dashbench.engine import frameworks
-from dashbench.cli import main
 from fixtures.cli_probe import TINY, small_cpu_probe  # noqa: F401 (fixtures)
 
-CONTRACT_KEYS = {"model", "device", "replicas", "global_batch_size", "precision", "xla", "status",
-                 "examples_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s", "samples",
-                 "compile_s", "flops_per_example", "achieved_tflops", "mfu", "flags", "losses", "env"}
+from dashbench.cli import main
+
+CONTRACT_KEYS = {
+    "model",
+    "device",
+    "replicas",
+    "global_batch_size",
+    "precision",
+    "xla",
+    "status",
+    "examples_per_sec",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "samples",
+    "compile_s",
+    "flops_per_example",
+    "achieved_tflops",
+    "mfu",
+    "flags",
+    "losses",
+    "env",
+}
 
 
 def test_run_json_prints_exactly_one_object_and_progress_on_stderr(capfd):
@@ -51,16 +68,26 @@ def test_run_without_json_prints_a_summary(capfd):
         (["--model", "vgg", "--batch-size", "8"], "error: model: unknown model 'vgg'; choose one of: conv2d, "),
         (["--batch-size", "8"], "error: model: is required"),
         (["--model", "conv2d", "--batch-size", "0"], "error: batch_size: must be an integer >= 1, got 0"),
-        (["--model", "conv2d", "--batch-size", "7", "--replicas", "2"],
-         "error: batch_size: batch size 7 is not divisible by 2 replicas: use a multiple of 2 (e.g. 8)"),
-        (["--model", "conv2d", "--batch-size", "8", "--precision", "fp8"],
-         "error: precision: unknown precision 'fp8'; choose one of: float32, mixed_float16, mixed_bfloat16"),
-        (["--model", "conv2d", "--batch-size", "8", "--device", "npu"],
-         "error: device: unknown device 'npu'; choose one of: auto, cpu, gpu, tpu"),
-        (["--model", "conv2d", "--batch-size", "8", "--device", "gpu"],
-         "error: device: gpu requested but TensorFlow sees no GPU; found: CPU"),
-        (["--model", "resnet50", "--batch-size", "8", "--width", "3"],
-         "error: width: resnet50 has no width override; it accepts: image_size"),
+        (
+            ["--model", "conv2d", "--batch-size", "7", "--replicas", "2"],
+            "error: batch_size: batch size 7 is not divisible by 2 replicas: use a multiple of 2 (e.g. 8)",
+        ),
+        (
+            ["--model", "conv2d", "--batch-size", "8", "--precision", "fp8"],
+            "error: precision: unknown precision 'fp8'; choose one of: float32, mixed_float16, mixed_bfloat16",
+        ),
+        (
+            ["--model", "conv2d", "--batch-size", "8", "--device", "npu"],
+            "error: device: unknown device 'npu'; choose one of: auto, cpu, gpu, tpu",
+        ),
+        (
+            ["--model", "conv2d", "--batch-size", "8", "--device", "gpu"],
+            "error: device: gpu requested but TensorFlow sees no GPU; found: CPU",
+        ),
+        (
+            ["--model", "resnet50", "--batch-size", "8", "--width", "3"],
+            "error: width: resnet50 has no width override; it accepts: image_size",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(argv, message, capfd):
@@ -81,8 +108,14 @@ def test_models_and_devices(capfd):
     assert info["tensorflow"].startswith("2.19") and info["default_device"] == "cpu"
     assert main(["models"]) == 0
     text = capfd.readouterr().out
-    assert "sequences" in text and ("quick try: python -m dashbench run --model conv2d --device cpu --image-size 32 "
-                                    "--width 16 --batch-size 16 --steps 4") in text
+    assert (
+        "sequences" in text
+        and (
+            "quick try: python -m dashbench run --model conv2d --device cpu --image-size 32 "
+            "--width 16 --batch-size 16 --steps 4"
+        )
+        in text
+    )
     assert main(["devices"]) == 0 and "default device: cpu" in capfd.readouterr().out
 
 
@@ -125,8 +158,10 @@ def test_a_tensorflow_graph_error_keeps_its_cause_not_its_trace(monkeypatch, tmp
     db = tmp_path / "e.sqlite"
     assert main(["run", *TINY, "--db", str(db)]) == 1
     line = capfd.readouterr().err.splitlines()[-1]
-    assert line == ("error: run failed: RuntimeError: Graph execution error: Received a label value of 200 "
-                    "which is outside the valid range of [0, 10).")
+    assert line == (
+        "error: run failed: RuntimeError: Graph execution error: Received a label value of 200 "
+        "which is outside the valid range of [0, 10)."
+    )
     with Store(db) as store:
         error = store.get_run(store.runs()["run_id"][0])["error"]
     assert "File " not in error and "[[{{node" not in error
@@ -137,8 +172,9 @@ def test_output_into_a_closed_pipe_is_not_a_traceback():
     import subprocess
     import sys
 
-    reader = subprocess.Popen([sys.executable, "-m", "dashbench", "models", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "models", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     reader.stdout.read(10)
     reader.stdout.close()  # as `| head -c 10` does
     err = reader.stderr.read().decode()

@@ -39,9 +39,21 @@ def db(tmp_path):
         store.finish_run(done, "done", result_for(SPEC, 100.0))
         failed = store.create_run(SPEC.replace(batch_size=8))
         store.finish_run(failed, "failed", error="placeholder")
-        store.set_price_override({"key": "k", "device": "V100", "provider": "user", "unit": "GPU-hour",
-                                  "chips_per_unit": 1, "on_demand_usd_per_hour": 1.0, "spot_usd_per_hour": None,
-                                  "region": "", "source": "me", "as_of": "2025-01-01", "unconfirmed": False})
+        store.set_price_override(
+            {
+                "key": "k",
+                "device": "V100",
+                "provider": "user",
+                "unit": "GPU-hour",
+                "chips_per_unit": 1,
+                "on_demand_usd_per_hour": 1.0,
+                "spot_usd_per_hour": None,
+                "region": "",
+                "source": "me",
+                "as_of": "2025-01-01",
+                "unconfirmed": False,
+            }
+        )
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE runs SET host = ?, label = ?", (HOST, LABEL))
         conn.execute("UPDATE runs SET error = ? WHERE run_id = ?", (ERROR, failed))
@@ -101,11 +113,13 @@ def test_prices_escape_a_stored_override_they_leave_out(db, capsys):
 
 def test_error_lines_quoting_typed_text_are_escaped(db, tmp_path, capsys):
     path, _, _ = db
-    for argv in (["show", "--db", str(path), "\x1b[2Jnope"],
-                 ["list", "--db", str(path), "--status", "\x1b[31mdone"],
-                 ["list", "--db", str(path), "--device", "gpu\n\x1b[0m"],
-                 ["prices", "--db", str(path), "reset", "--key", "\x1b[1mnone"],
-                 ["run", "--model", "\x1b[31mnet", "--batch-size", "8", "--db", str(tmp_path / "r.sqlite")]):
+    for argv in (
+        ["show", "--db", str(path), "\x1b[2Jnope"],
+        ["list", "--db", str(path), "--status", "\x1b[31mdone"],
+        ["list", "--db", str(path), "--device", "gpu\n\x1b[0m"],
+        ["prices", "--db", str(path), "reset", "--key", "\x1b[1mnone"],
+        ["run", "--model", "\x1b[31mnet", "--batch-size", "8", "--db", str(tmp_path / "r.sqlite")],
+    ):
         code, out, err = cli(capsys, *argv)
         assert code == 2 and not raw(out + err), argv
         assert len(err.strip().splitlines()) == 1 and "\\x1b[" in err, argv

@@ -4,13 +4,13 @@ import copy
 import sqlite3
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from fixtures import dashboard_data
 from fixtures.app_test import APP, TIMEOUT_S, assert_clean, select_rows, show
 from fixtures.import_checks import exported, snapshot, write  # noqa: F401 (a fixture)
+from streamlit.testing.v1 import AppTest
 
-from fixtures import dashboard_data
-from dashbench.engine import measured
 from dashbench.core.spec import MAX_SAMPLES, RunSpec, SpecError
+from dashbench.engine import measured
 from dashbench.store import BundleError, Store, bundle
 from dashbench.store.queries import CHART_BUCKETS
 from dashbench.store.validate import MAX_ERROR_CHARS
@@ -31,9 +31,10 @@ def big_store(tmp_path_factory):
     big = runs["run_id"].iloc[0]
     with sqlite3.connect(db) as conn:  # straight in: the Store would refuse a spec with this many loops
         conn.execute("DELETE FROM samples WHERE run_id = ?", (big,))
-        conn.executemany("INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?,?,?,?,?,?)",
-                         ((big, i, 2, 0.02 * (5 if i == WARM else 1), 2.0 / (1 + i), int(i < WARM))
-                          for i in range(BIG)))
+        conn.executemany(
+            "INSERT INTO samples (run_id, idx, steps, duration_s, loss, warmup) VALUES (?,?,?,?,?,?)",
+            ((big, i, 2, 0.02 * (5 if i == WARM else 1), 2.0 / (1 + i), int(i < WARM)) for i in range(BIG)),
+        )
     return db, big, ids
 
 
@@ -57,8 +58,13 @@ def test_a_long_runs_chart_samples_are_at_most_the_bucket_count_with_its_first_a
 def test_a_short_runs_chart_samples_are_its_samples(tmp_path):
     with Store(tmp_path / "runs.sqlite") as store:
         run_id = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=CHART_BUCKETS))
-        store.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.01 + i / 1e4, "loss": 1.0 / (1 + i),
-                                    "warmup": i < 2} for i in range(CHART_BUCKETS + 2)])
+        store.add_samples(
+            run_id,
+            [
+                {"index": i, "steps": 1, "duration_s": 0.01 + i / 1e4, "loss": 1.0 / (1 + i), "warmup": i < 2}
+                for i in range(CHART_BUCKETS + 2)
+            ],
+        )
         every, charted = store.samples(run_id), store.sample_buckets(run_id)
     assert (charted["loops"] == 1).all()
     assert charted.drop(columns="loops").equals(every)
@@ -129,11 +135,17 @@ def test_a_long_error_is_stored_cut_with_a_marker_and_its_export_imports_again(t
         assert other.get_run(run_id)["error"] == stored
 
 
-@pytest.mark.parametrize("field, change", [
-    ("samples", lambda run: run.__setitem__("samples", [[i, 1, 0.01, None, False] for i in range(MAX_SAMPLES + 1)])),
-    ("error", lambda run: run.__setitem__("error", "x" * (MAX_ERROR_CHARS + 1))),
-    ("result.losses", lambda run: run["result"].__setitem__("losses", [1.0] * (MAX_SAMPLES + 1))),
-])
+@pytest.mark.parametrize(
+    "field, change",
+    [
+        (
+            "samples",
+            lambda run: run.__setitem__("samples", [[i, 1, 0.01, None, False] for i in range(MAX_SAMPLES + 1)]),
+        ),
+        ("error", lambda run: run.__setitem__("error", "x" * (MAX_ERROR_CHARS + 1))),
+        ("result.losses", lambda run: run["result"].__setitem__("losses", [1.0] * (MAX_SAMPLES + 1))),
+    ],
+)
 def test_import_refuses_a_run_past_the_bounds(tmp_path, exported, field, change):  # noqa: F811
     data, db = exported
     bad = copy.deepcopy(data)

@@ -17,16 +17,18 @@ def _same(a, b) -> bool:
 
 
 def test_records_gives_what_to_dict_gives():
-    frame = pd.DataFrame({
-        "text": ["a", None, "c"],
-        "count": [1, 2, 3],
-        "figure": [1.5, float("nan"), 3.0],
-        "maybe": pd.array([1, None, 3], dtype="Int64"),
-        "flag": [True, False, True],
-        "flags": [["above_peak"], [], ["contended", "above_peak"]],
-        "at": pd.to_datetime(["2026-11-30T10:00:00Z", None, "2026-11-30T12:00:00Z"]),
-        "mixed": [None, 2, "x"],
-    })
+    frame = pd.DataFrame(
+        {
+            "text": ["a", None, "c"],
+            "count": [1, 2, 3],
+            "figure": [1.5, float("nan"), 3.0],
+            "maybe": pd.array([1, None, 3], dtype="Int64"),
+            "flag": [True, False, True],
+            "flags": [["above_peak"], [], ["contended", "above_peak"]],
+            "at": pd.to_datetime(["2026-11-30T10:00:00Z", None, "2026-11-30T12:00:00Z"]),
+            "mixed": [None, 2, "x"],
+        }
+    )
     expected = frame.to_dict("records")
     got = records(frame)
     assert len(got) == len(expected) == 3

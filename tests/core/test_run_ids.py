@@ -10,9 +10,9 @@ from fixtures.cli_probe import TINY, small_cpu_probe  # noqa: F401  (the fixture
 from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.cli import main
+from dashbench.core.spec import RunSpec, SpecError, check_id
 from dashbench.engine import loop
 from dashbench.jobs import queue
-from dashbench.core.spec import RunSpec, SpecError, check_id
 from dashbench.store import BundleError, Store, bundle
 
 
@@ -44,8 +44,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("extra, field", BAD, ids=[f"{f}-{i}" for i, (_, f) in enumerate(BAD)])
-def test_run_refuses_what_import_would_refuse_in_one_line_naming_the_field(tmp_path, capsys, no_training,
-                                                                         extra, field):
+def test_run_refuses_what_import_would_refuse_in_one_line_naming_the_field(tmp_path, capsys, no_training, extra, field):
     db = tmp_path / "r.sqlite"
     code = main(["run", "--model", "conv2d", "--batch-size", "8", "--device", "cpu", *extra, "--db", str(db)])
     err = capsys.readouterr().err
@@ -57,8 +56,9 @@ def test_run_refuses_what_import_would_refuse_in_one_line_naming_the_field(tmp_p
 def test_sweep_preset_queue_and_store_refuse_the_same_label_and_ids(tmp_path, capsys, no_training):
     db = tmp_path / "s.sqlite"
     long = "x" * 2000
-    code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--label", long,
-                 "--db", str(db)])
+    code = main(
+        ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--label", long, "--db", str(db)]
+    )
     assert code == 2 and capsys.readouterr().err.strip().startswith("error: label: must be at most 1000")
     code = main(["preset", "colab-conv2d", "--device", "cpu", "--quick", "--label", "a\nb", "--db", str(db)])
     assert code == 2 and capsys.readouterr().err.strip().startswith("error: label: must be one line")
@@ -91,8 +91,12 @@ def _round_trip(tmp_path, runs: list[tuple[str, str | None, str | None]]) -> set
 
 
 def test_every_id_and_label_the_store_accepts_comes_back_from_its_export(tmp_path):
-    edge = [("A" * 128, "s" * 128, "é" * 1000), ("0", None, ""), ("a._:+-Z9", "sweep-x.y", "label ✓ with spaces"),
-            ("20261201-120000-abcdef01", "sweep-20261201-120000-abcdef01", None)]
+    edge = [
+        ("A" * 128, "s" * 128, "é" * 1000),
+        ("0", None, ""),
+        ("a._:+-Z9", "sweep-x.y", "label ✓ with spaces"),
+        ("20261201-120000-abcdef01", "sweep-20261201-120000-abcdef01", None),
+    ]
     assert _round_trip(tmp_path, edge) == {run_id for run_id, _, _ in edge}
     # Random ids and labels: whatever `run` takes, import takes back.
     rng = random.Random(20)

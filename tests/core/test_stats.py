@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from dashbench.hardware import peaks
 from dashbench.core import stats
+from dashbench.hardware import peaks
 
 
 def samples(durations, steps=1):
@@ -81,7 +81,9 @@ def test_placement_mismatch():
     assert not stats.placement_mismatch("cpu", [cpu])
     assert stats.placement_mismatch("tpu", [cpu])  # the seed's runtime switch that changed nothing
     assert stats.placement_mismatch("gpu", [gpu, cpu])
-    assert not stats.placement_mismatch("tpu", ["/device:TPU_REPLICATED_CORE:0", "/job:worker/replica:0/task:0/device:TPU:3"])
+    assert not stats.placement_mismatch(
+        "tpu", ["/device:TPU_REPLICATED_CORE:0", "/job:worker/replica:0/task:0/device:TPU:3"]
+    )
     assert stats.placement_mismatch("gpu", [])
 
 
@@ -93,8 +95,22 @@ def test_finite_or_none():
 def test_peak_table_rows_carry_sources_and_dense_figures():
     with open(peaks.PEAKS_CSV, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {r["accelerator"] for r in rows} >= {"TPU v2", "TPU v3", "TPU v4", "TPU v5e", "TPU v5p", "TPU v6e",
-                                                 "K80", "P100", "V100", "T4", "L4", "A100", "H100", "H200"}
+    assert {r["accelerator"] for r in rows} >= {
+        "TPU v2",
+        "TPU v3",
+        "TPU v4",
+        "TPU v5e",
+        "TPU v5p",
+        "TPU v6e",
+        "K80",
+        "P100",
+        "V100",
+        "T4",
+        "L4",
+        "A100",
+        "H100",
+        "H200",
+    }
     assert all(r["source"] and r["as_of"] for r in rows)
     assert peaks.datasheet_peak_tflops("H100", "mixed_bfloat16") == 989  # dense, not the sparse 1979
     assert peaks.datasheet_peak_tflops("V100", "mixed_float16") == 125

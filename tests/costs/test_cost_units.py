@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fixtures import dashboard_data
-from dashbench.costs import prices
 from fixtures.app_test import assert_clean, show, start
+
+from dashbench.costs import prices, run_cost
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_results_says_per_million_of_the_runs_unit(two_units, monkeypatch):
     (table,) = [d for d in at.dataframe if (d.key or "").startswith("res_table_")]
     rows = table.value.set_index("run_id")
     # The figure is per the run's own unit: examples_per_sec is tokens/s for the LM.
-    price = prices.matcher(prices.catalog())("TPU v2", 4, None)["usd_per_hour"]
+    price = run_cost.matcher(prices.catalog())("TPU v2", 4, None)["usd_per_hour"]
     for model, eps in (("llama", 52_000.0), ("fashion_mnist_cnn", 26_000.0)):
         assert rows.loc[ids[model], "usd_per_million_examples"] == pytest.approx(price / (eps * 3600) * 1e6)
     mixed = "on-demand USD per million of the run's unit (examples or tokens)"

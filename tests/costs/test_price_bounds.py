@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from dashbench.cli import main
-from dashbench.costs import prices
 from dashbench.core.spec import SpecError
+from dashbench.costs import prices, run_cost
 from dashbench.store import Store
 
 SET = ["prices", "set", "--device", "V100", "--unit", "GPU-hour"]
@@ -22,19 +22,22 @@ def cli(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize("argv, field, says", [
-    (["--on-demand", "1.7e308"], "on_demand_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
-    (["--on-demand", "1000001"], "on_demand_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
-    (["--on-demand", "inf"], "on_demand_usd_per_hour", "finite"),
-    (["--on-demand", "1", "--spot", "2e6"], "spot_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
-    (["--on-demand", "9" * 5000], "on_demand_usd_per_hour", "characters"),
-    (["--on-demand", "1", "--key", "k" * 100_000], "key", f"at most {prices.MAX_TEXT} characters"),
-    (["--on-demand", "1", "--key", "a\nb"], "key", "control characters"),
-    (["--on-demand", "1", "--provider", "x\x1b[31m"], "provider", "control characters"),
-    (["--on-demand", "1", "--source", "s" * 201], "source", f"at most {prices.MAX_TEXT} characters"),
-    (["--on-demand", "1", "--region", "\x00"], "region", "control characters"),
-    (["--on-demand", "1", "--chips", "9" * 5000], "chips_per_unit", "characters"),
-])
+@pytest.mark.parametrize(
+    "argv, field, says",
+    [
+        (["--on-demand", "1.7e308"], "on_demand_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
+        (["--on-demand", "1000001"], "on_demand_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
+        (["--on-demand", "inf"], "on_demand_usd_per_hour", "finite"),
+        (["--on-demand", "1", "--spot", "2e6"], "spot_usd_per_hour", f"0 to {prices.MAX_USD_PER_HOUR}"),
+        (["--on-demand", "9" * 5000], "on_demand_usd_per_hour", "characters"),
+        (["--on-demand", "1", "--key", "k" * 100_000], "key", f"at most {prices.MAX_TEXT} characters"),
+        (["--on-demand", "1", "--key", "a\nb"], "key", "control characters"),
+        (["--on-demand", "1", "--provider", "x\x1b[31m"], "provider", "control characters"),
+        (["--on-demand", "1", "--source", "s" * 201], "source", f"at most {prices.MAX_TEXT} characters"),
+        (["--on-demand", "1", "--region", "\x00"], "region", "control characters"),
+        (["--on-demand", "1", "--chips", "9" * 5000], "chips_per_unit", "characters"),
+    ],
+)
 def test_out_of_bounds_prices_and_text_are_one_line_and_store_nothing(argv, field, says, tmp_path, capsys):
     db = tmp_path / "p.sqlite"
     code, out, err = cli(capsys, *SET, *argv, "--db", str(db))
@@ -53,12 +56,13 @@ def test_device_text_is_bounded_too():
 
 def test_the_largest_price_is_taken_and_costs_stay_finite(tmp_path, capsys):
     db = tmp_path / "p.sqlite"
-    code, out, _ = cli(capsys, *SET, "--on-demand", str(prices.MAX_USD_PER_HOUR), "--key", "k" * prices.MAX_TEXT,
-                       "--db", str(db))
+    code, out, _ = cli(
+        capsys, *SET, "--on-demand", str(prices.MAX_USD_PER_HOUR), "--key", "k" * prices.MAX_TEXT, "--db", str(db)
+    )
     assert code == 0
-    row = prices.match_price("V100", 8, prices.catalog(Store(db, read_only=True)))
+    row = run_cost.match_price("V100", 8, prices.catalog(Store(db, read_only=True)))
     assert row["usd_per_hour"] == 8 * prices.MAX_USD_PER_HOUR
-    assert prices.usd_per_million_examples(1e-6, row["usd_per_hour"]) < float("inf")
+    assert run_cost.usd_per_million_examples(1e-6, row["usd_per_hour"]) < float("inf")
 
 
 def test_minus_zero_is_stored_and_printed_as_zero(tmp_path, capsys):

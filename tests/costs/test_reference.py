@@ -72,7 +72,8 @@ def test_examples_per_sec_from_raw_figures():
     assert rows.loc["colab-fmnist-k80", "examples_per_sec_qualifier"] == "<"
     assert rows.loc["riseml-bilstm-p100", "examples_per_sec"] == 1658
     assert rows.loc["riseml-apr-resnet50-tpu-bf16", "usd_per_million_examples"] == pytest.approx(
-        6.7 / (3186 * 3600) * 1e6)
+        6.7 / (3186 * 3600) * 1e6
+    )
 
 
 def test_ratios_are_computed_from_raw_figures_next_to_the_claim():
@@ -90,8 +91,12 @@ def test_ratios_are_computed_from_raw_figures_next_to_the_claim():
 
 def test_ratio_only_rows_stay_ratios():
     rows = _by_key()
-    for key, claimed in (("riseml-resnet50-tpu-vs-p100", 8.4), ("riseml-resnet50-tpu-vs-v100", 5.1),
-                         ("riseml-inceptionv3-tpu-vs-p100", 8.4), ("riseml-inceptionv3-tpu-vs-v100", 4.8)):
+    for key, claimed in (
+        ("riseml-resnet50-tpu-vs-p100", 8.4),
+        ("riseml-resnet50-tpu-vs-v100", 5.1),
+        ("riseml-inceptionv3-tpu-vs-p100", 8.4),
+        ("riseml-inceptionv3-tpu-vs-v100", 4.8),
+    ):
         row = rows.loc[key]
         assert row["ratio"] == claimed and row["figure_unit"] == "×"
         assert math.isnan(row["examples_per_sec"])

@@ -14,15 +14,14 @@ import os
 
 import numpy as np
 import pytest
-
-from fixtures.learnable_data import learnable_idx  # noqa: F401 (session fixture)
 from fixtures.accuracy_charts import charts
 from fixtures.app_test import show, start
 from fixtures.cli_training import start_cli
+from fixtures.learnable_data import learnable_idx  # noqa: F401 (session fixture)
 
 from dashbench.core.accuracy import final_status
-from dashbench.models.datasets import read_idx, write_idx
 from dashbench.core.spec import RunSpec
+from dashbench.models.datasets import read_idx, write_idx
 from dashbench.store import Store
 from dashbench.views.compare import parity, to_target
 
@@ -58,14 +57,22 @@ def train(tmp, folder):
         pass  # the schema exists before three processes write to it
     data = dict(data="real", data_path=str(folder))
     # Each its own process (2 TensorFlow replicas need a fresh one), training while this one trains the broken run.
-    children = {"tensorflow": start_cli(db, "tensorflow", **SETUP, **TO_TARGET, **data, replicas=2),
-                "jax": start_cli(db, "jax", **SETUP, **TO_TARGET, **data)}
+    children = {
+        "tensorflow": start_cli(db, "tensorflow", **SETUP, **TO_TARGET, **data, replicas=2),
+        "jax": start_cli(db, "jax", **SETUP, **TO_TARGET, **data),
+    }
     ids = {}
     try:
         with Store(db) as store:
-            ids["broken"] = run_in_process(store, RunSpec(**SETUP, **{**TO_TARGET, "seeds": 1, "max_epochs": 1},
-                                                          data="real", data_path=str(
-                                                              shuffled_labels(folder, tmp / "broken"))))
+            ids["broken"] = run_in_process(
+                store,
+                RunSpec(
+                    **SETUP,
+                    **{**TO_TARGET, "seeds": 1, "max_epochs": 1},
+                    data="real",
+                    data_path=str(shuffled_labels(folder, tmp / "broken")),
+                ),
+            )
         for name, child in children.items():
             out, err = child.communicate(timeout=600)
             assert child.returncode in (0, 4), (name, err[-3000:])
@@ -100,8 +107,11 @@ def check_prediction(real_runs):
     tf_block, jax_block = tf_run["result"].accuracy, jax_run["result"].accuracy
     tf_eps, jax_eps = tf_run["result"].examples_per_sec, jax_run["result"].examples_per_sec
     per_epoch = tf_block["steps_per_epoch"] * 32
-    expected = [r["epochs_to_target"] * per_epoch / jax_eps + to_target.eval_to_target_s(r) * tf_eps / jax_eps
-                for r in tf_block["runs"] if r["reached"]]
+    expected = [
+        r["epochs_to_target"] * per_epoch / jax_eps + to_target.eval_to_target_s(r) * tf_eps / jax_eps
+        for r in tf_block["runs"]
+        if r["reached"]
+    ]
     assert expected and predicted["time_to_target_s"] == pytest.approx(float(np.median(expected)))
     assert predicted["source"] == "predicted from the epochs measured on CPU (2 replicas) · tensorflow"
     measured = jax_block["time_to_target_median_s"]

@@ -2,8 +2,8 @@
 runs the stored spec, so a queued JAX run starts on JAX."""
 
 from dashbench.cli import build_parser, preset_cmd, run_cmd, spec_args, sweep_cmd
-from dashbench.jobs import runner
 from dashbench.core.spec import RunSpec
+from dashbench.jobs import runner
 from dashbench.store import Store
 
 

@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from dashbench.models import catalog
 from dashbench.core import stats
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import hostload, loop, measured
 from dashbench.engine.target import Target
+from dashbench.models import catalog
 from dashbench.results.result import RunResult
-from dashbench.core.spec import RunSpec, SpecError
 
 TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
 
@@ -25,14 +25,32 @@ def planted(spec, durations_by_repeat, host_load=None):
     samples, index = [{"index": 0, "steps": 1, "duration_s": 1.0, "loss": 2.0, "warmup": True}], 1
     for repeat, durations in enumerate(durations_by_repeat):
         for duration in durations:
-            samples.append({"index": index, "steps": 1, "duration_s": duration, "loss": 1.0 / index,
-                            "warmup": False, "repeat": repeat})
+            samples.append(
+                {
+                    "index": index,
+                    "steps": 1,
+                    "duration_s": duration,
+                    "loss": 1.0 / index,
+                    "warmup": False,
+                    "repeat": repeat,
+                }
+            )
             index += 1
     target = Target(None, "cpu", "CPU", 1, ["/device:CPU:0"], 1)
     return measured.result(
-        spec, catalog.get(spec.model), catalog.check_spec(spec), target, {"training": 1e6, "forward": 4e5},
-        1.0, samples, {"variables": ["/device:CPU:0"], "ops": ["/device:CPU:0"]}, (1.0, "measured", 1.0),
-        False, ("tensorflow", "2.19.1"), {}, host_load,
+        spec,
+        catalog.get(spec.model),
+        catalog.check_spec(spec),
+        target,
+        {"training": 1e6, "forward": 4e5},
+        1.0,
+        samples,
+        {"variables": ["/device:CPU:0"], "ops": ["/device:CPU:0"]},
+        (1.0, "measured", 1.0),
+        False,
+        ("tensorflow", "2.19.1"),
+        {},
+        host_load,
     )
 
 
@@ -87,8 +105,9 @@ def test_a_window_shorter_than_fifty_clock_ticks_gives_no_cpu_figure(monkeypatch
     monkeypatch.setattr(hostload.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(hostload, "_clock_ticks_per_s", lambda: 100)
     assert hostload.min_window_s() == pytest.approx(0.5)
-    short = hostload.Window(read=fabricated((10.0, stat_line(500, 900), 1.0),
-                                            (10.004, stat_line(502, 900), 1.0))).close()
+    short = hostload.Window(
+        read=fabricated((10.0, stat_line(500, 900), 1.0), (10.004, stat_line(502, 900), 1.0))
+    ).close()
     assert "other_cores" not in short and "own_cores" not in short
     assert short["note"].startswith("window too short to measure") and short["window_s"] == 0.004
     spec = RunSpec(**TINY, steps=2)
@@ -96,8 +115,9 @@ def test_a_window_shorter_than_fifty_clock_ticks_gives_no_cpu_figure(monkeypatch
     assert stats.FLAG_CONTENDED not in result.flags
     assert result.replace(flags=[stats.FLAG_CONTENDED]).load_text() == f"other processes: {short['note']}"
     # One tick less than the shortest window: still no figure; at it, a figure.
-    assert "note" in hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0),
-                                                     (0.49, stat_line(49, 49), 0.0))).close()
+    assert (
+        "note" in hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0), (0.49, stat_line(49, 49), 0.0))).close()
+    )
     at = hostload.Window(read=fabricated((0.0, stat_line(0, 0), 0.0), (0.5, stat_line(50, 50), 0.2))).close()
     assert at == {"cores": 2, "window_s": 0.5, "own_cores": 0.4, "other_cores": 0.6}
 
@@ -134,8 +154,30 @@ def test_a_real_run_stores_three_repeats(tmp_path, capsys):
 
     db = tmp_path / "r.sqlite"
     # The CLI in this process: its TensorFlow is already loaded, a run process would load it again (~6 s).
-    code = main(["run", "--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2",
-                 "--warmup", "1", "--repeats", "3", "--device", "cpu", "--db", str(db), "--json"])
+    code = main(
+        [
+            "run",
+            "--model",
+            "conv2d",
+            "--batch-size",
+            "8",
+            "--image-size",
+            "16",
+            "--width",
+            "8",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--repeats",
+            "3",
+            "--device",
+            "cpu",
+            "--db",
+            str(db),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     assert len(json.loads(out)["repeats"]) == 3
@@ -186,7 +228,8 @@ def test_other_processes_on_the_runs_gpus_come_from_nvml(monkeypatch):
 
     listed = {0: [os.getpid(), 4242], 1: [4242, 5151], 2: [6161]}
     fake = types.SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
         nvmlDeviceGetHandleByIndex=lambda index: index,
         nvmlDeviceGetComputeRunningProcesses=lambda handle: [types.SimpleNamespace(pid=p) for p in listed[handle]],
     )

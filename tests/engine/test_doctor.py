@@ -7,18 +7,23 @@ import json
 
 import pytest
 
-from dashbench.hardware import peaks
 from dashbench.cli import doctor_cmd, main
 from dashbench.engine import calibration, doctor
+from dashbench.hardware import peaks
 from dashbench.store import Store, this_host
 
 CHECK = ["--steps", "20", "--tries", "1", "--json"]
 
 
 def report(measured=0.5, datasheet=1.0, ratio=1.0, mismatch=False, **extra):
-    return {"backend": "tensorflow", "device": "gpu",
-            "probes": {"float32": {"measured_tflops": measured, "datasheet_tflops": datasheet}},
-            "stopwatch": {"ratio": ratio}, "placement": {"devices": ["/device:GPU:0"], "mismatch": mismatch}, **extra}
+    return {
+        "backend": "tensorflow",
+        "device": "gpu",
+        "probes": {"float32": {"measured_tflops": measured, "datasheet_tflops": datasheet}},
+        "stopwatch": {"ratio": ratio},
+        "placement": {"devices": ["/device:GPU:0"], "mismatch": mismatch},
+        **extra,
+    }
 
 
 # -- the verdict, on planted numbers --------------------------------------------------------------
@@ -40,8 +45,9 @@ def test_a_probe_far_below_the_datasheet_peak_is_a_warning():
     assert doctor.verdict(report(measured=0.26, datasheet=1.0))[0] == "ok"
 
 
-@pytest.mark.parametrize("ratio, level", [(1.0, "ok"), (1.029, "ok"), (0.971, "ok"), (1.031, "error"),
-                                          (0.9, "error"), (None, "warning")])
+@pytest.mark.parametrize(
+    "ratio, level", [(1.0, "ok"), (1.029, "ok"), (0.971, "ok"), (1.031, "error"), (0.9, "error"), (None, "warning")]
+)
 def test_the_stopwatch_must_match_the_engine_within_the_tolerance(ratio, level):
     assert doctor.STOPWATCH_TOLERANCE == 0.03
     assert doctor.verdict(report(ratio=ratio))[0] == level
@@ -60,8 +66,14 @@ def test_the_stopwatch_ratio_is_the_wall_difference_over_the_engines_step_time()
 
 
 def test_the_table_names_every_check_and_the_machine_verdict():
-    text = doctor_cmd.render({"host": "h", "verdict": "error", "tolerance": 0.03,
-                              "checks": [{**report(measured=1.2), "verdict": "error", "reasons": ["too fast"]}]})
+    text = doctor_cmd.render(
+        {
+            "host": "h",
+            "verdict": "error",
+            "tolerance": 0.03,
+            "checks": [{**report(measured=1.2), "verdict": "error", "reasons": ["too fast"]}],
+        }
+    )
     assert "float32" in text and "1.2 TFLOP/s" in text and "stopwatch" in text and "placement" in text
     assert "too fast" in text and text.splitlines()[-1] == "this machine (h): ERROR"
 
@@ -72,13 +84,39 @@ def test_the_table_names_every_check_and_the_machine_verdict():
 def test_calibrations_are_stored_and_the_best_cpu_peak_of_the_host_wins(tmp_path):
     with Store(tmp_path / "c.sqlite") as store:
         assert store.last_calibration("h") is None and store.best_cpu_peaks("h") == {}
-        store.add_calibration({"host": "h", "device": "cpu", "backend": "tensorflow", "verdict": "ok",
-                               "peaks": {"float32": 0.5, "bfloat16": 0.2, "float16": None},
-                               "stopwatch_ratio": 1.01, "versions": {"tensorflow": "2.19.1"}, "created_at": 100.0})
-        store.add_calibration({"host": "h", "device": "cpu", "backend": "jax", "verdict": "warning",
-                               "peaks": {"float32": 0.7}, "reasons": ["slow"], "created_at": 200.0})
-        store.add_calibration({"host": "other", "device": "cpu", "backend": "jax", "verdict": "ok",
-                               "peaks": {"float32": 9.0}, "created_at": 300.0})
+        store.add_calibration(
+            {
+                "host": "h",
+                "device": "cpu",
+                "backend": "tensorflow",
+                "verdict": "ok",
+                "peaks": {"float32": 0.5, "bfloat16": 0.2, "float16": None},
+                "stopwatch_ratio": 1.01,
+                "versions": {"tensorflow": "2.19.1"},
+                "created_at": 100.0,
+            }
+        )
+        store.add_calibration(
+            {
+                "host": "h",
+                "device": "cpu",
+                "backend": "jax",
+                "verdict": "warning",
+                "peaks": {"float32": 0.7},
+                "reasons": ["slow"],
+                "created_at": 200.0,
+            }
+        )
+        store.add_calibration(
+            {
+                "host": "other",
+                "device": "cpu",
+                "backend": "jax",
+                "verdict": "ok",
+                "peaks": {"float32": 9.0},
+                "created_at": 300.0,
+            }
+        )
         last = store.last_calibration("h")
         assert last["backend"] == "jax" and last["verdict"] == "warning" and last["reasons"] == ["slow"]
         assert store.last_calibration("h", backend="tensorflow")["versions"] == {"tensorflow": "2.19.1"}
@@ -123,12 +161,15 @@ def untimeable_runs(monkeypatch, rates):
     monkeypatch.setattr(loop, "run", fake_run)
 
 
-@pytest.mark.parametrize("rates, why", [
-    # The 3N-step run reports a third of the N-step run's time: the engine's 2N steps took no time.
-    (lambda steps: 1000.0 * steps, "was not longer than for 5, in 2 tries"),
-    (lambda steps: None, "a run reported no throughput"),
-    (lambda steps: 0.0, "a run reported no throughput"),
-])
+@pytest.mark.parametrize(
+    "rates, why",
+    [
+        # The 3N-step run reports a third of the N-step run's time: the engine's 2N steps took no time.
+        (lambda steps: 1000.0 * steps, "was not longer than for 5, in 2 tries"),
+        (lambda steps: None, "a run reported no throughput"),
+        (lambda steps: 0.0, "a run reported no throughput"),
+    ],
+)
 def test_a_stopwatch_that_cannot_time_says_so_in_the_verdict(monkeypatch, rates, why):
     untimeable_runs(monkeypatch, rates)
     stopwatch, _ = doctor._stopwatch("tensorflow", "cpu", steps=5, tries=2)
@@ -219,8 +260,9 @@ def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_p
         writer.writeheader()
         writer.writerows(reader)
         writer.writerow({name: "" for name in reader.fieldnames} | {"accelerator": "CPU", "fp32_tflops": "0.000001"})
-    code, summary, err = doctor_here(capsys, monkeypatch, tmp_path / "d.sqlite", "--backend", "jax", *CHECK,
-                                     env={peaks.PEAKS_CSV_ENV: str(planted)})
+    code, summary, err = doctor_here(
+        capsys, monkeypatch, tmp_path / "d.sqlite", "--backend", "jax", *CHECK, env={peaks.PEAKS_CSV_ENV: str(planted)}
+    )
     (check,) = summary["checks"]
     assert code == 1 and summary["verdict"] == "error" == check["verdict"], err
     assert check["probes"]["float32"]["datasheet_tflops"] == 0.000001
@@ -231,10 +273,25 @@ def test_a_planted_datasheet_peak_below_what_the_probe_reaches_is_an_error(tmp_p
 def test_a_cpu_run_on_a_calibrated_host_measures_against_the_calibrated_peak(tmp_path, capfd):
     db = tmp_path / "r.sqlite"
     with Store(db) as store:  # a planted, far too low calibration: the run must be flagged above it
-        store.add_calibration({"host": this_host(), "device": "cpu", "backend": "jax", "verdict": "ok",
-                               "peaks": {"float32": 1e-6}})
-    tiny = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "4",
-            "--warmup", "1", "--device", "cpu"]
+        store.add_calibration(
+            {"host": this_host(), "device": "cpu", "backend": "jax", "verdict": "ok", "peaks": {"float32": 1e-6}}
+        )
+    tiny = [
+        "--model",
+        "conv2d",
+        "--batch-size",
+        "8",
+        "--image-size",
+        "16",
+        "--width",
+        "8",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--device",
+        "cpu",
+    ]
     assert main(["run", *tiny, "--db", str(db), "--json"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert result["peak_source"] == "calibrated" and result["peak_tflops"] == pytest.approx(1e-6)

@@ -10,24 +10,61 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashbench.engine import frameworks
-
-from dashbench.engine import loop
-from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
+from dashbench.engine import frameworks, loop
+from dashbench.results.result import RunResult
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "result_v3.json"
 
 RESULT_KEYS = {
-    "model", "unit", "device", "accelerator", "accelerator_count", "device_names", "replicas",
-    "global_batch_size", "per_replica_batch_size", "precision", "xla", "data", "status",
-    "examples_per_sec", "examples_per_sec_ci95", "step_time_median_s", "step_time_p10_s",
-    "step_time_p90_s", "step_time_std_s", "samples", "steps", "steps_per_loop", "compile_s",
-    "flops_per_example", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "flags", "losses",
-    "placement", "env", "spec",
+    "model",
+    "unit",
+    "device",
+    "accelerator",
+    "accelerator_count",
+    "device_names",
+    "replicas",
+    "global_batch_size",
+    "per_replica_batch_size",
+    "precision",
+    "xla",
+    "data",
+    "status",
+    "examples_per_sec",
+    "examples_per_sec_ci95",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "step_time_std_s",
+    "samples",
+    "steps",
+    "steps_per_loop",
+    "compile_s",
+    "flops_per_example",
+    "achieved_tflops",
+    "peak_tflops",
+    "peak_source",
+    "mfu",
+    "flags",
+    "losses",
+    "placement",
+    "env",
+    "spec",
 }
-ENV_KEYS = {"tensorflow", "keras", "python", "host", "cpu_model", "device_names", "device_count",
-            "precision", "xla", "dashbench_version", "git_commit", "platform"}
+ENV_KEYS = {
+    "tensorflow",
+    "keras",
+    "python",
+    "host",
+    "cpu_model",
+    "device_names",
+    "device_count",
+    "precision",
+    "xla",
+    "dashbench_version",
+    "git_commit",
+    "platform",
+}
 TINY_CONV = dict(model="conv2d", batch_size=8, image_size=16, width=8)
 
 
@@ -44,8 +81,16 @@ def test_result_keys_events_and_placement():
     result = measured.to_dict()
     # The stored format: the keys (in order) of a result written before RunResult existed, plus the backend.
     stored = json.loads(FIXTURE.read_text())
-    added = {"backend", "backend_version", "host_load", "repeats", "repeat_cv",  # keys newer than the fixture
-             "flops_source", "analytic_flops_per_example", "compiler_flops_per_example"}
+    added = {
+        "backend",
+        "backend_version",
+        "host_load",
+        "repeats",
+        "repeat_cv",  # keys newer than the fixture
+        "flops_source",
+        "analytic_flops_per_example",
+        "compiler_flops_per_example",
+    }
     assert [key for key in result if key not in added] == [key for key in stored if key != "run_id"]
     assert "host_load" in result and "repeats" not in result  # one measurement: no repeats written
     assert result["backend"] == "tensorflow" and result["backend_version"].startswith("2.")
@@ -75,7 +120,9 @@ def test_result_keys_events_and_placement():
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_runs_on_cpu(precision):
-    result = loop.run(RunSpec(model="bilstm", batch_size=8, seq_len=8, width=16, steps=3, warmup=1, precision=precision))
+    result = loop.run(
+        RunSpec(model="bilstm", batch_size=8, seq_len=8, width=16, steps=3, warmup=1, precision=precision)
+    )
     assert result.precision == precision
     assert all(np.isfinite(result.losses)) and result.losses[-1] < result.losses[0]
 
@@ -111,15 +158,30 @@ def free_ports(n):
     return ports
 
 
-COMMON = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8",
-          "--steps", "4", "--warmup", "0", "--device", "cpu"]
+COMMON = [
+    "--model",
+    "conv2d",
+    "--batch-size",
+    "8",
+    "--image-size",
+    "16",
+    "--width",
+    "8",
+    "--steps",
+    "4",
+    "--warmup",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batch():
     # Logical CPU devices must exist before TensorFlow initialises: a fresh process for each run of
     # several; one replica runs here, in this test's TensorFlow (one process fewer to start).
-    one = loop.run(RunSpec(model="conv2d", batch_size=8, image_size=16, width=8, steps=4, warmup=0,
-                           device="cpu")).to_dict()
+    one = loop.run(
+        RunSpec(model="conv2d", batch_size=8, image_size=16, width=8, steps=4, warmup=0, device="cpu")
+    ).to_dict()
     two = cli_run(*COMMON, "--replicas", "2", "--xla")
     assert one["replicas"] == 1 and two["replicas"] == 2 and two["per_replica_batch_size"] == 4
     assert two["xla"] is True
@@ -132,8 +194,13 @@ def test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batc
     # Two workers on this host through TF_CONFIG: MultiWorkerMirroredStrategy, one replica each.
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     workers = [
-        subprocess.Popen(cli_argv(*COMMON), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
+        subprocess.Popen(
+            cli_argv(*COMMON),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})),
+        )
         for i in range(2)
     ]
     outputs = [w.communicate(timeout=240) for w in workers]

@@ -11,19 +11,31 @@ import sys
 
 import numpy as np
 import pytest
-
-from fixtures.xla import FAST_XLA_COMPILE
-
-from dashbench.models import catalog
-from dashbench.core import stats
-from dashbench.engine import backends
-from dashbench.engine.jax import devices as jax_devices
-from dashbench.core.spec import RunSpec, SpecError
 from fixtures.child_env import child_env
 
+from dashbench.core import stats
+from dashbench.core.spec import RunSpec, SpecError
+from dashbench.engine import backends
+from dashbench.engine.jax import devices as jax_devices
+from dashbench.models import catalog
+
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
-TINY_FASHION = ["--model", "fashion_mnist_cnn", "--batch-size", "16", "--image-size", "16", "--width", "4",
-                "--steps", "4", "--warmup", "2", "--device", "cpu"]
+TINY_FASHION = [
+    "--model",
+    "fashion_mnist_cnn",
+    "--batch-size",
+    "16",
+    "--image-size",
+    "16",
+    "--width",
+    "4",
+    "--steps",
+    "4",
+    "--warmup",
+    "2",
+    "--device",
+    "cpu",
+]
 # On JAX: trains the workloads whose loop differs (conv2d in the three precisions, the Fashion CNN's
 # BatchNorm and dropout, the BiLSTM) with the FLOPs TensorFlow's build counts, and steps the
 # keras.applications models' own part, momentum SGD with its warm-up schedule, through the JAX
@@ -75,8 +87,13 @@ print(json.dumps(out))
 
 
 def run_cli(args, **env):
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *args],
-                          capture_output=True, text=True, timeout=600, env=child_env(**env))
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(**env),
+    )
     return done, json.loads(done.stdout)
 
 
@@ -84,8 +101,9 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
     """One child process for all workloads (a fixture would run once per xdist worker)."""
     from dashbench.engine import loop, workloads
 
-    done = subprocess.run([sys.executable, "-c", ALL_WORKLOADS], capture_output=True, text=True, timeout=900,
-                          env=child_env())
+    done = subprocess.run(
+        [sys.executable, "-c", ALL_WORKLOADS], capture_output=True, text=True, timeout=900, env=child_env()
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     for name, result in results["runs"].items():
@@ -145,16 +163,28 @@ def test_four_devices_and_two_hosts_give_the_one_device_loss(tmp_path):
     with socket.socket() as probe:
         probe.bind(("localhost", 0))
         port = probe.getsockname()[1]
-    env = child_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", XLA_FLAGS=
-                    "--xla_force_host_platform_device_count=2")
+    env = child_env(
+        JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
+        JAX_NUM_PROCESSES="2",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
     db = tmp_path / "runs.sqlite"
     args = [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--db", str(db), "--json", *TINY_FASHION]
-    hosts = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**env, "JAX_PROCESS_ID": str(i)}) for i in (0, 1)]
+    hosts = [
+        subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "JAX_PROCESS_ID": str(i)}
+        )
+        for i in (0, 1)
+    ]
     outputs = [host.communicate(timeout=600) for host in hosts]
     # One process of 4 devices runs on one of them, then on all four: one JAX start fewer than two runs.
-    both = subprocess.run([sys.executable, "-c", ONE_THEN_FOUR], capture_output=True, text=True, timeout=600,
-                          env=child_env(XLA_FLAGS=FOUR_DEVICES))
+    both = subprocess.run(
+        [sys.executable, "-c", ONE_THEN_FOUR],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(XLA_FLAGS=FOUR_DEVICES),
+    )
     assert both.returncode == 0, both.stderr[-2000:]
     one_result, four_result = json.loads(both.stdout)
     assert four_result["replicas"] == 4 and four_result["per_replica_batch_size"] == 4
@@ -185,8 +215,26 @@ def test_four_devices_and_two_hosts_give_the_one_device_loss(tmp_path):
 
 def test_replicas_ask_for_emulated_cpu_devices_themselves():
     # conv2d: the BiLSTM's Keras LSTM layer loads TensorFlow (~5 s of CPU here), and the model is not under test.
-    done, result = run_cli(["--model", "conv2d", "--batch-size", "8", "--image-size", "8", "--width", "4",
-                            "--steps", "2", "--warmup", "1", "--replicas", "2", "--device", "cpu"])
+    done, result = run_cli(
+        [
+            "--model",
+            "conv2d",
+            "--batch-size",
+            "8",
+            "--image-size",
+            "8",
+            "--width",
+            "4",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--replicas",
+            "2",
+            "--device",
+            "cpu",
+        ]
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert result["replicas"] == 2 and result["device_names"] == ["/device:CPU:0", "/device:CPU:1"]
 
@@ -236,19 +284,29 @@ def test_jax_peer_processes_on_one_host_leave_the_device_lock_to_process_0():
     local = {"JAX_COORDINATOR_ADDRESS": "localhost:1234", "JAX_NUM_PROCESSES": "2"}
     assert not device_lock.peer_worker_holds_it({**local, "JAX_PROCESS_ID": "0"})
     assert device_lock.peer_worker_holds_it({**local, "JAX_PROCESS_ID": "1"})
-    assert not device_lock.peer_worker_holds_it({**local, "JAX_COORDINATOR_ADDRESS": "10.9.9.9:1234",
-                                                 "JAX_PROCESS_ID": "1"})
+    assert not device_lock.peer_worker_holds_it(
+        {**local, "JAX_COORDINATOR_ADDRESS": "10.9.9.9:1234", "JAX_PROCESS_ID": "1"}
+    )
 
 
 def test_devices_shows_what_jax_sees():
-    done = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--backend", "jax", "--json"],
-                          capture_output=True, text=True, timeout=300, env=child_env(XLA_FLAGS=FOUR_DEVICES))
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "devices", "--backend", "jax", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(XLA_FLAGS=FOUR_DEVICES),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     info = json.loads(done.stdout)
     assert info["jax"] and info["default_device"] == "cpu" and info["gpus"] == []
     assert info["devices"]["cpu"] == [f"/device:CPU:{i}" for i in range(4)] and info["devices"]["tpu"] == []
-    bad = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--backend", "torch"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "dashbench", "devices", "--backend", "torch"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "backend: unknown backend 'torch'; choose one of: tensorflow, jax" in bad.stderr
 
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from fixtures.xla import FAST_XLA_COMPILE
 
 CHILD = """
@@ -86,11 +85,12 @@ def child():
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     line = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
-@pytest.mark.parametrize("path", ["written_out/one batch", "written_out/stacked", "fori_loop/one batch",
-                                  "fori_loop/stacked"])
+@pytest.mark.parametrize(
+    "path", ["written_out/one batch", "written_out/stacked", "fori_loop/one batch", "fori_loop/stacked"]
+)
 def test_the_jitted_loop_gives_the_losses_and_state_of_k_single_steps(child, path):
     import numpy as np
 

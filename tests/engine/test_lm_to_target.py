@@ -14,15 +14,31 @@ from fixtures.app_test import assert_clean, show, start, texts
 from fixtures.cli_training import run_cli, small_cpu_probe, start_cli  # noqa: F401 (fixture: a small CPU probe)
 from fixtures.run_page_form import fill_run_form, shown_errors
 
-from dashbench.models import catalog, lm_text
 from dashbench.cli import spec_args
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.models import catalog, lm_text
 from dashbench.store import Store
 from dashbench.views.compare import parity, to_target
 
 # Vocabulary 512 (the smallest llama width), one block; the loss starts near ln 512 = 6.24.
-TINY = ["--model", "llama", "--device", "cpu", "--seq-len", "32", "--width", "16", "--layers", "1",
-        "--batch-size", "16", "--steps-per-loop", "10", "--eval-every", "20"]
+TINY = [
+    "--model",
+    "llama",
+    "--device",
+    "cpu",
+    "--seq-len",
+    "32",
+    "--width",
+    "16",
+    "--layers",
+    "1",
+    "--batch-size",
+    "16",
+    "--steps-per-loop",
+    "10",
+    "--eval-every",
+    "20",
+]
 TARGET = 6.05  # from about ln 512 = 6.24: reached after some 150 steps at Adam 1e-3
 EVALUATION = re.compile(r"epoch [\d.e-]+ of ≤ \d+: validation loss (\d+\.\d{3}) at step (\d+)")
 
@@ -51,7 +67,10 @@ def test_bad_targets_are_one_line_each_and_nothing_is_stored(tmp_path, capfd):
         (["--target-loss", "0"], "error: target_loss: must be a finite number > 0"),
         (["--target-loss", "-1"], "error: target_loss: must be a finite number > 0"),
         (["--target-loss", "inf"], "target_loss: must be a number, got 'inf'"),
-        (["--target-loss", "1.2"], f"error: target_loss: 1.2 is at or below the teacher's entropy floor {floor:.4f} nats"),
+        (
+            ["--target-loss", "1.2"],
+            f"error: target_loss: 1.2 is at or below the teacher's entropy floor {floor:.4f} nats",
+        ),
         (["--target-accuracy", "0.5"], "error: target_accuracy: llama trains to a validation loss: use target_loss"),
         (["--target-loss", "4", "--target-accuracy", "0.5"], "error: target_accuracy: llama trains to a validation"),
         (["--target-loss", "4", "--epochs", "2"], "error: epochs: a fixed epoch count and target_loss exclude"),
@@ -78,8 +97,9 @@ def test_both_backends_train_to_the_target_loss_and_show_list_compare_and_parity
     with Store(db):
         pass  # the schema exists before two processes write to it
     options = {TINY[i][2:]: TINY[i + 1] for i in range(0, len(TINY), 2)}
-    children = {backend: start_cli(db, backend, **options, target_loss=TARGET, seeds=2)
-                for backend in ("tensorflow", "jax")}
+    children = {
+        backend: start_cli(db, backend, **options, target_loss=TARGET, seeds=2) for backend in ("tensorflow", "jax")
+    }
     results = {}
     try:
         for backend, child in children.items():
@@ -91,7 +111,7 @@ def test_both_backends_train_to_the_target_loss_and_show_list_compare_and_parity
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    for backend, (result, err) in results.items():
+    for result, err in results.values():
         check_the_run(db, result, err, capfd)
     ids = [result["run_id"] for result, _ in results.values()]
     datasets = [result["accuracy"]["dataset"] for result, _ in results.values()]
@@ -120,7 +140,9 @@ def check_the_run(db, result, err, capfd):
     assert code == 0
     assert f"target validation loss {TARGET:g} reached by 2 of 2 seeds" in out
     median_step = np.median([r["steps_to_target"] for r in block["runs"]])
-    assert re.search(rf"validation loss \d\.\d\d reached at step {median_step:.0f} \(median\) after [\d.]+ m?s", out), out
+    assert re.search(rf"validation loss \d\.\d\d reached at step {median_step:.0f} \(median\) after [\d.]+ m?s", out), (
+        out
+    )
     assert "teacher's entropy floor" in out and "validation accuracy" not in out.split("seed 0:")[0]
     code, out, _ = run_cli(capfd, "list", "--db", db, "--json")
     (row,) = [r for r in json.loads(out) if r["run_id"] == result["run_id"]]
@@ -145,9 +167,11 @@ def check_the_views(db, ids, monkeypatch):
     source = next(run for run in chosen if run["run_id"] == predicted[0]["run_id"])
     other = next(run for run in chosen if run["run_id"] != source["run_id"])
     tokens_per_epoch = source["accuracy"]["steps_per_epoch"] * 16 * 32
-    expected = [r["epochs_to_target"] * tokens_per_epoch / other["examples_per_sec"]
-                + to_target.eval_to_target_s(r) * source["examples_per_sec"] / other["examples_per_sec"]
-                for r in source["accuracy"]["runs"]]
+    expected = [
+        r["epochs_to_target"] * tokens_per_epoch / other["examples_per_sec"]
+        + to_target.eval_to_target_s(r) * source["examples_per_sec"] / other["examples_per_sec"]
+        for r in source["accuracy"]["runs"]
+    ]
     assert predicted[0]["time_to_target_s"] == pytest.approx(float(np.median(expected)))
     assert len(series) == 4 and all(set(s.metrics) == {parity.TRAIN_LOSS, parity.VAL_LOSS} for s in series)
     # The other backend's two seeds against the reference's, on the loss curves (whether they depart is

@@ -4,8 +4,9 @@ tests/engine/test_accuracy_real.py."""
 
 import math
 
-from dashbench.views.compare import parity
 from fixtures.parity_runs import throughput_run
+
+from dashbench.views.compare import parity
 
 
 def curve(start, fall, n=8, wobble=0.0):
@@ -17,8 +18,10 @@ def verdicts(runs):
 
 
 def test_a_run_inside_the_seed_spread_passes_and_one_beyond_it_is_flagged_where_it_departs():
-    reference = [throughput_run("tf-seed0", "tensorflow", 0, curve(3.0, 0.2, wobble=0.05)),
-                 throughput_run("tf-seed1", "tensorflow", 1, curve(3.2, 0.2, wobble=-0.05))]
+    reference = [
+        throughput_run("tf-seed0", "tensorflow", 0, curve(3.0, 0.2, wobble=0.05)),
+        throughput_run("tf-seed1", "tensorflow", 1, curve(3.2, 0.2, wobble=-0.05)),
+    ]
     alike = throughput_run("jax-seed0", "jax", 0, curve(3.1, 0.2))
     (verdict,) = verdicts(reference + [alike])
     assert verdict.reference == "CPU · tensorflow" and not verdict.flags and not verdict.note
@@ -32,8 +35,10 @@ def test_a_run_inside_the_seed_spread_passes_and_one_beyond_it_is_flagged_where_
 
 
 def test_one_step_out_is_noise_and_a_nan_departs():
-    reference = [throughput_run("a", "tensorflow", 0, curve(3.0, 0.2)), throughput_run("b", "tensorflow", 1,
-                                                                                       curve(3.1, 0.2))]
+    reference = [
+        throughput_run("a", "tensorflow", 0, curve(3.0, 0.2)),
+        throughput_run("b", "tensorflow", 1, curve(3.1, 0.2)),
+    ]
     spike = curve(3.0, 0.2)
     spike[3] += 2.0
     assert not verdicts(reference + [throughput_run("c", "jax", 0, spike)])[0].flags
@@ -50,8 +55,10 @@ def test_a_reference_with_one_seed_sets_no_tolerance_and_says_so():
 
 
 def test_one_device_or_another_setup_is_not_compared():
-    same_device = [throughput_run("a", "tensorflow", 0, curve(3.0, 0.2)), throughput_run("b", "tensorflow", 1,
-                                                                                        curve(3.0, 0.3))]
+    same_device = [
+        throughput_run("a", "tensorflow", 0, curve(3.0, 0.2)),
+        throughput_run("b", "tensorflow", 1, curve(3.0, 0.3)),
+    ]
     assert verdicts(same_device) == []
     other = throughput_run("c", "jax", 0, curve(3.0, 0.2))
     other["result"]["global_batch_size"] = 32

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from dashbench.models import memory
 from dashbench.engine import peak_memory
+from dashbench.models import memory
 from dashbench.results.result import RunResult
 from dashbench.store import validate
 
@@ -52,8 +52,11 @@ def events(tracker, samples=3):
 
 def test_jax_devices_peaks_are_summed_with_their_memory_and_the_estimate():
     # Each device: its peak before the window, then during it (device 1's grows in the window).
-    devices = [FakeJaxDevice(0, [0, 5 * GB]), FakeJaxDevice(1, [0, 3 * GB, 3 * GB, 6 * GB]),
-               FakeJaxDevice(0, [0], platform="cpu")]
+    devices = [
+        FakeJaxDevice(0, [0, 5 * GB]),
+        FakeJaxDevice(1, [0, 3 * GB, 3 * GB, 6 * GB]),
+        FakeJaxDevice(0, [0], platform="cpu"),
+    ]
     tracker = peak_memory.Tracker(meters_for=lambda backend: peak_memory.jax_meters(devices))
     events(tracker)
     out = tracker.summary(estimate_bytes=10 * GB)
@@ -99,24 +102,35 @@ def test_a_run_that_never_measured_has_no_memory_record_and_a_cpu_run_reads_its_
     assert out["estimate_ratio"] == pytest.approx(out["peak_bytes"] / (2 * GB))
 
 
-RECORD = {"kind": "host", "source": "VmHWM", "peak_bytes": 900_000_000, "window_peak_bytes": 880_000_000,
-          "capacity_bytes": 25 * GB, "devices": [], "host_peak_bytes": 900_000_000,
-          "estimate_bytes": 1_250_000_000, "estimate_ratio": 0.72}
+RECORD = {
+    "kind": "host",
+    "source": "VmHWM",
+    "peak_bytes": 900_000_000,
+    "window_peak_bytes": 880_000_000,
+    "capacity_bytes": 25 * GB,
+    "devices": [],
+    "host_peak_bytes": 900_000_000,
+    "estimate_bytes": 1_250_000_000,
+    "estimate_ratio": 0.72,
+}
 
 
 SPEC = {"model": "conv2d", "batch_size": 8, "backend": "tensorflow", "precision": "float32", "data": "synthetic"}
 
 
-@pytest.mark.parametrize("bad,field", [
-    ({"peak_bytes": -1}, "result.memory.peak_bytes"),
-    ({"peak_bytes": 1.5}, "result.memory.peak_bytes"),
-    ({"estimate_ratio": "x"}, "result.memory.estimate_ratio"),
-    ({"kind": "disk"}, "result.memory.kind"),
-    ({"devices": [{"name": "gpu:0", "peak_bytes": -5}]}, "result.memory.devices[0].peak_bytes"),
-    ({"devices": [{"name": "gpu:0", "owner": "x"}]}, "result.memory.devices[0]"),
-    ({"bytes": 1}, "result.memory.bytes"),
-    ({"estimate_ratio": 3.0}, "result.memory.estimate_ratio"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"peak_bytes": -1}, "result.memory.peak_bytes"),
+        ({"peak_bytes": 1.5}, "result.memory.peak_bytes"),
+        ({"estimate_ratio": "x"}, "result.memory.estimate_ratio"),
+        ({"kind": "disk"}, "result.memory.kind"),
+        ({"devices": [{"name": "gpu:0", "peak_bytes": -5}]}, "result.memory.devices[0].peak_bytes"),
+        ({"devices": [{"name": "gpu:0", "owner": "x"}]}, "result.memory.devices[0]"),
+        ({"bytes": 1}, "result.memory.bytes"),
+        ({"estimate_ratio": 3.0}, "result.memory.estimate_ratio"),
+    ],
+)
 def test_import_checks_the_memory_record(bad, field):
     validate.check_result({"memory": RECORD})
     validate.check_agreement("done", SPEC, {"memory": RECORD})
@@ -140,10 +154,36 @@ def test_the_memory_record_is_said_in_words():
 def run_peak(backend: str, batch: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", memory.BUDGET_ENV)}
     env["DASHBENCH_CPU_PROBE_SIZE"] = "256"
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", "conv2d", "--batch-size", str(batch),
-                           "--image-size", "32", "--width", "16", "--steps", "2", "--warmup", "1", "--device", "cpu",
-                           "--backend", backend, "--no-store", "--json"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "run",
+            "--model",
+            "conv2d",
+            "--batch-size",
+            str(batch),
+            "--image-size",
+            "32",
+            "--width",
+            "16",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--device",
+            "cpu",
+            "--backend",
+            backend,
+            "--no-store",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)["memory"]
 

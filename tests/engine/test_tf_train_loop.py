@@ -4,19 +4,20 @@ one iteration costs the executor work on every call that a hand-written one-step
 
 import numpy as np
 
-from dashbench.models import catalog
+from dashbench.core.spec import RunSpec
 from dashbench.engine import workloads
 from dashbench.engine.tensorflow import devices
 from dashbench.engine.tensorflow.loop import train_loop_of
-from dashbench.core.spec import RunSpec
+from dashbench.models import catalog
 
 
 def _loop(k: int):
     tf = devices.import_tensorflow()
     import keras
 
-    spec = RunSpec(model="fashion_mnist_cnn", batch_size=4, image_size=8, width=2, steps=k, steps_per_loop=k,
-                   device="cpu")
+    spec = RunSpec(
+        model="fashion_mnist_cnn", batch_size=4, image_size=8, width=2, steps=k, steps_per_loop=k, device="cpu"
+    )
     shapes = catalog.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from dashbench.cli import cluster_run
-from dashbench.fleet import slices
 from dashbench.core.spec import RunSpec
+from dashbench.fleet import slices
 from dashbench.store import Store, StoreUnreachable, db_line
 
 NO_CLUSTER = "http://127.0.0.1:9"  # nothing listens: job_state is (None, None), logs ""

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dashbench.fleet import FleetError, RAY_MISSING
+from dashbench.fleet import RAY_MISSING, FleetError
 from dashbench.fleet.address import parse
 
 
@@ -32,20 +32,25 @@ BLOCK_RAY = "import sys; sys.modules['ray'] = None; "  # `import ray` raises Imp
 
 def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "DASHBENCH_DB": str(tmp_path / "local.sqlite")}
-    return subprocess.run([sys.executable, "-c", BLOCK_RAY + code], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_RAY + code], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_without_ray_the_cli_imports_and_a_local_run_runs_as_before_and_the_fleet_says_what_to_install(tmp_path):
     # JAX's smallest model: the framework is not under test, and it starts in half TensorFlow's CPU.
-    run = _python("from dashbench.cli import main; sys.exit(main(['run', '--model', 'conv2d', '--backend', 'jax', "
-                  "'--image-size', '8', '--width', '4', '--batch-size', '8', '--steps', '2', '--warmup', '1', "
-                  "'--device', 'cpu', '--json']))", tmp_path)
+    run = _python(
+        "from dashbench.cli import main; sys.exit(main(['run', '--model', 'conv2d', '--backend', 'jax', "
+        "'--image-size', '8', '--width', '4', '--batch-size', '8', '--steps', '2', '--warmup', '1', "
+        "'--device', 'cpu', '--json']))",
+        tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert result["status"] == "done" and "fleet" not in result["env"]
-    refused = _python("from dashbench.cli import main; sys.exit(main(['devices', '--cluster', 'ray://h:10001']))",
-                      tmp_path)
+    refused = _python(
+        "from dashbench.cli import main; sys.exit(main(['devices', '--cluster', 'ray://h:10001']))", tmp_path
+    )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [f"error: cluster: {RAY_MISSING}"]
 
@@ -54,17 +59,39 @@ def test_places_group_a_pod_slices_hosts_into_one_and_count_free_devices():
     from dashbench.fleet.inventory import Host, kinds
 
     def host(name, **kw):
-        base = dict(node_id=f"id-{name}", alive=True, head=False, cpus=8.0, gpus=0, gpu_type=None, tpu_chips=0,
-                    tpu_type=None, slice_name=None, tpu_worker_id=None, slice_head=None)
+        base = dict(
+            node_id=f"id-{name}",
+            alive=True,
+            head=False,
+            cpus=8.0,
+            gpus=0,
+            gpu_type=None,
+            tpu_chips=0,
+            tpu_type=None,
+            slice_name=None,
+            tpu_worker_id=None,
+            slice_head=None,
+        )
         return Host(name=name, **{**base, **kw})
 
-    hosts = [host("gpu-3", gpus=8, gpu_type="H200", free={"GPU": 5.0}),
-             host("cpu-1", free={"CPU": 6.0}),
-             host("gone", gpus=8, gpu_type="H100", alive=False),
-             host("tpu-b", tpu_chips=8, tpu_type="v5litepod-8", slice_name="b", tpu_worker_id=0, free={"TPU": 8.0})]
-    hosts += [host(f"s-{i}", tpu_chips=4, tpu_type="v5litepod-16", slice_name="s", tpu_worker_id=i,
-                   slice_head="TPU-v5litepod-16-head" if i == 0 else None, free={"TPU": 4.0 if i else 0.0})
-              for i in (3, 1, 0, 2)]
+    hosts = [
+        host("gpu-3", gpus=8, gpu_type="H200", free={"GPU": 5.0}),
+        host("cpu-1", free={"CPU": 6.0}),
+        host("gone", gpus=8, gpu_type="H100", alive=False),
+        host("tpu-b", tpu_chips=8, tpu_type="v5litepod-8", slice_name="b", tpu_worker_id=0, free={"TPU": 8.0}),
+    ]
+    hosts += [
+        host(
+            f"s-{i}",
+            tpu_chips=4,
+            tpu_type="v5litepod-16",
+            slice_name="s",
+            tpu_worker_id=i,
+            slice_head="TPU-v5litepod-16-head" if i == 0 else None,
+            free={"TPU": 4.0 if i else 0.0},
+        )
+        for i in (3, 1, 0, 2)
+    ]
     found = {k.key: k for k in kinds(hosts)}
     assert found["gpu:H200@gpu-3"].text() == "H200 × 8 on gpu-3 (5 of 8 free)"
     assert found["cpu@cpu-1"].free == 6

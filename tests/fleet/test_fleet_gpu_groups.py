@@ -4,26 +4,43 @@ cluster's two "H200" hosts (tests/fixtures/ray_cluster.py: gpu-1 and gpu-2) into
 
 import json
 
-from fixtures import group_runs
 import numpy as np
 import pytest
+from fixtures import group_runs
 from fixtures import ray_cluster as rc
 
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, inventory, launch, slices
 from dashbench.fleet.submit import submit
 from dashbench.jobs import device_lock, multihost
-from dashbench.core.spec import RunSpec
 
 
 def _host(name, gpus, gpu_type, free, alive=True):
-    return inventory.Host(name=name, node_id=f"node-{name}", alive=alive, head=False, cpus=8.0, gpus=gpus,
-                          gpu_type=gpu_type, tpu_chips=0, tpu_type=None, slice_name=None, tpu_worker_id=None,
-                          slice_head=None, free={"CPU": 8.0, "GPU": float(free)},
-                          resources={"CPU": 8.0, "GPU": float(gpus), f"accelerator_type:{gpu_type}": 1.0})
+    return inventory.Host(
+        name=name,
+        node_id=f"node-{name}",
+        alive=alive,
+        head=False,
+        cpus=8.0,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        tpu_chips=0,
+        tpu_type=None,
+        slice_name=None,
+        tpu_worker_id=None,
+        slice_head=None,
+        free={"CPU": 8.0, "GPU": float(free)},
+        resources={"CPU": 8.0, "GPU": float(gpus), f"accelerator_type:{gpu_type}": 1.0},
+    )
 
 
-FLEET = [_host("g-a", 8, "H200", 8), _host("g-b", 8, "H200", 0), _host("g-c", 8, "H200", 8),
-         _host("g-d", 4, "A100", 4), _host("g-gone", 8, "H200", 8, alive=False)]
+FLEET = [
+    _host("g-a", 8, "H200", 8),
+    _host("g-b", 8, "H200", 0),
+    _host("g-c", 8, "H200", 8),
+    _host("g-d", 4, "A100", 4),
+    _host("g-gone", 8, "H200", 8, alive=False),
+]
 
 
 def test_hosts_of_one_gpu_type_are_places_with_what_is_free_and_too_many_are_refused_naming_what_there_is():
@@ -34,9 +51,11 @@ def test_hosts_of_one_gpu_type_are_places_with_what_is_free_and_too_many_are_ref
     assert two.multi_host and two.host_count == 2 and set(two.hosts) == {"g-a", "g-b", "g-c"}
     assert not any(k.startswith("gpu:A100@") and k.endswith("-hosts") for k in kinds)  # one A100 host: no group
     assert inventory.find_kind(list(kinds.values()), "gpu:H200@2-hosts") is two
-    for wanted, says in (("gpu:H200@4-hosts", "4 H200 hosts asked for; the cluster has 3 live H200 host(s)"),
-                         ("gpu:A100@2-hosts", "2 A100 hosts asked for; the cluster has 1 live A100 host(s)"),
-                         ("gpu:H200@1-hosts", "a group of hosts is 2 or more")):
+    for wanted, says in (
+        ("gpu:H200@4-hosts", "4 H200 hosts asked for; the cluster has 3 live H200 host(s)"),
+        ("gpu:A100@2-hosts", "2 A100 hosts asked for; the cluster has 1 live A100 host(s)"),
+        ("gpu:H200@1-hosts", "a group of hosts is 2 or more"),
+    ):
         with pytest.raises(FleetError) as refused:
             inventory.find_kind(list(kinds.values()), wanted)
         assert refused.value.field == "on" and says in str(refused.value)
@@ -46,7 +65,12 @@ def test_hosts_of_one_gpu_type_are_places_with_what_is_free_and_too_many_are_ref
     listed = [k.host_count for k in inventory.kinds(many) if k.host_count]
     assert listed == [2, 3, 4, 5, 6, 7, 8, 12]
     eleven = inventory.find_kind(inventory.kinds(many), "gpu:H100@11-hosts")
-    assert (eleven.host_count, eleven.devices, eleven.free, eleven.label) == (11, 11, 11, "H100 × 1 on each of 11 hosts")
+    assert (eleven.host_count, eleven.devices, eleven.free, eleven.label) == (
+        11,
+        11,
+        11,
+        "H100 × 1 on each of 11 hosts",
+    )
 
 
 def test_a_gpu_group_is_one_bundle_a_host_and_each_host_gets_its_tf_config_from_the_placement():
@@ -63,8 +87,10 @@ def test_a_gpu_group_is_one_bundle_a_host_and_each_host_gets_its_tf_config_from_
     envs = [slices.process_env(i, places, orders, name, f"node-{name}") for i, name in enumerate(("g-c", "g-a"))]
     for index, env in enumerate(envs):
         config = json.loads(env["TF_CONFIG"])
-        assert config == {"cluster": {"worker": ["10.0.0.7:41001", "10.0.0.9:41002"]},
-                          "task": {"type": "worker", "index": index}}
+        assert config == {
+            "cluster": {"worker": ["10.0.0.7:41001", "10.0.0.9:41002"]},
+            "task": {"type": "worker", "index": index},
+        }
         assert "JAX_COORDINATOR_ADDRESS" not in env and env["DASHBENCH_RUN_ID"] == "r7"
         assert multihost.role(env) == multihost.Role(index, 2, "tf_config")  # worker 0 writes the run
         assert not device_lock.peer_worker_holds_it(env)  # other hosts: each takes its own device lock
@@ -81,8 +107,9 @@ def test_a_two_host_tensorflow_run_on_two_gpu_hosts_is_one_run_with_the_one_host
     batch. (conv2d: a model with batch norm or dropout, as fashion_mnist_cnn, differs by design, each
     replica normalising its own 8 examples.) One run is stored, naming both hosts, each with its device."""
     address = ray_cluster.dashboard_url
-    tiny = dict(model="conv2d", batch_size=16, image_size=8, width=4, steps=3, warmup=1, device="cpu",
-                backend="tensorflow")
+    tiny = dict(
+        model="conv2d", batch_size=16, image_size=8, width=4, steps=3, warmup=1, device="cpu", backend="tensorflow"
+    )
     with pytest.raises(FleetError) as refused:  # at once: nothing stored, nothing queued in Ray
         launch.plan(address, RunSpec(**tiny), on=f"gpu:{rc.GPU_TYPE}@3-hosts")
     assert f"3 {rc.GPU_TYPE} hosts asked for; the cluster has 2 live" in str(refused.value)

@@ -23,8 +23,11 @@ GPU_PLACE = f"gpu:{rc.GPU_TYPE}@{rc.GPU_NODE}"
 def _gpu_free(address) -> None:
     # An earlier test's stopped job gives its GPU back to Ray a moment after its run ended.
     free = f"{rc.GPU_TYPE} × 1 on {rc.GPU_NODE} (1 of 1 free)"
-    _wait(lambda: free in [k.text() for k in inventory.kinds(inventory.hosts(address))], seconds=60,
-          what="the GPU free again")
+    _wait(
+        lambda: free in [k.text() for k in inventory.kinds(inventory.hosts(address))],
+        seconds=60,
+        what="the GPU free again",
+    )
 
 
 def _running(url, run_id=None):
@@ -33,6 +36,7 @@ def _running(url, run_id=None):
             runs = store.runs()
         ids = [run_id] if run_id else list(runs["run_id"])[:1]
         return ids and (r := _row(url, ids[0])) and r["status"] == "running" and r["pid"] and r
+
     return found
 
 
@@ -42,8 +46,25 @@ def _ended(pids: list[int]) -> bool:
 
 def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other(ray_cluster, pg_url):
     _gpu_free(ray_cluster.dashboard_url)
-    out = _cli("sweep", *SHAPE, "--device", "cpu", "--steps", "2", "--warmup", "1", "--batch-sizes", "4,8",
-               "--cluster", ray_cluster.dashboard_url, "--on", GPU_PLACE, "--db", pg_url, "--json")
+    out = _cli(
+        "sweep",
+        *SHAPE,
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--batch-sizes",
+        "4,8",
+        "--cluster",
+        ray_cluster.dashboard_url,
+        "--on",
+        GPU_PLACE,
+        "--db",
+        pg_url,
+        "--json",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     swept = json.loads(out.stdout)
     with Store(pg_url) as store:
@@ -55,9 +76,11 @@ def test_a_sweep_on_the_cluster_runs_its_points_on_the_place_one_after_the_other
     # One GPU, one run: Ray started the second point's job once the first's had ended.
     assert datetime.fromisoformat(second["started_at"]) >= datetime.fromisoformat(first["finished_at"])
     for row in rows:  # the last point's job ends a moment after its run recorded its end
-        _wait(lambda: launch.job_state(ray_cluster.dashboard_url, row["run_id"])[0] == "SUCCEEDED", seconds=30,
-              what=f"point {row['run_id']}'s job ending")
-
+        _wait(
+            lambda row=row: launch.job_state(ray_cluster.dashboard_url, row["run_id"])[0] == "SUCCEEDED",
+            seconds=30,
+            what=f"point {row['run_id']}'s job ending",
+        )
 
 
 def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_cluster, pg_url):
@@ -67,14 +90,32 @@ def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_
     address = ray_cluster.dashboard_url
     _gpu_free(address)
     shape = [f"--{k.replace('_', '-')}={v}" for k, v in LONG.items() if k != "batch_size"]
-    sweep = subprocess.Popen([sys.executable, "-m", "dashbench", "sweep", *shape, "--batch-sizes", "4,8",
-                              "--cluster", address, "--on", GPU_PLACE, "--db", pg_url],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "sweep",
+            *shape,
+            "--batch-sizes",
+            "4,8",
+            "--cluster",
+            address,
+            "--on",
+            GPU_PLACE,
+            "--db",
+            pg_url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def one_running():
         with Store(pg_url) as store:
             rows = [store.get_run(r) for r in store.runs()["run_id"]]
         return len(rows) == 2 and next((r for r in rows if r["status"] == "running" and r["pid"]), None)
+
     try:
         row = _wait(one_running, what="a point running")
         sweep.terminate()
@@ -89,8 +130,11 @@ def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_
         rows = [store.get_run(r) for r in store.runs()["run_id"]]
     assert [r["status"] for r in rows] == ["cancelled", "cancelled"]
     for point in rows:
-        _wait(lambda: launch.job_state(address, point["run_id"])[0] == "STOPPED", seconds=30,
-              what=f"point {point['run_id']}'s job stopping")
+        _wait(
+            lambda point=point: launch.job_state(address, point["run_id"])[0] == "STOPPED",
+            seconds=30,
+            what=f"point {point['run_id']}'s job stopping",
+        )
     _wait(lambda: _ended([row["pid"]]), seconds=30, what="the running point's process ending")
 
 
@@ -103,17 +147,22 @@ print(fleet.launch([RunSpec(**json.loads(spec))], url, address, place)[0])
 
 
 def test_a_run_outlives_the_dashboard_that_launched_it_and_a_fresh_run_page_cancels_it(
-        ray_cluster, pg_url, monkeypatch):
-    from streamlit.testing.v1 import AppTest
+    ray_cluster, pg_url, monkeypatch
+):
     from fixtures.app_test import APP, TIMEOUT_S, assert_clean, show
+    from streamlit.testing.v1 import AppTest
 
     from dashbench.views.run import devices as device_views
 
     address = ray_cluster.dashboard_url
     _gpu_free(address)
     # The Run page's launch, in a process that then ends as a stopped dashboard does.
-    launcher = subprocess.run([sys.executable, "-c", LAUNCH, address, pg_url, GPU_PLACE, json.dumps(LONG)],
-                              capture_output=True, text=True, timeout=120)
+    launcher = subprocess.run(
+        [sys.executable, "-c", LAUNCH, address, pg_url, GPU_PLACE, json.dumps(LONG)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert launcher.returncode == 0, launcher.stderr[-2000:]
     run_id = launcher.stdout.strip()
     row = _wait(_running(pg_url, run_id), what="the run after its launcher ended")
@@ -121,8 +170,9 @@ def test_a_run_outlives_the_dashboard_that_launched_it_and_a_fresh_run_page_canc
     monkeypatch.setenv("RAY_ADDRESS", address)
     monkeypatch.setenv("DASHBENCH_DB", pg_url)
     monkeypatch.setenv("DASHBENCH_READ_ONLY", "0")
-    monkeypatch.setattr(device_views, "device_info",
-                        lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    monkeypatch.setattr(
+        device_views, "device_info", lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"})
+    )
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.run()
     show(at, "pages/run.py")

@@ -17,8 +17,24 @@ from dashbench.store import Store
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]
 
-TINY = ["--model", "conv2d", "--backend", "jax", "--image-size", "8", "--width", "4", "--batch-size", "8",
-        "--device", "cpu", "--steps", "3", "--warmup", "1"]
+TINY = [
+    "--model",
+    "conv2d",
+    "--backend",
+    "jax",
+    "--image-size",
+    "8",
+    "--width",
+    "4",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--steps",
+    "3",
+    "--warmup",
+    "1",
+]
 OFF_PATH = "venv-off-path"
 BARE = "no-dashbench"
 
@@ -38,27 +54,34 @@ def _ray_without_dashbench(folder: Path) -> Path:
     ray = folder / "bin" / "ray"
     ray.write_text(f"#!{folder}/bin/python\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n")
     ray.chmod(0o755)
-    found = subprocess.run([str(folder / "bin" / "python"), "-c", "import ray, dashbench"], cwd=folder,
-                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, capture_output=True,
-                           text=True)
+    found = subprocess.run(
+        [str(folder / "bin" / "python"), "-c", "import ray, dashbench"],
+        cwd=folder,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+    )
     assert "No module named 'dashbench'" in found.stderr, found.stderr  # Ray imported, dashbench not
     return folder / "bin"
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dashbench", *args], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "dashbench", *args], capture_output=True, text=True, timeout=600, env=dict(os.environ)
+    )
 
 
-def test_a_run_uses_its_hosts_ray_python_and_a_host_without_dashbench_is_refused(ray_cluster, pg_url, tmp_path,
-                                                                                 monkeypatch):
+def test_a_run_uses_its_hosts_ray_python_and_a_host_without_dashbench_is_refused(
+    ray_cluster, pg_url, tmp_path, monkeypatch
+):
     bare_bin = _ray_without_dashbench(tmp_path / "bare")
     try:
         ray_cluster.start_node(OFF_PATH, env={"PATH": _path_without_the_venv()})  # `.venv/bin/ray start`
         with monkeypatch.context() as patch:  # `bare/bin/ray start`, PYTHONPATH without this checkout
             patch.setattr(rc, "VENV_BIN", str(bare_bin))
-            ray_cluster.start_node(BARE, env={"PATH": f"{bare_bin}:{_path_without_the_venv()}",
-                                              "PYTHONPATH": str(bare_bin)})
+            ray_cluster.start_node(
+                BARE, env={"PATH": f"{bare_bin}:{_path_without_the_venv()}", "PYTHONPATH": str(bare_bin)}
+            )
         address = ray_cluster.dashboard_url
 
         out = _cli("run", *TINY, "--cluster", address, "--on", f"cpu@{OFF_PATH}", "--db", pg_url, "--json")
@@ -86,8 +109,10 @@ def _asks(ray_cluster) -> int:
     (`python -m dashbench.fleet.node_python`), listed by the cluster as a job."""
     from ray.util.state import list_jobs
 
-    return sum("dashbench.fleet.node_python" in (job.entrypoint or "")
-               for job in list_jobs(address=ray_cluster.dashboard_url, limit=10_000))
+    return sum(
+        "dashbench.fleet.node_python" in (job.entrypoint or "")
+        for job in list_jobs(address=ray_cluster.dashboard_url, limit=10_000)
+    )
 
 
 def test_a_hosts_python_is_asked_once_and_kept_by_its_ray_node_id(ray_cluster, tmp_path, monkeypatch):

@@ -8,8 +8,13 @@ import pytest
 from dashbench.fleet import launch
 
 
-@pytest.mark.parametrize("url", ["postgresql+psycopg://writer:p@ss/w@db:5432/team",
-                                 "postgresql+psycopg://writer@db:5432/team?password=p%40ss%2Fw&sslmode=require"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://writer:p@ss/w@db:5432/team",
+        "postgresql+psycopg://writer@db:5432/team?password=p%40ss%2Fw&sslmode=require",
+    ],
+)
 def test_the_url_a_job_carries_has_no_password_in_either_place_libpq_takes_one(url):
     sent = launch.sent_url(url)
     assert sent.startswith("postgresql+psycopg://writer@db:5432/team") and "p@ss" not in sent and "p%40" not in sent

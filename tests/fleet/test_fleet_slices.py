@@ -5,25 +5,26 @@ import json
 import os
 import time
 
-from fixtures import group_runs
 import numpy as np
 import pytest
+from fixtures import group_runs
 from fixtures import ray_cluster as rc
+from fixtures.fleet_groups import LONG, TINY, _group_processes
 from fixtures.xla import FAST_XLA_COMPILE
 
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import inventory, launch, slices
 from dashbench.fleet.submit import submit
-from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from fixtures.fleet_groups import LONG, TINY, _group_processes
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
 
 
-def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_host_losses(ray_cluster, pg_url,
-                                                                                          monkeypatch):
+def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_host_losses(
+    ray_cluster, pg_url, monkeypatch
+):
     """Each slice host runs one process of two emulated CPU devices (XLA_FLAGS travels to the nodes), joined
     by JAX's multi-host start from the placement (worker 0's node IP and a free port there). Its losses are
     one host's at the same global batch of 16 (4 devices x 4 examples against 1 x 16): the same examples
@@ -35,7 +36,11 @@ def test_a_two_host_jax_run_through_a_placement_group_is_one_run_with_the_one_ho
     # The same spec and global batch on one host and one device (no store), measured meanwhile.
     reference = group_runs.one_host_reference(TINY, env={**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE})
     row, runs, out, err = group_runs.group_run_and_reference(ray_cluster.dashboard_url, pg_url, run_id, reference)
-    assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
+    assert row["status"] == "done", (
+        row["status"],
+        row["error"],
+        launch.logs(ray_cluster.dashboard_url, run_id)[-3000:],
+    )
     assert runs == [run_id]  # one stored run for the two hosts
     assert reference.returncode == 0, err[-2000:]
     one_host = json.loads(out)
@@ -95,7 +100,7 @@ def test_a_model_file_runs_over_a_slice_carried_by_the_group_job(ray_cluster, pg
     monkeypatch.setenv("XLA_FLAGS", FAST_XLA_COMPILE)
     folder = tmp_path / "mine"
     folder.mkdir()
-    shutil.copy(Path(__file__).resolve().parent.parent / "examples" / "models" / "mlp.py", folder / "mlp.py")
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "models" / "mlp.py", folder / "mlp.py")
     reference = model_file.reference(f"{folder / 'mlp.py'}:build_tiny")
     spec = RunSpec(batch_size=8, steps=3, warmup=1, device="cpu", backend="jax", **reference)
     run_id = submit(spec, pg_url, ray_cluster.dashboard_url, on=rc.SLICE_NAME)
@@ -104,7 +109,11 @@ def test_a_model_file_runs_over_a_slice_carried_by_the_group_job(ray_cluster, pg
         time.sleep(0.5)
     with Store(pg_url) as store:
         row = store.get_run(run_id)
-    assert row["status"] == "done", (row["status"], row["error"], launch.logs(ray_cluster.dashboard_url, run_id)[-3000:])
+    assert row["status"] == "done", (
+        row["status"],
+        row["error"],
+        launch.logs(ray_cluster.dashboard_url, run_id)[-3000:],
+    )
     result = row["result"]
     assert result.model == reference["model"] and result.model_info["sha256"] == reference["model_sha256"]
     assert result.placement["hosts"] == list(rc.TPU_HOSTS) and result.env["process_count"] == 2

@@ -7,17 +7,26 @@ import pytest
 from fixtures import ray_cluster as rc
 from fixtures.xla import FAST_XLA_COMPILE
 
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import launch
 from dashbench.fleet.submit import submit
-from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 
 # JAX's smallest model, long enough (~400 samples) for the outage to fall while it measures; should the
 # run end inside the outage, its end waits in memory like any other write.
-SPEC = dict(model="conv2d", batch_size=16, image_size=8, width=4, steps=4000, steps_per_loop=10, warmup=10,
-            device="cpu", backend="jax")
+SPEC = dict(
+    model="conv2d",
+    batch_size=16,
+    image_size=8,
+    width=4,
+    steps=4000,
+    steps_per_loop=10,
+    warmup=10,
+    device="cpu",
+    backend="jax",
+)
 
 
 def test_a_two_host_run_keeps_its_claim_through_a_store_outage(ray_cluster, pg_own_server, monkeypatch):
@@ -31,8 +40,9 @@ def test_a_two_host_run_keeps_its_claim_through_a_store_outage(ray_cluster, pg_o
         with pg_own_server.connect("outage") as conn:
             if conn.execute("SELECT count(*) FROM samples").fetchone()[0] >= 20:
                 break
-        assert launch.job_state(ray_cluster.dashboard_url, run_id)[0] not in launch.ENDED, \
-            launch.logs(ray_cluster.dashboard_url, run_id)[-3000:]
+        assert launch.job_state(ray_cluster.dashboard_url, run_id)[0] not in launch.ENDED, launch.logs(
+            ray_cluster.dashboard_url, run_id
+        )[-3000:]
         time.sleep(0.5)
     pg_own_server.crash()
     time.sleep(5)

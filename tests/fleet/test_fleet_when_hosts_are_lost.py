@@ -10,27 +10,32 @@ import time
 import psutil
 import pytest
 from fixtures import ray_cluster as rc
-from fixtures.fleet_runs import LONG, _row, _wait
 from fixtures.fleet_groups import LONG as LONG_GROUP
 from fixtures.fleet_groups import _group_processes
+from fixtures.fleet_runs import LONG, _row, _wait
 
+from dashbench.core.spec import RunSpec
 from dashbench.fleet import inventory, launch
 from dashbench.fleet.submit import submit
-from dashbench.core.spec import RunSpec
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]  # see scripts/test.sh
 
 
-def test_a_slice_host_lost_mid_run_ends_the_run_interrupted_naming_it_and_nothing_retried(ray_session_cluster,
-                                                                                        pg_url):
+def test_a_slice_host_lost_mid_run_ends_the_run_interrupted_naming_it_and_nothing_retried(ray_session_cluster, pg_url):
     ray_cluster = rc.restore(ray_session_cluster, rc.TPU_HOSTS)
     address, lost = ray_cluster.dashboard_url, rc.TPU_HOSTS[1]
     run_id = submit(RunSpec(**LONG_GROUP), pg_url, address, on=rc.SLICE_NAME)
-    _wait(lambda: len(_group_processes(run_id)) >= 2 and _row(pg_url, run_id)["status"] == "running",
-          seconds=240, what="both hosts' processes, the run going")
+    _wait(
+        lambda: len(_group_processes(run_id)) >= 2 and _row(pg_url, run_id)["status"] == "running",
+        seconds=240,
+        what="both hosts' processes, the run going",
+    )
     ray_cluster.kill_node(lost)
-    _wait(lambda: _row(pg_url, run_id)["status"] not in ("queued", "running"), seconds=90,
-          what="the lost host's run being recorded")
+    _wait(
+        lambda: _row(pg_url, run_id)["status"] not in ("queued", "running"),
+        seconds=90,
+        what="the lost host's run being recorded",
+    )
     ended = _row(pg_url, run_id)
     assert (ended["status"], ended["error"]) == ("interrupted", f"host lost: {lost}")
     _wait(lambda: not _group_processes(run_id), seconds=60, what="the other host's process ending")
@@ -45,13 +50,17 @@ def test_a_host_lost_mid_run_leaves_an_interrupted_run_naming_it_and_nothing_ret
     address, lost = ray_cluster.dashboard_url, rc.GPU_NODE_2
     try:
         run_id = submit(RunSpec(**LONG), pg_url, address, on=lost)
-        row = _wait(lambda: (r := _row(pg_url, run_id))["status"] == "running" and r["pid"] and r,
-                    what=f"the run on {lost}")
+        row = _wait(
+            lambda: (r := _row(pg_url, run_id))["status"] == "running" and r["pid"] and r, what=f"the run on {lost}"
+        )
     finally:
         ray_cluster.kill_node(lost)
     assert not psutil.pid_exists(row["pid"]) or psutil.Process(row["pid"]).status() == psutil.STATUS_ZOMBIE
-    _wait(lambda: launch.settle(address, pg_url, run_id) not in ("queued", "running"), seconds=90,
-          what="the lost host's run being recorded")
+    _wait(
+        lambda: launch.settle(address, pg_url, run_id) not in ("queued", "running"),
+        seconds=90,
+        what="the lost host's run being recorded",
+    )
     ended = _row(pg_url, run_id)
     assert (ended["status"], ended["error"]) == ("interrupted", f"host lost: {lost}")
     time.sleep(2)

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixtures import ray_cluster as rc
 
-from dashbench.models import model_file
 from dashbench.fleet import inventory, launch
+from dashbench.models import model_file
 from dashbench.store import Store
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]
@@ -26,10 +25,34 @@ def test_a_model_file_runs_on_a_cluster_node_carried_by_its_job(ray_cluster, pg_
     folder.mkdir()
     shutil.copy(EXAMPLES / "mlp.py", folder / "mlp.py")
     model = f"{folder / 'mlp.py'}:build_tiny"
-    argv = [sys.executable, "-m", "dashbench", "run", "--model", model, "--backend", "jax", "--batch-size", "8",
-            "--steps", "3", "--warmup", "1", "--device", "cpu", "--db", pg_url, "--json"]
-    out = subprocess.run([*argv, "--cluster", ray_cluster.dashboard_url, "--on", rc.GPU_NODE], capture_output=True,
-                         text=True, timeout=600, env=dict(os.environ))
+    argv = [
+        sys.executable,
+        "-m",
+        "dashbench",
+        "run",
+        "--model",
+        model,
+        "--backend",
+        "jax",
+        "--batch-size",
+        "8",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--device",
+        "cpu",
+        "--db",
+        pg_url,
+        "--json",
+    ]
+    out = subprocess.run(
+        [*argv, "--cluster", ray_cluster.dashboard_url, "--on", rc.GPU_NODE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
     expected = model_file.reference(model)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from dashbench.engine.tensorflow import devices
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.engine.tensorflow import devices
 
 
 def test_canonical_names():
@@ -33,7 +33,9 @@ def test_discover_and_a_missing_gpu():
     info = devices.discover()
     assert info["default_device"] == "cpu" and info["gpus"] == []
     assert any(d["type"] == "CPU" for d in info["physical_devices"])
-    with pytest.raises(devices.DeviceError, match=r"device: gpu requested but TensorFlow sees no GPU; found: CPU \(\d+ cores\)"):
+    with pytest.raises(
+        devices.DeviceError, match=r"device: gpu requested but TensorFlow sees no GPU; found: CPU \(\d+ cores\)"
+    ):
         devices.create(RunSpec(model="conv2d", batch_size=8, device="gpu"))
 
 
@@ -47,8 +49,20 @@ def test_tpu_requested_here_gives_the_clear_error():
     # TPUClusterResolver → initialize_tpu_system runs for real and fails for lack of hardware.
     # A fresh process: an attempted TPU initialisation must not leak into other tests.
     env = dict(os.environ, DASHBENCH_CPU_PROBE_SIZE="512")
-    argv = [sys.executable, "-m", "dashbench", "run", "--model", "conv2d", "--batch-size", "8",
-            "--device", "tpu", "--no-store", "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "dashbench",
+        "run",
+        "--model",
+        "conv2d",
+        "--batch-size",
+        "8",
+        "--device",
+        "tpu",
+        "--no-store",
+        "--json",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
     obj = json.loads(done.stdout)  # --json: one object on stdout, also for bad input

@@ -9,17 +9,22 @@ import sys
 import pytest
 
 from dashbench.cli import main
+from dashbench.core.spec import RunSpec
 from dashbench.engine import driverless
 from dashbench.jobs import device_check, queue
-from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
 TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "2"]
 
 
 def dashbench(*argv):
-    return subprocess.run([sys.executable, "-m", "dashbench", *map(str, argv)], capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "dashbench", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def stored_runs(db) -> int:
@@ -66,12 +71,14 @@ def test_a_sweep_on_a_gpu_that_is_not_here_asks_once_and_queues_nothing(tmp_path
     sweep of three points asks once, starts no point and stores no row."""
     asked, started = tmp_path / "asked", tmp_path / "started"
     noting = tmp_path / "noting.py"
-    noting.write_text("import json, subprocess, sys\n"
-                      "open(sys.argv[1], 'a').write('x\\n')\n"
-                      "if sys.argv[2] == 'devices':\n"
-                      f"    print(json.dumps({TF_CPU_ONLY!r}))\n"
-                      "    sys.exit(0)\n"
-                      "sys.exit(subprocess.call([sys.executable, '-m', 'dashbench', *sys.argv[2:]]))\n")
+    noting.write_text(
+        "import json, subprocess, sys\n"
+        "open(sys.argv[1], 'a').write('x\\n')\n"
+        "if sys.argv[2] == 'devices':\n"
+        f"    print(json.dumps({TF_CPU_ONLY!r}))\n"
+        "    sys.exit(0)\n"
+        "sys.exit(subprocess.call([sys.executable, '-m', 'dashbench', *sys.argv[2:]]))\n"
+    )
     monkeypatch.setattr(driverless, "gpu_driver", lambda: "/dev/nvidia0")
     monkeypatch.setattr(device_check, "DEVICES_COMMAND", [sys.executable, str(noting), str(asked), "devices", "--json"])
     monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, str(noting), str(started), "run"])
@@ -98,26 +105,50 @@ def test_the_readmes_sweep_on_this_cpu_box_exits_2_with_nothing_stored(tmp_path,
     assert stored_runs(db) == 0
 
 
-TF_CPU_ONLY = {"tensorflow": "2.19.1", "gpus": [], "tpu": {"evidence": None}, "cpu": {"model": "x", "cores": 2},
-               "default_device": "cpu"}
+TF_CPU_ONLY = {
+    "tensorflow": "2.19.1",
+    "gpus": [],
+    "tpu": {"evidence": None},
+    "cpu": {"model": "x", "cores": 2},
+    "default_device": "cpu",
+}
 
 
-@pytest.mark.parametrize("spec, report, said", [
-    (dict(device="cpu"), TF_CPU_ONLY, None),
-    (dict(device="gpu"), TF_CPU_ONLY,
-     "gpu requested but TensorFlow sees no GPU; found: CPU (2 cores), no GPU, no TPU; use --device cpu or auto"),
-    (dict(device="gpu"), {**TF_CPU_ONLY, "gpus": [{"name": "/physical_device:GPU:0"}]}, None),
-    (dict(device="gpu", replicas=2), {**TF_CPU_ONLY, "gpus": [{"name": "/physical_device:GPU:0"}]},
-     "2 GPUs requested but TensorFlow sees 1; found: CPU (2 cores), 1× GPU, no TPU; use --device gpu or cpu or auto"),
-    (dict(device="tpu"), {**TF_CPU_ONLY, "tpu": {"evidence": "/dev/accel0"}}, None),
-    (dict(device="tpu", tpu="my-tpu"), TF_CPU_ONLY, None),  # a remote TPU: the run reaches it itself
-    (dict(device="tpu", backend="jax"),  # evidence, but no TPU runtime for JAX
-     {"jax": "0.7", "devices": {"cpu": ["/device:CPU:0"], "gpu": [], "tpu": []}, "gpus": [],
-      "tpu": {"evidence": "/dev/accel0"}, "cpu": {"cores": 8}},
-     "tpu requested but JAX sees no TPU; found: CPU (8 cores), no GPU, no TPU; use --device cpu or auto"),
-    (dict(device="tpu", backend="jax"),
-     {"devices": {"tpu": ["/device:TPU:0"]}, "gpus": [], "tpu": {"evidence": "/dev/accel0"}}, None),
-])
+@pytest.mark.parametrize(
+    "spec, report, said",
+    [
+        (dict(device="cpu"), TF_CPU_ONLY, None),
+        (
+            dict(device="gpu"),
+            TF_CPU_ONLY,
+            "gpu requested but TensorFlow sees no GPU; found: CPU (2 cores), no GPU, no TPU; use --device cpu or auto",
+        ),
+        (dict(device="gpu"), {**TF_CPU_ONLY, "gpus": [{"name": "/physical_device:GPU:0"}]}, None),
+        (
+            dict(device="gpu", replicas=2),
+            {**TF_CPU_ONLY, "gpus": [{"name": "/physical_device:GPU:0"}]},
+            "2 GPUs requested but TensorFlow sees 1; found: CPU (2 cores), 1× GPU, no TPU; use --device gpu or cpu or auto",
+        ),
+        (dict(device="tpu"), {**TF_CPU_ONLY, "tpu": {"evidence": "/dev/accel0"}}, None),
+        (dict(device="tpu", tpu="my-tpu"), TF_CPU_ONLY, None),  # a remote TPU: the run reaches it itself
+        (
+            dict(device="tpu", backend="jax"),  # evidence, but no TPU runtime for JAX
+            {
+                "jax": "0.7",
+                "devices": {"cpu": ["/device:CPU:0"], "gpu": [], "tpu": []},
+                "gpus": [],
+                "tpu": {"evidence": "/dev/accel0"},
+                "cpu": {"cores": 8},
+            },
+            "tpu requested but JAX sees no TPU; found: CPU (8 cores), no GPU, no TPU; use --device cpu or auto",
+        ),
+        (
+            dict(device="tpu", backend="jax"),
+            {"devices": {"tpu": ["/device:TPU:0"]}, "gpus": [], "tpu": {"evidence": "/dev/accel0"}},
+            None,
+        ),
+    ],
+)
 def test_a_devices_report_judged_against_a_spec(spec, report, said):
     assert device_check.judge(RunSpec(model="conv2d", batch_size=8, **spec), report) == said
 
@@ -138,9 +169,11 @@ def test_without_a_gpu_driver_a_missing_device_is_told_without_a_framework(monke
     gpu = RunSpec(model="conv2d", batch_size=8, device="gpu")
     assert driverless.missing(gpu).startswith("gpu requested but TensorFlow sees no GPU; found: CPU (")
     assert driverless.missing(RunSpec(model="conv2d", batch_size=8, device="gpu", backend="jax")).startswith(
-        "gpu requested but JAX sees no GPU")
+        "gpu requested but JAX sees no GPU"
+    )
     assert driverless.missing(RunSpec(model="conv2d", batch_size=8, device="tpu", backend="jax")).startswith(
-        "tpu requested but JAX sees no TPU")
+        "tpu requested but JAX sees no TPU"
+    )
     assert driverless.missing(RunSpec(model="conv2d", batch_size=8, device="tpu", tpu="my-tpu")) is None
     for device in ("cpu", "auto"):
         assert driverless.missing(RunSpec(model="conv2d", batch_size=8, device=device)) is None

@@ -8,14 +8,28 @@ import sqlite3
 
 import pytest
 
-from dashbench.hardware import peaks
 from dashbench.cli import main
 from dashbench.engine import calibration, frameworks, probe
+from dashbench.hardware import peaks
 from dashbench.store import Store, migrate, schema, this_host
 from dashbench.views.common import stored_runs
 
-TINY = ["--model", "conv2d", "--batch-size", "8", "--image-size", "16", "--width", "8", "--steps", "4",
-        "--warmup", "1", "--device", "cpu"]
+TINY = [
+    "--model",
+    "conv2d",
+    "--batch-size",
+    "8",
+    "--image-size",
+    "16",
+    "--width",
+    "8",
+    "--steps",
+    "4",
+    "--warmup",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 class Cpu:
@@ -53,8 +67,10 @@ def test_a_v7_store_gains_the_first_probes_and_keeps_its_calibrations(tmp_path):
     migrate.upgrade_sqlite(path, to=7)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("DROP TABLE alembic_version")  # as dashbench before alembic left it
-        conn.execute("INSERT INTO calibrations (created_at, host, device, backend, peaks_json, verdict) "
-                     "VALUES (1.0, 'h', 'cpu', 'jax', '{\"float32\": 0.7}', 'ok')")
+        conn.execute(
+            "INSERT INTO calibrations (created_at, host, device, backend, peaks_json, verdict) "
+            "VALUES (1.0, 'h', 'cpu', 'jax', '{\"float32\": 0.7}', 'ok')"
+        )
         conn.execute("PRAGMA user_version = 7")
         conn.commit()
     with Store(path) as store:
@@ -97,8 +113,15 @@ def test_cpu_runs_before_doctor_share_the_first_probe_until_a_calibration_wins(t
     assert notes and peaks.PROVISIONAL_NOTE in notes[0], detail["headline"]
 
     with Store(db) as store:  # `doctor` has calibrated this host: its peak wins
-        store.add_calibration({"host": this_host(), "device": "cpu", "backend": "tensorflow", "verdict": "ok",
-                               "peaks": {"float32": 2 * first["peak_tflops"]}})
+        store.add_calibration(
+            {
+                "host": this_host(),
+                "device": "cpu",
+                "backend": "tensorflow",
+                "verdict": "ok",
+                "peaks": {"float32": 2 * first["peak_tflops"]},
+            }
+        )
     third = run_json(capfd, db)
     assert third["peak_source"] == "calibrated" and third["peak_tflops"] == pytest.approx(2 * first["peak_tflops"])
     assert main(["show", third["run_id"], "--db", str(db)]) == 0

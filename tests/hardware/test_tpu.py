@@ -11,9 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from dashbench.hardware import peaks
-from dashbench.costs import prices
-from dashbench.hardware import tpu
+from dashbench.costs import prices, run_cost
+from dashbench.hardware import peaks, tpu
 
 # TPU_ACCELERATOR_TYPE → (name, chips, devices per chip, devices the runtime lists on the slice).
 # The suffix counts TensorCores on v2/v3/v4/v5p, chips on v5e/v6e.
@@ -33,10 +32,16 @@ RECORDED_TYPES = {
 # JAX's device_kind on each generation (jax's own test_util matches "v5 lite", "v6 lite", and a
 # bare "v5" for v5p), plus the spellings newer runtimes and other tools use.
 DEVICE_KINDS = {
-    "TPU v2": "TPU v2", "TPU v3": "TPU v3", "TPU v4": "TPU v4",
-    "TPU v5 lite": "TPU v5e", "TPU v5e": "TPU v5e", "TPU v5litepod": "TPU v5e",
-    "TPU v5": "TPU v5p", "TPU v5p": "TPU v5p",
-    "TPU v6 lite": "TPU v6e", "TPU v6e": "TPU v6e",
+    "TPU v2": "TPU v2",
+    "TPU v3": "TPU v3",
+    "TPU v4": "TPU v4",
+    "TPU v5 lite": "TPU v5e",
+    "TPU v5e": "TPU v5e",
+    "TPU v5litepod": "TPU v5e",
+    "TPU v5": "TPU v5p",
+    "TPU v5p": "TPU v5p",
+    "TPU v6 lite": "TPU v6e",
+    "TPU v6e": "TPU v6e",
 }
 # Per-chip bf16 peaks (shared FIGURES.md) and the shipped price row for the slice.
 PEAKS = {"TPU v2": 45, "TPU v3": 123, "TPU v4": 275, "TPU v5e": 197, "TPU v5p": 459, "TPU v6e": 918}
@@ -67,7 +72,7 @@ def test_a_recorded_type_gives_its_chips_peak_and_price(accelerator_type):
     assert identity.to_env()["accelerator_type_source"] == "env"
     assert peaks.datasheet_peak_tflops(identity.name, "mixed_bfloat16") == PEAKS[name]
     assert peaks.datasheet_peak_tflops(identity.name, "float32") == PEAKS[name]
-    price = prices.match_price(identity.name, identity.chips, prices.shipped_catalog())
+    price = run_cost.match_price(identity.name, identity.chips, prices.shipped_catalog())
     key, units, usd = PRICES[accelerator_type]
     assert (price["key"], price["units"]) == (key, units)
     assert price["usd_per_hour"] == pytest.approx(usd)
@@ -78,7 +83,12 @@ def test_jax_device_kinds_agree_with_the_type(accelerator_type):
     name, chips, per_chip, devices = RECORDED_TYPES[accelerator_type]
     kind = {"TPU v5e": "TPU v5 lite", "TPU v5p": "TPU v5", "TPU v6e": "TPU v6 lite"}.get(name, name)
     identity = tpu.identify([kind] * devices, accelerator_type=accelerator_type)
-    assert (identity.name, identity.chips, identity.devices_per_chip, identity.devices) == (name, chips, per_chip, devices)
+    assert (identity.name, identity.chips, identity.devices_per_chip, identity.devices) == (
+        name,
+        chips,
+        per_chip,
+        devices,
+    )
     assert identity.device_kind == kind and identity.mismatch == []
 
 
@@ -92,15 +102,25 @@ def test_device_kinds_alone(kind):
     assert identity.type_chips is None and identity.mismatch == []
 
 
-@pytest.mark.parametrize("text, name, chips", [
-    ("V5LITEPOD-16", "TPU v5e", 16),  # case
-    ("v5e-8", "TPU v5e", 8), ("v5lite-4", "TPU v5e", 4),
-    (" v6e-16\n", "TPU v6e", 16),  # as read from a file or the metadata server
-    ("tpu-v6e-slice", "TPU v6e", None), ("tpu-v5-lite-podslice", "TPU v5e", None),  # GKE's names
-    ("tpu-v5-lite-device", "TPU v5e", None), ("tpu-v5p-slice", "TPU v5p", None), ("tpu-v4-podslice", "TPU v4", None),
-    ("V5LITE_POD", "TPU v5e", None), ("V6E", "TPU v6e", None), ("v2", "TPU v2", None),  # the TPU API's types
-    ("v5p-2048", "TPU v5p", 1024), ("v3-2048", "TPU v3", 1024),
-])
+@pytest.mark.parametrize(
+    "text, name, chips",
+    [
+        ("V5LITEPOD-16", "TPU v5e", 16),  # case
+        ("v5e-8", "TPU v5e", 8),
+        ("v5lite-4", "TPU v5e", 4),
+        (" v6e-16\n", "TPU v6e", 16),  # as read from a file or the metadata server
+        ("tpu-v6e-slice", "TPU v6e", None),
+        ("tpu-v5-lite-podslice", "TPU v5e", None),  # GKE's names
+        ("tpu-v5-lite-device", "TPU v5e", None),
+        ("tpu-v5p-slice", "TPU v5p", None),
+        ("tpu-v4-podslice", "TPU v4", None),
+        ("V5LITE_POD", "TPU v5e", None),
+        ("V6E", "TPU v6e", None),
+        ("v2", "TPU v2", None),  # the TPU API's types
+        ("v5p-2048", "TPU v5p", 1024),
+        ("v3-2048", "TPU v3", 1024),
+    ],
+)
 def test_tolerant_spellings(text, name, chips):
     assert (tpu.parse(text).name, tpu.parse(text).chips) == (name, chips)
 
@@ -110,7 +130,7 @@ def test_unknown_is_plain_tpu_with_no_peak_or_price(text):
     parsed = tpu.parse(text)
     assert (parsed.generation, parsed.name, parsed.chips) == (None, "TPU", None)
     assert peaks.datasheet_peak_tflops(parsed.name, "mixed_bfloat16") is None
-    assert prices.match_price(parsed.name, 4, prices.shipped_catalog()) is None
+    assert run_cost.match_price(parsed.name, 4, prices.shipped_catalog()) is None
 
 
 def test_an_unknown_generation_is_said_not_guessed():
@@ -188,9 +208,16 @@ def test_the_metadata_server_answers_with_its_header(metadata_server):
     assert _Metadata.requests == [("/computeMetadata/v1/instance/attributes/accelerator-type", "Google")]
     identity = tpu.identify_here(["TPU v5 lite"] * 8, environ={}, url=url)
     assert (identity.name, identity.chips, identity.accelerator_type_source, identity.mismatch) == (
-        "TPU v5e", 8, "metadata", [])
+        "TPU v5e",
+        8,
+        "metadata",
+        [],
+    )
     # A VM without the attribute (the server says 404): no type, no crash.
-    assert tpu.accelerator_type({}, url=metadata_server + "/computeMetadata/v1/instance/attributes/nothing") == (None, None)
+    assert tpu.accelerator_type({}, url=metadata_server + "/computeMetadata/v1/instance/attributes/nothing") == (
+        None,
+        None,
+    )
 
 
 def test_an_unreachable_metadata_server_is_no_type():
@@ -213,18 +240,33 @@ def test_a_metadata_server_that_never_answers_is_no_type():
 
 def test_devices_json_shows_the_tpu_type():
     described = tpu.describe_type("TPU_ACCELERATOR_TYPE/TPU_NAME set", environ={"TPU_ACCELERATOR_TYPE": "v5p-32"})
-    assert described == {"accelerator_type": "v5p-32", "accelerator_type_source": "env", "accelerator": "TPU v5p",
-                         "chips": 16, "devices_per_chip": 1}
-    assert tpu.describe_type(None) == {"accelerator_type": None, "accelerator_type_source": None,
-                                       "accelerator": None, "chips": None, "devices_per_chip": None}
+    assert described == {
+        "accelerator_type": "v5p-32",
+        "accelerator_type_source": "env",
+        "accelerator": "TPU v5p",
+        "chips": 16,
+        "devices_per_chip": 1,
+    }
+    assert tpu.describe_type(None) == {
+        "accelerator_type": None,
+        "accelerator_type_source": None,
+        "accelerator": None,
+        "chips": None,
+        "devices_per_chip": None,
+    }
 
 
 def test_devices_json_on_a_tpu_vm_reports_the_type():
     # `devices --json` in a fresh process with the TPU VM's variable set: the type and its reading. On JAX,
     # a third of TensorFlow's start-up: both backends' reports read the type with the same dashbench.hardware.tpu.
     env = dict(os.environ, TPU_ACCELERATOR_TYPE="v3-32")
-    done = subprocess.run([sys.executable, "-m", "dashbench", "devices", "--json", "--backend", "jax"],
-                          capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "devices", "--json", "--backend", "jax"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     reported = json.loads(done.stdout)["tpu"]
     assert reported["evidence"] and reported["accelerator_type"] == "v3-32"
@@ -247,21 +289,28 @@ def _fake_tensorflow(devices: int, mesh_shape):
             cluster_resolver=SimpleNamespace(TPUClusterResolver=lambda tpu: "resolver"),
             TPUStrategy=lambda resolver: strategy,
         ),
-        tpu=SimpleNamespace(experimental=SimpleNamespace(
-            initialize_tpu_system=lambda resolver: SimpleNamespace(mesh_shape=mesh_shape))),
-        config=SimpleNamespace(list_logical_devices=lambda kind: [
-            SimpleNamespace(name=f"/job:worker/replica:0/task:0/device:TPU:{i}") for i in range(devices)]),
+        tpu=SimpleNamespace(
+            experimental=SimpleNamespace(initialize_tpu_system=lambda resolver: SimpleNamespace(mesh_shape=mesh_shape))
+        ),
+        config=SimpleNamespace(
+            list_logical_devices=lambda kind: [
+                SimpleNamespace(name=f"/job:worker/replica:0/task:0/device:TPU:{i}") for i in range(devices)
+            ]
+        ),
     )
 
 
-@pytest.mark.parametrize("accelerator_type, devices, mesh, name, chips", [
-    ("v3-8", 8, [2, 2, 1, 2], "TPU v3", 4),
-    ("v5p-8", 4, [2, 2, 1, 1], "TPU v5p", 4),
-    ("v6e-8", 8, [2, 4, 1, 1], "TPU v6e", 8),
-])
+@pytest.mark.parametrize(
+    "accelerator_type, devices, mesh, name, chips",
+    [
+        ("v3-8", 8, [2, 2, 1, 2], "TPU v3", 4),
+        ("v5p-8", 4, [2, 2, 1, 1], "TPU v5p", 4),
+        ("v6e-8", 8, [2, 4, 1, 1], "TPU v6e", 8),
+    ],
+)
 def test_the_tensorflow_target_counts_chips_from_the_type(monkeypatch, accelerator_type, devices, mesh, name, chips):
-    from dashbench.engine.tensorflow import devices as engine_devices
     from dashbench.core.spec import RunSpec
+    from dashbench.engine.tensorflow import devices as engine_devices
 
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", accelerator_type)
     spec = RunSpec(model="conv2d", batch_size=devices * 2, device="tpu")
@@ -270,5 +319,8 @@ def test_the_tensorflow_target_counts_chips_from_the_type(monkeypatch, accelerat
     assert len(target.device_names) == devices
     recorded = target.env["tpu"]
     assert (recorded["accelerator_type"], recorded["accelerator_type_source"], recorded["mismatch"]) == (
-        accelerator_type, "env", [])
+        accelerator_type,
+        "env",
+        [],
+    )
     assert recorded["topology_mesh_shape"] == mesh and json.loads(json.dumps(recorded)) == recorded

@@ -15,15 +15,15 @@ import time
 import pytest
 
 from dashbench.cli import main
-from dashbench.jobs import device_lock, queue
 from dashbench.core.spec import RunSpec
+from dashbench.jobs import device_lock, queue
 from dashbench.store import Store
 from dashbench.views.common.format import md_text
 from dashbench.views.run.live import live_view
 
 # The real `python -m dashbench run`, with an engine that notes when it measures (in $WINDOWS) and
 # measures until the file $GATE exists.
-STAND_IN = textwrap.dedent('''
+STAND_IN = textwrap.dedent("""
     import os, sys, time
     from dashbench.engine import loop
     from dashbench.results.result import RunResult
@@ -49,7 +49,7 @@ STAND_IN = textwrap.dedent('''
 
     loop.run = run
     sys.exit(main(["run", *sys.argv[1:]]))
-''')
+""")
 
 HANG_GUARD_S = 120  # a hang guard, not a timing check
 
@@ -58,15 +58,30 @@ HANG_GUARD_S = 120  # a hang guard, not a timing check
 def env(tmp_path):
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
-    return {"script": script, "db": tmp_path / "lock.sqlite", "windows": tmp_path / "windows.txt",
-            "tmp": tmp_path}
+    return {"script": script, "db": tmp_path / "lock.sqlite", "windows": tmp_path / "windows.txt", "tmp": tmp_path}
 
 
 def start(env, run_id, *extra, gate=None, device="cpu", db=None):
     gate = gate or env["tmp"] / f"gate-{run_id}"
     proc_env = {**os.environ, "WINDOWS": str(env["windows"]), "GATE": str(gate)}
-    argv = [sys.executable, str(env["script"]), "--model", "conv2d", "--batch-size", "4", "--device", device,
-            "--steps", "3", "--db", str(db or env["db"]), "--run-id", run_id, "--json", *extra]
+    argv = [
+        sys.executable,
+        str(env["script"]),
+        "--model",
+        "conv2d",
+        "--batch-size",
+        "4",
+        "--device",
+        device,
+        "--steps",
+        "3",
+        "--db",
+        str(db or env["db"]),
+        "--run-id",
+        run_id,
+        "--json",
+        *extra,
+    ]
     proc = subprocess.Popen(argv, env=proc_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.gate = gate
     return proc
@@ -141,8 +156,13 @@ def test_two_runs_at_once_measure_one_after_the_other(env, procs):
     first, second = start(env, "p1", gate=both), start(env, "p2", gate=both)
     procs += [first, second]
     # One measures; the other waits, and says so on its row (the dashboard's live panel) and stderr.
-    wait_for(lambda: len(windows(env)) == 1 and any(
-        (phase(env, r) or "").startswith("waiting for the device") for r in ("p1", "p2")), "one to wait")
+    wait_for(
+        lambda: (
+            len(windows(env)) == 1
+            and any((phase(env, r) or "").startswith("waiting for the device") for r in ("p1", "p2"))
+        ),
+        "one to wait",
+    )
     waiting = "p1" if (phase(env, "p1") or "").startswith("waiting") else "p2"
     holder = {"p1": first, "p2": second}["p2" if waiting == "p1" else "p1"]
     assert f"pid {holder.pid}" in phase(env, waiting)
@@ -164,8 +184,25 @@ def test_no_wait_refuses_at_once_naming_the_holder(env, procs, capfd):
     holder = start(env, "p1")
     procs.append(holder)
     wait_for(lambda: windows(env), "the holder to measure")
-    code, out, err, waited = refused_here(capfd, holder, "run", "--model", "conv2d", "--batch-size", "4", "--device",
-                                          "cpu", "--steps", "3", "--db", env["db"], "--run-id", "p2", "--json", "--no-wait")
+    code, out, err, waited = refused_here(
+        capfd,
+        holder,
+        "run",
+        "--model",
+        "conv2d",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--steps",
+        "3",
+        "--db",
+        env["db"],
+        "--run-id",
+        "p2",
+        "--json",
+        "--no-wait",
+    )
     assert code == 2 and not waited
     refusal = json.loads(out)
     assert refusal["status"] == "invalid" and refusal["field"] == "device"
@@ -267,8 +304,10 @@ def test_a_dashboard_run_waits_for_a_command_line_run_on_another_database(env, p
     monkeypatch.setattr(queue, "RUN_COMMAND", [sys.executable, str(env["script"])])
     run_id = queue.submit(RunSpec(model="conv2d", batch_size=4, device="cpu", steps=3), env["db"])
     # This database's queue knows nothing of the other database's run; the lock does.
-    wait_for(lambda: (queue.progress(run_id, env["db"])["phase"] or "").startswith("waiting for the device"),
-             "the queued run to wait")
+    wait_for(
+        lambda: (queue.progress(run_id, env["db"])["phase"] or "").startswith("waiting for the device"),
+        "the queued run to wait",
+    )
     assert "waiting for the device" in live_view(queue.progress(run_id, env["db"])).text
     open_gate(holder)
     assert finish(holder)[0] == 0
@@ -291,8 +330,9 @@ def test_preset_refuses_a_held_device_with_no_wait(env, procs, capfd):
     holder = start(env, "p1")
     procs.append(holder)
     wait_for(lambda: windows(env), "the holder to measure")
-    code, out, err, waited = refused_here(capfd, holder, "preset", "colab-conv2d", "--device", "cpu", "--quick",
-                                          "--db", env["db"], "--no-wait", "--json")
+    code, out, err, waited = refused_here(
+        capfd, holder, "preset", "colab-conv2d", "--device", "cpu", "--quick", "--db", env["db"], "--no-wait", "--json"
+    )
     assert code == 2 and not waited, err
     refusal = json.loads(out)
     assert refusal["field"] == "device" and f"pid {holder.pid}, run p1" in refusal["error"]
@@ -306,8 +346,28 @@ def test_bad_input_is_refused_as_bad_input_before_waiting_for_a_held_device(env,
     wait_for(lambda: windows(env), "the holder to measure")
     for extra in ([], ["--no-wait"]):  # neither waits for the device to say the input is wrong
         code, out, _err, waited = refused_here(
-            capfd, holder, "run", "--model", "conv2d", "--batch-size", "4", "--device", "cpu", "--steps", "3",
-            "--db", env["db"], "--run-id", "p2", "--json", "--data", "real", "--data-path", tmp_path / "none", *extra)
+            capfd,
+            holder,
+            "run",
+            "--model",
+            "conv2d",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--steps",
+            "3",
+            "--db",
+            env["db"],
+            "--run-id",
+            "p2",
+            "--json",
+            "--data",
+            "real",
+            "--data-path",
+            tmp_path / "none",
+            *extra,
+        )
         refusal = json.loads(out)
         assert code == 2 and refusal["field"] != "device" and not waited, refusal
     assert row(env, "p2") is None
@@ -329,8 +389,9 @@ def test_a_second_worker_of_a_multi_worker_run_on_this_host_leaves_the_lock_to_t
     # Both workers of one TF_CONFIG cluster must start before either can step: the second must not
     # wait for the lock the first holds (tests/engine/test_engine.py runs such a cluster on localhost).
     def config(index, workers=("localhost:1000", "localhost:1001")):
-        return {"TF_CONFIG": json.dumps({"cluster": {"worker": list(workers)},
-                                         "task": {"type": "worker", "index": index}})}
+        return {
+            "TF_CONFIG": json.dumps({"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index}})
+        }
 
     assert not device_lock.peer_worker_holds_it(config(0))
     assert device_lock.peer_worker_holds_it(config(1))

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from dashbench.models import memory
-from dashbench.cli import find_max_batch
-from dashbench.jobs import max_batch
-from dashbench.cli import main
+from dashbench.cli import find_max_batch, main
 from dashbench.core.spec import RunSpec
+from dashbench.jobs import max_batch
+from dashbench.models import memory
 from dashbench.store import Store
 
 
-@pytest.mark.parametrize("boundary,start,top", [(20, 4, 1000), (1, 1, 64), (64, 8, 64), (100, 8, 64), (5, 8, 64),
-                                                 (777, 8, 65536)])
+@pytest.mark.parametrize(
+    "boundary,start,top", [(20, 4, 1000), (1, 1, 64), (64, 8, 64), (100, 8, 64), (5, 8, 64), (777, 8, 65536)]
+)
 def test_the_search_finds_the_boundary_exactly(boundary, start, top):
     tried = []
 
@@ -53,10 +53,12 @@ def test_bad_bounds_and_a_missing_batch_sizes_are_one_line(tmp_path, capsys):
 
 
 def test_the_best_value_batch_is_named_beside_the_largest():
-    points = {8: {"batch_size": 8, "status": "done", "examples_per_sec": 100.0},
-              16: {"batch_size": 16, "status": "done", "examples_per_sec": 180.0},
-              32: {"batch_size": 32, "status": "done", "examples_per_sec": 150.0},
-              64: {"batch_size": 64, "status": "oom", "examples_per_sec": None}}
+    points = {
+        8: {"batch_size": 8, "status": "done", "examples_per_sec": 100.0},
+        16: {"batch_size": 16, "status": "done", "examples_per_sec": 180.0},
+        32: {"batch_size": 32, "status": "done", "examples_per_sec": 150.0},
+        64: {"batch_size": 64, "status": "oom", "examples_per_sec": None},
+    }
     summary = max_batch.summarise(points, 32, 64, 1000)
     assert summary["max_batch_size"] == 32 and summary["oom_batch_size"] == 64
     assert summary["best_value_batch_size"] == 16 and summary["max_batch_throughput_share"] == pytest.approx(150 / 180)
@@ -76,12 +78,45 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     assert boundary == 20
     db = tmp_path / "runs.db"
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    env.update({memory.BUDGET_ENV: repr(budget / memory.GB), "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
-                "DASHBENCH_CPU_PROBE_SIZE": "256"})
-    done = subprocess.run([sys.executable, "-m", "dashbench", "sweep", "--find-max-batch", "--start-batch", "16",
-                           "--max-batch", "4096", "--model", "conv2d", "--image-size", "64", "--width", "32",
-                           "--device", "cpu", "--steps", "2", "--warmup", "1", "--db", str(db), "--json"],
-                          capture_output=True, text=True, env=env, timeout=900)
+    env.update(
+        {
+            memory.BUDGET_ENV: repr(budget / memory.GB),
+            "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
+            "DASHBENCH_CPU_PROBE_SIZE": "256",
+        }
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "sweep",
+            "--find-max-batch",
+            "--start-batch",
+            "16",
+            "--max-batch",
+            "4096",
+            "--model",
+            "conv2d",
+            "--image-size",
+            "64",
+            "--width",
+            "32",
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)
     assert abs(out["max_batch_size"] - boundary) <= 1 and out["oom_batch_size"] == out["max_batch_size"] + 1
@@ -152,7 +187,7 @@ def test_a_model_file_changed_after_the_click_is_refused_when_the_search_starts(
     from dashbench.models import model_file
 
     path = tmp_path / "m.py"
-    path.write_text((Path(__file__).resolve().parent.parent / "examples" / "models" / "mlp.py").read_text())
+    path.write_text((Path(__file__).resolve().parents[2] / "examples" / "models" / "mlp.py").read_text())
     spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{path}:build_tiny"))  # the click
     path.write_text(path.read_text() + "\n# edited\n")
     now = model_file.sha256_of(path)
@@ -164,18 +199,38 @@ def test_a_model_file_changed_after_the_click_is_refused_when_the_search_starts(
     search = max_batch.state(db)
     assert search["returncode"] == 2 and search["summary"] is None
     lines = Path(search["log_path"]).read_text().strip().splitlines()
-    assert lines == [f"error: model: m.py changed since the search was asked for (sha256 {spec.model_sha256[:12]}… "
-                     f"then, {now[:12]}… now): refused; ask again to search the new file"], lines
+    assert lines == [
+        f"error: model: m.py changed since the search was asked for (sha256 {spec.model_sha256[:12]}… "
+        f"then, {now[:12]}… now): refused; ask again to search the new file"
+    ], lines
     assert not Path(db).exists() or Store(db).runs().empty
 
 
-@pytest.mark.parametrize("given,line", [
-    ("abc", "error: expect_sha256: must be a sha256 of 64 hex digits, got 'abc'"),
-    ("0" * 64, "error: expect_sha256: checks a model file's hash, and --model conv2d names no file"),
-])
+@pytest.mark.parametrize(
+    "given,line",
+    [
+        ("abc", "error: expect_sha256: must be a sha256 of 64 hex digits, got 'abc'"),
+        ("0" * 64, "error: expect_sha256: checks a model file's hash, and --model conv2d names no file"),
+    ],
+)
 def test_a_bad_expected_hash_is_one_line(given, line, tmp_path, capfd):
     db = tmp_path / "runs.sqlite"
-    assert main(["sweep", "--model", "conv2d", "--device", "cpu", "--find-max-batch", "--expect-sha256", given,
-                 "--db", str(db)]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                "conv2d",
+                "--device",
+                "cpu",
+                "--find-max-batch",
+                "--expect-sha256",
+                given,
+                "--db",
+                str(db),
+            ]
+        )
+        == 2
+    )
     assert capfd.readouterr().err.strip() == line
     assert not db.exists()

@@ -16,14 +16,13 @@ import textwrap
 import time
 
 import pytest
-
-from dashbench.jobs import queue
-from dashbench.cli import main
-from dashbench.results.result import RunResult
-from dashbench.core.spec import RunSpec
-from dashbench.store import Store
 from fixtures.job_waits import FAKE_RUN, status, wait_until
 
+from dashbench.cli import main
+from dashbench.core.spec import RunSpec
+from dashbench.jobs import queue
+from dashbench.results.result import RunResult
+from dashbench.store import Store
 
 # On JAX (a third of TensorFlow's start-up; the queue does not depend on the backend).
 TINY = dict(model="conv2d", image_size=8, width=2, device="cpu", backend="jax")
@@ -78,8 +77,15 @@ def test_the_run_process_gets_only_the_run_id_and_runs_the_stored_spec(tmp_path,
     db = tmp_path / "argv.sqlite"
     # In through the Run page's form, with a label that once broke the child's command line.
     state = run_form.run_form_defaults(["cpu"]) | {
-        "run_model": "bilstm", "run_batch_size": 8, "run_xla": True, "run_seq_len": 16, "run_width": 8,
-        "run_steps": 4, "run_steps_per_loop": 2, "run_label": "--no-store"}
+        "run_model": "bilstm",
+        "run_batch_size": 8,
+        "run_xla": True,
+        "run_seq_len": 16,
+        "run_width": 8,
+        "run_steps": 4,
+        "run_steps_per_loop": 2,
+        "run_label": "--no-store",
+    }
     (original,), _ = run_form.specs_from_form(state)
     run_id = queue.submit(original, db)
     assert len(validations) == 1  # where it entered; the queue, the store and the launch add none
@@ -95,8 +101,16 @@ def test_the_run_process_gets_only_the_run_id_and_runs_the_stored_spec(tmp_path,
 
     def engine(spec, on_event=None):
         measured.append(spec)
-        return RunResult(model=spec.model, device="cpu", accelerator="CPU", accelerator_count=1,
-                         examples_per_sec=1.0, unit="tokens", flags=[], samples=1)
+        return RunResult(
+            model=spec.model,
+            device="cpu",
+            accelerator="CPU",
+            accelerator_count=1,
+            examples_per_sec=1.0,
+            unit="tokens",
+            flags=[],
+            samples=1,
+        )
 
     monkeypatch.setattr(loop, "run", engine)
     assert main(["run", *argv]) == 0
@@ -229,8 +243,22 @@ def test_two_sessions_pumping_at_once_start_one_run_per_device(fake):
 
 def test_sweep_goes_on_past_failed_points(fake, capsys, validations):
     db = fake
-    code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,13,17,8", "--steps", "2",
-                 "--db", str(db), "--json"])
+    code = main(
+        [
+            "sweep",
+            "--model",
+            "conv2d",
+            "--device",
+            "cpu",
+            "--batch-sizes",
+            "4,13,17,8",
+            "--steps",
+            "2",
+            "--db",
+            str(db),
+            "--json",
+        ]
+    )
     assert len(validations) == 4  # each point once, where it entered; the rest is read from the rows
     out = json.loads(capsys.readouterr().out)
     assert code == 1  # not every point succeeded
@@ -243,8 +271,9 @@ def test_sweep_goes_on_past_failed_points(fake, capsys, validations):
 
 
 def test_sweep_refuses_bad_points_before_running_any(fake, capsys):
-    code = main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,7", "--replicas", "2",
-                 "--db", str(fake)])
+    code = main(
+        ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,7", "--replicas", "2", "--db", str(fake)]
+    )
     assert code == 2
     assert "error: batch_size: batch size 7 is not divisible by 2 replicas" in capsys.readouterr().err
     assert main(["sweep", "--model", "conv2d", "--batch-sizes", "4,x", "--db", str(fake)]) == 2
@@ -282,12 +311,14 @@ def test_sweep_stopped_by_sigterm_exits_143_as_run_does(fake):
     """)
     proc = subprocess.Popen([sys.executable, "-c", sweep], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+
         def measuring():
             if not db.exists():
                 return False
             with Store(db) as store:
                 running = store.runs(status="running")["run_id"]
                 return len(running) == 1 and not store.samples(running.iloc[0]).empty
+
         # A point measuring: the sweep has its handler in place, the point its own. (Not wait_until:
         # its pump would start points from this process.)
         deadline = time.monotonic() + 60

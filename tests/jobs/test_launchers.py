@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dashbench.fleet.launcher import RayFleet, every, pick
 from dashbench.core.spec import SpecError
+from dashbench.fleet.launcher import RayFleet, every, pick
 from dashbench.jobs.launchers import Launcher, LocalQueue
 from dashbench.store import Store
 
@@ -41,11 +41,13 @@ def test_the_picker_sends_a_run_to_the_cluster_only_when_one_is_given():
 
 
 def test_this_machines_queue_is_picked_without_importing_ray_or_the_fleets_cluster_code():
-    script = ("import json, sys\n"
-              "from dashbench.fleet.launcher import pick\n"
-              "pick(None).note(None)\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'"
-              " or m in ('dashbench.fleet.launch', 'dashbench.fleet.inventory', 'dashbench.fleet.submit'))))\n")
+    script = (
+        "import json, sys\n"
+        "from dashbench.fleet.launcher import pick\n"
+        "pick(None).note(None)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'"
+        " or m in ('dashbench.fleet.launch', 'dashbench.fleet.inventory', 'dashbench.fleet.submit'))))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

@@ -5,12 +5,13 @@ the one launched through a Ray placement group is tests/fleet/test_fleet_slices.
 import json
 import threading
 
+from fixtures.store_backends import db_at  # noqa: F401 (a fixture: SQLite and PostgreSQL)
+from fixtures.stored_runs import SPEC, result_for
+
 from dashbench.jobs import multihost
 from dashbench.results.result import RunResult
 from dashbench.store import Store
 from dashbench.store.placement import add_to_placement
-from fixtures.store_backends import db_at  # noqa: F401 (a fixture: SQLite and PostgreSQL)
-from fixtures.stored_runs import SPEC, result_for
 
 
 def test_role_read_from_each_way_a_multi_host_run_is_started():
@@ -35,20 +36,28 @@ def test_a_later_process_whose_coordinator_is_this_machines_ip_leaves_the_device
 
     from dashbench.jobs import device_lock
 
-    ips = [a.address for addrs in psutil.net_if_addrs().values() for a in addrs
-           if a.family == socket.AF_INET and not a.address.startswith("127.")]
+    ips = [
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family == socket.AF_INET and not a.address.startswith("127.")
+    ]
     for ip in ips[:1]:
         assert device_lock.peer_worker_holds_it({"JAX_COORDINATOR_ADDRESS": f"{ip}:1234", "JAX_PROCESS_ID": "1"})
     assert not device_lock.peer_worker_holds_it({"JAX_COORDINATOR_ADDRESS": "203.0.113.9:1234", "JAX_PROCESS_ID": "1"})
 
 
 def test_each_process_adds_its_host_once_whatever_the_order():
-    later = multihost.merged_placement({"variables": ["/device:CPU:0"]},
-                                       {"index": 1, "host": "b", "devices": ["/device:CPU:2048"]}, 2)
+    later = multihost.merged_placement(
+        {"variables": ["/device:CPU:0"]}, {"index": 1, "host": "b", "devices": ["/device:CPU:2048"]}, 2
+    )
     assert later["hosts"] == ["", "b"]
-    both = multihost.merged_placement(later, {"index": 0, "host": "a", "devices": ["/device:CPU:0"],
-                                              "node_id": "n0"}, 2)
-    again = multihost.merged_placement(both, {"index": 0, "host": "a", "devices": ["/device:CPU:0"], "node_id": "n0"}, 2)
+    both = multihost.merged_placement(
+        later, {"index": 0, "host": "a", "devices": ["/device:CPU:0"], "node_id": "n0"}, 2
+    )
+    again = multihost.merged_placement(
+        both, {"index": 0, "host": "a", "devices": ["/device:CPU:0"], "node_id": "n0"}, 2
+    )
     assert both == again and both["hosts"] == ["a", "b"] and both["ray_nodes"] == ["n0", ""]
     assert both["devices:0"] == ["/device:CPU:0"] and both["devices:1"] == ["/device:CPU:2048"]
     RunResult.from_dict(result_for(SPEC, 100.0, placement=both))  # the stored result's rules take it
@@ -71,7 +80,9 @@ def test_later_hosts_wait_for_worker_0s_result_and_none_is_lost(db_at):
     threads = [threading.Thread(target=join, args=(i,)) for i in (1, 2)]
     for thread in threads:
         thread.start()
-    placement = multihost.merged_placement({"variables": [], "ops": []}, {"index": 0, "host": "h0", "devices": ["d0"]}, 3)
+    placement = multihost.merged_placement(
+        {"variables": [], "ops": []}, {"index": 0, "host": "h0", "devices": ["d0"]}, 3
+    )
     with Store(db_at) as store:
         store.finish_run(run_id, "done", result=result_for(SPEC, 100.0, placement=placement))
         for thread in threads:
@@ -87,7 +98,9 @@ def test_a_group_launcher_names_the_end_a_worker_only_presumed(db_at):
     the launcher then corrects (a lost host, a failed worker); an end a worker judged itself stays."""
     from dashbench.store.placement import end_group_run
 
-    assert multihost.peer_lost("JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [pair.cc:547] Connection closed by peer")
+    assert multihost.peer_lost(
+        "JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [pair.cc:547] Connection closed by peer"
+    )
     assert not multihost.peer_lost("ValueError: shapes (16, 4) and (8, 4) do not match")
     with Store(db_at) as store:
         presumed, failed = store.create_run(SPEC), store.create_run(SPEC)

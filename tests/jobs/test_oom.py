@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from dashbench.models import memory
 from dashbench.jobs import oom, queue, runner
+from dashbench.models import memory
 from dashbench.store import FINAL, STATUSES, TERMINAL, Store
 
 
@@ -112,12 +112,43 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
     grace before the guard's own end is longer than the run: without the ask repeated it ends `done`)."""
     db = tmp_path / "runs.db"
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", memory.BUDGET_ENV)}
-    env.update(DASHBENCH_MEMORY_LIMIT_GB="0.1", DASHBENCH_MEMORY_GRACE_S="120",
-               DASHBENCH_LOCK_DIR=str(tmp_path / "locks"), DASHBENCH_CPU_PROBE_SIZE="256")
-    done = subprocess.run([sys.executable, "-c", LOST_STOP, "run", "--model", "conv2d", "--batch-size", "8",
-                           "--image-size", "8", "--width", "2", "--steps", "2", "--warmup", "1", "--device", "cpu",
-                           "--backend", backend, "--db", str(db), "--json"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    env.update(
+        DASHBENCH_MEMORY_LIMIT_GB="0.1",
+        DASHBENCH_MEMORY_GRACE_S="120",
+        DASHBENCH_LOCK_DIR=str(tmp_path / "locks"),
+        DASHBENCH_CPU_PROBE_SIZE="256",
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOST_STOP,
+            "run",
+            "--model",
+            "conv2d",
+            "--batch-size",
+            "8",
+            "--image-size",
+            "8",
+            "--width",
+            "2",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--device",
+            "cpu",
+            "--backend",
+            backend,
+            "--db",
+            str(db),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == oom.EXIT_CODE, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert out["status"] == "oom"
@@ -145,10 +176,12 @@ def test_the_results_status_filter_and_list_offer_oom(tmp_path, capsys):
 def test_the_guards_last_words_reach_the_user_while_a_compile_is_silenced():
     """The guard ends a run stuck in a compile whose native output is silenced (fd 2 → a scratch file):
     its `error: run out of memory: …` line must still reach the user's stderr."""
-    code = ("import os\nfrom dashbench.engine import frameworks\nfrom dashbench.jobs import runner\n"
-            "with frameworks.native_stderr_silenced():\n"
-            "    os.write(2, b'native noise\\n')\n"
-            "    runner._say_past_silencing('error: run out of memory: out of host memory (seen)')\n")
+    code = (
+        "import os\nfrom dashbench.engine import frameworks\nfrom dashbench.jobs import runner\n"
+        "with frameworks.native_stderr_silenced():\n"
+        "    os.write(2, b'native noise\\n')\n"
+        "    runner._say_past_silencing('error: run out of memory: out of host memory (seen)')\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "error: run out of memory: out of host memory (seen)" in done.stderr

@@ -2,7 +2,6 @@
 write, read-only browsing, a write lock held past the busy timeout, an empty --db, colliding
 bundle runs, and sweeps whose parent is hung up on or killed."""
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures.stored_runs import SPEC, result_for, samples_for
+from fixtures.cli_runs import TINY_RUN, file_hash, fill, run_cli
+from fixtures.stored_runs import SPEC
 
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from fixtures.cli_runs import TINY_RUN, file_hash, fill, run_cli
-
 
 # -- a database file this user cannot write ---------------------------------------------------------
 
@@ -63,19 +61,44 @@ def unwritable(tmp_path):
 
 
 def cli_process(prefix, env, *argv, timeout=120):
-    return subprocess.run([*prefix, sys.executable, "-m", "dashbench", *map(str, argv)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=env["HOME"])
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "dashbench", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=env["HOME"],
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["delete", "{run_id}", "--force"],
-    ["import", "{bundle}"],
-    ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
-    ["prices", "reset"],
-    ["run", *TINY_RUN],
-    ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--image-size", "16", "--width", "8",
-     "--steps", "2", "--warmup", "0"],
-], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["delete", "{run_id}", "--force"],
+        ["import", "{bundle}"],
+        ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
+        ["prices", "reset"],
+        ["run", *TINY_RUN],
+        [
+            "sweep",
+            "--model",
+            "conv2d",
+            "--device",
+            "cpu",
+            "--batch-sizes",
+            "8,16",
+            "--image-size",
+            "16",
+            "--width",
+            "8",
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+        ],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
 def test_a_command_that_writes_an_unwritable_database_says_so_in_one_line(unwritable, argv):
     db, bundle, prefix, env = unwritable
     with Store(db, read_only=True) as store:
@@ -160,15 +183,19 @@ def test_list_show_and_export_in_read_only_mode_never_write(how, stranded, tmp_p
     assert {r["run_id"]: r["status"] for r in json.loads(out)}[run_id] == "interrupted"
 
 
-@pytest.mark.parametrize("argv", [
-    ["delete", "{run_id}", "--force"],
-    ["import", "{bundle}"],
-    ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
-    ["prices", "reset"],
-    ["run", *TINY_RUN],
-    ["preset", "colab-conv2d", "--device", "cpu", "--quick"],
-    ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16"],
-], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["delete", "{run_id}", "--force"],
+        ["import", "{bundle}"],
+        ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
+        ["prices", "reset"],
+        ["run", *TINY_RUN],
+        ["preset", "colab-conv2d", "--device", "cpu", "--quick"],
+        ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
 def test_writing_commands_refuse_read_only_mode_in_one_line(argv, stranded, tmp_path, capsys, monkeypatch):
     db, run_id = stranded
     bundle = tmp_path / "other.json"
@@ -223,9 +250,17 @@ def test_a_write_lock_held_past_the_busy_timeout_does_not_fail_a_run(tmp_path, m
         for i in range(5):
             on_event({"event": "sample", "index": i, "steps": 1, "duration_s": 0.01, "loss": 1.0, "warmup": False})
         on_event({"event": "phase", "phase": "measure"})  # flushes the samples: blocked by the lock
-        return RunResult(model=spec.model, device="cpu", accelerator="CPU", accelerator_count=1,
-                         examples_per_sec=100.0, unit="images", flags=[], global_batch_size=spec.batch_size,
-                         samples=5)
+        return RunResult(
+            model=spec.model,
+            device="cpu",
+            accelerator="CPU",
+            accelerator_count=1,
+            examples_per_sec=100.0,
+            unit="images",
+            flags=[],
+            global_batch_size=spec.batch_size,
+            samples=5,
+        )
 
     monkeypatch.setattr(loop, "run", engine)
     started = time.monotonic()
@@ -247,12 +282,24 @@ def test_a_write_lock_held_past_the_busy_timeout_does_not_fail_a_run(tmp_path, m
 # -- --db "" ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [
-    ["list"], ["show", "x"], ["delete", "x"], ["export", "--out", "x.json"], ["import", "x.json"],
-    ["run", *TINY_RUN], ["sweep", "--model", "conv2d", "--batch-sizes", "8"], ["preset", "colab-conv2d"],
-    ["prices"], ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "1"], ["prices", "reset"],
-    ["models"],
-], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list"],
+        ["show", "x"],
+        ["delete", "x"],
+        ["export", "--out", "x.json"],
+        ["import", "x.json"],
+        ["run", *TINY_RUN],
+        ["sweep", "--model", "conv2d", "--batch-sizes", "8"],
+        ["preset", "colab-conv2d"],
+        ["prices"],
+        ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "1"],
+        ["prices", "reset"],
+        ["models"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
 def test_an_empty_db_is_the_same_error_for_every_command(argv, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, *argv, "--db", "")
@@ -281,7 +328,6 @@ def test_an_import_names_the_runs_whose_stored_copy_differs(tmp_path, capsys):
             # Its interval too: one that excluded the figure would be refused as a contradiction.
             run["result"]["examples_per_sec_ci95"] = [v and v * 2 for v in run["result"]["examples_per_sec_ci95"]]
     bundle.write_text(json.dumps(data))
-    before = file_hash(db)
     code, out, err = run_cli(capsys, "import", bundle, "--db", db)
     assert code == 0 and "imported 0 runs" in out and "2 already present" in out
     assert err.count("\n") == 1 and err.startswith("warning: 1 of the runs already present differ")
@@ -291,7 +337,8 @@ def test_an_import_names_the_runs_whose_stored_copy_differs(tmp_path, capsys):
         counts = store.import_rows([])
     assert counts["runs_differing"] == []
     assert "differ from the stored copy" in results.import_summary(
-        {"files": 1, "runs_added": 0, "runs_skipped": 2, "samples_added": 0, "runs_differing": [f"{changed}: result"]})
+        {"files": 1, "runs_added": 0, "runs_skipped": 2, "samples_added": 0, "runs_differing": [f"{changed}: result"]}
+    )
 
 
 # -- a sweep whose parent is hung up on or killed ---------------------------------------------------
@@ -321,8 +368,7 @@ def fake_sweep(tmp_path):
             sys.exit(main(["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "4,8,12",
                            "--steps", "2000", "--seed", "50", "--db", {str(db)!r}]))
         """)
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(proc)
         deadline = time.monotonic() + 60
         while not _first_point_measuring(db) and time.monotonic() < deadline and proc.poll() is None:

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
+from dashbench.cli import main
+from dashbench.core.spec import MODELS, RunSpec, SpecError
+from dashbench.jobs import queue
 from dashbench.models import memory, presets
 from dashbench.models.catalog import WORKLOADS
-from dashbench.cli import main
-from dashbench.jobs import queue
-from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.store import Store
 
 HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]
@@ -72,12 +72,16 @@ def test_shipped_presets_and_quick_shapes_are_not_refused():
 # The first version's estimate was below 18 of these 22 (bilstm by 1.2 GB, JAX's Fashion-MNIST CNN
 # at 512 by 1.0 GB).
 MEASURED_PEAK_GB = [
-    ({"model": "resnet50", "batch_size": 8}, 2.45), ({"model": "resnet50", "batch_size": 32}, 4.53),
-    ({"model": "inception_v3", "batch_size": 8}, 2.66), ({"model": "inception_v3", "batch_size": 32}, 5.07),
-    ({"model": "bilstm", "batch_size": 8}, 2.61), ({"model": "bilstm", "batch_size": 32}, 2.82),
+    ({"model": "resnet50", "batch_size": 8}, 2.45),
+    ({"model": "resnet50", "batch_size": 32}, 4.53),
+    ({"model": "inception_v3", "batch_size": 8}, 2.66),
+    ({"model": "inception_v3", "batch_size": 32}, 5.07),
+    ({"model": "bilstm", "batch_size": 8}, 2.61),
+    ({"model": "bilstm", "batch_size": 32}, 2.82),
     ({"model": "bilstm", "batch_size": 8, "width": 512}, 1.40),
     ({"model": "bilstm", "batch_size": 8, "seq_len": 50}, 2.37),
-    ({"model": "fashion_mnist_cnn", "batch_size": 64}, 1.19), ({"model": "conv2d", "batch_size": 128}, 3.11),
+    ({"model": "fashion_mnist_cnn", "batch_size": 64}, 1.19),
+    ({"model": "conv2d", "batch_size": 128}, 3.11),
     ({"model": "resnet50", "batch_size": 8, "image_size": 32}, 1.77),
     ({"model": "inception_v3", "batch_size": 4, "image_size": 75}, 1.71),
     # JAX on the CPU: more per example than TensorFlow for the small convolutional models
@@ -137,9 +141,19 @@ def test_run_sweep_preset_and_queue_refuse_before_anything_is_stored(tmp_path, c
     assert code == 2 and "needs about" in err
     code, out, err = run_cli(capsys, "sweep", *HUGE, "--batch-sizes", "32,500000", "--db", db)
     assert code == 2 and "error: batch_size: fashion_mnist_cnn at batch 500000 needs about" in err
-    code, out, err = run_cli(capsys, "preset", "colab-fashion-mnist", "--device", "cpu", "--data", "synthetic",
-                             "--batch-size", 500000,
-                             "--db", db)
+    code, out, err = run_cli(
+        capsys,
+        "preset",
+        "colab-fashion-mnist",
+        "--device",
+        "cpu",
+        "--data",
+        "synthetic",
+        "--batch-size",
+        500000,
+        "--db",
+        db,
+    )
     assert code == 2 and "needs about" in err
     with pytest.raises(SpecError, match="batch_size: .* needs about"):
         queue.submit(RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu"), db)
@@ -152,12 +166,13 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
     from dashbench.views.run import devices as device_views
 
     monkeypatch.setattr(queue, "pump", lambda db_path=None: [])  # nothing starts: no training here
-    monkeypatch.setattr(device_views, "device_info",
-                        lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}))
+    monkeypatch.setattr(
+        device_views, "device_info", lambda *a, **k: device_views.DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"})
+    )
     db = tmp_path / "page.sqlite"
     monkeypatch.setenv("DASHBENCH_DB", str(db))
     monkeypatch.delenv("DASHBENCH_READ_ONLY", raising=False)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     at = AppTest.from_file(os.path.join(root, "app.py"), default_timeout=120)
     at.run()
     at.switch_page("pages/run.py").run()
@@ -191,7 +206,7 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
 # 21 holds 300 MB and sleeps (Python: signal handlers run); 22 holds 300 MB with the guard's signal
 # blocked in the main thread, as a compile in C code would hold it off; 23 blocks SIGTERM in the
 # main thread and sleeps, as a run stuck in C code ignores a cancel; 24 just sleeps.
-STAND_IN = textwrap.dedent('''
+STAND_IN = textwrap.dedent("""
     import argparse, json, os, signal, sys, time
     from dashbench.engine import loop
     from dashbench.jobs import runner
@@ -226,7 +241,7 @@ STAND_IN = textwrap.dedent('''
         sys.exit(exc.exit_code)
     except Exception:
         sys.exit(1)
-''')
+""")
 
 
 @pytest.fixture
@@ -294,8 +309,9 @@ def test_a_run_past_the_memory_limit_ends_oom_out_of_host_memory(stand_in, monke
     run_id = submit(stand_in, batch)
     row = wait_for(stand_in, run_id, {"failed", "oom", "done", "cancelled", "interrupted"})
     assert row["status"] == "oom", (who, row)
-    assert re.match(r"out of host memory \(0\.\d GB of 0\.2 GB allowed by DASHBENCH_MEMORY_LIMIT_GB\)$",
-                    row["error"]), row["error"]
+    assert re.match(
+        r"out of host memory \(0\.\d GB of 0\.2 GB allowed by DASHBENCH_MEMORY_LIMIT_GB\)$", row["error"]
+    ), row["error"]
     assert pid_gone(stand_in, row["pid"])
     with Store(stand_in) as store:
         assert len(store.samples(run_id)) >= (1 if batch == 21 else 0)  # what was measured stays
@@ -344,7 +360,7 @@ def test_a_cancel_of_a_responsive_run_is_still_the_plain_cancel(stand_in, monkey
 
 
 # `run` itself (no queue): the stand-in engine behind the real command line.
-CLI_STAND_IN = textwrap.dedent('''
+CLI_STAND_IN = textwrap.dedent("""
     import signal, sys, time
     from dashbench.cli import main
     from dashbench.engine import loop
@@ -361,23 +377,47 @@ CLI_STAND_IN = textwrap.dedent('''
 
     loop.run = run
     sys.exit(main(sys.argv[1:]))
-''')
+""")
 
 
-@pytest.mark.parametrize("batch,code,status,error", [
-    (30, 143, "cancelled", "cancelled by SIGTERM (the run did not stop within 1 s; its process was ended)"),
-    (31, 3, "oom", "out of host memory ("),
-])
+@pytest.mark.parametrize(
+    "batch,code,status,error",
+    [
+        (30, 143, "cancelled", "cancelled by SIGTERM (the run did not stop within 1 s; its process was ended)"),
+        (31, 3, "oom", "out of host memory ("),
+    ],
+)
 def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_path, batch, code, status, error):
     import subprocess
 
     script = tmp_path / "cli_stand_in.py"
     script.write_text(CLI_STAND_IN)
     db = tmp_path / "cli.sqlite"
-    env = {**os.environ, "DASHBENCH_CANCEL_GRACE_S": "1", "DASHBENCH_MEMORY_GRACE_S": "1",
-           "DASHBENCH_MEMORY_LIMIT_GB": "0.2", "DASHBENCH_LOCK_DIR": str(tmp_path / "locks")}
-    argv = [sys.executable, str(script), "run", "--model", "conv2d", "--batch-size", str(batch), "--device", "cpu",
-            "--image-size", "8", "--width", "2", "--db", str(db), "--json"]
+    env = {
+        **os.environ,
+        "DASHBENCH_CANCEL_GRACE_S": "1",
+        "DASHBENCH_MEMORY_GRACE_S": "1",
+        "DASHBENCH_MEMORY_LIMIT_GB": "0.2",
+        "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
+    }
+    argv = [
+        sys.executable,
+        str(script),
+        "run",
+        "--model",
+        "conv2d",
+        "--batch-size",
+        str(batch),
+        "--device",
+        "cpu",
+        "--image-size",
+        "8",
+        "--width",
+        "2",
+        "--db",
+        str(db),
+        "--json",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 60
@@ -409,8 +449,11 @@ def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
     spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
     per_gpu = memory.estimate(spec.replace(batch_size=1024)).total
     assert per_gpu > free  # 1024 images a GPU do not fit in 16 GB ...
-    with pytest.raises(SpecError, match=r"batch_size: resnet50 at batch 4096 needs about .* on each device "
-                                        r"\(estimate\) but each of the 4 GPUs has 16\.0 GB available"):
+    with pytest.raises(
+        SpecError,
+        match=r"batch_size: resnet50 at batch 4096 needs about .* on each device "
+        r"\(estimate\) but each of the 4 GPUs has 16\.0 GB available",
+    ):
         memory.check(spec)
     assert memory.check(spec.replace(batch_size=128)) is None  # ... 32 a GPU do, without a warning
     # One GPU chosen: the whole batch is on it.
@@ -459,7 +502,10 @@ def test_an_accelerator_runs_input_batch_must_fit_the_host(monkeypatch):
     monkeypatch.setattr(memory, "gpu_free_memory", lambda: [80e9] * 8)
     monkeypatch.setattr(memory, "host_memory", lambda: (4 * GB, 8 * GB))
     spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
-    with pytest.raises(SpecError, match=r"batch_size: resnet50 at batch 4096 needs about .* of host memory for "
-                                        r"its input batch \(estimate\) but the host has 4\.0 GB available"):
+    with pytest.raises(
+        SpecError,
+        match=r"batch_size: resnet50 at batch 4096 needs about .* of host memory for "
+        r"its input batch \(estimate\) but the host has 4\.0 GB available",
+    ):
         memory.check(spec)
     assert memory.check(spec.replace(batch_size=512)) is None  # 64 a GPU, 1.2 GB of inputs on the host

@@ -9,10 +9,10 @@ import time
 import pytest
 from fixtures.stored_runs import SPEC, result_for
 
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import loop
 from dashbench.jobs import runner
 from dashbench.results.result import RunResult
-from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store, StoreError
 
 # On JAX (a third of TensorFlow's start-up; the store's side does not depend on the backend).
@@ -31,8 +31,16 @@ class FakeEngine:
         for i in range(self.loops):
             if i < 2:
                 on_event({"event": "phase", "phase": "warmup" if i == 0 else "measure"})
-            on_event({"event": "sample", "index": i, "steps": spec.steps_per_loop, "duration_s": 0.01,
-                      "loss": 2.0 - i * 0.1, "warmup": i == 0})
+            on_event(
+                {
+                    "event": "sample",
+                    "index": i,
+                    "steps": spec.steps_per_loop,
+                    "duration_s": 0.01,
+                    "loss": 2.0 - i * 0.1,
+                    "warmup": i == 0,
+                }
+            )
         if self.then is not None:
             self.then()
         return RunResult.from_dict(result_for(spec, 1234.0))
@@ -65,8 +73,14 @@ def test_a_runs_last_batch_of_samples_is_written_with_its_end(tmp_path, engine, 
     writes = []
     for name in ("add_samples", "finish_run"):
         real = getattr(Store, name)
-        monkeypatch.setattr(Store, name, lambda self, *a, real=real, name=name, **k: (
-            writes.append((name, len(k.get("samples") or (a[1] if name == "add_samples" else [])))), real(self, *a, **k))[1])
+        monkeypatch.setattr(
+            Store,
+            name,
+            lambda self, *a, real=real, name=name, **k: (
+                writes.append((name, len(k.get("samples") or (a[1] if name == "add_samples" else [])))),
+                real(self, *a, **k),
+            )[1],
+        )
     result = runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
     # The warmup sample goes when the measured phase begins (a phase change writes what is pending).
     n = runner.FLUSH_EVERY_N
@@ -105,16 +119,18 @@ def test_signal_cancels_the_run(tmp_path, engine, sig):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_multi_host_process_cancelled_after_its_launcher_ended_the_run_keeps_that_end(tmp_path, engine,
-                                                                                       monkeypatch, sig):
+def test_a_multi_host_process_cancelled_after_its_launcher_ended_the_run_keeps_that_end(
+    tmp_path, engine, monkeypatch, sig
+):
     """fleet/slices.py records a lost host's run `interrupted: host lost: <name>`, then cancels the other
     hosts' processes: worker 0's own cancel must not turn that verdict into `cancelled`."""
     import json
 
     from dashbench.store.placement import end_group_run
 
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:1"]},
-                                                "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})
+    )
     db = tmp_path / "r.sqlite"
 
     def host_lost_then_cancelled():
@@ -213,8 +229,21 @@ def test_real_run_killed_with_sigkill_is_interrupted_and_keeps_samples(tmp_path,
     db = tmp_path / "r.sqlite"
     monkeypatch.setenv("DASHBENCH_CPU_PEAKS", '{"float32": 0.2}')  # given by hand: no CPU probe first
     # Long enough to be killed mid-way; each loop of this tiny model takes milliseconds.
-    argv = [sys.executable, "-m", "dashbench", "run", *TINY, "--batch-size", "4", "--steps", "90000",
-            "--warmup", "1", "--db", str(db)]
+    argv = [
+        sys.executable,
+        "-m",
+        "dashbench",
+        "run",
+        *TINY,
+        "--batch-size",
+        "4",
+        "--steps",
+        "90000",
+        "--warmup",
+        "1",
+        "--db",
+        str(db),
+    ]
     log = open(tmp_path / "run.log", "wb")  # a file, not a pipe: progress lines must never block the run
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
     try:

@@ -11,17 +11,33 @@ import textwrap
 import time
 from pathlib import Path
 
-from dashbench.jobs import queue, runner, temp_folder
 from dashbench.core.spec import RunSpec
+from dashbench.jobs import queue, runner, temp_folder
 from dashbench.store import Store
 
-TINY = ["--model", "conv2d", "--image-size", "8", "--width", "2", "--device", "cpu", "--backend", "tensorflow",
-        "--batch-size", "4", "--steps", "2", "--warmup", "1"]
+TINY = [
+    "--model",
+    "conv2d",
+    "--image-size",
+    "8",
+    "--width",
+    "2",
+    "--device",
+    "cpu",
+    "--backend",
+    "tensorflow",
+    "--batch-size",
+    "4",
+    "--steps",
+    "2",
+    "--warmup",
+    "1",
+]
 AUTOGRAPH = "__autograph_generated_file*.py"
 
 # The real engine, then a main thread stuck in C code (SIGTERM blocked there): only the guard can end
 # the run, with os._exit once DASHBENCH_CANCEL_GRACE_S has passed. The mark file names the run's TMPDIR.
-STUCK_AFTER_REAL_RUN = textwrap.dedent('''
+STUCK_AFTER_REAL_RUN = textwrap.dedent("""
     import os, signal, sys, time
     from pathlib import Path
     from dashbench.cli import main
@@ -38,7 +54,7 @@ STUCK_AFTER_REAL_RUN = textwrap.dedent('''
 
     loop.run = run
     sys.exit(main(sys.argv[1:]))
-''')
+""")
 
 
 def test_a_real_tensorflow_run_ended_by_its_guard_leaves_no_temporary_file(tmp_path):
@@ -47,10 +63,16 @@ def test_a_real_tensorflow_run_ended_by_its_guard_leaves_no_temporary_file(tmp_p
     script = tmp_path / "stuck_run.py"
     script.write_text(STUCK_AFTER_REAL_RUN)
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    env.update(TMPDIR=str(tmp), STUCK_MARK=str(mark), DASHBENCH_CANCEL_GRACE_S="1",
-               DASHBENCH_CPU_PEAKS='{"float32": 0.2}')  # given by hand: no CPU probe
-    proc = subprocess.Popen([sys.executable, str(script), "run", *TINY, "--db", str(db), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env.update(
+        TMPDIR=str(tmp), STUCK_MARK=str(mark), DASHBENCH_CANCEL_GRACE_S="1", DASHBENCH_CPU_PEAKS='{"float32": 0.2}'
+    )  # given by hand: no CPU probe
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "run", *TINY, "--db", str(db), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 300  # TensorFlow's import and a compile on a loaded 2-core machine
         while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -106,7 +128,7 @@ def test_no_folder_to_be_had_leaves_the_default_and_the_run_goes_on(tmp_path, mo
 
 
 # A run process that writes a temporary file in its own folder, as a run does, and waits to be killed.
-WRITES_AND_WAITS = textwrap.dedent('''
+WRITES_AND_WAITS = textwrap.dedent("""
     import tempfile, time
     from dashbench.jobs import temp_folder
 
@@ -114,7 +136,7 @@ WRITES_AND_WAITS = textwrap.dedent('''
         with tempfile.NamedTemporaryFile(prefix="__autograph_generated_file", suffix=".py", delete=False) as f:
             f.write(b"x = 1")
         time.sleep(120)
-''')
+""")
 
 
 def test_the_queue_removes_the_folder_of_a_run_killed_with_sigkill(tmp_path, monkeypatch):
@@ -150,8 +172,12 @@ def test_the_test_session_sends_every_temporary_file_to_a_folder_of_its_own(tmp_
     folder = os.environ["DASHBENCH_TESTS_TMPDIR"]
     assert tempfile.gettempdir() == os.environ["TMPDIR"] == folder and Path(folder).name.startswith("dbt-")
     assert Path(folder) not in tmp_path.parents
-    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
-                           capture_output=True, text=True, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert child.stdout.strip() == folder
 
 
@@ -163,6 +189,8 @@ def test_a_multi_host_runs_ray_task_removes_the_folder_of_its_process_killed_wit
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     script = tmp_path / "killed.py"
-    script.write_text(WRITES_AND_WAITS.replace("time.sleep(120)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    script.write_text(
+        WRITES_AND_WAITS.replace("time.sleep(120)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    )
     assert slices._run_here([sys.executable, str(script)], {}, 1.0) == -signal.SIGKILL
     assert sorted(tmp.iterdir()) == []

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Every feature attends over every other: a features × features matrix per example (4 MB at 1024
 # features, kept for the backward pass), which no layer outputs, so counting layer outputs misses it.
-HIDDEN = '''
+HIDDEN = """
 import keras
 from keras import layers, ops
 
@@ -33,24 +33,50 @@ class PairMix(layers.Layer):
 def build():
     x = keras.Input((1024,), name="x")
     return keras.Model(x, layers.Dense(4)(PairMix()(layers.Dense(1024)(x))))
-'''
-REFUSED = re.compile(r"^error: batch_size: hidden\.py:build@[0-9a-f]{12} at batch 1024 needs about ([\d.]+) GB of "
-                     r"memory \(estimate: XLA's memory analysis of the compiled step\) but the host \(bound: "
-                     r"DASHBENCH_MEMORY_BUDGET_GB=4\) has 4\.0 GB available; a batch of at most ~(\d+) would fit$")
+"""
+REFUSED = re.compile(
+    r"^error: batch_size: hidden\.py:build@[0-9a-f]{12} at batch 1024 needs about ([\d.]+) GB of "
+    r"memory \(estimate: XLA's memory analysis of the compiled step\) but the host \(bound: "
+    r"DASHBENCH_MEMORY_BUDGET_GB=4\) has 4\.0 GB available; a batch of at most ~(\d+) would fit$"
+)
 
 
 def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_path, capfd, monkeypatch):
-    from dashbench.models import memory, model_file
-    from dashbench.engine.workloads import user
     from dashbench.core.spec import RunSpec
+    from dashbench.engine.workloads import user
+    from dashbench.models import memory, model_file
 
     path = tmp_path / "hidden.py"
     path.write_text(HIDDEN)
     db = tmp_path / "runs.sqlite"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHBENCH_MEMORY_BUDGET_GB": "4"}
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", f"{path}:build", "--backend", "jax",
-                           "--device", "cpu", "--batch-size", "1024", "--steps", "2", "--warmup", "0", "--db", str(db)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "run",
+            "--model",
+            f"{path}:build",
+            "--backend",
+            "jax",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "1024",
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     found = REFUSED.match(lines[0])
@@ -70,12 +96,17 @@ def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_pat
 
 def test_the_estimate_scales_from_the_compiled_batch_and_adds_the_hosts_part():
     """What the guard checks at a batch other than the compiled one (a device's share, a search's try)."""
-    from dashbench.models import memory
     from dashbench.core.spec import RunSpec
+    from dashbench.models import memory
 
     spec = RunSpec(model="conv2d", batch_size=64, device="cpu", backend="jax")
-    facts = {"fixed_bytes": 1e8, "per_example_bytes": 1e6, "batch_bytes_per_example": 2e5, "state_bytes": 4e7,
-             "parameters": 10_000_000}
+    facts = {
+        "fixed_bytes": 1e8,
+        "per_example_bytes": 1e6,
+        "batch_bytes_per_example": 2e5,
+        "state_bytes": 4e7,
+        "parameters": 10_000_000,
+    }
     memory.know_compiled(spec, facts)
     try:
         need = memory.estimate(spec.replace(batch_size=100, replicas=2))
@@ -90,8 +121,31 @@ def test_the_estimate_scales_from_the_compiled_batch_and_adds_the_hosts_part():
 
 def test_a_tensorflow_run_records_the_counts_as_its_estimates_source(tmp_path, capfd):
     db = tmp_path / "runs.sqlite"
-    assert main(["run", "--model", "conv2d", "--image-size", "16", "--width", "8", "--batch-size", "8", "--steps",
-                 "2", "--warmup", "1", "--device", "cpu", "--db", str(db), "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "conv2d",
+                "--image-size",
+                "16",
+                "--width",
+                "8",
+                "--batch-size",
+                "8",
+                "--steps",
+                "2",
+                "--warmup",
+                "1",
+                "--device",
+                "cpu",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capfd.readouterr().out)
     assert result["memory"]["estimate_source"] == "counts" and result["memory"]["estimate_bytes"] > 0
     assert main(["show", result["run_id"], "--db", str(db)]) == 0

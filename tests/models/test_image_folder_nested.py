@@ -45,12 +45,14 @@ def test_images_in_nested_subfolders_are_found_as_keras_finds_them(tmp_path):
     greys = [grey for files in IMAGES.values() for _, grey, _ in files]
     assert np.abs(x.reshape(len(y), -1).mean(axis=1) - greys).max() < 3
 
-    found = keras.utils.image_dataset_from_directory(str(folder / "train"), image_size=(SIDE, SIDE), shuffle=False,
-                                                     color_mode="grayscale")
+    found = keras.utils.image_dataset_from_directory(
+        str(folder / "train"), image_size=(SIDE, SIDE), shuffle=False, color_mode="grayscale"
+    )
     # Keras lists hidden files with an image's extension too (it would fail on "._a.png"); ours skips them.
     theirs = [Path(p).relative_to(folder / "train") for p in found.file_paths]
     theirs = [p for p in theirs if not any(part.startswith(".") for part in p.parts)]
     ours = [Path(name) / relative for name, files in IMAGES.items() for relative, _, _ in files]
     assert theirs == ours and found.class_names == layout["classes"]
-    assert [p.relative_to(folder / "train") for p in datasets._image_files(folder / "train" / "cat")] == \
-        [Path("cat") / relative for relative, _, _ in IMAGES["cat"]]
+    assert [p.relative_to(folder / "train") for p in datasets._image_files(folder / "train" / "cat")] == [
+        Path("cat") / relative for relative, _, _ in IMAGES["cat"]
+    ]

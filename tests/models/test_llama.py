@@ -9,15 +9,28 @@ import sys
 
 import numpy as np
 import pytest
-
 from fixtures.xla import FAST_XLA_COMPILE
 
-from dashbench.models import catalog, lm_shape, lm_text
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.models import catalog, lm_shape, lm_text
 
-QUICK = ["--model", "llama", "--device", "cpu", "--seq-len", "64", "--width", "64", "--layers", "2",
-         "--batch-size", "8", "--steps", "4"]
+QUICK = [
+    "--model",
+    "llama",
+    "--device",
+    "cpu",
+    "--seq-len",
+    "64",
+    "--width",
+    "64",
+    "--layers",
+    "2",
+    "--batch-size",
+    "8",
+    "--steps",
+    "4",
+]
 
 
 def test_the_full_size_is_llama_3_1_8b_and_palm_counts_its_flops():
@@ -41,7 +54,9 @@ def test_the_text_follows_one_teacher_on_every_call():
     assert x.shape == y.shape == (4, 32) and x.dtype == np.int32
     assert (x == again).all() and not (x == other).all()
     assert (y[:, :-1] == x[:, 1:]).all()  # the targets are the next tokens
-    successors = np.random.default_rng(lm_text.TEACHER_SEED).integers(0, shapes.vocab, (shapes.vocab, lm_text.SUCCESSORS))
+    successors = np.random.default_rng(lm_text.TEACHER_SEED).integers(
+        0, shapes.vocab, (shapes.vocab, lm_text.SUCCESSORS)
+    )
     assert all(y[b, t] in successors[x[b, t]] for b in range(4) for t in range(32))
 
 
@@ -52,17 +67,39 @@ def test_a_layers_override_off_full_width_and_length_is_refused_as_one_line():
         catalog.check_spec(RunSpec(model="llama", batch_size=1, width=100, layers=2))
     with pytest.raises(SpecError, match="^layers: conv2d has no layers override"):
         catalog.check_spec(RunSpec(model="conv2d", batch_size=1, layers=2))
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", "llama", "--batch-size", "1",
-                           "--layers", "2", "--no-store"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: layers: 2 layers need"), \
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "run",
+            "--model",
+            "llama",
+            "--batch-size",
+            "1",
+            "--layers",
+            "2",
+            "--no-store",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: layers: 2 layers need"), (
         done.stderr
+    )
 
 
 def test_the_quick_try_trains_on_jax_with_tokens_per_second_and_both_flop_counts():
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS", "JAX_PLATFORMS")}
     env.update({"DASHBENCH_CPU_PROBE_SIZE": "512", "XLA_FLAGS": FAST_XLA_COMPILE})
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *QUICK],
-                          capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "run", "--backend", "jax", "--no-store", "--json", *QUICK],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     losses = result["losses"]
@@ -80,8 +117,8 @@ def test_the_quick_try_trains_on_jax_with_tokens_per_second_and_both_flop_counts
 
 
 def test_a_quick_llama_run_is_labelled_quick_and_the_forms_quick_try_is_its_recipe():
-    from dashbench.views.run import form as run_form
     from dashbench.views.common.format import run_label
+    from dashbench.views.run import form as run_form
 
     # The store keeps width and seq_len, not layers: the label shows what it keeps (a layers
     # dimension read from the defaults would say 32, not the run's 2).

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from dashbench.models import memory
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.models import memory
 
 GB = memory.GB
 
@@ -65,13 +65,16 @@ def test_an_rlimit_or_the_env_budget_is_the_least_bound(cgroup, monkeypatch):
     assert refused.value.field == "batch_size" and memory.BUDGET_ENV in str(refused.value)
 
 
-@pytest.mark.parametrize("cap,model", [
-    # An estimate that read the host's free memory only passed it; the run then hit TensorFlow's OOM.
-    (4_000_000_000, ["--model", "fashion_mnist_cnn", "--batch-size", "4096"]),
-    # Its estimate (2.7 GB) fit the 3.2 GB of address space left, and TensorFlow segfaulted compiling it:
-    # the address space a framework maps beyond its data counts under RLIMIT_AS.
-    (3_500_000_000, ["--model", "conv2d", "--image-size", "64", "--width", "32", "--batch-size", "4000"]),
-])
+@pytest.mark.parametrize(
+    "cap,model",
+    [
+        # An estimate that read the host's free memory only passed it; the run then hit TensorFlow's OOM.
+        (4_000_000_000, ["--model", "fashion_mnist_cnn", "--batch-size", "4096"]),
+        # Its estimate (2.7 GB) fit the 3.2 GB of address space left, and TensorFlow segfaulted compiling it:
+        # the address space a framework maps beyond its data counts under RLIMIT_AS.
+        (3_500_000_000, ["--model", "conv2d", "--image-size", "64", "--width", "32", "--batch-size", "4000"]),
+    ],
+)
 def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path, cap, model):
 
     def capped():
@@ -80,9 +83,14 @@ def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path, cap
     db = tmp_path / "runs.db"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     env.pop(memory.BUDGET_ENV, None)
-    done = subprocess.run([sys.executable, "-m", "dashbench", "run", *model, "--device", "cpu", "--db", str(db),
-                           "--json"],
-                          capture_output=True, text=True, preexec_fn=capped, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "run", *model, "--device", "cpu", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        preexec_fn=capped,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     out = json.loads(done.stdout)
     assert out["status"] == "invalid" and out["field"] == "batch_size"

@@ -5,12 +5,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from dashbench.models import catalog, presets
-
-from dashbench.costs import reference
-from dashbench.core.spec import RunSpec, SpecError
 from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
+
+from dashbench.core.spec import RunSpec, SpecError
+from dashbench.costs import reference
+from dashbench.models import catalog, presets
 
 ARTICLE_BATCH = {
     ("riseml-resnet50", "tpu"): 1024,
@@ -25,7 +24,11 @@ ARTICLE_BATCH = {
 
 def test_the_five_seed_presets():
     assert list(presets.PRESETS) == [
-        "colab-conv2d", "colab-fashion-mnist", "riseml-resnet50", "riseml-inceptionv3", "riseml-bilstm",
+        "colab-conv2d",
+        "colab-fashion-mnist",
+        "riseml-resnet50",
+        "riseml-inceptionv3",
+        "riseml-bilstm",
     ]
 
 
@@ -56,7 +59,12 @@ def test_fashion_mnist_is_five_epochs_of_100_steps():
     assert spec.to_accuracy and spec.eval_every is None
     # Synthetic data has no held-out split: the same steps, throughput only; a target replaces the epochs.
     synthetic = presets.spec_for("colab-fashion-mnist", "cpu", data="synthetic")
-    assert (synthetic.steps, synthetic.epochs, synthetic.steps_per_epoch, synthetic.to_accuracy) == (500, None, None, False)
+    assert (synthetic.steps, synthetic.epochs, synthetic.steps_per_epoch, synthetic.to_accuracy) == (
+        500,
+        None,
+        None,
+        False,
+    )
     target = presets.spec_for("colab-fashion-mnist", "cpu", check=False, target_accuracy=0.9, max_epochs=8)
     assert (target.epochs, target.target_accuracy, target.max_epochs, target.steps_per_epoch) == (None, 0.9, 8, 100)
 
@@ -67,8 +75,10 @@ def test_the_fashion_preset_needs_its_files_and_says_where(tmp_path):
     assert info.value.field == "data_path" and str(tmp_path) in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["riseml-resnet50", "RiseML ResNet-50 (TPU batch 1024, GPU batch 128)",
-                                  "RISEML_RESNET50", "riseml resnet50"])
+@pytest.mark.parametrize(
+    "name",
+    ["riseml-resnet50", "RiseML ResNet-50 (TPU batch 1024, GPU batch 128)", "RISEML_RESNET50", "riseml resnet50"],
+)
 def test_found_by_slug_or_name(name):
     assert presets.get(name).slug == "riseml-resnet50"
 
@@ -108,8 +118,24 @@ def test_preset_takes_every_spec_option_of_run_but_the_model():
     run = {a.dest: a.option_strings for a in commands["run"]._actions if a.dest in fields}
     preset = {a.dest: a.option_strings for a in commands["preset"]._actions}
     assert set(run) == fields and run.items() <= preset.items() and "model" not in preset
-    args = parser.parse_args(["preset", "riseml-bilstm", "--device", "cpu", "--seq-len", "8", "--width", "16",
-                              "--steps", "4", "--seed", "3", "--xla", "--label=--no-store"])
+    args = parser.parse_args(
+        [
+            "preset",
+            "riseml-bilstm",
+            "--device",
+            "cpu",
+            "--seq-len",
+            "8",
+            "--width",
+            "16",
+            "--steps",
+            "4",
+            "--seed",
+            "3",
+            "--xla",
+            "--label=--no-store",
+        ]
+    )
     spec = spec_from_args(args)
     assert (spec.seq_len, spec.width, spec.steps, spec.seed, spec.xla) == (8, 16, 4, 3, True)
     assert spec.label == "--no-store"
@@ -149,14 +175,30 @@ def test_costs_reference_and_presets_import_no_tensorflow():
 
 def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_path, capsys):
     from dashbench.cli import main
-    from dashbench.costs import prices
+    from dashbench.costs import prices, run_cost
     from dashbench.store import Store
 
     db = tmp_path / "results.sqlite"
     done = subprocess.run(
-        [sys.executable, "-m", "dashbench", "preset", "colab-conv2d", "--device", "cpu", "--quick", "--steps", "2",
-         "--json", "--db", str(db)],
-        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,  # a guard against hangs only
+        [
+            sys.executable,
+            "-m",
+            "dashbench",
+            "preset",
+            "colab-conv2d",
+            "--device",
+            "cpu",
+            "--quick",
+            "--steps",
+            "2",
+            "--json",
+            "--db",
+            str(db),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a guard against hangs only
         env={**os.environ, "DASHBENCH_CPU_PEAKS": '{"float32": 0.2}'},  # given by hand: no CPU probe first
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -172,8 +214,8 @@ def test_a_preset_runs_for_real_on_tiny_shapes_and_lands_next_to_its_price(tmp_p
         assert main(["list", "--json", "--db", str(db)]) == 0
         listed_cpus = json.loads(capsys.readouterr().out)[0]["host_cpus"]
         assert listed_cpus == cpus and isinstance(listed_cpus, int)  # a count, not 2.0
-        shipped = prices.add_cost_columns(runs, prices.catalog(store)).iloc[0]
+        shipped = run_cost.add_cost_columns(runs, prices.catalog(store)).iloc[0]
         assert shipped["price_key"] == "gcp-n2d-per-vcpu" and shipped["usd_per_hour"] == pytest.approx(0.0312 * cpus)
         store.set_price_override(prices.store_row(prices.override_row("CPU", "hour", 0.36)))
-        priced = prices.add_cost_columns(store.runs(), prices.catalog(store)).iloc[0]
+        priced = run_cost.add_cost_columns(store.runs(), prices.catalog(store)).iloc[0]
     assert priced["usd_per_million_examples"] == pytest.approx(0.36 / (result["examples_per_sec"] * 3600) * 1e6)

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.keras_files import save_tiny_keras
 
 from dashbench.cli import main
 from dashbench.store import Store
-from fixtures.keras_files import save_tiny_keras
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "models"
@@ -54,8 +54,14 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
         assert main(["run", "--model", model, "--db", str(db), "--json", *TINY]) == 0
         tf_results.append(json.loads(capfd.readouterr().out))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    jax = subprocess.run([sys.executable, "-c", JAX_RUNS, str(db), *models], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=900)
+    jax = subprocess.run(
+        [sys.executable, "-c", JAX_RUNS, str(db), *models],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert jax.returncode == 0 and jax.stderr.count("exit 0") == 4, jax.stderr[-3000:]
     jax_results = [json.loads(line) for line in jax.stdout.splitlines() if line.startswith("{")]
     assert len(jax_results) == 4
@@ -82,8 +88,13 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
     assert tf_results[0]["model_info"]["outputs"] == [{"name": "logits", "shape": [4], "dtype": "float32"}]
     assert tf_results[1]["model_info"]["optimizer"] == "AdamW"  # the ViT's compiled optimizer
     assert "the model's" in tf_results[1]["model_info"]["loss"]
-    assert tf_results[2]["model_info"]["inputs"][0] == {"name": "tokens", "shape": [8], "dtype": "int32",
-                                                        "low": 0, "high": 50}  # from its Embedding
+    assert tf_results[2]["model_info"]["inputs"][0] == {
+        "name": "tokens",
+        "shape": [8],
+        "dtype": "int32",
+        "low": 0,
+        "high": 50,
+    }  # from its Embedding
     assert tf_results[3]["model_info"]["source"] == "keras" and tf_results[3]["model_info"]["builder"] is None
     assert tf_results[3]["model_info"]["optimizer"] == "SGD"  # what the file was compiled with
 
@@ -124,15 +135,21 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 BAD = {
-    "raises": ("def build():\n    raise RuntimeError('no GPU kernels for this layer')\n",
-               "error: model: bad.py:build() raised RuntimeError: no GPU kernels for this layer"),
+    "raises": (
+        "def build():\n    raise RuntimeError('no GPU kernels for this layer')\n",
+        "error: model: bad.py:build() raised RuntimeError: no GPU kernels for this layer",
+    ),
     "returns": ("def build():\n    return 42\n", "error: model: bad.py:build() returned int, not a keras.Model"),
-    "int_input": ("import keras\ndef build():\n    i = keras.Input((4,), dtype='int32', name='ids')\n"
-                  "    return keras.Model(i, keras.layers.Dense(2)(keras.ops.cast(i, 'float32')))\n",
-                  "error: model: input 'ids' is int32 and feeds no Embedding, so its range is unknown"),
-    "free_dim": ("import keras\ndef build():\n    i = keras.Input((None, 3), name='seq')\n"
-                 "    return keras.Model(i, keras.layers.Dense(2)(i))\n",
-                 "error: model: input 'seq' has shape (None, 3): every dimension but the batch must be fixed"),
+    "int_input": (
+        "import keras\ndef build():\n    i = keras.Input((4,), dtype='int32', name='ids')\n"
+        "    return keras.Model(i, keras.layers.Dense(2)(keras.ops.cast(i, 'float32')))\n",
+        "error: model: input 'ids' is int32 and feeds no Embedding, so its range is unknown",
+    ),
+    "free_dim": (
+        "import keras\ndef build():\n    i = keras.Input((None, 3), name='seq')\n"
+        "    return keras.Model(i, keras.layers.Dense(2)(i))\n",
+        "error: model: input 'seq' has shape (None, 3): every dimension but the batch must be fixed",
+    ),
     "asks": ("def build(depth):\n    pass\n", "error: model: bad.py:build() asks for 'depth'"),
 }
 
@@ -170,7 +187,9 @@ def test_a_builder_that_hangs_at_import_is_stopped_at_the_time_limit(tmp_path, c
     db = tmp_path / "runs.sqlite"
     assert main(["run", "--model", f"{path}:build", "--db", str(db), *TINY]) == 2
     err = capfd.readouterr().err
-    assert "error: model: slow.py did not finish importing within 1 s (DASHBENCH_MODEL_IMPORT_TIMEOUT_S): stopped" in err
+    assert (
+        "error: model: slow.py did not finish importing within 1 s (DASHBENCH_MODEL_IMPORT_TIMEOUT_S): stopped" in err
+    )
     assert rows(db) == []
 
 
@@ -210,24 +229,32 @@ keras.Model(x, layers.Dense(2)(Shift()(Twice()(x)))).save(sys.argv[1])
 def test_a_keras_file_with_custom_layers_names_them_and_the_fix(tmp_path, capfd):
     path = tmp_path / "custom.keras"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
-    subprocess.run([sys.executable, "-c", SAVE_CUSTOM, str(path)], check=True, env=env, timeout=300,
-                   capture_output=True)
-    line = ("error: model: custom.keras uses custom classes Twice, mine>Shift, which no code here defines (a .keras "
-            "file holds no code): give a builder file.py:build that defines them (registered with "
-            "keras.saving.register_keras_serializable) and returns the model")
+    subprocess.run(
+        [sys.executable, "-c", SAVE_CUSTOM, str(path)], check=True, env=env, timeout=300, capture_output=True
+    )
+    line = (
+        "error: model: custom.keras uses custom classes Twice, mine>Shift, which no code here defines (a .keras "
+        "file holds no code): give a builder file.py:build that defines them (registered with "
+        "keras.saving.register_keras_serializable) and returns the model"
+    )
     db = tmp_path / "runs.sqlite"
     assert main(["run", "--model", str(path), "--db", str(db), *TINY]) == 2
     err = capfd.readouterr().err
     assert err.strip() == line, err
-    jax = subprocess.run([sys.executable, "-m", "dashbench", "run", "--model", str(path), "--backend", "jax",
-                          "--db", str(db), *TINY], capture_output=True, text=True, env=env, timeout=600)
+    jax = subprocess.run(
+        [sys.executable, "-m", "dashbench", "run", "--model", str(path), "--backend", "jax", "--db", str(db), *TINY],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert jax.returncode == 2 and jax.stderr.strip() == line, jax.stderr[-2000:]
     assert rows(db) == []
 
 
 def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd):
-    from dashbench.models import model_file
     from dashbench.core.spec import RunSpec
+    from dashbench.models import model_file
 
     path = write(tmp_path, "m.py", (EXAMPLES / "mlp.py").read_text())
     spec = RunSpec(batch_size=8, steps=4, warmup=1, device="cpu", **model_file.reference(f"{path}:build_tiny"))
@@ -246,8 +273,8 @@ def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd)
 def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd, monkeypatch):
     """A cluster node reads the copy its Ray job brought (DASHBENCH_MODEL_FILE, in the job's working
     directory) and checks it against the hash the run was queued with."""
-    from dashbench.models import model_file
     from dashbench.core.spec import RunSpec
+    from dashbench.models import model_file
 
     spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{EXAMPLES / 'mlp.py'}:build_tiny"))
     db = tmp_path / "runs.sqlite"
@@ -264,9 +291,9 @@ def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd
 
 
 def test_the_largest_batch_search_names_the_file_again():
-    from dashbench.models import model_file
-    from dashbench.jobs import max_batch
     from dashbench.core.spec import RunSpec
+    from dashbench.jobs import max_batch
+    from dashbench.models import model_file
 
     spec = RunSpec(batch_size=8, device="cpu", steps=4, **model_file.reference(f"{EXAMPLES / 'vit.py'}:build_tiny"))
     argv = max_batch.argv_for(spec)
@@ -279,8 +306,26 @@ def test_the_largest_batch_search_names_the_file_again():
 def test_a_sweep_queues_each_point_with_the_files_hash(tmp_path, capfd):
     db = tmp_path / "runs.sqlite"
     model = f"{EXAMPLES / 'mlp.py'}:build_tiny"
-    assert main(["sweep", "--model", model, "--device", "cpu", "--batch-sizes", "8,16", "--steps", "2",
-                 "--warmup", "0", "--db", str(db)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                model,
+                "--device",
+                "cpu",
+                "--batch-sizes",
+                "8,16",
+                "--steps",
+                "2",
+                "--warmup",
+                "0",
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     with Store(db) as store:
         runs = [store.get_run(r) for r in store.runs()["run_id"]]
     assert sorted(r["spec"]["batch_size"] for r in runs) == [8, 16]
@@ -296,17 +341,62 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
 
     folder = write_learnable_folder(tmp_path / "images", train=128, validation=64, side=16, rgb=True, classes=4)
     db = tmp_path / "runs.sqlite"
-    assert main(["run", "--model", f"{EXAMPLES / 'vit.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
-                 "--data", "folder", "--data-path", str(folder), "--epochs", "2", "--db", str(db), "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                f"{EXAMPLES / 'vit.py'}:build_tiny",
+                "--batch-size",
+                "16",
+                "--device",
+                "cpu",
+                "--data",
+                "folder",
+                "--data-path",
+                str(folder),
+                "--epochs",
+                "2",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capfd.readouterr().out)
     record = result["accuracy"]
     assert result["status"] == "done" and record["dataset"] == {
-        "name": "folder", "train_examples": 128, "validation_examples": 64, "classes": 4}
+        "name": "folder",
+        "train_examples": 128,
+        "validation_examples": 64,
+        "classes": 4,
+    }
     assert result["model_info"]["outputs"][0]["shape"] == [4] and len(record["runs"][0]["curve"]) == 2
     assert result["flops_source"] == "compiler" and result["compiler_flops_per_example"] > 0, result
     # A model whose input is no image is named, not trained.
-    assert main(["run", "--model", f"{EXAMPLES / 'mlp.py'}:build_tiny", "--batch-size", "16", "--device", "cpu",
-                 "--data", "folder", "--data-path", str(folder), "--epochs", "1", "--db", str(db)]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                f"{EXAMPLES / 'mlp.py'}:build_tiny",
+                "--batch-size",
+                "16",
+                "--device",
+                "cpu",
+                "--data",
+                "folder",
+                "--data-path",
+                str(folder),
+                "--epochs",
+                "1",
+                "--db",
+                str(db),
+            ]
+        )
+        == 2
+    )
     assert "error: model: mlp.py:build_tiny: an image folder feeds a model of one image input" in capfd.readouterr().err
 
 
@@ -325,7 +415,7 @@ def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_pa
     assert facts["slots"] == 2 and facts["inputs"] == 256 and facts["activations"] >= 256 + 512 + 512 + 10
 
 
-RICH = '''
+RICH = """
 import keras
 import numpy as np
 
@@ -335,7 +425,7 @@ def build(batch_size):
     model = keras.Model(ids, keras.layers.Dense(1)(x))
     return {"model": model, "inputs": {"ids": {"low": 0, "high": 7}},
             "labels": lambda x: (x.sum(axis=1, keepdims=True) / 35.0).astype(np.float32), "loss": "mse"}
-'''
+"""
 
 
 def test_a_richer_builder_says_its_batch_size_input_range_labels_and_loss(tmp_path, capfd):
@@ -344,6 +434,7 @@ def test_a_richer_builder_says_its_batch_size_input_range_labels_and_loss(tmp_pa
     result = json.loads(capfd.readouterr().out)
     info = result["model_info"]
     assert result["status"] == "done" and info["inputs"] == [
-        {"name": "ids", "shape": [5], "dtype": "int32", "low": 0, "high": 7}]
+        {"name": "ids", "shape": [5], "dtype": "int32", "low": 0, "high": 7}
+    ]
     assert info["task"] == "synthetic: the builder's labels" and info["loss"].startswith("mean_squared_error")
     assert result["losses"][-1] < result["losses"][0]

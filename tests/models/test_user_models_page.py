@@ -5,11 +5,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fixtures.app_test import assert_clean, show, start, texts
 
-from dashbench.models import model_file
 from dashbench.core.spec import SpecError
+from dashbench.models import model_file
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
 
@@ -22,8 +21,9 @@ def models_folder(tmp_path):
     (folder / "nested").mkdir(parents=True)
     (folder / "mlp.py").write_text((EXAMPLES / "mlp.py").read_text())
     # A file that would leave a mark if the page imported it.
-    (folder / "nested" / "loud.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n"
-                                               "def build():\n    pass\n")
+    (folder / "nested" / "loud.py").write_text(
+        f"open({str(tmp_path / 'imported')!r}, 'w').close()\ndef build():\n    pass\n"
+    )
     outside = tmp_path / "outside.py"
     outside.write_text("def build():\n    pass\n")
     os.symlink(outside, folder / "link.py")  # inside by name, outside by real path
@@ -33,11 +33,17 @@ def models_folder(tmp_path):
 def test_the_folder_offers_its_builders_and_keras_files_and_nothing_outside(models_folder, tmp_path):
     (models_folder / "tiny.keras").write_bytes(b"not read here")
     assert run_form.model_choices(str(models_folder))[-4:] == [
-        "mlp.py:build", "mlp.py:build_tiny", "nested/loud.py:build", "tiny.keras"]
+        "mlp.py:build",
+        "mlp.py:build_tiny",
+        "nested/loud.py:build",
+        "tiny.keras",
+    ]
     assert not (tmp_path / "imported").exists()  # listed from the syntax tree, not imported
-    for choice, words in [("../outside.py:build", "is outside the models folder"),
-                          ("link.py:build", "is outside the models folder"),
-                          (f"{tmp_path}/outside.py:build", "is outside the models folder")]:
+    for choice, words in [
+        ("../outside.py:build", "is outside the models folder"),
+        ("link.py:build", "is outside the models folder"),
+        (f"{tmp_path}/outside.py:build", "is outside the models folder"),
+    ]:
         with pytest.raises(SpecError, match=words) as caught:
             run_form.build_spec({"model": choice, "batch_size": 8}, str(models_folder))
         assert caught.value.field == "model"

@@ -7,12 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from dashbench.models import catalog, datasets
 from dashbench.core import stats
-
+from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.engine import frameworks, loop, workloads
 from dashbench.engine.workloads.text import BILSTM_EMBEDDING
-from dashbench.core.spec import MODELS, RunSpec, SpecError
+from dashbench.models import catalog, datasets
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +66,9 @@ def test_conv2d_flops_match_the_seed_hand_count():
 
 def test_fashion_and_bilstm_flops_match_hand_counts():
     fashion = catalog.get("fashion_mnist_cnn")
-    model = workloads.build_model("fashion_mnist_cnn", fashion.shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1, width=2)))
+    model = workloads.build_model(
+        "fashion_mnist_cnn", fashion.shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1, width=2))
+    )
     convs = [28 * 28 * 2 * 25 * 1, 14 * 14 * 4 * 25 * 2, 7 * 7 * 8 * 25 * 4]
     dense = [3 * 3 * 8 * 8, 8 * 10]
     forward = 2 * (sum(convs) + sum(dense))
@@ -117,7 +118,9 @@ def without_grappler_for_keras_applications(request):
     try:
         yield
     finally:
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before.get("disable_meta_optimizer", False)})
+        tf.config.optimizer.set_experimental_options(
+            {"disable_meta_optimizer": before.get("disable_meta_optimizer", False)}
+        )
 
 
 @pytest.mark.parametrize("model", MODELS)

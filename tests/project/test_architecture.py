@@ -17,8 +17,11 @@ ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
 ML_FRAMEWORKS = ("tensorflow", "keras", "jax")
 # The arrows the issue names: the page may forbid more, never fewer.
 REQUIRED_RULES = {
-    ("app.py", "dashbench/engine/"), ("pages/", "dashbench/engine/"), ("pages/", "dashbench/store/"),
-    ("dashbench/views/", "dashbench/store/*"), ("dashbench/store/", "dashbench/engine/"),
+    ("app.py", "dashbench/engine/"),
+    ("pages/", "dashbench/engine/"),
+    ("pages/", "dashbench/store/"),
+    ("dashbench/views/", "dashbench/store/*"),
+    ("dashbench/store/", "dashbench/engine/"),
     ("dashbench/costs/", "dashbench/engine/"),
 }
 FOUNDATION_LINE = "every part ──▶"  # the picture's last line: the floors every part may import
@@ -130,8 +133,11 @@ def picture(text: str, parts: list[str]) -> set[tuple[str, str]]:
 
 def assert_drawn_exactly(drawn: set, actual: dict, picture_name: str) -> None:
     """Every import drawn (actual: arrow → where it is imported), and nothing drawn that is imported nowhere."""
-    undrawn = [f"{where}: {source} ──▶ {dest}" for (source, dest), where in sorted(actual.items())
-               if (source, dest) not in drawn]
+    undrawn = [
+        f"{where}: {source} ──▶ {dest}"
+        for (source, dest), where in sorted(actual.items())
+        if (source, dest) not in drawn
+    ]
     assert not undrawn, f"imports missing from {picture_name}:\n" + "\n".join(undrawn)
     stale = sorted(drawn - set(actual))
     assert not stale, f"drawn in {picture_name}, imported nowhere: {stale}"
@@ -154,9 +160,12 @@ def part_of(module: str, parts: list[str]) -> str | None:
 
 
 def violations(root: Path, rules) -> list[str]:
-    return [f"{path}:{line}: {name} → {target} (forbidden: {source} ✗→ {forbidden})"
-            for path, line, name, target in arrows(root)
-            for source, forbidden in rules if matches(name, source) and matches(target, forbidden)]
+    return [
+        f"{path}:{line}: {name} → {target} (forbidden: {source} ✗→ {forbidden})"
+        for path, line, name, target in arrows(root)
+        for source, forbidden in rules
+        if matches(name, source) and matches(target, forbidden)
+    ]
 
 
 # -- the tests -----------------------------------------------------------------------------------
@@ -180,8 +189,11 @@ MAX_LINES = 500  # past this a module holds more than one concern: split it by c
 
 
 def test_no_module_of_the_package_is_longer_than_the_limit():
-    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "dashbench").rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in sorted((ROOT / "dashbench").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
 
 
@@ -220,7 +232,9 @@ def test_no_import_takes_an_arrow_the_readme_forbids():
 def test_the_import_walk_finds_forbidden_arrows_wherever_they_hide(tmp_path):
     """The walk itself: relative imports, imports inside functions, `from package import module`."""
     (tmp_path / "pages").mkdir()
-    (tmp_path / "pages" / "run.py").write_text("import streamlit\n\n\ndef later():\n    from dashbench.engine import loop\n")
+    (tmp_path / "pages" / "run.py").write_text(
+        "import streamlit\n\n\ndef later():\n    from dashbench.engine import loop\n"
+    )
     for package in ("dashbench", "dashbench/views", "dashbench/store", "dashbench/engine"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
@@ -260,10 +274,13 @@ dashbench/
 - `app.py` ✗→ `dashbench/store/` — why
 """
     parts = folder_list(text)
-    assert parts == ["app.py", "pages/", "dashbench/views/", "dashbench/store/", "dashbench/models/",
-                     "dashbench/core/"]
-    assert picture(text, parts) == {("app.py", "dashbench/views/"), ("app.py", "pages/"),
-                                    ("dashbench/views/", "dashbench/store/"), ("dashbench/models/", "dashbench/core/")}
+    assert parts == ["app.py", "pages/", "dashbench/views/", "dashbench/store/", "dashbench/models/", "dashbench/core/"]
+    assert picture(text, parts) == {
+        ("app.py", "dashbench/views/"),
+        ("app.py", "pages/"),
+        ("dashbench/views/", "dashbench/store/"),
+        ("dashbench/models/", "dashbench/core/"),
+    }
     assert foundation(text, parts) == {"dashbench/models/", "dashbench/core/"}
     assert readme_rules(text) == {("app.py", "dashbench/store/")}
     assert part_of("dashbench.core.stats", parts) == "dashbench/core/"
@@ -271,11 +288,18 @@ dashbench/
     assert part_of("dashbench.jobs.queue", parts) is None  # not listed: the folder-list test fails
 
 
-@pytest.mark.parametrize("where, module, expected", [
-    ("app.py", "app", True), ("app.py", "apps", False), ("pages/", "pages.run", True),
-    ("dashbench/store/", "dashbench.store", True), ("dashbench/store/*", "dashbench.store", False),
-    ("dashbench/store/*", "dashbench.store.database", True), ("dashbench/engine/", "dashbench.engines", False),
-])
+@pytest.mark.parametrize(
+    "where, module, expected",
+    [
+        ("app.py", "app", True),
+        ("app.py", "apps", False),
+        ("pages/", "pages.run", True),
+        ("dashbench/store/", "dashbench.store", True),
+        ("dashbench/store/*", "dashbench.store", False),
+        ("dashbench/store/*", "dashbench.store.database", True),
+        ("dashbench/engine/", "dashbench.engines", False),
+    ],
+)
 def test_readme_places_name_modules(where, module, expected):
     assert matches(module, where) is expected
 
@@ -284,8 +308,11 @@ def test_nothing_outside_the_engine_imports_a_framework_at_import_time():
     """In a fresh interpreter: every module of the package outside engine/ (not __main__, which runs the
     CLI), and everything app.py and the pages import. Function-level imports may stay lazy."""
     files = module_files(ROOT)
-    modules = {name for name in files if name.startswith("dashbench")
-               and not matches(name, "dashbench/engine/") and name != "dashbench.__main__"}
+    modules = {
+        name
+        for name in files
+        if name.startswith("dashbench") and not matches(name, "dashbench/engine/") and name != "dashbench.__main__"
+    }
     for face in [n for n in files if not n.startswith("dashbench")]:  # app and pages
         modules |= {target for _, target in imports_of(face, files[face], set(files))}
     assert {"dashbench.views.streamlit.ui", "dashbench.cli.run_cmd", "dashbench.jobs.runner", "streamlit"} <= modules
@@ -391,8 +418,11 @@ def test_only_the_readme_places_import_streamlit():
     places = streamlit_rule(ARCHITECTURE)
     assert places and places <= STREAMLIT_PLACES, places  # the page may allow fewer places, never more
     importers = streamlit_imports(ROOT)
-    outside = [f"{path}:{line}" for path, line in sorted(importers.items())
-               if not any(at_place(path, place) for place in places)]
+    outside = [
+        f"{path}:{line}"
+        for path, line in sorted(importers.items())
+        if not any(at_place(path, place) for place in places)
+    ]
     assert not outside, "Streamlit imported outside the page's places:\n" + "\n".join(outside)
     pages_without = [page for page in page_names(ROOT) if f"{VIEWS}{page}/page.py" not in importers]
     assert not pages_without, f"a page.py that draws no widget: {pages_without}"
@@ -409,8 +439,13 @@ def test_the_views_walk_finds_streamlit_and_a_page_reaching_into_another(tmp_pat
     (tmp_path / "pages").mkdir()
     (tmp_path / "pages" / "compare.py").write_text("from dashbench.views.compare import page\n")
     (tmp_path / "pages" / "results.py").write_text("")
-    for package in ("dashbench", "dashbench/views", "dashbench/views/compare", "dashbench/views/results",
-                    "dashbench/views/common"):
+    for package in (
+        "dashbench",
+        "dashbench/views",
+        "dashbench/views/compare",
+        "dashbench/views/results",
+        "dashbench/views/common",
+    ):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     views = tmp_path / "dashbench" / "views"
@@ -421,8 +456,11 @@ def test_the_views_walk_finds_streamlit_and_a_page_reaching_into_another(tmp_pat
     assert streamlit_imports(tmp_path) == {"dashbench/views/compare/page.py": 1, "dashbench/views/results/runs.py": 2}
     assert not at_place("dashbench/views/results/runs.py", "dashbench/views/*/page.py")
     assert at_place("dashbench/views/results/page.py", "dashbench/views/*/page.py")
-    assert set(views_arrows(tmp_path)) == {("pages/X.py", "X/page.py"), ("X/page.py", "results/"),
-                                           ("X/page.py", "common/")}
+    assert set(views_arrows(tmp_path)) == {
+        ("pages/X.py", "X/page.py"),
+        ("X/page.py", "results/"),
+        ("X/page.py", "common/"),
+    }
     drawn = "```\n pages/X.py ──▶ X/page.py  words\n X/ ──▶ common/\n app.py ──▶ views/\n```\n"
     assert views_picture(drawn) == {("pages/X.py", "X/page.py"), ("X/", "common/")}  # app.py's main arrow is not one
 
@@ -503,6 +541,10 @@ def test_the_circle_finder_finds_circles_wherever_they_hide(tmp_path):
     (engine / "b.py").write_text("from dashbench.engine import a\n")
     assert import_circles(tmp_path) == [
         ["dashbench.engine.a", "dashbench.engine.b", "dashbench.engine.a"],
-        ["dashbench.engine.devices", "dashbench.engine.probe", "dashbench.engine.jax_devices",
-         "dashbench.engine.devices"],
+        [
+            "dashbench.engine.devices",
+            "dashbench.engine.probe",
+            "dashbench.engine.jax_devices",
+            "dashbench.engine.devices",
+        ],
     ]

@@ -37,8 +37,11 @@ def commands(parser=None, path=()):
 
 def options(parser) -> list[str]:
     """Every option a user may type (hidden ones, help=SUPPRESS, are the CLI's own plumbing)."""
-    return [action.option_strings[0] for action in parser._actions
-            if action.option_strings and action.help != argparse.SUPPRESS and "--help" not in action.option_strings]
+    return [
+        action.option_strings[0]
+        for action in parser._actions
+        if action.option_strings and action.help != argparse.SUPPRESS and "--help" not in action.option_strings
+    ]
 
 
 # -- the pages -----------------------------------------------------------------------------------
@@ -67,7 +70,7 @@ def table_variables(text: str) -> list[str]:
     return re.findall(r"^\| `(DASHBENCH_[A-Z0-9_]+)`", text, flags=re.M)
 
 
-def variables_in_code(roots=CODE, skip=(Path(__file__).resolve(),), base: Path = ROOT) -> dict[str, str]:
+def variables_in_code(roots=CODE, skip=(Path(__file__).resolve(),), base: Path = ROOT) -> dict[str, str]:  # noqa: B008
     """Every DASHBENCH_* name in the code, with the first file that names it."""
     found: dict[str, str] = {}
     for root in roots:
@@ -95,8 +98,10 @@ def links(page: Path) -> list[tuple[str, str]]:
 def anchors(page: Path) -> set[str]:
     """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces as dashes."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
-    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-            for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)
+    }
 
 
 def broken_links(pages: list[Path], root: Path = ROOT) -> list[str]:
@@ -125,17 +130,27 @@ def test_every_command_has_its_section_in_the_cli_reference():
 
 def test_every_option_of_every_command_is_in_the_cli_reference():
     sections = command_sections(CLI)
-    missing = [f"dashbench {name} {option}".replace("  ", " ") for name, parser in commands()
-               for option in options(parser) if option not in option_rows(sections.get(name, ""))]
-    assert not missing, ("options missing from docs/cli.md: add a row `| `OPTION …` | what it does |` to the "
-                         "command's table under \"Every command and option\":\n" + "\n".join(missing))
+    missing = [
+        f"dashbench {name} {option}".replace("  ", " ")
+        for name, parser in commands()
+        for option in options(parser)
+        if option not in option_rows(sections.get(name, ""))
+    ]
+    assert not missing, (
+        "options missing from docs/cli.md: add a row `| `OPTION …` | what it does |` to the "
+        'command\'s table under "Every command and option":\n' + "\n".join(missing)
+    )
 
 
 def test_the_cli_reference_names_no_option_the_parser_lacks():
     sections = command_sections(CLI)
     parsers = dict(commands())
-    stale = [f"{name or 'dashbench'}: {option}" for name, body in sections.items() if name in parsers
-             for option in sorted(option_rows(body) - set(options(parsers[name])))]
+    stale = [
+        f"{name or 'dashbench'}: {option}"
+        for name, body in sections.items()
+        if name in parsers
+        for option in sorted(option_rows(body) - set(options(parsers[name])))
+    ]
     assert not stale, f"docs/cli.md documents options the parser does not take: {stale}"
 
 
@@ -144,8 +159,10 @@ def test_every_environment_variable_is_in_the_table_and_every_row_is_read():
     rows = table_variables(ENVIRONMENT)
     assert len(rows) == len(set(rows)), "a variable has two rows in docs/environment.md"
     missing = sorted(f"{name} ({where})" for name, where in in_code.items() if name not in rows)
-    assert not missing, ("variables read in the code but missing from docs/environment.md's table (add a row "
-                         f"`| `NAME` | default | what it does |`): {missing}")
+    assert not missing, (
+        "variables read in the code but missing from docs/environment.md's table (add a row "
+        f"`| `NAME` | default | what it does |`): {missing}"
+    )
     stale = sorted(set(rows) - set(in_code))
     assert not stale, f"rows of docs/environment.md for variables no code reads any more: {stale}"
 
@@ -190,8 +207,12 @@ def test_the_manuals_quick_examples_are_the_catalogs_recipe():
 
     recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")
     shown = [c for page in MANUAL for c in _shell_commands(page.read_text())]
-    quick_runs = [c for c in shown if c.startswith("python -m dashbench run ")
-                  and any(f"{o} " in c for o in ("--image-size", "--seq-len", "--width"))]
+    quick_runs = [
+        c
+        for c in shown
+        if c.startswith("python -m dashbench run ")
+        and any(f"{o} " in c for o in ("--image-size", "--seq-len", "--width"))
+    ]
     assert quick_runs, "the manual shows no quick try"
     for command in quick_runs:
         words = command.split()
@@ -257,21 +278,32 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert option_rows(sections["run"]) == {"--steps", "--json"} and option_rows(sections["sweep"]) == {"--steps"}
     assert table_variables("| `DASHBENCH_DB` | x | y |\n`DASHBENCH_NOT_A_ROW`\n") == ["DASHBENCH_DB"]
     (tmp_path / "code.py").write_text('os.environ.get("DASHBENCH_X_S")  # and DASHBENCH_Y\n')
-    assert variables_in_code([tmp_path], skip=(), base=tmp_path) == {"DASHBENCH_X_S": "code.py", "DASHBENCH_Y": "code.py"}
-    (tmp_path / "a.md").write_text("# A page\n\n## Two words\n\n[b](b.md) [here](#two-words) [x](#nowhere) "
-                                   "[web](https://example.com)\n\n```\n[not](a-link.md)\n```\n")
+    assert variables_in_code([tmp_path], skip=(), base=tmp_path) == {
+        "DASHBENCH_X_S": "code.py",
+        "DASHBENCH_Y": "code.py",
+    }
+    (tmp_path / "a.md").write_text(
+        "# A page\n\n## Two words\n\n[b](b.md) [here](#two-words) [x](#nowhere) "
+        "[web](https://example.com)\n\n```\n[not](a-link.md)\n```\n"
+    )
     assert anchors(tmp_path / "a.md") == {"a-page", "two-words"}
     assert links(tmp_path / "a.md") == [("b.md", ""), ("", "two-words"), ("", "nowhere")]
-    assert broken_links([tmp_path / "a.md"], tmp_path) == ["a.md: b.md does not exist", "a.md: #nowhere: no such heading"]
+    assert broken_links([tmp_path / "a.md"], tmp_path) == [
+        "a.md: b.md does not exist",
+        "a.md: #nowhere: no such heading",
+    ]
     (tmp_path / "b.md").write_text("# B\n")
     assert broken_links([tmp_path / "a.md"], tmp_path) == ["a.md: #nowhere: no such heading"]
 
 
-@pytest.mark.parametrize("heading, anchor", [
-    ("Run options, bounds and exit codes", "run-options-bounds-and-exit-codes"),
-    ("A Llama-style LM (`llama`, unit tokens)", "a-llama-style-lm-llama-unit-tokens"),
-    ("Results: list, show, delete, export, import", "results-list-show-delete-export-import"),
-])
+@pytest.mark.parametrize(
+    "heading, anchor",
+    [
+        ("Run options, bounds and exit codes", "run-options-bounds-and-exit-codes"),
+        ("A Llama-style LM (`llama`, unit tokens)", "a-llama-style-lm-llama-unit-tokens"),
+        ("Results: list, show, delete, export, import", "results-list-show-delete-export-import"),
+    ],
+)
 def test_anchors_are_githubs(tmp_path, heading, anchor):
     (tmp_path / "p.md").write_text(f"## {heading}\n")
     assert anchors(tmp_path / "p.md") == {anchor}

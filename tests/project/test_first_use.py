@@ -7,11 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from fixtures.app_test import start  # AppTest of app.py on a store in tmp_path
 
 from dashbench.views.streamlit import needs
-
-from fixtures.app_test import start  # AppTest of app.py on a store in tmp_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -54,8 +52,14 @@ def pages_without(tmp_path_factory):
     """module -> page -> what the page showed, with that module unimportable (one interpreter for all)."""
     home = tmp_path_factory.mktemp("without")
     env = {"DASHBENCH_DB": str(home / "runs.sqlite"), "HOME": str(home), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", WITHOUT, *needs.APP_MODULES], capture_output=True, text=True,
-                          env=env, cwd=home, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT, *needs.APP_MODULES],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -94,8 +98,11 @@ def test_every_package_the_pages_import_is_one_the_check_names():
 
 
 def test_the_checked_modules_are_requirements_app_txt():
-    listed = {line.split("==")[0].split("[")[0].strip().lower() for line in (ROOT / "requirements-app.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")}
+    listed = {
+        line.split("==")[0].split("[")[0].strip().lower()
+        for line in (ROOT / "requirements-app.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     imported_as = {"pillow": "PIL"}  # a distribution whose module has another name
     assert set(needs.APP_MODULES) == {imported_as.get(name, name) for name in listed} - {"streamlit"}
     assert needs.missing_message() is None  # this environment has them all
@@ -140,7 +147,7 @@ def test_the_cli_references_tpu_price_line_replaces_the_row_it_says_and_runs_are
     import re
     import shlex
 
-    from dashbench.costs import prices
+    from dashbench.costs import prices, run_cost
     from dashbench.store import Store
 
     page = (ROOT / "docs" / "cli.md").read_text()
@@ -150,8 +157,9 @@ def test_the_cli_references_tpu_price_line_replaces_the_row_it_says_and_runs_are
     assert (shipped["device"] == "TPU v2").sum() == 4
 
     def price_set(argv, db):
-        done = subprocess.run([sys.executable, "-m", "dashbench", *argv, "--db", str(db)], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "dashbench", *argv, "--db", str(db)], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         with Store(db, read_only=True) as store:
             return done.stdout, prices.catalog(store)
@@ -160,11 +168,11 @@ def test_the_cli_references_tpu_price_line_replaces_the_row_it_says_and_runs_are
     out, catalog = price_set(argv, tmp_path / "as-written.sqlite")
     assert "gcp-tpu-v2-8" in out and "overrides the shipped price" in out
     assert (catalog["device"] == "TPU v2").sum() == 4  # replaced, not added
-    assert prices.match_price("TPU v2", 4, catalog)["key"] == "gcp-tpu-v2-8"
-    assert prices.match_price("TPU v2", 4, catalog)["on_demand_usd_per_hour"] == float(argv[-1])
+    assert run_cost.match_price("TPU v2", 4, catalog)["key"] == "gcp-tpu-v2-8"
+    assert run_cost.match_price("TPU v2", 4, catalog)["on_demand_usd_per_hour"] == float(argv[-1])
 
     without = [a for i, a in enumerate(argv) if "--provider" not in (a, argv[i - 1])]
     out, catalog = price_set(without, tmp_path / "no-provider.sqlite")
     assert "new price" in out and (catalog["device"] == "TPU v2").sum() == 5  # beside the four shipped
-    row = prices.match_price("TPU v2", 4, catalog)  # yours before any shipped row
+    row = run_cost.match_price("TPU v2", 4, catalog)  # yours before any shipped row
     assert row["origin"] == "override" and row["provider"] == "user"

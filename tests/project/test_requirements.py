@@ -2,9 +2,9 @@
 release on every device class, one Keras, one protobuf, one jax, and exact pins the ranges admit."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -86,8 +86,12 @@ def test_tensorflow_and_jax_never_share_an_accelerator_venv():
 def test_pyproject_ranges_admit_the_pins():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    groups = {"requirements-app.txt": project["dependencies"], "requirements.txt": extras["cpu"],
-              "requirements-gpu.txt": extras["gpu"], "requirements-gpu-jax.txt": extras["gpu-jax"]}
+    groups = {
+        "requirements-app.txt": project["dependencies"],
+        "requirements.txt": extras["cpu"],
+        "requirements-gpu.txt": extras["gpu"],
+        "requirements-gpu-jax.txt": extras["gpu-jax"],
+    }
     for name, group in groups.items():
         for req in map(Requirement, group):
             pinned = ALL[name].get(canonicalize_name(req.name))

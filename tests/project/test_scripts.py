@@ -44,8 +44,12 @@ def age_stamps(checkout, seconds=3600):
 
 def test_a_second_start_of_the_dashboard_does_not_reinstall(checkout):
     run(checkout, "serve.sh", "--server.port", "9999")
-    assert calls(checkout) == ["pip install -q --upgrade pip", "pip install -q -r requirements.txt",
-                               "pip install -q -e .", "streamlit run app.py --server.port 9999"]
+    assert calls(checkout) == [
+        "pip install -q --upgrade pip",
+        "pip install -q -r requirements.txt",
+        "pip install -q -e .",
+        "streamlit run app.py --server.port 9999",
+    ]
     run(checkout, "serve.sh")
     assert calls(checkout) == ["streamlit run app.py"]
 
@@ -57,8 +61,12 @@ def test_a_changed_requirement_or_pyproject_installs_again(checkout, changed):
     age_stamps(checkout)
     (checkout / changed).write_text((checkout / changed).read_text() + "\n")
     run(checkout, "serve.sh")
-    assert calls(checkout) == ["pip install -q --upgrade pip", "pip install -q -r requirements.txt",
-                               "pip install -q -e .", "streamlit run app.py"]
+    assert calls(checkout) == [
+        "pip install -q --upgrade pip",
+        "pip install -q -r requirements.txt",
+        "pip install -q -e .",
+        "streamlit run app.py",
+    ]
 
 
 def test_the_test_tools_are_installed_even_after_the_dashboard_was(checkout):

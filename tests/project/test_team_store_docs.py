@@ -7,7 +7,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
 from fixtures.pg_server import bindir, skip_unless_the_store_takes_urls
 
 PAGE = (Path(__file__).resolve().parents[2] / "docs" / "team-store.md").read_text()
@@ -19,9 +18,14 @@ def page_sql() -> str:
 
 def test_the_page_names_both_roles_and_every_grant():
     sql = page_sql()
-    for words in ("CREATE ROLE writer LOGIN PASSWORD", "CREATE ROLE reader LOGIN PASSWORD", "GRANT CONNECT",
-                  "GRANT USAGE ON SCHEMA public", "GRANT SELECT ON ALL TABLES IN SCHEMA public",
-                  "ALTER DEFAULT PRIVILEGES"):
+    for words in (
+        "CREATE ROLE writer LOGIN PASSWORD",
+        "CREATE ROLE reader LOGIN PASSWORD",
+        "GRANT CONNECT",
+        "GRANT USAGE ON SCHEMA public",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public",
+        "ALTER DEFAULT PRIVILEGES",
+    ):
         assert words in sql, words
     assert "DASHBENCH_DB=postgresql+psycopg://writer@" in PAGE and "ssh -N -f -L 5432:localhost:5432" in PAGE
     assert "DASHBENCH_DB=postgresql+psycopg://reader@" in PAGE and "~/.pgpass" in PAGE
@@ -33,9 +37,27 @@ def page_roles(pg_server, tmp_path):
     script = tmp_path / "team.sql"
     script.write_text(page_sql())
     try:
-        done = subprocess.run([bindir() / "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
-                               "-p", str(pg_server.port), "-U", "postgres", "-d", "postgres", "-f", script],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                bindir() / "psql",
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(pg_server.port),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-f",
+                script,
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr
         yield pg_server
     finally:
@@ -52,9 +74,16 @@ def test_the_readers_role_selects_what_the_writer_stores_and_writes_nothing(page
         writer.execute("INSERT INTO runs VALUES ('r1', 'base')")
     with server.connect("dashbench", user="reader") as reader:
         assert reader.execute("SELECT run_id, label FROM runs").fetchall() == [("r1", "base")]
-        for statement in ("INSERT INTO runs VALUES ('r2', 'x')", "UPDATE runs SET label = 'x'", "DELETE FROM runs",
-                          "TRUNCATE runs", "DROP TABLE runs", "CREATE TABLE mine (x integer)",
-                          "CREATE TEMP TABLE mine (x integer)", "ALTER TABLE runs ADD COLUMN x integer"):
+        for statement in (
+            "INSERT INTO runs VALUES ('r2', 'x')",
+            "UPDATE runs SET label = 'x'",
+            "DELETE FROM runs",
+            "TRUNCATE runs",
+            "DROP TABLE runs",
+            "CREATE TABLE mine (x integer)",
+            "CREATE TEMP TABLE mine (x integer)",
+            "ALTER TABLE runs ADD COLUMN x integer",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 reader.execute(statement)
     with server.connect("dashbench", user="writer") as writer:

@@ -9,9 +9,9 @@ import pytest
 from fixtures.app_test import _run_page_without_training, select_rows, show, start
 from fixtures.run_page_plain import plain
 
-from dashbench.results import accuracy_text
 from dashbench.cli import main
 from dashbench.engine import frameworks
+from dashbench.results import accuracy_text
 
 HINT = "accuracy stayed at chance (0.50 for 2 classes): check the labels and the learning rate"
 
@@ -36,9 +36,30 @@ def blank_folder(root, train: int = 8, validation: int = 4, side: int = 28):
 def test_a_run_that_never_leaves_chance_says_so_in_show_and_on_the_pages(tmp_path, capfd, monkeypatch):
     db = tmp_path / "chance.sqlite"
     folder = blank_folder(tmp_path / "blank")
-    code = main(["run", "--model", "fashion_mnist_cnn", "--width", "4", "--batch-size", "8", "--device", "cpu",
-                 "--data", "folder", "--data-path", str(folder), "--target-accuracy", "0.9", "--max-epochs", "2",
-                 "--db", str(db), "--json"])
+    code = main(
+        [
+            "run",
+            "--model",
+            "fashion_mnist_cnn",
+            "--width",
+            "4",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--data",
+            "folder",
+            "--data-path",
+            str(folder),
+            "--target-accuracy",
+            "0.9",
+            "--max-epochs",
+            "2",
+            "--db",
+            str(db),
+            "--json",
+        ]
+    )
     out, err = capfd.readouterr()
     assert code == 4, err[-2000:]  # trained, missed the target
     result = json.loads(out)
@@ -67,8 +88,9 @@ def test_chance_is_said_only_while_every_evaluation_stays_there():
 
     assert accuracy_text.chance_hint(accuracy([0.5, 0.51, 0.49])) == HINT
     assert accuracy_text.chance_hint(accuracy([0.5, 0.6])) == ""  # it learned something
-    assert accuracy_text.chance_hint(accuracy([0.1, 0.1], classes=10)).startswith("accuracy stayed at chance (0.10 "
-                                                                                 "for 10 classes)")
+    assert accuracy_text.chance_hint(accuracy([0.1, 0.1], classes=10)).startswith(
+        "accuracy stayed at chance (0.10 for 10 classes)"
+    )
     assert accuracy_text.chance_hint(accuracy([])) == ""
     assert accuracy_text.chance_hint({"dataset": {"classes": 2}}) == ""
     assert HINT in accuracy_text.headline(accuracy([0.5, 0.5]))

@@ -32,14 +32,19 @@ def test_describe_and_headline_render_the_fixture(stored):
     result = RunResult.from_dict(stored)
     headline = result.headline()
     assert headline.startswith("conv2d on CPU ×1 (1 replica(s), batch 4, float32): ")
-    assert f"{stored['examples_per_sec']:,.1f} images/s (95% CI at least {stored['examples_per_sec_ci95'][0]:,.1f}, no upper end" in headline
+    assert (
+        f"{stored['examples_per_sec']:,.1f} images/s (95% CI at least {stored['examples_per_sec_ci95'][0]:,.1f}, no upper end"
+        in headline
+    )
     text = result.describe()
     assert text.splitlines()[0] == headline
     median, p10, p90 = (stored[k] * 1e3 for k in ("step_time_median_s", "step_time_p10_s", "step_time_p90_s"))
     assert f"step time, median: {median:.2f} ms — p10 {p10:.2f} ms, p90 {p90:.2f} ms, 2 samples" in text
     assert f"compile + first step: {stored['compile_s']:.2f} s — not in the throughput" in text
-    assert f"achieved TFLOP/s: {stored['achieved_tflops']:.3g} — MFU {stored['mfu']:.1%} of " \
-           f"{stored['peak_tflops']:.4g} TFLOP/s peak (measured); 76.8 kFLOP per example" in text
+    assert (
+        f"achieved TFLOP/s: {stored['achieved_tflops']:.3g} — MFU {stored['mfu']:.1%} of "
+        f"{stored['peak_tflops']:.4g} TFLOP/s peak (measured); 76.8 kFLOP per example" in text
+    )
     assert "ran on: CPU — cpu: /device:CPU:0" in text
     assert "flags: none" in text and f"run id {stored['run_id']}" in text
     # The dashboard's metrics are the same figures, throughput first.
@@ -48,10 +53,13 @@ def test_describe_and_headline_render_the_fixture(stored):
 
 
 def test_flags_are_explained_and_xla_and_replicas_named():
-    result = RunResult.from_dict(result_for(SPEC.replace(batch_size=64, xla=True), 800.0, replicas=2,
-                                            flags=["above_peak", "loss_not_falling"]))
+    result = RunResult.from_dict(
+        result_for(SPEC.replace(batch_size=64, xla=True), 800.0, replicas=2, flags=["above_peak", "loss_not_falling"])
+    )
     text = result.describe()
-    assert result.headline().startswith("fashion_mnist_cnn on CPU ×1 (2 replica(s), batch 64, float32, XLA): 800.0 images/s")
+    assert result.headline().startswith(
+        "fashion_mnist_cnn on CPU ×1 (2 replica(s), batch 64, float32, XLA): 800.0 images/s"
+    )
     assert f"flags: {FLAG_TEXT['above_peak']}" in text and "above_peak" not in text  # said once, in words
     assert f"{FLAG_TEXT['loss_not_falling']} (loss_not_falling)" in text
     assert result.flag_notes() == [(f, FLAG_TEXT[f]) for f in ("above_peak", "loss_not_falling")]
@@ -59,8 +67,11 @@ def test_flags_are_explained_and_xla_and_replicas_named():
 
 def test_old_partial_and_newer_json_load_without_crashing(stored):
     # An early result: no FLOP split, shapes, data source or run id; nulls where lists belong.
-    old = {k: v for k, v in stored.items()
-           if k not in ("forward_flops_per_example", "shapes", "data", "run_id", "peak_source")}
+    old = {
+        k: v
+        for k, v in stored.items()
+        if k not in ("forward_flops_per_example", "shapes", "data", "run_id", "peak_source")
+    }
     old.update(flags=None, device_names=None, examples_per_sec_ci95=None, achieved_tflops=None, mfu=None)
     result = RunResult.from_dict(old)
     assert result.flags == [] and result.shapes == {} and result.run_id is None and result.data is None

@@ -15,12 +15,21 @@ URL = "mysql://someone:secret@dbhost/results"
 
 # Every command that takes --db, with what else it needs to get as far as opening the database.
 COMMANDS = [
-    ["list"], ["list", "--read-only"], ["show", "abc"], ["delete", "abc"], ["export", "--out", "{tmp}/b.json"],
-    ["import", "{tmp}/b.json"], ["run", *TINY_RUN], ["sweep", "--model", "conv2d", "--device", "cpu",
-                                                     "--batch-sizes", "8"],
-    ["preset", "colab-conv2d", "--device", "cpu", "--quick"], ["prices"],
-    ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"], ["prices", "reset"],
-    ["doctor"], ["models"], ["devices"],
+    ["list"],
+    ["list", "--read-only"],
+    ["show", "abc"],
+    ["delete", "abc"],
+    ["export", "--out", "{tmp}/b.json"],
+    ["import", "{tmp}/b.json"],
+    ["run", *TINY_RUN],
+    ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8"],
+    ["preset", "colab-conv2d", "--device", "cpu", "--quick"],
+    ["prices"],
+    ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
+    ["prices", "reset"],
+    ["doctor"],
+    ["models"],
+    ["devices"],
 ]
 
 
@@ -65,9 +74,18 @@ def test_the_store_and_the_dashboard_refuse_a_database_url(tmp_path, monkeypatch
 UNREADABLE = "/proc/1/fdinfo/x.sqlite"  # only ever read: no command creates anything for these reads
 
 
-@pytest.mark.parametrize("command", [["list"], ["list", "--read-only"], ["show", "abc"],
-                                     ["export", "--out", "{tmp}/b.json"], ["prices"], ["prices", "--json"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["list", "--read-only"],
+        ["show", "abc"],
+        ["export", "--out", "{tmp}/b.json"],
+        ["prices"],
+        ["prices", "--json"],
+    ],
+    ids=" ".join,
+)
 def test_a_database_in_a_folder_that_cannot_be_read_is_one_line(command, tmp_path, capsys):
     try:
         os.stat(UNREADABLE)
@@ -78,23 +96,35 @@ def test_a_database_in_a_folder_that_cannot_be_read_is_one_line(command, tmp_pat
         pytest.skip(f"{UNREADABLE}'s folder is readable here")
     code, out, err = run_cli(capsys, *argv_for(command, tmp_path), "--db", UNREADABLE)
     assert code == 2 and out == ""
-    assert err.strip().splitlines() == [f"error: db: cannot open database {UNREADABLE}: its folder cannot be read "
-                                        "(Permission denied)"]
+    assert err.strip().splitlines() == [
+        f"error: db: cannot open database {UNREADABLE}: its folder cannot be read (Permission denied)"
+    ]
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("command", [["list"], ["list", "--read-only"], ["show", "abc"], ["delete", "abc"],
-                                     ["export", "--out", "{tmp}/b.json"], ["import", "{tmp}/b.json"], ["prices"],
-                                     ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
-                                     ["run", *TINY_RUN]],
-                         ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["list", "--read-only"],
+        ["show", "abc"],
+        ["delete", "abc"],
+        ["export", "--out", "{tmp}/b.json"],
+        ["import", "{tmp}/b.json"],
+        ["prices"],
+        ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "0.1"],
+        ["run", *TINY_RUN],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
 def test_a_folder_given_as_db_is_named_as_a_folder(command, tmp_path, capsys):
     folder = tmp_path / "results"
     folder.mkdir()
     code, out, err = run_cli(capsys, *argv_for(command, tmp_path), "--db", folder)
     assert code == 2
-    assert err.strip().splitlines() == [f"error: db: {folder} is a folder, not a database file; give a file path "
-                                        f"(e.g. {folder / 'dashbench.sqlite'})"]
+    assert err.strip().splitlines() == [
+        f"error: db: {folder} is a folder, not a database file; give a file path (e.g. {folder / 'dashbench.sqlite'})"
+    ]
     assert "read-only" not in err
     assert list(folder.iterdir()) == []
 

@@ -28,8 +28,12 @@ def refused_in_one_line(err: str, *words: str) -> None:
 
 @pytest.mark.parametrize("how", ["same path", "symlink", "hard link", "-wal name"])
 def test_export_onto_the_live_database_is_refused_and_the_store_keeps_its_runs(how, db, tmp_path, capsys):
-    target = {"same path": db, "symlink": tmp_path / "alias.sqlite", "hard link": tmp_path / "hard.sqlite",
-              "-wal name": tmp_path / "live.sqlite-wal"}[how]
+    target = {
+        "same path": db,
+        "symlink": tmp_path / "alias.sqlite",
+        "hard link": tmp_path / "hard.sqlite",
+        "-wal name": tmp_path / "live.sqlite-wal",
+    }[how]
     if how == "symlink":
         target.symlink_to(db)
     elif how == "hard link":

@@ -11,8 +11,7 @@ import threading
 
 from fixtures.cli_runs import fill
 
-from dashbench.store import Store
-from dashbench.store import database
+from dashbench.store import Store, database
 
 WAITING = "(locked by another process)"
 
@@ -42,9 +41,14 @@ def test_an_import_behind_a_held_write_lock_says_it_waits_and_then_imports(tmp_p
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # this test process holds the write lock
     env = {**os.environ, "DASHBENCH_BUSY_TIMEOUT_S": "600"}  # the import waits; it must not give up first
-    proc = subprocess.Popen([sys.executable, "-m", "dashbench", "import", str(bundle), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "import", str(bundle), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         lines = stderr_lines(proc)
         said = []
@@ -108,8 +112,8 @@ def test_a_write_that_times_out_behind_the_lock_said_it_waited(tmp_path, monkeyp
 def test_opening_an_old_store_behind_another_process_lock_says_it_waits_then_migrates(tmp_path):
     """Another process's migration (here: this test's held write lock) keeps an opening process from
     migrating: it says the same line as a waiting write, and migrates once the lock is gone."""
-    from fixtures.stored_runs import SPEC, result_for
     from fixtures.old_stores import HEAD, old_file
+    from fixtures.stored_runs import SPEC, result_for
 
     db = tmp_path / "old.sqlite"
     old_file(db, 1, [("run-0", SPEC.to_dict(), result_for(SPEC, 1.0))])
@@ -118,8 +122,14 @@ def test_opening_an_old_store_behind_another_process_lock_says_it_waits_then_mig
     holder.execute("BEGIN IMMEDIATE")
     env = {**os.environ, "DASHBENCH_BUSY_TIMEOUT_S": "600"}
     code = "import sys; from dashbench.store import Store; print(Store(sys.argv[1]).schema_upgrade)"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         lines = stderr_lines(proc)
         said = []
@@ -151,8 +161,14 @@ def test_opening_a_postgres_database_another_process_migrates_says_it_waits_then
     holder.execute("SELECT pg_advisory_lock(%s)", (key,))
     env = {**os.environ, "DASHBENCH_BUSY_TIMEOUT_S": "600"}
     code = "import sys; from dashbench.store import Store; print(Store(sys.argv[1]).schema_upgrade)"
-    proc = subprocess.Popen([sys.executable, "-c", code, pg_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, pg_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         lines = stderr_lines(proc)
         said = []

@@ -5,7 +5,6 @@ import os
 
 import pytest
 import sqlalchemy as sa
-
 from fixtures.pg_server import create_reader, start_or_skip
 
 
@@ -37,7 +36,11 @@ def test_the_reader_role_can_select_and_cannot_write(pg_url):
         with reader.connect() as conn:
             assert conn.execute(sa.text("SELECT x FROM after_grant")).scalar() == 7
             assert conn.execute(sa.text("SELECT count(*) FROM before_grant")).scalar() == 0
-        for statement in ("INSERT INTO after_grant VALUES (8)", "DELETE FROM before_grant", "CREATE TABLE t (x integer)"):
+        for statement in (
+            "INSERT INTO after_grant VALUES (8)",
+            "DELETE FROM before_grant",
+            "CREATE TABLE t (x integer)",
+        ):
             with reader.connect() as conn, pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
                 conn.execute(sa.text(statement))
     finally:
@@ -75,10 +78,13 @@ def test_a_server_goes_when_its_test_process_is_killed_outright(tmp_path):
     from pathlib import Path
 
     start_or_skip().stop()  # skips here where no server can start
-    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from fixtures.pg_server import start_server\n"
-              "server = start_server(); print(server.pid, server.folder, flush=True); time.sleep(600)\n")
-    child = subprocess.Popen([sys.executable, "-c", script, str(Path(__file__).resolve().parents[1])],
-                             stdout=subprocess.PIPE, text=True)
+    script = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from fixtures.pg_server import start_server\n"
+        "server = start_server(); print(server.pid, server.folder, flush=True); time.sleep(600)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(Path(__file__).resolve().parents[1])], stdout=subprocess.PIPE, text=True
+    )
     pid, folder = child.stdout.readline().split()
     pid = int(pid)
     os.kill(pid, 0)

@@ -12,12 +12,19 @@ import sys
 
 import pandas as pd
 import pytest
-
-from dashbench.store import bundle, migrate, schema
-from dashbench.core.spec import RunSpec
-from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, default_db_path
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for, samples_for
+
+from dashbench.store import (
+    ReadOnlyError,
+    SchemaVersionError,
+    Store,
+    StoreError,
+    bundle,
+    default_db_path,
+    migrate,
+    schema,
+)
 
 
 def file_hash(path) -> str:
@@ -172,11 +179,23 @@ def v3_file(path, runs) -> None:
         except ValueError:
             result = None
         flat = schema.flat_values(spec, result)
-        row = {"run_id": run_id, "status": status, "created_at": 1700000000.0 + i, "started_at": None,
-               "finished_at": None, "pid": None, "host": "oldhost", "sweep_id": None, "label": None, "error": None,
-               **{name: flat[name] for name in schema.FLAT_COLUMNS}}
-        conn.execute(f"INSERT INTO runs ({', '.join(v2_columns)}) VALUES ({','.join('?' * len(v2_columns))})",
-                     [row[c] for c in v2_columns])
+        row = {
+            "run_id": run_id,
+            "status": status,
+            "created_at": 1700000000.0 + i,
+            "started_at": None,
+            "finished_at": None,
+            "pid": None,
+            "host": "oldhost",
+            "sweep_id": None,
+            "label": None,
+            "error": None,
+            **{name: flat[name] for name in schema.FLAT_COLUMNS},
+        }
+        conn.execute(
+            f"INSERT INTO runs ({', '.join(v2_columns)}) VALUES ({','.join('?' * len(v2_columns))})",
+            [row[c] for c in v2_columns],
+        )
         conn.execute("INSERT INTO run_blobs VALUES (?, ?, ?)", (run_id, json.dumps(spec), result_json))
     conn.commit()
     conn.close()
@@ -192,15 +211,23 @@ def test_migration_v3_to_v4_fills_backend_and_its_version(tmp_path):
     old_spec = {k: v for k, v in SPEC.to_dict().items() if k != "backend"}  # written before backends
     tf_result = result_for(SPEC, 100.0, env={"tensorflow": "2.17.0", "keras": "3.5.0"})
     jax_spec = SPEC.replace(backend="jax").to_dict()
-    jax_result = result_for(SPEC.replace(backend="jax"), 200.0, backend="jax", backend_version="0.4.30",
-                            env={"tensorflow": "2.17.0", "jax": "0.4.30"})
-    v3_file(path, [
-        ("tf-old", "done", old_spec, json.dumps(tf_result)),
-        ("tf-no-env", "done", old_spec, json.dumps(result_for(SPEC, 50.0, env={}))),
-        ("jax-done", "done", jax_spec, json.dumps(jax_result)),
-        ("jax-queued", "queued", jax_spec, None),
-        ("damaged", "done", jax_spec, "{not json"),
-    ])
+    jax_result = result_for(
+        SPEC.replace(backend="jax"),
+        200.0,
+        backend="jax",
+        backend_version="0.4.30",
+        env={"tensorflow": "2.17.0", "jax": "0.4.30"},
+    )
+    v3_file(
+        path,
+        [
+            ("tf-old", "done", old_spec, json.dumps(tf_result)),
+            ("tf-no-env", "done", old_spec, json.dumps(result_for(SPEC, 50.0, env={}))),
+            ("jax-done", "done", jax_spec, json.dumps(jax_result)),
+            ("jax-queued", "queued", jax_spec, None),
+            ("damaged", "done", jax_spec, "{not json"),
+        ],
+    )
     with Store(path) as store:
         assert store.schema_version == schema.SCHEMA_VERSION >= 4
         by_id = store.runs().set_index("run_id")
@@ -226,8 +253,11 @@ def test_new_runs_store_backend_from_spec_then_result(db_at):
         queued = store.create_run(SPEC.replace(backend="jax"), status="queued")
         assert store.runs(run_ids=[queued])["backend"].iloc[0] == "jax"
         running = store.create_run(SPEC.replace(backend="jax"))
-        store.finish_run(running, "done", result_for(SPEC.replace(backend="jax"), 10.0, backend="jax",
-                                                      backend_version="0.10.2", xla=True))
+        store.finish_run(
+            running,
+            "done",
+            result_for(SPEC.replace(backend="jax"), 10.0, backend="jax", backend_version="0.10.2", xla=True),
+        )
         plain = store.create_run(SPEC)
         store.finish_run(plain, "done", result_for(SPEC, 10.0, env={"tensorflow": "2.19.1"}))
         by_id = store.runs().set_index("run_id")
@@ -305,7 +335,7 @@ def test_read_only_refuses_every_write_and_leaves_bytes_unchanged(tmp_path):
             "delete_price_override": lambda: ro.delete_price_override("x"),
             "reset_price_overrides": ro.reset_price_overrides,
         }
-        for name, call in writes.items():
+        for _name, call in writes.items():
             with pytest.raises(ReadOnlyError, match="open read-only"):
                 call()
         # Even a write that slips past the API is refused by SQLite itself.
@@ -345,9 +375,19 @@ def test_delete_runs_removes_samples(db_at):
 
 def test_price_overrides(db_at):
     with Store(db_at) as store:
-        row = {"key": "gcp-tpu-v4", "device": "TPU v4", "provider": "GCP", "unit": "chip-hour", "chips_per_unit": 1,
-               "on_demand_usd_per_hour": 3.0, "spot_usd_per_hour": 0.9, "region": "us-central2",
-               "source": "my invoice", "as_of": "2025-06-01", "unconfirmed": False}
+        row = {
+            "key": "gcp-tpu-v4",
+            "device": "TPU v4",
+            "provider": "GCP",
+            "unit": "chip-hour",
+            "chips_per_unit": 1,
+            "on_demand_usd_per_hour": 3.0,
+            "spot_usd_per_hour": 0.9,
+            "region": "us-central2",
+            "source": "my invoice",
+            "as_of": "2025-06-01",
+            "unconfirmed": False,
+        }
         store.set_price_override(row)
         store.set_price_override({**row, "on_demand_usd_per_hour": 2.5})  # same key: replaced
         store.set_price_override({"key": "b", "device": "T4", "unit": "GPU-hour", "unconfirmed": True})
@@ -419,7 +459,7 @@ def test_connections_opening_a_new_database_together_all_get_it(tmp_path):
         path = tmp_path / f"new{i}.sqlite"
         start = threading.Barrier(4)
 
-        def open_it():
+        def open_it(start=start, path=path):
             start.wait()
             try:
                 Store(path).close()
@@ -460,8 +500,14 @@ def test_migration_to_v5_fills_shape_overrides(tmp_path):
     and for new ones."""
     path = tmp_path / "v4.sqlite"
     quick = SPEC.replace(width=8, image_size=28).to_dict()
-    v3_file(path, [("full", "done", SPEC.to_dict(), None), ("quick", "done", quick, None),
-                   ("damaged", "queued", SPEC.to_dict(), None)])
+    v3_file(
+        path,
+        [
+            ("full", "done", SPEC.to_dict(), None),
+            ("quick", "done", quick, None),
+            ("damaged", "queued", SPEC.to_dict(), None),
+        ],
+    )
     migrate_file(path, 4)
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE run_blobs SET spec_json = '{not json' WHERE run_id = 'damaged'")
@@ -480,8 +526,14 @@ def test_migration_to_v7_fills_the_hosts_cpu_count(tmp_path):
     a result without one, or a damaged one, leaves it empty."""
     path = tmp_path / "v6.sqlite"
     with_env = json.dumps(result_for(SPEC, 100.0, env={"host": "h", "cpu_count": 16}))
-    v3_file(path, [("sixteen", "done", SPEC.to_dict(), with_env), ("queued", "queued", SPEC.to_dict(), None),
-                   ("damaged", "done", SPEC.to_dict(), "{not json")])
+    v3_file(
+        path,
+        [
+            ("sixteen", "done", SPEC.to_dict(), with_env),
+            ("queued", "queued", SPEC.to_dict(), None),
+            ("damaged", "done", SPEC.to_dict(), "{not json"),
+        ],
+    )
     migrate_file(path, 6)
     with Store(path) as store:
         assert store.schema_version == schema.SCHEMA_VERSION >= 7

@@ -12,8 +12,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "dashbench" / "store"
 # The Store's private handles and the helpers that write on a connection it holds.
-PRIVATE = {"_read", "_write", "_update", "_move", "_insert", "_insert_run", "_reconcile", "_conn",
-           "insert_run", "reconcile_locked"}
+PRIVATE = {
+    "_read",
+    "_write",
+    "_update",
+    "_move",
+    "_insert",
+    "_insert_run",
+    "_reconcile",
+    "_conn",
+    "insert_run",
+    "reconcile_locked",
+}
 SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE)\b.*\b(FROM|SET|INTO)\b", re.S)
 
 
@@ -42,9 +52,13 @@ def outside_the_store() -> list[Path]:
 
 def test_the_check_catches_what_it_looks_for():
     assert offences("from dashbench.store.database import _update, reconcile_locked") == [
-        "line 1: _update", "line 1: reconcile_locked"]
+        "line 1: _update",
+        "line 1: reconcile_locked",
+    ]
     assert offences("with store._write('x') as conn:\n    conn.execute('UPDATE runs SET a = 1')") == [
-        "line 1: _write", "line 2: SQL 'UPDATE runs SET a = 1'"]
+        "line 1: _write",
+        "line 2: SQL 'UPDATE runs SET a = 1'",
+    ]
     assert offences("rows = store._read(f'SELECT count(*) FROM runs WHERE x = {y}')") != []
     assert offences("help = 'Select the runs to delete from the table'") == []  # words, not SQL
 
@@ -75,8 +89,11 @@ def _store_imports(path: Path) -> set[str]:
 
 def _store_modules() -> dict[str, Path]:
     """The store's modules by name, its per-database folders' too (dashbench.store.postgres.server)."""
-    return {"dashbench.store." + ".".join(p.relative_to(STORE).with_suffix("").parts): p
-            for p in STORE.rglob("*.py") if p.stem != "__init__" and "migrations" not in p.parts}
+    return {
+        "dashbench.store." + ".".join(p.relative_to(STORE).with_suffix("").parts): p
+        for p in STORE.rglob("*.py")
+        if p.stem != "__init__" and "migrations" not in p.parts
+    }
 
 
 def test_the_store_modules_import_no_cycle():
@@ -86,7 +103,7 @@ def test_the_store_modules_import_no_cycle():
 
     def visit(module, path):
         if module in path:
-            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module):], module]))
+            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
         for target in graph.get(module, ()):
             visit(target, [*path, module])
 
@@ -95,8 +112,7 @@ def test_the_store_modules_import_no_cycle():
 
 
 def test_the_database_loads_without_bundles():
-    code = ("import sys, dashbench.store.database, dashbench.store; "
-            "print('dashbench.store.bundle' in sys.modules)")
+    code = "import sys, dashbench.store.database, dashbench.store; print('dashbench.store.bundle' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -5,10 +5,10 @@ import shutil
 import sqlite3
 
 import pytest
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def _run(store, model="conv2d", batch=8, label=None, eps=None):
@@ -101,7 +101,13 @@ def test_run_ids_are_the_ids_runs_gives_for_the_same_filters(db_at):
     with Store(db_at) as store:
         for i in range(6):
             _run(store, model="conv2d" if i % 2 else "bilstm", eps=float(i + 1), label=f"run {i}")
-        for filters in ({}, {"limit": 2}, {"model": "bilstm"}, {"search": "run 3"}, {"status": "done", "limit": 50},
-                        {"model": ["conv2d"], "search": "nothing like it"}):
+        for filters in (
+            {},
+            {"limit": 2},
+            {"model": "bilstm"},
+            {"search": "run 3"},
+            {"status": "done", "limit": 50},
+            {"model": ["conv2d"], "search": "nothing like it"},
+        ):
             assert store.run_ids(**filters) == store.runs(**filters)["run_id"].tolist(), filters
         assert len(store.run_ids(limit=4)) == 4

@@ -4,13 +4,12 @@ import json
 
 import pandas as pd
 import pytest
-from fixtures.stored_runs import SPEC, result_for, samples_for
+from fixtures.bundle_fill import fill
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
+from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.results.result import RunResult
-from dashbench.store import bundle, schema
-from dashbench.store import BundleError, Store
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
-from fixtures.bundle_fill import fill
+from dashbench.store import BundleError, Store, bundle, schema
 
 
 def test_round_trip_into_an_empty_store(tmp_path, db_at):
@@ -27,8 +26,13 @@ def test_round_trip_into_an_empty_store(tmp_path, db_at):
 
     with Store(db_at) as target:
         counts = bundle.import_bundles(target, [tmp_path / "bundle.json"])
-        assert counts == {"files": 1, "runs_added": 4, "runs_skipped": 0, "samples_added": 2 + 4 + 8 + 1,
-                          "runs_differing": []}
+        assert counts == {
+            "files": 1,
+            "runs_added": 4,
+            "runs_skipped": 0,
+            "samples_added": 2 + 4 + 8 + 1,
+            "runs_differing": [],
+        }
         pd.testing.assert_frame_equal(target.runs(), expected_runs)
         for run_id in ids:
             pd.testing.assert_frame_equal(target.samples(run_id), expected_samples[run_id])
@@ -40,16 +44,20 @@ def test_a_bundled_run_is_the_stored_run_and_its_samples(tmp_path, db_at):
         ids = fill(source)
         bundle.export_bundle(source, tmp_path / "bundle.json")
         stored = {run_id: source.get_run(run_id) for run_id in ids}
-        samples = {run_id: [[None if pd.isna(v) else v for v in row] for row in source.samples(run_id).values.tolist()]
-                   for run_id in ids}
+        samples = {
+            run_id: [[None if pd.isna(v) else v for v in row] for row in source.samples(run_id).values.tolist()]
+            for run_id in ids
+        }
     runs = json.loads((tmp_path / "bundle.json").read_text())["runs"]
     assert [run["run_id"] for run in runs] == ids  # oldest first
     for run in runs:
         live = {"phase", "cancel_requested", "log_path"}
         row = stored[run["run_id"]]
         result = RunResult.from_dict(run["result"]) if run["result"] is not None else None
-        assert {**run, "result": result} == {**{k: v for k, v in row.items() if k not in live},
-                                             "samples": samples[run["run_id"]]}
+        assert {**run, "result": result} == {
+            **{k: v for k, v in row.items() if k not in live},
+            "samples": samples[run["run_id"]],
+        }
 
 
 def test_same_run_imported_twice_is_kept_once(tmp_path, db_at):
@@ -142,18 +150,21 @@ def _damage(data: dict, how: str):
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how, message", [
-    ("truncated", r"not valid JSON \(truncated or damaged\?\): .* \(line 1, column"),
-    ("foreign", "not a dashbench bundle"),
-    ("array", "not a dashbench bundle"),
-    ("newer schema", f"the bundle has schema v{schema.SCHEMA_VERSION + 1} but this dashbench reads up to"),
-    ("schema as text", "schema_version: must be a whole number"),
-    ("no runs", "runs: missing"),
-    ("run without status", "run #3 .*missing field 'status'"),
-    ("bad spec", "run #2 .*spec: batch_size: must be an integer >= 1"),
-    ("bad sample", r"run #1 .*samples\[0\]: expected a list of 5 values"),
-    ("bad time", "run #4 .*created_at: not an ISO 8601 time"),
-])
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("truncated", r"not valid JSON \(truncated or damaged\?\): .* \(line 1, column"),
+        ("foreign", "not a dashbench bundle"),
+        ("array", "not a dashbench bundle"),
+        ("newer schema", f"the bundle has schema v{schema.SCHEMA_VERSION + 1} but this dashbench reads up to"),
+        ("schema as text", "schema_version: must be a whole number"),
+        ("no runs", "runs: missing"),
+        ("run without status", "run #3 .*missing field 'status'"),
+        ("bad spec", "run #2 .*spec: batch_size: must be an integer >= 1"),
+        ("bad sample", r"run #1 .*samples\[0\]: expected a list of 5 values"),
+        ("bad time", "run #4 .*created_at: not an ISO 8601 time"),
+    ],
+)
 def test_bad_bundles_are_refused_and_nothing_is_written(tmp_path, how, message, db_at):
     data = _bundle(tmp_path)
     bad = tmp_path / "bad.json"

@@ -11,8 +11,16 @@ from dashbench.cli import main
 from dashbench.store import Store, StoreError, bundle
 
 PRICE = {"key": "user:V100", "device": "V100", "unit": "gpu", "on_demand_usd_per_hour": 2.5, "provider": "GCP"}
-CALIBRATION = {"host": "box-a", "device": "cpu", "backend": "tensorflow", "verdict": "ok",
-               "peaks": {"float32": 1.25}, "versions": {"tensorflow": "2.19.1"}, "reasons": [], "created_at": 1.7e9}
+CALIBRATION = {
+    "host": "box-a",
+    "device": "cpu",
+    "backend": "tensorflow",
+    "verdict": "ok",
+    "peaks": {"float32": 1.25},
+    "versions": {"tensorflow": "2.19.1"},
+    "reasons": [],
+    "created_at": 1.7e9,
+}
 
 
 def fill(store: Store) -> dict:
@@ -38,9 +46,12 @@ def fill(store: Store) -> dict:
 def contents(store: Store) -> dict:
     """What a copy must carry, in a form two databases can be compared by."""
     return {
-        "runs": [{k: v for k, v in run.items() if k not in ("phase", "cancel_requested", "log_path", "pid")}
-                 for run in sorted(store.export_rows(status=["done", "failed", "cancelled", "interrupted"]),
-                                   key=lambda r: r["run_id"])],
+        "runs": [
+            {k: v for k, v in run.items() if k not in ("phase", "cancel_requested", "log_path", "pid")}
+            for run in sorted(
+                store.export_rows(status=["done", "failed", "cancelled", "interrupted"]), key=lambda r: r["run_id"]
+            )
+        ],
         "prices": [{k: v for k, v in row.items() if k != "updated_at"} for row in store.price_overrides()],
         "calibrations": [{k: v for k, v in row.items() if k != "id"} for row in store.calibrations()],
         "probes": store.first_cpu_probes(),  # with created_at and run_id: copied as they are
@@ -128,14 +139,19 @@ def test_a_damaged_first_probe_is_left_out_and_named_the_others_copied(tmp_path,
         assert {p["host"] for p in target.first_cpu_probes()} == {"box-a", "laptop"}
 
 
-@pytest.mark.parametrize("source, target, field, words", [
-    ("{tmp}/missing.sqlite", "{tmp}/b.sqlite", "from", "no database at"),
-    ("{tmp}/a.sqlite", "{tmp}/a.sqlite", "to", "is the store given as --from"),
-    ("{tmp}/a.sqlite", "{tmp}/./a.sqlite", "to", "is the store given as --from"),
-    ("", "{tmp}/b.sqlite", "from", "give a SQLite file path or a postgresql+psycopg:// URL"),
-    ("{tmp}/a.sqlite", "{tmp}", "to", "is a folder"),
-])
-def test_bad_stores_are_one_line_naming_the_field_and_nothing_is_written(tmp_path, capsys, source, target, field, words):
+@pytest.mark.parametrize(
+    "source, target, field, words",
+    [
+        ("{tmp}/missing.sqlite", "{tmp}/b.sqlite", "from", "no database at"),
+        ("{tmp}/a.sqlite", "{tmp}/a.sqlite", "to", "is the store given as --from"),
+        ("{tmp}/a.sqlite", "{tmp}/./a.sqlite", "to", "is the store given as --from"),
+        ("", "{tmp}/b.sqlite", "from", "give a SQLite file path or a postgresql+psycopg:// URL"),
+        ("{tmp}/a.sqlite", "{tmp}", "to", "is a folder"),
+    ],
+)
+def test_bad_stores_are_one_line_naming_the_field_and_nothing_is_written(
+    tmp_path, capsys, source, target, field, words
+):
     with Store(tmp_path / "a.sqlite") as store:
         fill(store)
     before = (tmp_path / "a.sqlite").read_bytes()
@@ -146,10 +162,15 @@ def test_bad_stores_are_one_line_naming_the_field_and_nothing_is_written(tmp_pat
     assert not (tmp_path / "missing.sqlite").exists() and not (tmp_path / "b.sqlite").exists()
 
 
-@pytest.mark.parametrize("url", ["mysql://writer:s3cret@db.example/dashbench",
-                                 "postgresql+psycopg://writer:s3cret@127.0.0.1:9/dashbench",
-                                 # unescaped / and @ in it: still all password, no piece of it shown
-                                 "postgresql+psycopg://writer:s3c/re@t@127.0.0.1:9/dashbench"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://writer:s3cret@db.example/dashbench",
+        "postgresql+psycopg://writer:s3cret@127.0.0.1:9/dashbench",
+        # unescaped / and @ in it: still all password, no piece of it shown
+        "postgresql+psycopg://writer:s3c/re@t@127.0.0.1:9/dashbench",
+    ],
+)
 def test_a_password_in_a_url_is_never_printed(tmp_path, capsys, url):
     with Store(tmp_path / "a.sqlite") as store:
         fill(store)
@@ -250,8 +271,14 @@ def old_store(path) -> dict:
 
     from fixtures.old_stores import old_file
 
-    runs = [(f"old-{batch}", SPEC.replace(batch_size=batch).to_dict(),
-             result_for(SPEC.replace(batch_size=batch), 10.0 * batch)) for batch in (8, 16)]
+    runs = [
+        (
+            f"old-{batch}",
+            SPEC.replace(batch_size=batch).to_dict(),
+            result_for(SPEC.replace(batch_size=batch), 10.0 * batch),
+        )
+        for batch in (8, 16)
+    ]
     old_file(path, 7, runs)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("PRAGMA journal_mode = WAL")

@@ -2,11 +2,11 @@
 answered from the (model, status) index of schema v10 on both databases, in a new store and in one
 upgraded from v9."""
 
-from fixtures.stored_runs import SPEC
 from fixtures.old_stores import V9, old_file
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
+from fixtures.stored_runs import SPEC
 
 from dashbench.store import Store, migrate, queries
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 FILTERS = {"model": ["fashion_mnist_cnn", "resnet50"], "status": ["done", "failed"]}
 
@@ -24,8 +24,10 @@ def _plan(store: Store) -> str:
 
 def test_the_count_of_a_filter_reads_the_model_status_index(db_at):
     with Store(db_at) as store:
-        ids = [store.create_run(SPEC.replace(model=model), status="queued")
-               for model in ("fashion_mnist_cnn", "resnet50", "bilstm")]
+        ids = [
+            store.create_run(SPEC.replace(model=model), status="queued")
+            for model in ("fashion_mnist_cnn", "resnet50", "bilstm")
+        ]
         store.finish_run(ids[0], "failed", error="x")
         plan = _plan(store)
         assert "runs_model_status" in plan, plan

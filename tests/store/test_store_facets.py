@@ -18,8 +18,10 @@ def facets_and_steps(path) -> tuple[dict, int]:
         store._db.conn.set_progress_handler(count, 10)
         found = store.facets()
         store._db.conn.set_progress_handler(None, 0)
-        plain = {c: [r[0] for r in store._read(f"SELECT DISTINCT {c} FROM runs WHERE {c} IS NOT NULL ORDER BY 1")]
-                 for c in browse.FACET_COLUMNS}
+        plain = {
+            c: [r[0] for r in store._read(f"SELECT DISTINCT {c} FROM runs WHERE {c} IS NOT NULL ORDER BY 1")]
+            for c in browse.FACET_COLUMNS
+        }
     assert found == plain  # the same answer as the walk
     return found, steps[0]
 

@@ -6,8 +6,8 @@ import shutil
 import threading
 
 import pytest
-
 from fixtures import dashboard_data
+
 from dashbench.store import Store
 from dashbench.views.common import settings, store_handles
 

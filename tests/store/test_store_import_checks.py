@@ -12,14 +12,13 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.import_checks import exported, snapshot, write  # noqa: F401 (fixtures)
 from fixtures.stored_runs import SPEC, result_for
-from fixtures.bundle_fill import fill
 
-from dashbench.results.result import RunResult, _json_fields, _RULES
+from dashbench.results.result import _RULES, RunResult, _json_fields
 from dashbench.store import BundleError, ReadOnlyError, Store, StoreError, bundle
 from dashbench.views.compare import numbers as compare
 from dashbench.views.results import runs as results
-from fixtures.import_checks import exported, snapshot, write  # noqa: F401 (fixtures)
 
 
 def plain(markdown: str) -> str:
@@ -94,8 +93,12 @@ def test_the_cli_refuses_a_bad_bundle_with_one_error_line(tmp_path, exported):
     data["runs"][0]["result"]["examples_per_sec"] = "fast"
     path = write(tmp_path, data)
     before = snapshot(db)
-    done = subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "result.examples_per_sec" in lines[0]
@@ -115,7 +118,11 @@ def test_the_upload_shows_any_store_error_as_a_message(tmp_path, exported):
     data, db = exported
     with Store(db, read_only=True) as store:
         message, ok = results.import_uploads(store, [("good.json", json.dumps(data).encode())])
-    assert not ok and plain(message).startswith("Import failed: cannot import runs: the store") and "is open read-only" in plain(message)
+    assert (
+        not ok
+        and plain(message).startswith("Import failed: cannot import runs: the store")
+        and "is open read-only" in plain(message)
+    )
 
 
 def test_the_upload_names_the_bad_field(tmp_path, exported):
@@ -142,8 +149,28 @@ def test_every_result_field_has_a_strict_rule_and_engine_results_pass():
 
 # -- fuzz: a valid bundle, mutated at random ---------------------------------------------------------
 
-_BAD_VALUES = ["x", "", [], [1], [[1, [2]]], {}, {"a": [1]}, True, None, 0, -1, 10**30, -(10**30), 1e308,
-               math.nan, math.inf, -math.inf, 0.5, "2024-01-01T00:00:00", "NaN"]
+_BAD_VALUES = [
+    "x",
+    "",
+    [],
+    [1],
+    [[1, [2]]],
+    {},
+    {"a": [1]},
+    True,
+    None,
+    0,
+    -1,
+    10**30,
+    -(10**30),
+    1e308,
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.5,
+    "2024-01-01T00:00:00",
+    "NaN",
+]
 
 
 def _paths(value, prefix=()):
@@ -217,29 +244,41 @@ def test_a_read_only_store_refuses_an_import_in_one_line(tmp_path, exported):
 
 # -- a run whose parts contradict each other --------------------------------------
 
+
 def _first_done(data) -> dict:
     return next(run for run in data["runs"] if run["status"] == "done")
 
 
 CONTRADICTIONS = [
     ("result model differs from the spec", lambda run: run["result"].update(model="resnet50"), "result.model"),
-    ("result batch differs from the spec", lambda run: run["result"].update(global_batch_size=999),
-     "result.global_batch_size"),
+    (
+        "result batch differs from the spec",
+        lambda run: run["result"].update(global_batch_size=999),
+        "result.global_batch_size",
+    ),
     ("result's own spec differs", lambda run: run["result"]["spec"].update(batch_size=999), "result.spec.batch_size"),
     ("done with no result", lambda run: run.update(result=None), "result"),
-    ("interval below its figure", lambda run: run["result"].update(examples_per_sec_ci95=[1.0, 2.0]),
-     "result.examples_per_sec_ci95"),
-    ("interval above its figure", lambda run: run["result"].update(examples_per_sec_ci95=[1e9, None]),
-     "result.examples_per_sec_ci95"),
-    ("interval upside down", lambda run: run["result"].update(examples_per_sec_ci95=[2e9, 1e9]),
-     "result.examples_per_sec_ci95"),
+    (
+        "interval below its figure",
+        lambda run: run["result"].update(examples_per_sec_ci95=[1.0, 2.0]),
+        "result.examples_per_sec_ci95",
+    ),
+    (
+        "interval above its figure",
+        lambda run: run["result"].update(examples_per_sec_ci95=[1e9, None]),
+        "result.examples_per_sec_ci95",
+    ),
+    (
+        "interval upside down",
+        lambda run: run["result"].update(examples_per_sec_ci95=[2e9, 1e9]),
+        "result.examples_per_sec_ci95",
+    ),
     ("unknown key inside a result", lambda run: run["result"].update(turbo=True), "result.turbo"),
 ]
 
 
 @pytest.mark.parametrize("name, change, field", CONTRADICTIONS, ids=[c[0] for c in CONTRADICTIONS])
-def test_a_run_that_contradicts_itself_is_refused_naming_file_run_and_field(tmp_path, exported, name, change,
-                                                                             field):
+def test_a_run_that_contradicts_itself_is_refused_naming_file_run_and_field(tmp_path, exported, name, change, field):
     data, db = exported
     run = _first_done(data)
     change(run)
@@ -269,16 +308,20 @@ def test_a_result_of_repeats_keeps_its_interval_around_the_pooled_mean(tmp_path,
     data, db = exported
     result = _first_done(data)["result"]
     figure = result["examples_per_sec"]
-    result.update(repeats=[figure, figure, figure * 1.01], repeat_cv=0.005,
-                  examples_per_sec_ci95=[figure * 1.02, figure * 1.03])
+    result.update(
+        repeats=[figure, figure, figure * 1.01], repeat_cv=0.005, examples_per_sec_ci95=[figure * 1.02, figure * 1.03]
+    )
     with Store(db) as store:
         assert bundle.import_bundles(store, [write(tmp_path, data)])["runs_added"] == 4
 
 
 IMPLIED = [
     ("mfu far above 1", {"mfu": 1e6}, "above_peak"),
-    ("achieved above a datasheet peak", {"achieved_tflops": 2.0, "peak_tflops": 1.0, "peak_source": "datasheet",
-                                         "mfu": None}, "above_peak"),
+    (
+        "achieved above a datasheet peak",
+        {"achieved_tflops": 2.0, "peak_tflops": 1.0, "peak_source": "datasheet", "mfu": None},
+        "above_peak",
+    ),
     ("a NaN loss (stored as null)", {"losses": [2.3, None, 2.1]}, "non_finite_loss"),
     ("a loss that rose", {"losses": [1.0, 1.0, 2.0, 3.0]}, "loss_not_falling"),
     ("ops on another device", {"placement": {"variables": ["/device:GPU:0"], "ops": []}}, "placement_mismatch"),
@@ -287,8 +330,7 @@ IMPLIED = [
 
 
 @pytest.mark.parametrize("name, figures, flag", IMPLIED, ids=[c[0] for c in IMPLIED])
-def test_a_flag_the_figures_imply_is_raised_on_import_whatever_the_bundle_says(tmp_path, exported, name, figures,
-                                                                               flag):
+def test_a_flag_the_figures_imply_is_raised_on_import_whatever_the_bundle_says(tmp_path, exported, name, figures, flag):
     data, db = exported
     run = _first_done(data)
     run["result"].update(figures, flags=[])
@@ -315,9 +357,15 @@ def test_a_measured_cpu_peak_keeps_its_soft_margin(tmp_path, exported, source):
 
 # -- what import reads, and a write that fails --------------------------------------
 
+
 def _import_cli(db, path, timeout=120, preexec_fn=None):
-    return subprocess.run([sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [sys.executable, "-m", "dashbench", "import", "--db", str(db), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
 
 
 def _one_error_line(done) -> str:
@@ -429,12 +477,15 @@ def _import_here(capsys, db, path) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("where, field", [
-    (("runs", 0, "pid"), "run #1 ("),
-    (("runs", 1, "result", "samples"), "run #2 ("),
-    (("runs", 0, "samples", 1, 0), "run #1 ("),
-    (("schema_version",), "schema_version: "),
-])
+@pytest.mark.parametrize(
+    "where, field",
+    [
+        (("runs", 0, "pid"), "run #1 ("),
+        (("runs", 1, "result", "samples"), "run #2 ("),
+        (("runs", 0, "samples", 1, 0), "run #1 ("),
+        (("schema_version",), "schema_version: "),
+    ],
+)
 def test_an_integer_of_5000_digits_names_the_file_and_the_field(tmp_path, exported, capsys, where, field):
     data, db = exported
     set_path(data, where, 777)

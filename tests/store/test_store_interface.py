@@ -27,8 +27,9 @@ def branches_on_the_database(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
             tests.append(node.test)
-        elif isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp)
-                                                              and isinstance(node.op, ast.Not)):
+        elif isinstance(node, (ast.Compare, ast.BoolOp)) or (
+            isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        ):
             tests.append(node)
         elif isinstance(node, ast.comprehension):
             tests += node.ifs
@@ -70,8 +71,9 @@ def _left_to_each(owner, name: str) -> bool:
 
 @pytest.mark.parametrize("cls", [SQLiteBackend, PostgresBackend])
 def test_each_database_implements_the_whole_interface(cls):
-    required = [name for name in vars(backend.Backend) if not name.startswith("__")
-                and _left_to_each(backend.Backend, name)]
+    required = [
+        name for name in vars(backend.Backend) if not name.startswith("__") and _left_to_each(backend.Backend, name)
+    ]
     assert {"open", "close", "read", "write", "connection", "change_token", "upgrade", "exists"} <= set(required)
     owners = {name: next(k for k in cls.__mro__ if name in vars(k)) for name in required}
     assert [name for name, owner in owners.items() if owner is backend.Backend or _left_to_each(owner, name)] == []

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.old_stores import HEAD, V9, old_file
 from fixtures.schema_dump import postgres_layout, sqlite_layout
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.cli import main
 from dashbench.store import SchemaVersionError, Store, migrate, migrations, schema
 from dashbench.store.postgres import server as postgres
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
-from fixtures.old_stores import HEAD, V9, old_file
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "store_schema_v9.json").read_text())
@@ -33,8 +33,10 @@ def bookkeeping(db) -> tuple:
         import psycopg
 
         with psycopg.connect(db.replace("postgresql+psycopg://", "postgresql://")) as conn:
-            return (conn.execute("SELECT version_num FROM alembic_version").fetchone()[0],
-                    conn.execute("SELECT version FROM dashbench_schema").fetchone()[0])
+            return (
+                conn.execute("SELECT version_num FROM alembic_version").fetchone()[0],
+                conn.execute("SELECT version FROM dashbench_schema").fetchone()[0],
+            )
     with contextlib.closing(sqlite3.connect(db)) as conn:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
         return rows[0][0] if rows else None, conn.execute("PRAGMA user_version").fetchone()[0]
@@ -67,9 +69,14 @@ def test_a_new_store_has_the_layout_of_before_alembic_at_the_head(db_at):
 def test_every_old_sqlite_store_upgrades_in_place_with_nothing_lost(tmp_path):
     tf = SPEC.to_dict()
     jax = SPEC.replace(backend="jax", image_size=16).to_dict()
-    runs = [("tf-run", tf, result_for(SPEC, 321.0, flags=["loss_not_falling"], env={"cpu_count": 8,
-                                                                                     "tensorflow": "2.17.0"})),
-            ("jax-run", jax, result_for(SPEC.replace(backend="jax"), 99.0, backend="jax", backend_version="0.4.30"))]
+    runs = [
+        (
+            "tf-run",
+            tf,
+            result_for(SPEC, 321.0, flags=["loss_not_falling"], env={"cpu_count": 8, "tensorflow": "2.17.0"}),
+        ),
+        ("jax-run", jax, result_for(SPEC.replace(backend="jax"), 99.0, backend="jax", backend_version="0.4.30")),
+    ]
     expected = None
     Store(tmp_path / "new.sqlite").close()
     for version in range(1, HEAD):
@@ -84,7 +91,9 @@ def test_every_old_sqlite_store_upgrades_in_place_with_nothing_lost(tmp_path):
         assert sqlite_layout(path) == sqlite_layout(tmp_path / "new.sqlite")  # as a new store's
         if expected is None:  # from v1, checked by hand; every later start must end the same
             by_id = frame.set_index("run_id")
-            assert by_id.loc["tf-run", "examples_per_sec"] == 321.0 and by_id.loc["tf-run", "flags"] == ["loss_not_falling"]
+            assert by_id.loc["tf-run", "examples_per_sec"] == 321.0 and by_id.loc["tf-run", "flags"] == [
+                "loss_not_falling"
+            ]
             assert by_id.loc["tf-run", "backend_version"] == "2.17.0" and by_id.loc["tf-run", "host_cpus"] == 8
             assert by_id.loc["jax-run", "backend"] == "jax" and by_id.loc["jax-run", "image_size"] == 16
             assert samples == {"tf-run": [0.5, 1.5, 2.5], "jax-run": [0.5, 1.5, 2.5]}
@@ -108,8 +117,11 @@ def test_a_store_newer_than_the_code_is_refused_in_one_line_and_left_as_it_is(db
     future = migrations.revision_id(HEAD + 1)
     with Store(db_at) as store, store._write("test") as conn:  # as dashbench v(HEAD + 1) leaves it
         conn.execute(f"UPDATE alembic_version SET version_num = '{future}'")
-        conn.execute(f"UPDATE dashbench_schema SET version = {HEAD + 1}" if on_server(db_at)
-                     else f"PRAGMA user_version = {HEAD + 1}")
+        conn.execute(
+            f"UPDATE dashbench_schema SET version = {HEAD + 1}"
+            if on_server(db_at)
+            else f"PRAGMA user_version = {HEAD + 1}"
+        )
     assert main(["store", "upgrade", "--db", str(db_at)]) == 2
     err = capsys.readouterr().err.strip()
     assert f"schema v{HEAD + 1}, newer than this dashbench (v{HEAD})" in err and len(err.splitlines()) == 1
@@ -136,9 +148,17 @@ with Store(sys.argv[1]) as store:
 def open_at_once(db, hold_lock, release) -> list:
     """Two processes open `db` together while this one holds the migration lock (`hold_lock`), so both
     find the store old and wait at the lock; `release()` lets them go. Their Store.schema_upgrade each."""
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(db)], cwd=ROOT, text=True,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                for _ in range(2)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(db)],
+            cwd=ROOT,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     try:
         for child in children:
             assert child.stdout.readline().strip() == "ready", child.stderr.read()[-2000:]
@@ -192,9 +212,10 @@ def test_two_processes_opening_an_empty_postgres_database_make_one_store(pg_url,
     def both_waiting():
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                                     " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-                                     ).fetchone()[0]
+            waiting = holder.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchone()[0]
             if waiting == 2:
                 return
             time.sleep(0.05)
@@ -214,15 +235,21 @@ def test_a_v10_postgres_store_upgrades_to_checking_its_samples_key_per_statement
 
     assert migrate.upgrade_postgres(pg_url, "db", to=10) == (0, 10)
     with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+
         def constraints():
-            return {name for (name,) in conn.execute(
-                "SELECT conname FROM pg_constraint WHERE conrelid = 'samples'::regclass")}
+            return {
+                name
+                for (name,) in conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'samples'::regclass")
+            }
 
         assert "samples_run_id_fkey" in constraints()
         for run_id in ("old-1", "old-2"):
             conn.execute("INSERT INTO runs (run_id, status, created_at) VALUES (%s, 'done', 1.0)", (run_id,))
-            conn.execute("INSERT INTO samples (run_id, idx, steps, duration_s)"
-                         " SELECT %s, k, 1, 0.5 FROM generate_series(0, 2) k", (run_id,))
+            conn.execute(
+                "INSERT INTO samples (run_id, idx, steps, duration_s)"
+                " SELECT %s, k, 1, 0.5 FROM generate_series(0, 2) k",
+                (run_id,),
+            )
         assert migrate.upgrade_postgres(pg_url, "db") == (10, HEAD)
         assert "samples_run_id_fkey" not in constraints()
         counts = conn.execute("SELECT run_id, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()
@@ -233,6 +260,7 @@ def test_a_v10_postgres_store_upgrades_to_checking_its_samples_key_per_statement
         assert conn.execute("SELECT DISTINCT run_id FROM samples").fetchall() == [("old-2",)]
     with Store(pg_url) as store:
         assert store.schema_upgrade is None and len(store.samples("old-2")) == 3
+
 
 # -- the next schema change -----------------------------------------------------------------------
 
@@ -245,11 +273,16 @@ def test_the_next_schema_change_is_one_revision_file_run_on_both_databases(tmp_p
     monkeypatch.setattr(migrations, "FOLDER", copy)
     monkeypatch.setattr(migrations, "VERSIONS", copy / "versions")
     written = migrate.new_revision("a note on each run")
-    assert written == copy / "versions" / f"{HEAD + 1:04d}_a_note_on_each_run.py" and migrations.head_number() == HEAD + 1
+    assert (
+        written == copy / "versions" / f"{HEAD + 1:04d}_a_note_on_each_run.py" and migrations.head_number() == HEAD + 1
+    )
     text = written.read_text()
     assert f"revision = '{HEAD + 1:04d}'" in text and f"down_revision = '{HEAD:04d}'" in text
-    written.write_text(text.replace("raise NotImplementedError('write the step')",
-                                    'op.add_column("runs", sa.Column("note", types()["TEXT"]))'))
+    written.write_text(
+        text.replace(
+            "raise NotImplementedError('write the step')", 'op.add_column("runs", sa.Column("note", types()["TEXT"]))'
+        )
+    )
     path = tmp_path / "r.sqlite"
     old_file(path, V9)  # both as dashbench before alembic left them: no alembic_version
     assert migrate.upgrade_postgres(pg_url, "db", to=V9) == (0, V9)

@@ -17,15 +17,38 @@ from fixtures.xla import FAST_XLA_COMPILE
 from dashbench.store import Store
 
 # ~4,000 samples over ~10 s of measuring on this machine: the outage falls while it measures.
-LONG_RUN = ["--model", "conv2d", "--backend", "jax", "--batch-size", "4", "--image-size", "8", "--width", "4",
-            "--device", "cpu", "--steps", "40000", "--steps-per-loop", "10", "--warmup", "10"]
+LONG_RUN = [
+    "--model",
+    "conv2d",
+    "--backend",
+    "jax",
+    "--batch-size",
+    "4",
+    "--image-size",
+    "8",
+    "--width",
+    "4",
+    "--device",
+    "cpu",
+    "--steps",
+    "40000",
+    "--steps-per-loop",
+    "10",
+    "--warmup",
+    "10",
+]
 SAMPLES = 1 + 40000 // 10  # one warm-up loop and the measured ones
 
 
 def _start_run(db: str, home: Path, **env) -> subprocess.Popen:
     environment = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE, "HOME": str(home), **env}
-    return subprocess.Popen([sys.executable, "-m", "dashbench", "run", "--db", db, *LONG_RUN, "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "run", "--db", db, *LONG_RUN, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
 
 
 def _database(server) -> str:
@@ -75,8 +98,9 @@ def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, 
     assert outage["outages"] == 1 and outage["seconds"] >= down_s, outage
     assert "store_outage" in row["result"].flags
     assert f"the team store was unreachable for {outage['seconds']:.1f} s; nothing lost" in outage["text"]
-    shown = subprocess.run([sys.executable, "-m", "dashbench", "show", run_id, "--db", url, "--read-only"],
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "dashbench", "show", run_id, "--db", url, "--read-only"], capture_output=True, text=True
+    )
     assert "the team store was unreachable for" in shown.stdout, shown.stdout + shown.stderr
 
 
@@ -94,8 +118,9 @@ def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_
     assert len(bundles) == 1 and str(bundles[0]) in errors[0], (bundles, errors)
     run_id = json.loads(out)["run_id"]
     pg_own_server.restart()
-    imported = subprocess.run([sys.executable, "-m", "dashbench", "import", str(bundles[0]), "--db", url],
-                              capture_output=True, text=True)
+    imported = subprocess.run(
+        [sys.executable, "-m", "dashbench", "import", str(bundles[0]), "--db", url], capture_output=True, text=True
+    )
     assert imported.returncode == 0, imported.stderr
     assert "1 stored without an end, completed" in imported.stdout, imported.stdout
     with Store(url, read_only=True) as store:
@@ -112,9 +137,14 @@ def test_a_sweep_waits_out_its_stores_outage_and_goes_on(pg_own_server, tmp_path
     url = _database(pg_own_server)
     env = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE, "HOME": str(tmp_path)}
     at = LONG_RUN.index("--batch-size")
-    sweep = LONG_RUN[:at] + LONG_RUN[at + 2:]
-    proc = subprocess.Popen([sys.executable, "-m", "dashbench", "sweep", "--db", url, *sweep, "--batch-sizes", "4,8",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    sweep = LONG_RUN[:at] + LONG_RUN[at + 2 :]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "sweep", "--db", url, *sweep, "--batch-sizes", "4,8", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     _until_measuring(pg_own_server, proc)
     pg_own_server.crash()
     time.sleep(5)
@@ -131,8 +161,9 @@ def test_a_sweep_waits_out_its_stores_outage_and_goes_on(pg_own_server, tmp_path
             assert sorted(store.samples(point["run_id"])["index"]) == list(range(SAMPLES))
 
 
-@pytest.mark.parametrize("outage, lapse, limit", [(None, None, 600.0), ("1200", None, 780.0), ("30", "900", 30.0),
-                                                  (None, "9", 3.0)])
+@pytest.mark.parametrize(
+    "outage, lapse, limit", [(None, None, 600.0), ("1200", None, 780.0), ("30", "900", 30.0), (None, "9", 3.0)]
+)
 def test_a_run_gives_up_on_its_store_before_any_host_may_presume_it_dead(monkeypatch, outage, lapse, limit):
     """The outage limit is held under the heartbeat lapse less two beats (the run cannot beat while its store
     is away), so another host never gives up the claim of a run that is still waiting for the store."""

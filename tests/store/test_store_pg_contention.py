@@ -8,13 +8,13 @@ import time
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
+from fixtures.store_backends import db_at  # noqa: F401 (a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC
+from sqlalchemy.engine import make_url
 
 from dashbench.jobs import runner
 from dashbench.store import Store, StoreBusyError, database, retry
 from dashbench.store import queue as store_queue
-from fixtures.store_backends import db_at  # noqa: F401 (a fixture, SQLite and PostgreSQL)
 
 
 def _connect(url: str):
@@ -30,8 +30,14 @@ def _wait_for(condition, seconds: float = 20.0, what: str = "") -> None:
 
 
 def _waiting_on_a_lock(admin, other_than: int) -> bool:
-    return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid != %s"
-                         " AND datname = current_database()", (other_than,)).fetchone()[0] > 0
+    return (
+        admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid != %s"
+            " AND datname = current_database()",
+            (other_than,),
+        ).fetchone()[0]
+        > 0
+    )
 
 
 def _notices(monkeypatch) -> list:
@@ -45,7 +51,7 @@ def test_a_real_deadlock_is_tried_again_and_both_writers_land(pg_url, monkeypatc
     with _connect(pg_url) as admin:
         # The store's sessions (all opened after this) find the deadlock, 3 s into their wait: time for the
         # other writer to join it on a loaded machine; the other writer never looks for it.
-        admin.execute(f'ALTER DATABASE "{make_url(pg_url).database}" SET deadlock_timeout = \'3s\'')
+        admin.execute(f"ALTER DATABASE \"{make_url(pg_url).database}\" SET deadlock_timeout = '3s'")
         with Store(pg_url) as setup:
             first, second = setup.create_run(SPEC, run_id="run-a"), setup.create_run(SPEC, run_id="run-b")
         other = _connect(pg_url)
@@ -65,7 +71,9 @@ def test_a_real_deadlock_is_tried_again_and_both_writers_land(pg_url, monkeypatc
         thread.start()
         _wait_for(lambda: said, what="the lock wait to be said")  # its first, brief try gave up
         _wait_for(lambda: _waiting_on_a_lock(admin, other.info.backend_pid), what="the retried delete to wait")
-        before = admin.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+        before = admin.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").fetchone()[
+            0
+        ]
         # Now the other writer wants `first`: a cycle. The store's session is ended, tried again, waits.
         other.execute("UPDATE runs SET label = 'other' WHERE run_id = %s", (first,))
         other.execute("COMMIT")
@@ -75,7 +83,8 @@ def test_a_real_deadlock_is_tried_again_and_both_writers_land(pg_url, monkeypatc
         assert outcome == {"deleted": 2}
         deadlocks = lambda: admin.execute(  # noqa: E731
             "SELECT pg_stat_clear_snapshot(), (SELECT deadlocks FROM pg_stat_database"
-            " WHERE datname = current_database())").fetchone()[1]
+            " WHERE datname = current_database())"
+        ).fetchone()[1]
         _wait_for(lambda: deadlocks() > before, what="the server to count the deadlock")
     with Store(pg_url) as store:
         assert store.count_runs() == 0
@@ -84,6 +93,7 @@ def test_a_real_deadlock_is_tried_again_and_both_writers_land(pg_url, monkeypatc
 def test_conflicts_are_tried_a_bounded_number_of_times(pg_url, monkeypatch):
     tries = []
     with Store(pg_url) as store:
+
         def always_a_deadlock(self):
             tries.append(1)
             raise retry.Retryable("cannot x: database d is locked by another writer (deadlock detected)", "conflict")
@@ -99,9 +109,11 @@ def test_a_write_that_waits_on_another_writers_lock_says_so_then_lands(pg_url, m
     said = _notices(monkeypatch)
     with Store(pg_url) as store, _connect(pg_url) as other:
         run_id = store.create_run(SPEC)
-        writes = {"samples": lambda: store.add_samples(run_id, [{"index": 0, "steps": 1, "duration_s": 0.1}]),
-                  "a new run": lambda: store.create_run(SPEC),
-                  "a finish": lambda: store.finish_run(run_id, "cancelled")}
+        writes = {
+            "samples": lambda: store.add_samples(run_id, [{"index": 0, "steps": 1, "duration_s": 0.1}]),
+            "a new run": lambda: store.create_run(SPEC),
+            "a finish": lambda: store.finish_run(run_id, "cancelled"),
+        }
         for name, write in writes.items():
             said.clear()
             other.execute("BEGIN")
@@ -141,8 +153,9 @@ def test_the_guard_keeps_a_silent_runs_heartbeat_within_its_lapse(db_at, monkeyp
             beats = []
             for _ in range(6):  # a long compile: the main thread writes nothing
                 time.sleep(0.5)
-                beats.append(store._read("SELECT coalesce(heartbeat_at, started_at) FROM runs WHERE run_id = ?",
-                                         (run_id,))[0][0])
+                beats.append(
+                    store._read("SELECT coalesce(heartbeat_at, started_at) FROM runs WHERE run_id = ?", (run_id,))[0][0]
+                )
                 assert store_queue.now() - beats[-1] < 1.5  # another host's reconcile now finds it alive
         assert beats[-1] > beats[0] + 1.5
         monkeypatch.setattr(store_queue, "this_host", lambda: "another-host")
@@ -160,7 +173,9 @@ def test_a_sample_write_takes_the_change_counter_last_so_it_never_deadlocks_a_cl
         claim.execute("SET lock_timeout = '300ms'")
         claim.execute("BEGIN")
         claim.execute("UPDATE runs SET heartbeat_at = 1 WHERE run_id = %s", (run_id,))
-        thread = threading.Thread(target=store.add_samples, args=(run_id, [{"index": 0, "steps": 1, "duration_s": 0.1}]))
+        thread = threading.Thread(
+            target=store.add_samples, args=(run_id, [{"index": 0, "steps": 1, "duration_s": 0.1}])
+        )
         thread.start()
         _wait_for(lambda: _waiting_on_a_lock(claim, claim.info.backend_pid), what="the sample write to wait")
         claim.execute("UPDATE dashbench_changes SET n = n + 1 WHERE id = 1")  # not held by the waiting write

@@ -7,17 +7,17 @@ import json
 import os
 import threading
 
-from fixtures import bench_scripts
 import pytest
-from fixtures.pg_server import create_reader
+from fixtures import bench_scripts
 from fixtures.cli_runs import run_cli
+from fixtures.pg_server import create_reader
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.jobs import queue as jobs_queue
 from dashbench.store import ReadOnlyError, SchemaVersionError, Store, StoreError, masked, schema
 from dashbench.store import queue as store_queue
 from dashbench.views.common import settings
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 PASSWORD = "s3cret-Pw"
 
@@ -74,8 +74,9 @@ def test_an_empty_or_foreign_database_is_refused_read_only_and_not_taken_over(pg
     from sqlalchemy.engine import make_url
 
     parsed = make_url(pg_url)
-    with psycopg.connect(host=parsed.host, port=parsed.port, user=parsed.username, dbname=parsed.database,
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        host=parsed.host, port=parsed.port, user=parsed.username, dbname=parsed.database, autocommit=True
+    ) as conn:
         conn.execute("CREATE TABLE theirs (x integer)")
     with pytest.raises(StoreError, match="holds tables but is not a dashbench database"):
         Store(pg_url)
@@ -250,7 +251,9 @@ def test_a_dead_hosts_claim_is_given_up_after_its_heartbeat_lapses_and_never_res
 def test_a_heartbeat_lapse_that_is_not_a_number_is_one_line(db_at, monkeypatch):
     with Store(db_at) as store:
         monkeypatch.setenv("DASHBENCH_HEARTBEAT_LAPSE_S", "soon")
-        with pytest.raises(StoreError, match="DASHBENCH_HEARTBEAT_LAPSE_S: 'soon' is not a number of seconds above 0 to 604800"):
+        with pytest.raises(
+            StoreError, match="DASHBENCH_HEARTBEAT_LAPSE_S: 'soon' is not a number of seconds above 0 to 604800"
+        ):
             store.reconcile()
 
 
@@ -292,8 +295,10 @@ def test_a_connection_the_server_dropped_costs_a_reconnect_not_an_error(pg_url):
         run_id = _done_run(store)
         assert reader.count_runs() == 1
         with store._write("test") as conn:  # what a server restart or a dropped SSH tunnel does
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid != pg_backend_pid()"
-                         " AND datname = current_database()")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid != pg_backend_pid()"
+                " AND datname = current_database()"
+            )
         assert reader.get_run(run_id)["status"] == "done" and reader.count_runs() == 1
 
 
@@ -337,8 +342,9 @@ def test_the_next_store_on_a_server_reuses_a_pooled_connection_and_idle_ones_sta
     for i in range(postgres.KEEP_UNUSED + 3):
         Store(f"{pg_url}_{i}").close()
     with pg_server.connect() as conn:
-        idle = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dashbench'"
-                            " AND pid != pg_backend_pid()").fetchone()[0]
+        idle = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dashbench' AND pid != pg_backend_pid()"
+        ).fetchone()[0]
         for i in range(postgres.KEEP_UNUSED + 3):
             conn.execute(f'DROP DATABASE "{pg_url.rsplit("/", 1)[1]}_{i}" WITH (FORCE)')
     assert idle <= 2 * postgres.KEEP_UNUSED
@@ -358,8 +364,13 @@ def test_a_write_that_changed_nothing_leaves_the_change_token(pg_url):
         assert store.change_token() != token
 
 
-@pytest.mark.parametrize("url", ["postgresql+psycopg://ann@db:5432/r?password=s3cr%40t&sslmode=require",
-                                 "postgresql+psycopg://ann:s3cr%40t@db:5432/r?sslmode=require"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://ann@db:5432/r?password=s3cr%40t&sslmode=require",
+        "postgresql+psycopg://ann:s3cr%40t@db:5432/r?sslmode=require",
+    ],
+)
 def test_a_password_given_as_a_query_parameter_is_masked_as_well(url):
     from dashbench.store.urls import scrub
 

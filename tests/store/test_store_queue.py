@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC
 
 from dashbench.store import Store, StoreError, this_host
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def spec_on(device: str | None) -> dict:
@@ -26,14 +26,22 @@ def test_a_claim_sees_this_hosts_runs_and_records_starts(db_at):
         with store.claim_queue() as claim:
             assert [s["device"] for s in claim.running_specs()] == ["gpu"]
             assert [(run_id, s["device"]) for run_id, s in claim.queued()] == [
-                (first, "cpu"), (second, "cpu"), (broken, "tpu")]
+                (first, "cpu"),
+                (second, "cpu"),
+                (broken, "tpu"),
+            ]
             claim.started(first, 4242, "/logs/first.log")
             claim.failed_to_start(broken, "could not start the run process: no python")
             with pytest.raises(StoreError, match="no longer queued"):
                 claim.started(going, 1, "x.log")
         run = store.get_run(first)
         assert (run["status"], run["pid"], run["host"], run["log_path"], run["phase"]) == (
-            "running", 4242, this_host(), "/logs/first.log", "starting")
+            "running",
+            4242,
+            this_host(),
+            "/logs/first.log",
+            "starting",
+        )
         assert run["started_at"] is not None
         failed = store.get_run(broken)
         assert failed["status"] == "failed" and failed["error"] == "could not start the run process: no python"

@@ -7,12 +7,12 @@ import sys
 import textwrap
 
 import pytest
+from fixtures.cli_probe import TINY
+from fixtures.cli_runs import fill, run_cli
+from fixtures.no_training import no_training  # noqa: F401 (a fixture: no command here may train)
 from fixtures.pg_restart import crash, pg_own, start_again  # noqa: F401 (pg_own: a fixture)
 from fixtures.pg_server import create_reader
 from sqlalchemy.engine import make_url
-from fixtures.no_training import no_training  # noqa: F401 (a fixture: no command here may train)
-from fixtures.cli_probe import TINY
-from fixtures.cli_runs import fill, run_cli
 
 from dashbench.store import Store
 
@@ -46,15 +46,20 @@ def held(url) -> tuple:
 def commands(db: str, run_id: str, bundle, tmp_path) -> dict[str, list]:
     """Every command that opens the store, by name, as a user types it."""
     return {
-        "list": ["list", "--db", db], "list --read-only": ["list", "--read-only", "--db", db],
-        "show": ["show", run_id, "--db", db], "show --read-only": ["show", run_id, "--read-only", "--db", db],
+        "list": ["list", "--db", db],
+        "list --read-only": ["list", "--read-only", "--db", db],
+        "show": ["show", run_id, "--db", db],
+        "show --read-only": ["show", run_id, "--read-only", "--db", db],
         "export": ["export", "--db", db, "--out", tmp_path / "out.json"],
         "export --read-only": ["export", "--read-only", "--db", db, "--out", tmp_path / "out-ro.json"],
-        "delete": ["delete", run_id, "--db", db], "import": ["import", bundle, "--db", db],
-        "run": ["run", *TINY, "--db", db], "run --json": ["run", *TINY, "--json", "--db", db],
+        "delete": ["delete", run_id, "--db", db],
+        "import": ["import", bundle, "--db", db],
+        "run": ["run", *TINY, "--db", db],
+        "run --json": ["run", *TINY, "--json", "--db", db],
         "sweep": ["sweep", "--model", "conv2d", "--device", "cpu", "--batch-sizes", "8,16", "--db", db],
         "preset": ["preset", "colab-conv2d", "--device", "cpu", "--quick", "--db", db],
-        "prices": ["prices", "--db", db], "doctor": ["doctor", "--db", db],
+        "prices": ["prices", "--db", db],
+        "doctor": ["doctor", "--db", db],
         "prices set": ["prices", "set", "--device", "CPU", "--unit", "hour", "--on-demand", "1", "--db", db],
         "store upgrade": ["store", "upgrade", "--db", db],
         "store copy --from": ["store", "copy", "--from", db, "--to", tmp_path / "copy.sqlite"],
@@ -77,8 +82,7 @@ def field_of(name: str) -> str:
     return {"store copy --from": "from", "store copy --to": "to"}.get(name, "db")
 
 
-def test_a_role_with_no_rights_is_one_line_naming_what_to_grant_on_every_command(team, tmp_path, capsys,
-                                                                                 no_training):
+def test_a_role_with_no_rights_is_one_line_naming_what_to_grant_on_every_command(team, tmp_path, capsys, no_training):
     url, ids, bundle = team
     w = no_rights_role(url)
     before = held(url)
@@ -89,14 +93,24 @@ def test_a_role_with_no_rights_is_one_line_naming_what_to_grant_on_every_command
     assert held(url) == before  # nothing stored, nothing deleted
 
 
-def test_a_role_that_may_only_read_is_told_to_open_it_read_only_by_every_writing_command(team, tmp_path, capsys,
-                                                                                        no_training):
+def test_a_role_that_may_only_read_is_told_to_open_it_read_only_by_every_writing_command(
+    team, tmp_path, capsys, no_training
+):
     url, ids, bundle = team
     before = held(url)
     reader = create_reader(url)
     every = commands(reader, ids[0], bundle, tmp_path)
-    for name in ("delete", "import", "run", "sweep", "preset", "prices set", "doctor", "store upgrade",
-                 "store copy --to"):
+    for name in (
+        "delete",
+        "import",
+        "run",
+        "sweep",
+        "preset",
+        "prices set",
+        "doctor",
+        "store upgrade",
+        "store copy --to",
+    ):
         line = one_line(capsys, every[name], field_of(name))
         assert "may only SELECT" in line and "read-only" in line, (name, line)
     for name in ("list", "list --read-only", "show", "export --read-only", "prices", "store copy --from"):
@@ -104,8 +118,9 @@ def test_a_role_that_may_only_read_is_told_to_open_it_read_only_by_every_writing
     assert held(url) == before
 
 
-def test_a_server_that_is_down_or_restarted_under_the_commands_is_one_line_then_works_again(pg_own, tmp_path,
-                                                                                           capsys, no_training):
+def test_a_server_that_is_down_or_restarted_under_the_commands_is_one_line_then_works_again(
+    pg_own, tmp_path, capsys, no_training
+):
     url = pg_own.url()
     ids = fill(url)
     fill(tmp_path / "local.sqlite")
@@ -125,7 +140,9 @@ def test_a_server_that_is_down_or_restarted_under_the_commands_is_one_line_then_
 
 def test_nonsense_in_the_url_is_one_line_naming_it(pg_url, capsys):
     fill(pg_url)
-    assert 'sslmode "bogus" is not one of disable, allow' in one_line(capsys, ["list", "--db", pg_url + "?sslmode=bogus"])
+    assert 'sslmode "bogus" is not one of disable, allow' in one_line(
+        capsys, ["list", "--db", pg_url + "?sslmode=bogus"]
+    )
     assert '"colour" is not a libpq connection parameter' in one_line(capsys, ["list", "--db", pg_url + "?colour=red"])
     port = str(make_url(pg_url).port)
     assert "cannot be read" in one_line(capsys, ["list", "--db", pg_url.replace(port, "port")])
@@ -147,8 +164,9 @@ def test_a_connection_the_server_dropped_is_never_logged_on_the_terminal(pg_own)
         with Store({url!r}) as again:
             print(again.count_runs(), flush=True)
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout.readline().strip() == "1"
         crash(pg_own)

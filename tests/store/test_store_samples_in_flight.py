@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.store import Store, StoreError
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def _raw(url: str):
@@ -33,8 +33,9 @@ def test_a_batch_not_waited_for_is_stored_and_read_back_by_the_next_call(db_at):
         assert list(store.samples(run_id)["index"]) == list(range(100))
         store.add_samples(run_id, [dict(s, index=s["index"] + 100) for s in samples_for(50)], wait=False)
         store.add_samples(run_id, [dict(s, index=s["index"] + 150) for s in samples_for(50)], wait=False)
-        assert store.finish_run(run_id, "done", result_for(SPEC, 5.0),
-                                samples=[dict(s, index=s["index"] + 200) for s in samples_for(10)])
+        assert store.finish_run(
+            run_id, "done", result_for(SPEC, 5.0), samples=[dict(s, index=s["index"] + 200) for s in samples_for(10)]
+        )
         store.add_samples(run_id, [dict(samples_for(1)[0], index=300)], wait=False)  # answered by close()
     with Store(db_at, read_only=True) as store:
         frame = store.samples(run_id)
@@ -86,8 +87,11 @@ def test_a_batch_in_flight_when_the_connection_is_lost_is_one_line_and_the_handl
         store.add_samples(run_id, samples_for(5), wait=False)
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))  # a restart, a dropped tunnel
         blocker.execute("ROLLBACK")
-        with pytest.raises(StoreError, match="cannot add samples: database .*: (server closed the connection"
-                                             "|terminating connection|consuming input failed)"):
+        with pytest.raises(
+            StoreError,
+            match="cannot add samples: database .*: (server closed the connection"
+            "|terminating connection|consuming input failed)",
+        ):
             store.samples(run_id)
         store.add_samples(run_id, [dict(samples_for(7)[6])], wait=False)  # a fresh connection from the pool
         assert list(store.samples(run_id)["index"]) == [6]
@@ -112,11 +116,14 @@ def test_a_runs_end_goes_behind_its_batch_in_flight_in_the_same_trip(pg_url, mon
             run_id = store.create_run(SPEC)
             store.add_samples(run_id, samples_for(10))
             waited = []
-            monkeypatch.setattr(pg_direct, "execute", lambda *a, real=pg_direct.execute: waited.append(a) or real(*a))
+            monkeypatch.setattr(
+                pg_direct, "execute", lambda *a, real=pg_direct.execute, waited=waited: waited.append(a) or real(*a)
+            )
             # Sent again with new values (its answer lost): refused on the server, replaced after the end.
             store.add_samples(run_id, [dict(s, loss=7.0) for s in samples_for(20)[5:]], wait=False)
-            assert store.finish_run(run_id, "done", result_for(SPEC, 5.0),
-                                    samples=[dict(s, index=s["index"] + 20) for s in samples_for(5)])
+            assert store.finish_run(
+                run_id, "done", result_for(SPEC, 5.0), samples=[dict(s, index=s["index"] + 20) for s in samples_for(5)]
+            )
             monkeypatch.undo()
             frame = store.samples(run_id)
             assert list(frame["index"]) == list(range(25)) and list(frame["loss"])[5:20] == [7.0] * 15
@@ -124,7 +131,9 @@ def test_a_runs_end_goes_behind_its_batch_in_flight_in_the_same_trip(pg_url, mon
             if attempt == 0:  # the end went behind the batch: not a statement of its own waited for
                 assert not [a for a in waited if "UPDATE runs SET status" in a[1]]
                 # ...prepared in the pipeline with it, so the next run's end is not parsed and planned again
-                assert store._read("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE"
-                                   " '%UPDATE runs SET status%' AND statement LIKE '%INSERT INTO samples%'") == [(1,)]
+                assert store._read(
+                    "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE"
+                    " '%UPDATE runs SET status%' AND statement LIKE '%INSERT INTO samples%'"
+                ) == [(1,)]
                 with store._connection() as conn:
                     conn.execute("DEALLOCATE ALL")  # what a pooler or DISCARD ALL by hand does

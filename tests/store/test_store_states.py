@@ -4,25 +4,37 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.store import Store, StoreError, database, states
 from dashbench.store.states import STATUSES
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 # Every move the lifecycle allows, written out: the table must say exactly this.
 LEGAL = {
-    (None, "queued"), (None, "running"),
-    ("queued", "running"), ("queued", "failed"), ("queued", "cancelled"), ("queued", "interrupted"),
-    ("running", "running"), ("running", "done"), ("running", "failed"), ("running", "cancelled"),
+    (None, "queued"),
+    (None, "running"),
+    ("queued", "running"),
+    ("queued", "failed"),
+    ("queued", "cancelled"),
+    ("queued", "interrupted"),
+    ("running", "running"),
+    ("running", "done"),
+    ("running", "failed"),
+    ("running", "cancelled"),
     ("running", "interrupted"),
-    ("interrupted", "done"), ("interrupted", "failed"), ("interrupted", "cancelled"),
+    ("interrupted", "done"),
+    ("interrupted", "failed"),
+    ("interrupted", "cancelled"),
     ("interrupted", "interrupted"),
     # Out of memory: a queued run whose own check finds it cannot fit, a running one that ran out,
     # one presumed dead that reports it ran out.
-    ("queued", "oom"), ("running", "oom"), ("interrupted", "oom"),
+    ("queued", "oom"),
+    ("running", "oom"),
+    ("interrupted", "oom"),
     # A to-accuracy run that missed its target ended with a result; a queued one never trained.
-    ("running", "not_reached"), ("interrupted", "not_reached"),
+    ("running", "not_reached"),
+    ("interrupted", "not_reached"),
 }
 
 
@@ -38,13 +50,26 @@ def test_each_legal_move_is_accepted(old, new):
         assert old in states.sources(new)
 
 
-@pytest.mark.parametrize("old,new", [
-    ("done", "running"), ("failed", "running"), ("cancelled", "running"), ("interrupted", "running"),
-    ("done", "failed"), ("cancelled", "done"), ("done", "done"),
-    ("queued", "done"),  # a run that never ran has no result
-    ("queued", "not_reached"), ("not_reached", "done"), ("done", "not_reached"),
-    ("running", "queued"), ("done", "queued"), (None, "done"), ("no-such-status", "running"),
-])
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("done", "running"),
+        ("failed", "running"),
+        ("cancelled", "running"),
+        ("interrupted", "running"),
+        ("done", "failed"),
+        ("cancelled", "done"),
+        ("done", "done"),
+        ("queued", "done"),  # a run that never ran has no result
+        ("queued", "not_reached"),
+        ("not_reached", "done"),
+        ("done", "not_reached"),
+        ("running", "queued"),
+        ("done", "queued"),
+        (None, "done"),
+        ("no-such-status", "running"),
+    ],
+)
 def test_illegal_moves_are_refused(old, new):
     assert not states.allowed(old, new)
     assert old not in states.sources(new)

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 from fixtures.app_test import select_rows, show, start, texts
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.store import Store, unreadable_text
-from dashbench.views.compare import numbers as compare
 from dashbench.views.common import stored_runs
+from dashbench.views.compare import numbers as compare
 from dashbench.views.results import runs as results
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def stored(tmp_path, n=3, db=None) -> tuple:
@@ -87,8 +87,12 @@ def test_list_skips_a_bad_row_with_a_warning_and_json_stays_json(tmp_path):
     db, ids = stored(tmp_path)
     damage(db, "UPDATE runs SET examples_per_sec = 'fast' WHERE run_id = ?", (ids[1],))
     for extra in ([], ["--json"]):
-        done = subprocess.run([sys.executable, "-m", "dashbench", "list", "--db", str(db), *extra],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "dashbench", "list", "--db", str(db), *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
         assert f"warning: 1 stored run could not be read: {ids[1]} (examples_per_sec" in done.stderr

@@ -7,12 +7,12 @@ import math
 import threading
 
 import pytest
+from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC, result_for, samples_for
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError
 from dashbench.store.postgres.dialect import array_text
-from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 
 
 def test_a_run_ends_once_and_a_late_end_leaves_its_result(db_at):
@@ -56,8 +56,10 @@ def test_a_run_created_by_another_handle_ends_with_its_stored_spec(db_at):
 
 def test_samples_come_back_exactly_as_given(db_at):
     losses = [2.3 - 0.01 * k for k in range(96)] + [float("nan"), float("inf"), float("-inf"), None]
-    given = [{"index": k, "steps": 3, "duration_s": 0.01 + k * 1e-7, "loss": loss, "warmup": k < 2}
-             for k, loss in enumerate(losses)]
+    given = [
+        {"index": k, "steps": 3, "duration_s": 0.01 + k * 1e-7, "loss": loss, "warmup": k < 2}
+        for k, loss in enumerate(losses)
+    ]
     with Store(db_at) as store:
         run_id = store.create_run(SPEC)
         store.add_samples(run_id, given)
@@ -154,14 +156,20 @@ def test_every_writer_on_a_server_is_held_to_the_samples_runs_key(pg_url):
         store.add_samples(first, samples_for(2))
     insert = "INSERT INTO samples (run_id, idx, steps, duration_s) VALUES (%s, %s, 1, 0.1)"
     with _raw(pg_url) as conn:
-        for sql, params in ((insert, ("never-made", 0)),
-                            ("INSERT INTO samples (run_id, idx, steps, duration_s) VALUES (%s, 10, 1, 0.1),"
-                             " (%s, 11, 1, 0.1)", (first, "never-made")),
-                            ("UPDATE samples SET run_id = 'never-made' WHERE run_id = %s", (first,))):
+        for sql, params in (
+            (insert, ("never-made", 0)),
+            (
+                "INSERT INTO samples (run_id, idx, steps, duration_s) VALUES (%s, 10, 1, 0.1), (%s, 11, 1, 0.1)",
+                (first, "never-made"),
+            ),
+            ("UPDATE samples SET run_id = 'never-made' WHERE run_id = %s", (first,)),
+        ):
             with pytest.raises(psycopg.errors.ForeignKeyViolation):
                 conn.execute(sql, params)
-        with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.cursor().copy(
-                "COPY samples (run_id, idx, steps, duration_s) FROM STDIN") as copy:
+        with (
+            pytest.raises(psycopg.errors.ForeignKeyViolation),
+            conn.cursor().copy("COPY samples (run_id, idx, steps, duration_s) FROM STDIN") as copy,
+        ):
             copy.write_row(("never-made", 0, 1, 0.1))
         conn.execute("DELETE FROM runs WHERE run_id = %s", (first,))  # by hand: its samples go too
         assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
@@ -200,8 +208,10 @@ def _record_failure(conn, sql, params, failed: list) -> None:
 def test_a_server_write_sends_its_values_as_psycopg_would_or_leaves_them_to_psycopg():
     from dashbench.store.postgres import direct as pg_direct
 
-    assert pg_direct.typed(["é", None, 7, -2**63, 0.1, float("-inf")]) == (
-        (0, 0, 20, 20, 701, 701), ["é".encode(), None, b"7", b"-9223372036854775808", b"0.1", b"-inf"])
+    assert pg_direct.typed(["é", None, 7, -(2**63), 0.1, float("-inf")]) == (
+        (0, 0, 20, 20, 701, 701),
+        ["é".encode(), None, b"7", b"-9223372036854775808", b"0.1", b"-inf"],
+    )
     for other in (True, 2**63, b"x", [1], "a\x00b"):  # a bool, a numeric, bytes, an array, a NUL: psycopg's
         assert pg_direct.typed(["a", other]) is None
 
@@ -226,11 +236,14 @@ def test_a_server_write_cut_off_by_a_lost_connection_is_one_line_and_the_next_wr
         run_id = store.create_run(SPEC)
         store.add_samples(run_id, samples_for(1))
         with _raw(pg_url) as admin:  # the server ends this store's session (a restart, a dropped tunnel)
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dashbench'"
-                          " AND datname = current_database()")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dashbench'"
+                " AND datname = current_database()"
+            )
         # Said as the driver read it: the server's goodbye, or the socket found closed.
-        with pytest.raises(StoreError, match="cannot add samples: database .*: (server closed the connection"
-                                             "|terminating connection)"):
+        with pytest.raises(
+            StoreError, match="cannot add samples: database .*: (server closed the connection|terminating connection)"
+        ):
             store.add_samples(run_id, [dict(samples_for(2)[1])])
         store.add_samples(run_id, [dict(samples_for(3)[2])])  # a fresh connection from the pool
         assert list(store.samples(run_id)["index"]) == [0, 2]

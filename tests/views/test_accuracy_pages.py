@@ -3,14 +3,12 @@ cost to target per device (measured and predicted), accuracy against time and co
 The results are shaped as the engine stores them (tests/views/test_to_target.py builds them); real training
 lands on these pages in tests/engine/test_accuracy_real.py."""
 
-import json
-
-from fixtures.app_test import select_rows, show, start, texts
+from fixtures.accuracy_charts import charts
 from fixtures.accuracy_results import block, seed_run, store_run
+from fixtures.app_test import select_rows, show, start, texts
 
 from dashbench.costs import prices
 from dashbench.store import Store
-from fixtures.accuracy_charts import charts
 
 
 def test_compare_and_results_show_time_and_cost_to_target(tmp_path, monkeypatch):

@@ -11,17 +11,26 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures import dashboard_data
+from fixtures.app_test import (
+    APP,
+    PAGES,
+    TIMEOUT_S,
+    _run_page_without_training,
+    assert_clean,
+    select_rows,
+    show,
+    start,
+    texts,
+)
+from fixtures.run_page_form import fill_run_form, shown_errors
 from streamlit.testing.v1 import AppTest
 
-from dashbench.views.results import runs as results
-from dashbench.views.run import form as run_form
-from dashbench.views.common import store_handles
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.store import Store, watch
-
-from fixtures import dashboard_data
-from fixtures.run_page_form import fill_run_form, shown_errors
-from fixtures.app_test import APP, PAGES, TIMEOUT_S, _run_page_without_training, assert_clean, select_rows, show, start, texts
+from dashbench.views.common import store_handles
+from dashbench.views.results import runs as results
+from dashbench.views.run import form as run_form
 
 
 @pytest.fixture
@@ -205,8 +214,7 @@ def test_stored_markup_is_shown_as_text(tmp_path, monkeypatch):
     with Store(db) as store:
         spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4, label=HOSTILE_LABEL)
         done = store.create_run(spec)
-        result, samples = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 100.0, [HOSTILE_FLAG],
-                                                     random.Random(0))
+        result, samples = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 100.0, [HOSTILE_FLAG], random.Random(0))
         store.add_samples(done, samples)
         store.finish_run(done, "done", result=result)
         failed = store.create_run(spec)
@@ -253,10 +261,16 @@ def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
     with Store(db) as store:
         # Queued first, then "running" in this (alive) test process: the CPU is busy, so the queued run waits.
         waiting = store.create_run(RunSpec(model="conv2d", batch_size=8, device="cpu"), status="queued")
-        busy = store.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4),
-                                status="running", pid=os.getpid())
-        store.add_samples(busy, [{"index": 0, "steps": 1, "duration_s": 0.2, "loss": 2.0, "warmup": True},
-                                 {"index": 1, "steps": 1, "duration_s": 0.1, "loss": 1.9, "warmup": False}])
+        busy = store.create_run(
+            RunSpec(model="fashion_mnist_cnn", batch_size=8, device="cpu", steps=4), status="running", pid=os.getpid()
+        )
+        store.add_samples(
+            busy,
+            [
+                {"index": 0, "steps": 1, "duration_s": 0.2, "loss": 2.0, "warmup": True},
+                {"index": 1, "steps": 1, "duration_s": 0.1, "loss": 1.9, "warmup": False},
+            ],
+        )
     at = start(monkeypatch, db)
     show(at, "pages/run.py")
     shown = texts(at)
@@ -274,8 +288,9 @@ def test_run_page_shows_the_queue_live(tmp_path, monkeypatch):
 def test_cancel_from_the_live_panel_ends_a_running_and_a_queued_run(tmp_path, monkeypatch):
     """Real run processes (the stand-in engine of test_jobs: the spec read from the row, the real
     runner and store, sleeping instead of training), cancelled by clicking Cancel on the Run page."""
-    from dashbench.jobs import queue
     from fixtures.job_waits import FAKE_RUN
+
+    from dashbench.jobs import queue
 
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
@@ -369,8 +384,9 @@ for read_only in ("0", "1"):
 print(json.dumps(seen))
 """
     env = dict(os.environ, DASHBENCH_DB=str(db))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=TIMEOUT_S * 2)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=TIMEOUT_S * 2
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen == {"0": [], "1": []}
@@ -502,12 +518,16 @@ def test_empty_store_compare_groups_published_rows_by_workload(tmp_path, monkeyp
 
 
 # A stand-in for `dashbench doctor`: stores a warning verdict for this host in the --db it is given.
-FAKE_DOCTOR = [sys.executable, "-c", (
-    "import sys, time; from dashbench.store import Store, this_host; time.sleep(0.5); "
-    "db = sys.argv[sys.argv.index('--db') + 1]; s = Store(db); "
-    "s.add_calibration({'host': this_host(), 'device': 'cpu', 'backend': 'jax', 'verdict': 'warning', "
-    "'peaks': {'float32': 0.25}, 'stopwatch_ratio': 1.01, 'reasons': ['planted reason']}); s.close()"
-)]
+FAKE_DOCTOR = [
+    sys.executable,
+    "-c",
+    (
+        "import sys, time; from dashbench.store import Store, this_host; time.sleep(0.5); "
+        "db = sys.argv[sys.argv.index('--db') + 1]; s = Store(db); "
+        "s.add_calibration({'host': this_host(), 'device': 'cpu', 'backend': 'jax', 'verdict': 'warning', "
+        "'peaks': {'float32': 0.25}, 'stopwatch_ratio': 1.01, 'reasons': ['planted reason']}); s.close()"
+    ),
+]
 
 
 def test_run_page_says_when_this_machine_was_last_checked_and_checks_it(tmp_path, monkeypatch):
@@ -572,7 +592,8 @@ def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, m
             store.request_cancel(run_id)
     assert [(s["model"], s["image_size"], s["width"], s["batch_size"], s["steps"]) for s in specs] == [
         ("fashion_mnist_cnn", None, recipe["width"], recipe["batch_size"], recipe["steps"]),
-        ("resnet50", catalog.get("resnet50").quick["image_size"], None, 8, recipe["steps"])]
+        ("resnet50", catalog.get("resnet50").quick["image_size"], None, 8, recipe["steps"]),
+    ]
     assert "quick 28px w16" in labels[0] and "quick 32px" in labels[1]
 
 

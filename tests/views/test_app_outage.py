@@ -2,14 +2,12 @@
 every page says the store is unreachable and that it retries, with no traceback, and shows its runs again
 once the server answers, with no restart of the dashboard."""
 
-import pytest
+from fixtures.app_outage import team  # noqa: F401 (fixtures)
+from fixtures.app_test import APP, TIMEOUT_S, assert_clean, texts
 from fixtures.pg_restart import crash, pg_own, start_again  # noqa: F401 (pg_own: a fixture)
 from streamlit.testing.v1 import AppTest
-from fixtures.app_test import APP, TIMEOUT_S, assert_clean, texts
 
-from fixtures import dashboard_data
 from dashbench.views.common import context
-from fixtures.app_outage import team  # noqa: F401 (fixtures)
 
 PAGES = ["pages/compare.py", "pages/results.py", "pages/prices.py", "pages/run.py"]
 

@@ -2,11 +2,11 @@
 only SELECT shows every page, writes nothing, and shows no password."""
 
 import pytest
-from fixtures.pg_server import create_reader
+from fixtures import dashboard_data
 from fixtures.app_test import APP, PAGES, TIMEOUT_S, assert_clean, show, texts
+from fixtures.pg_server import create_reader
 from streamlit.testing.v1 import AppTest
 
-from fixtures import dashboard_data
 from dashbench.store import Store
 
 PASSWORD = "s3cret-Pw"

@@ -5,10 +5,10 @@ to-accuracy section without empty charts, and ?runs= links with the short ids th
 
 import random
 
+from fixtures import dashboard_data
 from fixtures.accuracy_results import block, seed_run
 from fixtures.app_test import show, start, texts
 
-from fixtures import dashboard_data
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 
@@ -26,10 +26,22 @@ def to_accuracy_run(store, reached: bool, backend="tensorflow") -> str:
     spec = RunSpec(**QUICK, backend=backend, data="real", data_path="/x", target_accuracy=0.9)
     run_id = store.create_run(spec, status="running")
     seeds = [seed_run(0, 2, 1.0, 0.5, reached=reached)]
-    result = {"model": spec.model, "device": "cpu", "accelerator": "CPU", "accelerator_count": 1, "replicas": 1,
-              "global_batch_size": 64, "precision": "float32", "data": "real", "examples_per_sec": 61.0,
-              "losses": [2.0, 1.5], "steps_per_loop": 1, "spec": spec.to_dict(), "accuracy": block(seeds),
-              **({"backend": backend} if backend != "tensorflow" else {})}
+    result = {
+        "model": spec.model,
+        "device": "cpu",
+        "accelerator": "CPU",
+        "accelerator_count": 1,
+        "replicas": 1,
+        "global_batch_size": 64,
+        "precision": "float32",
+        "data": "real",
+        "examples_per_sec": 61.0,
+        "losses": [2.0, 1.5],
+        "steps_per_loop": 1,
+        "spec": spec.to_dict(),
+        "accuracy": block(seeds),
+        **({"backend": backend} if backend != "tensorflow" else {}),
+    }
     store.finish_run(run_id, "done" if reached else "not_reached", result=result)
     return run_id
 

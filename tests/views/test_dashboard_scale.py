@@ -5,9 +5,9 @@ bench/dashboard_scale.py's (docs/PERFORMANCE.md)."""
 
 import shutil
 
-from fixtures import bench_scripts
 import pytest
 import streamlit as st
+from fixtures import bench_scripts
 from fixtures.app_test import assert_clean, select_rows, show, start, texts
 
 from dashbench.core.spec import RunSpec

@@ -6,24 +6,33 @@ import random
 from pathlib import Path
 
 import pandas as pd
+from fixtures import dashboard_data
 from streamlit.testing.v1 import AppTest
 
-from fixtures import dashboard_data
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views.compare import numbers as compare, sections as compare_view
 from dashbench.views.common import stored_runs
+from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import sections as compare_view
 
 GB = 10**9
 
 
 def memory_record(peak, capacity, estimate):
-    return {"kind": "device", "source": "tf.config.experimental.get_memory_info", "peak_bytes": peak,
-            "window_peak_bytes": peak - 10**8, "capacity_bytes": capacity,
-            "devices": [{"name": "/device:GPU:0", "peak_bytes": peak, "window_peak_bytes": peak - 10**8,
-                         "capacity_bytes": capacity}],
-            "host_peak_bytes": 2 * GB, "estimate_bytes": estimate, "estimate_ratio": peak / estimate}
+    return {
+        "kind": "device",
+        "source": "tf.config.experimental.get_memory_info",
+        "peak_bytes": peak,
+        "window_peak_bytes": peak - 10**8,
+        "capacity_bytes": capacity,
+        "devices": [
+            {"name": "/device:GPU:0", "peak_bytes": peak, "window_peak_bytes": peak - 10**8, "capacity_bytes": capacity}
+        ],
+        "host_peak_bytes": 2 * GB,
+        "estimate_bytes": estimate,
+        "estimate_ratio": peak / estimate,
+    }
 
 
 def filled(tmp_path):
@@ -57,8 +66,10 @@ def test_list_show_and_bundles_carry_the_peak(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "peak mem" in table.splitlines()[0] and "9.00 GB" in table and "5.00 GB" in table
     assert main(["show", ids[1], "--db", str(db)]) == 0
-    assert "peak memory: 9.00 GB — device peak; measured window 8.90 GB; 0.75× the estimate 12.00 GB; of " \
-           "16.00 GB" in capsys.readouterr().out
+    assert (
+        "peak memory: 9.00 GB — device peak; measured window 8.90 GB; 0.75× the estimate 12.00 GB; of "
+        "16.00 GB" in capsys.readouterr().out
+    )
     bundle = tmp_path / "b.json"
     assert main(["export", "--db", str(db), "--out", str(bundle)]) == 0
     other = tmp_path / "other.sqlite"
@@ -143,7 +154,8 @@ def test_a_sweeps_oom_wall_is_marked_on_throughput_vs_batch(tmp_path):
             store.start_run(run_id, 1, "h")
             if status == "done":
                 result, _ = dashboard_data.fake_result(
-                    spec.replace(model="fashion_mnist_cnn"), "CPU", "cpu", 1, 400.0 * batch, [], rng)
+                    spec.replace(model="fashion_mnist_cnn"), "CPU", "cpu", 1, 400.0 * batch, [], rng
+                )
                 result.update(model="conv2d", spec=spec.to_dict())
                 store.finish_run(run_id, "done", result=result)
             else:

@@ -37,7 +37,8 @@ def test_streamlit_still_decides_legacy_pages_by_the_folder_in_a_private_class_a
         PagesManager(APP, setup_watcher=False)
         assert PagesManager.uses_pages_directory is True, (
             "Streamlit no longer flags an app with a pages/ folder as legacy through "
-            "PagesManager.uses_pages_directory: see whether dashbench/views/streamlit/pages_folder.py is still needed")
+            "PagesManager.uses_pages_directory: see whether dashbench/views/streamlit/pages_folder.py is still needed"
+        )
     finally:
         PagesManager.uses_pages_directory = saved
 
@@ -53,7 +54,8 @@ def test_streamlit_still_runs_a_page_opened_directly_without_app_py(read_only_ap
         config.set_option("client.showErrorDetails", shown)
     skipped = [e.value for e in at.exception if f'no key "{ui.CONTEXT_KEY}"' in e.value]
     assert skipped and ui.CONTEXT_KEY not in at.session_state, (
-        "Streamlit now runs app.py before a page opened directly: dashbench/views/streamlit/pages_folder.py can go")
+        "Streamlit now runs app.py before a page opened directly: dashbench/views/streamlit/pages_folder.py can go"
+    )
 
 
 def test_a_page_opened_directly_renders_through_app_py_with_its_settings(read_only_app):

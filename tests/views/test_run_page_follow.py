@@ -3,19 +3,18 @@ to-accuracy mode that brings real data and says where its files go before launch
 still shows what finished (with its MFU note's command as code and its interval in words)."""
 
 import random
-import re
 
 import pytest
-from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
-from fixtures.app_test import _run_page_without_training, assert_clean, texts
-
 from fixtures import dashboard_data
-from dashbench.models import catalog
+from fixtures.app_test import _run_page_without_training, assert_clean, texts
+from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
+from fixtures.run_page_plain import plain
+
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
+from dashbench.models import catalog
 from dashbench.store import TERMINAL, Store
 from dashbench.views.run import form as run_form
-from fixtures.run_page_plain import plain
 
 
 def data_notes(at) -> list[str]:
@@ -42,8 +41,10 @@ def test_resnet50s_quick_recipe_is_batch_8_as_models_prints_it(capsys):
 def test_the_quick_try_follows_the_model_whichever_box_is_set_first(tmp_path, monkeypatch, order):
     db = tmp_path / "quick.sqlite"
     at = _run_page_without_training(monkeypatch, db)
-    steps = {"tick": lambda: at.checkbox(key="run_quick").check(),
-             "model": lambda: at.selectbox(key="run_model").set_value("resnet50")}
+    steps = {
+        "tick": lambda: at.checkbox(key="run_quick").check(),
+        "model": lambda: at.selectbox(key="run_model").set_value("resnet50"),
+    }
     for name in order.split(", then "):
         steps[name]().run()
         assert_clean(at)
@@ -58,7 +59,11 @@ def test_the_quick_try_follows_the_model_whichever_box_is_set_first(tmp_path, mo
     assert "Not launched" not in texts(at), texts(at)
     (spec,) = stored_specs(db)
     assert (spec["model"], spec["batch_size"], spec["image_size"], spec["steps"]) == (
-        "resnet50", 8, recipe["image_size"], recipe["steps"])
+        "resnet50",
+        8,
+        recipe["image_size"],
+        recipe["steps"],
+    )
 
 
 def test_train_to_accuracy_brings_real_data_and_says_where_its_files_go(tmp_path, monkeypatch, learnable_idx):  # noqa: F811

@@ -1,9 +1,9 @@
 """The Run page's "What to measure" under AppTest: each mode shows exactly its boxes, and a launch from
 each mode queues the spec of that mode only, whatever the boxes of another mode were given before."""
 
+from fixtures.app_test import assert_clean, show, start, texts
 from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX files made here)
 from fixtures.run_page_form import fill_run_form
-from fixtures.app_test import assert_clean, show, start, texts
 
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
@@ -35,8 +35,13 @@ def test_each_mode_shows_its_boxes_and_launches_its_spec(tmp_path, monkeypatch, 
 
     at.radio(key="run_mode").set_value("target").run()  # a choice redraws at once, no launch needed
     assert_clean(at)
-    assert shown_boxes(at) == {"run_target_accuracy", "run_max_epochs", "run_steps_per_epoch", "run_eval_every",
-                               "run_seeds"}
+    assert shown_boxes(at) == {
+        "run_target_accuracy",
+        "run_max_epochs",
+        "run_steps_per_epoch",
+        "run_eval_every",
+        "run_seeds",
+    }
     fill_run_form(at, batch_size=8, width=4, target_accuracy=0.8, max_epochs=7, eval_every=5, seeds=2)
     launch(at)
 

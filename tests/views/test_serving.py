@@ -35,8 +35,10 @@ def test_a_process_polling_slowly_still_exits_at_once(tmp_path):
 
     watched = tmp_path / "config.toml"
     watched.write_text("[server]\n")
-    script = ("from streamlit.watcher import polling_path_watcher\nfrom dashbench.views.streamlit import serving\n"
-              "serving.poll_config_files_slowly(3600.0)\n"
-              f"polling_path_watcher.PollingPathWatcher({str(watched)!r}, print)\nprint('watching')\n")
+    script = (
+        "from streamlit.watcher import polling_path_watcher\nfrom dashbench.views.streamlit import serving\n"
+        "serving.poll_config_files_slowly(3600.0)\n"
+        f"polling_path_watcher.PollingPathWatcher({str(watched)!r}, print)\nprint('watching')\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "watching", done.stderr[-2000:]

@@ -14,23 +14,33 @@ import pandas as pd
 import plotly.basedatatypes
 import pytest
 import streamlit as st
+from fixtures import dashboard_data
+from fixtures.app_test import APP, TIMEOUT_S, assert_clean
 from streamlit.testing.v1 import AppTest
 
-from fixtures import dashboard_data
-from dashbench.costs import prices
 from dashbench.core.spec import RunSpec
+from dashbench.costs import prices
 from dashbench.store import Store
-from dashbench.views.compare import numbers as compare, picker, sections as compare_view
+from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import picker
+from dashbench.views.compare import sections as compare_view
+from dashbench.views.prices import tables as price_views
 from dashbench.views.results import runs as results
 from dashbench.views.streamlit import ui
-from dashbench.views.prices import tables as price_views
 
-from fixtures.app_test import APP, TIMEOUT_S, assert_clean
-
-BUILDERS = [(compare, "compare_frame"), (compare_view, "sections"), (compare_view, "with_memory"),
-            (compare, "compare_table"), (results, "results_table"), (results, "overview"),
-            (results, "page_of_runs"), (prices, "catalog"), (price_views, "catalog_table"),
-            (picker, "picker_runs"), (picker, "runs_by_id")]
+BUILDERS = [
+    (compare, "compare_frame"),
+    (compare_view, "sections"),
+    (compare_view, "with_memory"),
+    (compare, "compare_table"),
+    (results, "results_table"),
+    (results, "overview"),
+    (results, "page_of_runs"),
+    (prices, "catalog"),
+    (price_views, "catalog_table"),
+    (picker, "picker_runs"),
+    (picker, "runs_by_id"),
+]
 
 
 @pytest.fixture
@@ -142,8 +152,11 @@ def test_a_kept_tables_column_config_is_copied_for_each_visitor_without_deepcopy
     _, config = ui._shown(frame)
     plain = {name: {k: (dict(v) if isinstance(v, dict) else v) for k, v in c.items()} for name, c in config.items()}
     walked = []
-    monkeypatch.setitem(copy._deepcopy_dispatch, dict, lambda x, memo, deepcopy=copy.deepcopy: walked.append(x) or {
-        k: deepcopy(v, memo) for k, v in x.items()})
+    monkeypatch.setitem(
+        copy._deepcopy_dispatch,
+        dict,
+        lambda x, memo, deepcopy=copy.deepcopy: walked.append(x) or {k: deepcopy(v, memo) for k, v in x.items()},
+    )
     made = process_config_mapping(config)
     assert walked == []  # no column's dict went through deepcopy's own walk
     monkeypatch.undo()
@@ -154,8 +167,10 @@ def test_a_kept_tables_column_config_is_copied_for_each_visitor_without_deepcopy
         for value in copied.values():
             if isinstance(value, dict):
                 value["changed"] = True
-    assert all(c.get("label") != "changed" and all("changed" not in v for v in c.values() if isinstance(v, dict))
-               for c in config.values())  # Streamlit's changes to its copy leave the kept config as it was
+    assert all(
+        c.get("label") != "changed" and all("changed" not in v for v in c.values() if isinstance(v, dict))
+        for c in config.values()
+    )  # Streamlit's changes to its copy leave the kept config as it was
 
 
 def test_visitors_asking_together_for_one_value_build_it_once():

@@ -6,22 +6,32 @@ import itertools
 
 import pandas as pd
 import pytest
+from fixtures import dashboard_data
 
 from dashbench.costs import prices, reference
 from dashbench.results.result import FLAG_SHORT
 from dashbench.store import Store
-from dashbench.views.compare import numbers as compare, sections as compare_view
-from dashbench.views.results import runs as results
-from dashbench.views.prices import tables as price_views
 from dashbench.views.common.columns import COLUMNS, MUST_SEE, text_px, width_of
-
-from fixtures import dashboard_data
+from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import sections as compare_view
+from dashbench.views.prices import tables as price_views
+from dashbench.views.results import runs as results
 
 # The table's width in the wide layout at a 1400 px window (the sidebar open), and Results' selection boxes.
 TABLE_PX, SELECT_PX = 938, 32
 # The largest figure each number format must show whole.
-LARGEST = {"%.1f": 999_999.9, "%.2f ms": 99_999.99, "percent": 9.9999, "$%.3f": 999.999, "%.2f×": 9_999.99,
-           "%.3g": 123_456.0, "%d": 99_999, "%.0f": 99_999_999, "%.2f s": 9_999.99, "$%.2f": 999_999.99}
+LARGEST = {
+    "%.1f": 999_999.9,
+    "%.2f ms": 99_999.99,
+    "percent": 9.9999,
+    "$%.3f": 999.999,
+    "%.2f×": 9_999.99,
+    "%.3g": 123_456.0,
+    "%d": 99_999,
+    "%.0f": 99_999_999,
+    "%.2f s": 9_999.99,
+    "$%.2f": 999_999.99,
+}
 
 
 def shown(fmt: str, value) -> str:
@@ -40,10 +50,12 @@ def tables(tmp_path_factory):
     published = reference.rows()
     frame = compare.compare_frame(runs[runs["status"] == "done"], catalog, published)
     frame, _bases = compare_view.with_speedups(frame, None)
-    return {"results": (results.results_table(runs, catalog), SELECT_PX),
-            "published": (price_views.reference_table(published), 0),
-            "compare": (compare.compare_table(frame), 0),
-            "catalog": (price_views.catalog_table(catalog), 0)}
+    return {
+        "results": (results.results_table(runs, catalog), SELECT_PX),
+        "published": (price_views.reference_table(published), 0),
+        "compare": (compare.compare_table(frame), 0),
+        "catalog": (price_views.catalog_table(catalog), 0),
+    }
 
 
 @pytest.mark.parametrize("name", ["results", "published", "compare"])
@@ -53,7 +65,7 @@ def test_a_rows_figures_and_flags_fit_beside_its_name_at_1400_px(tables, name):
     wanted = [c for c in MUST_SEE if c in table]
     assert len(wanted) >= 3, list(table.columns)
     # Up to the last of them every column has its width set (one sized by its content could push them out).
-    columns = list(table.columns)[:max(list(table.columns).index(c) for c in wanted) + 1]
+    columns = list(table.columns)[: max(list(table.columns).index(c) for c in wanted) + 1]
     assert all(width_of(c) for c in columns), [c for c in columns if not width_of(c)]
     edges = dict(zip(columns, itertools.accumulate(width_of(c) for c in columns)))
     for column in wanted:

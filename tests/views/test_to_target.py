@@ -3,12 +3,13 @@ the engine stores them (dashbench.core.accuracy.summarize) in a real SQLite stor
 prediction in tests/engine/test_accuracy_real.py."""
 
 import pytest
-
 from fixtures.accuracy_results import block, seed_run, store_run
-from dashbench.costs import prices
+
 from dashbench.core.spec import RunSpec
+from dashbench.costs import prices
 from dashbench.store import Store
-from dashbench.views.compare import accuracy as accuracy_view, to_target
+from dashbench.views.compare import accuracy as accuracy_view
+from dashbench.views.compare import to_target
 
 
 def test_prediction_is_epochs_times_examples_over_throughput_plus_scaled_evaluation(tmp_path):
@@ -49,9 +50,19 @@ def test_a_different_target_or_setup_is_not_compared(tmp_path):
         store_run(store, "jax", 1280.0, block([seed_run(0, 2, 0.5, 0.25)], target=0.8))
         spec = RunSpec(model="fashion_mnist_cnn", batch_size=32, image_size=28, width=16, device="cpu", replicas=2)
         other = store.create_run(spec, status="running")  # another global batch: not this setup's throughput
-        store.finish_run(other, "done", result={"model": "fashion_mnist_cnn", "accelerator": "CPU",
-                                                "accelerator_count": 1, "replicas": 2, "global_batch_size": 32,
-                                                "examples_per_sec": 9000.0, "spec": spec.to_dict()})
+        store.finish_run(
+            other,
+            "done",
+            result={
+                "model": "fashion_mnist_cnn",
+                "accelerator": "CPU",
+                "accelerator_count": 1,
+                "replicas": 2,
+                "global_batch_size": 32,
+                "examples_per_sec": 9000.0,
+                "spec": spec.to_dict(),
+            },
+        )
         chosen, found, throughput = to_target.gather(store, [x])
     rows = to_target.target_rows(chosen, found, throughput, lambda row: None)
     (predicted,) = [r for r in rows if r["kind"] == "predicted"]

@@ -6,21 +6,19 @@ import re
 
 import pandas as pd
 import pytest
+from fixtures import dashboard_data
 
-from dashbench.views.common import charts
-
-from dashbench.costs import prices, reference
-from dashbench.views.compare import numbers as compare, picker
-from dashbench.views.common import context
-from dashbench.views.run import devices, live, form as run_form
-from dashbench.views.common import stored_runs
-from dashbench.views.results import runs as results
+from dashbench.core.spec import RunSpec, SpecError
+from dashbench.costs import prices, reference, run_cost
+from dashbench.store import STATUSES, TERMINAL, Store
+from dashbench.views.common import charts, context, sample_charts, stored_runs
 from dashbench.views.common.format import flag_list, flag_text, md_text, run_label
 from dashbench.views.common.samples import prepare_samples, step_samples
-from dashbench.core.spec import RunSpec, SpecError
-from dashbench.store import STATUSES, TERMINAL, Store
-
-from fixtures import dashboard_data
+from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import picker
+from dashbench.views.results import runs as results
+from dashbench.views.run import devices, live
+from dashbench.views.run import form as run_form
 
 # The one sweep-id format, made by the CLI's sweep and the Run page alike (store.new_sweep_id).
 SWEEP_ID = r"sweep-\d{8}-\d{6}-[0-9a-f]{8}"
@@ -68,7 +66,7 @@ def test_compare_frame_prices_runs_and_keeps_reference_rows_apart(store):
     assert not measured["label"].str.startswith("published").any()
     # A V100 run is priced from the catalog; a CPU run whose host recorded no CPU count (the fixture's) has no price.
     v100 = measured[measured["accelerator"] == "V100"].iloc[0]
-    price = prices.match_price("V100", 1, prices.catalog(store))
+    price = run_cost.match_price("V100", 1, prices.catalog(store))
     expected = price["usd_per_hour"] / (v100["examples_per_sec"] * 3600) * 1e6
     assert v100["usd_per_million_examples"] == pytest.approx(expected)
     cpu = measured[measured["accelerator"] == "CPU"].iloc[0]
@@ -115,9 +113,18 @@ def test_sweep_frame_finds_the_stored_sweep(store):
 
 def test_two_sweeps_of_one_day_are_two_lines():
     # Sweep ids as the Run page makes them: same date and minute, told apart only by their random tail.
-    rows = pd.DataFrame({"kind": "measured", "model": "conv2d", "accelerator": "CPU", "precision": "float32",
-                         "xla": False, "batch_size": [8, 16, 8, 16], "examples_per_sec": [1.0, 2.0, 3.0, 4.0],
-                         "sweep_id": ["sweep-20261130-0158-aaaaaa"] * 2 + ["sweep-20261130-0158-bbbbbb"] * 2})
+    rows = pd.DataFrame(
+        {
+            "kind": "measured",
+            "model": "conv2d",
+            "accelerator": "CPU",
+            "precision": "float32",
+            "xla": False,
+            "batch_size": [8, 16, 8, 16],
+            "examples_per_sec": [1.0, 2.0, 3.0, 4.0],
+            "sweep_id": ["sweep-20261130-0158-aaaaaa"] * 2 + ["sweep-20261130-0158-bbbbbb"] * 2,
+        }
+    )
     sweeps = compare.sweep_frame(rows)
     assert sweeps["series"].nunique() == 2
     assert len(charts.throughput_vs_batch(sweeps).data) == 2
@@ -132,10 +139,26 @@ def test_import_summary_reads_as_a_sentence():
 # Stored text a bundle from elsewhere may carry, each with markdown (or HTML, or a Streamlit
 # directive) that would do something on the page if shown unescaped.
 HOSTILE = [
-    "![x](http://host/p.png)", "[click](http://host/)", "<img src=http://host/p.png>", "<b>bold</b>",
-    ":material/warning:", ":red[alarm]", ":smile:", "`code`", "**strong** *em* _em_ ~~gone~~", "# heading",
-    "- item", "1. item", "> quote", "$x^2$", "a | b\n---|---", "http://host/p.png", "www.host.com",
-    "&lt;b&gt; &#58;", "[ref]: http://host/p.png", "back\\slash \\*",
+    "![x](http://host/p.png)",
+    "[click](http://host/)",
+    "<img src=http://host/p.png>",
+    "<b>bold</b>",
+    ":material/warning:",
+    ":red[alarm]",
+    ":smile:",
+    "`code`",
+    "**strong** *em* _em_ ~~gone~~",
+    "# heading",
+    "- item",
+    "1. item",
+    "> quote",
+    "$x^2$",
+    "a | b\n---|---",
+    "http://host/p.png",
+    "www.host.com",
+    "&lt;b&gt; &#58;",
+    "[ref]: http://host/p.png",
+    "back\\slash \\*",
 ]
 # Every mark CommonMark, GFM, math and Streamlit's directives give a meaning.
 SPECIAL = "\\`*_{}[]()<>#+-.!|~=:$&^\"'@"
@@ -209,14 +232,25 @@ def test_preset_fills_the_form_for_the_device_class():
 def test_live_view_is_a_plain_function_of_progress():
     queued = live.live_view({"status": "queued", "fraction": 0.0, "queue_position": 2, "samples": pd.DataFrame()})
     assert "(1 run ahead)" in queued.text and not queued.finished
-    samples = [{"index": 0, "steps": 2, "duration_s": 1.0, "loss": 2.0, "warmup": True},
-               {"index": 1, "steps": 2, "duration_s": 0.2, "loss": 1.5, "warmup": False}]
-    running = live.live_view({"status": "running", "phase": "measure", "fraction": 0.5, "steps_done": 4,
-                               "steps_total": 8, "samples": pd.DataFrame(samples), "examples_per_sec_live": 80.0})
+    samples = [
+        {"index": 0, "steps": 2, "duration_s": 1.0, "loss": 2.0, "warmup": True},
+        {"index": 1, "steps": 2, "duration_s": 0.2, "loss": 1.5, "warmup": False},
+    ]
+    running = live.live_view(
+        {
+            "status": "running",
+            "phase": "measure",
+            "fraction": 0.5,
+            "steps_done": 4,
+            "steps_total": 8,
+            "samples": pd.DataFrame(samples),
+            "examples_per_sec_live": 80.0,
+        }
+    )
     assert running.fraction == 0.5 and "step 4 of 8" in running.text and "100.0 ms" in running.text
     assert running.text.startswith("running (measuring)")
     assert list(running.samples["step_time_s"]) == [0.5, 0.1]
-    assert len(charts.live(running.samples).data) == 2
+    assert len(sample_charts.live(running.samples).data) == 2
     done = live.live_view({"status": "done", "fraction": 0.9, "samples": pd.DataFrame(samples)})
     assert done.finished and done.fraction == 1.0
     # Finished means what the store calls terminal: every one of them, and nothing else.
@@ -224,27 +258,32 @@ def test_live_view_is_a_plain_function_of_progress():
 
 
 def test_live_view_from_a_real_run_row(tmp_path):
-    from dashbench.jobs import queue
     from dashbench.core.spec import RunSpec
+    from dashbench.jobs import queue
 
     db = tmp_path / "live.sqlite"
     with Store(db) as s:
         run_id = s.create_run(RunSpec(model="fashion_mnist_cnn", batch_size=8, steps=4, warmup=1))
-        s.add_samples(run_id, [{"index": i, "steps": 1, "duration_s": 0.1, "loss": 1.0 - i / 10,
-                                "warmup": i == 0} for i in range(3)])
+        s.add_samples(
+            run_id,
+            [{"index": i, "steps": 1, "duration_s": 0.1, "loss": 1.0 - i / 10, "warmup": i == 0} for i in range(3)],
+        )
     view = live.live_view(queue.progress(run_id, db))
     assert view.status == "running" and view.fraction == pytest.approx(3 / 5) and len(view.samples) == 3
 
 
 def test_device_report_becomes_choices():
-    cpu_only = devices.parse_devices({"gpus": [], "tpu": {"evidence": None}, "cpu": {"model": "Xeon"},
-                                    "default_device": "cpu"})
+    cpu_only = devices.parse_devices(
+        {"gpus": [], "tpu": {"evidence": None}, "cpu": {"model": "Xeon"}, "default_device": "cpu"}
+    )
     assert cpu_only.kinds == ["cpu"] and "Xeon" in cpu_only.description["cpu"]
-    gpu = devices.parse_devices({"gpus": [{"accelerator": "V100"}, {"accelerator": "V100"}], "tpu": {},
-                               "cpu": {}, "default_device": "gpu"})
+    gpu = devices.parse_devices(
+        {"gpus": [{"accelerator": "V100"}, {"accelerator": "V100"}], "tpu": {}, "cpu": {}, "default_device": "gpu"}
+    )
     assert gpu.kinds == ["gpu", "cpu"] and gpu.description["gpu"] == "GPU: 2× V100"
-    tpu = devices.parse_devices({"gpus": [], "tpu": {"evidence": "libtpu", "accelerator_type": "v5litepod-8"},
-                               "default_device": "tpu"})
+    tpu = devices.parse_devices(
+        {"gpus": [], "tpu": {"evidence": "libtpu", "accelerator_type": "v5litepod-8"}, "default_device": "tpu"}
+    )
     assert tpu.kinds[0] == "tpu"
 
 
@@ -265,10 +304,10 @@ def test_step_samples_and_detail_charts(store):
     frame = compare.compare_frame(store.runs(status="done", limit=3), None, None)
     samples = step_samples(store, frame)
     assert set(samples["label"]) == set(frame["label"]) and not samples["warmup"].any()
-    (boxes,) = charts.step_time_distribution(samples).data  # one trace, a box per run on the y axis
+    (boxes,) = sample_charts.step_time_distribution(samples).data  # one trace, a box per run on the y axis
     assert len(set(boxes.y)) == 3 and len(boxes.x) == len(samples)
     one = prepare_samples(store.samples(frame["run_id"].iloc[0]))
-    assert {t.name for t in charts.loss_curve(one).data} == {"warm-up", "measured"}
+    assert {t.name for t in sample_charts.loss_curve(one).data} == {"warm-up", "measured"}
     detail = stored_runs.run_detail(store.get_run(frame["run_id"].iloc[0]))
     assert detail["headline"] and detail["env"]["tensorflow"] == "2.20.0"
 
@@ -282,7 +321,7 @@ def test_epochs_table_prices_n_epochs(store):
     frame = compare.compare_frame(store.runs(status="done", accelerator="V100", limit=1), None, None)
     table = compare.epochs_table(frame, prices.catalog(store), 60_000, 5)
     eps = frame["examples_per_sec"].iloc[0]
-    price = prices.match_price("V100", 1, prices.catalog(store))
+    price = run_cost.match_price("V100", 1, prices.catalog(store))
     assert table["usd_on_demand"].iloc[0] == pytest.approx(300_000 / eps / 3600 * price["usd_per_hour"])
     assert table["price"].iloc[0] == price["key"]
 
@@ -304,13 +343,14 @@ def test_compare_puts_tf_and_jax_of_one_setup_side_by_side(two_backends):
     frame = compare.compare_frame(runs, prices.catalog(store), None)
     assert len(frame) == 4 and frame["label"].nunique() == 4  # never merged
     # Each setup's TensorFlow row is followed by its JAX row, and every label names its backend.
-    assert list(frame["run_id"]) in ([ids[("tensorflow", 64)], ids[("jax", 64)], ids[("tensorflow", 32)],
-                                      ids[("jax", 32)]],
-                                     [ids[("tensorflow", 32)], ids[("jax", 32)], ids[("tensorflow", 64)],
-                                      ids[("jax", 64)]])
+    assert list(frame["run_id"]) in (
+        [ids[("tensorflow", 64)], ids[("jax", 64)], ids[("tensorflow", 32)], ids[("jax", 32)]],
+        [ids[("tensorflow", 32)], ids[("jax", 32)], ids[("tensorflow", 64)], ids[("jax", 64)]],
+    )
     assert [label.split(" (")[0] for label in frame["label"]][:2] in (
         ["CPU · b64 · fp32 · tensorflow", "CPU · b64 · fp32 · jax"],
-        ["CPU · b32 · fp32 · tensorflow", "CPU · b32 · fp32 · jax"])
+        ["CPU · b32 · fp32 · tensorflow", "CPU · b32 · fp32 · jax"],
+    )
     fig = charts.throughput(frame)
     assert sum(" · jax" in str(y) for y in fig.data[0].y) == 2
     assert sum(" · tensorflow" in str(y) for y in fig.data[0].y) == 2
@@ -327,9 +367,12 @@ def test_csv_and_tables_have_the_backend_columns(two_backends):
     assert {"backend", "backend_version"} <= set(back.columns)
     # A TensorFlow result from before backends names its version only in env["tensorflow"].
     versions = {run_id: (b, str(v)) for run_id, b, v in zip(back["run_id"], back["backend"], back["backend_version"])}
-    assert versions == {ids[("jax", 32)]: ("jax", "0.10.2"), ids[("jax", 64)]: ("jax", "0.10.2"),
-                        ids[("tensorflow", 32)]: ("tensorflow", "2.20.0"),
-                        ids[("tensorflow", 64)]: ("tensorflow", "2.20.0")}
+    assert versions == {
+        ids[("jax", 32)]: ("jax", "0.10.2"),
+        ids[("jax", 64)]: ("jax", "0.10.2"),
+        ids[("tensorflow", 32)]: ("tensorflow", "2.20.0"),
+        ids[("tensorflow", 64)]: ("tensorflow", "2.20.0"),
+    }
     table = results.results_table(store.runs())
     assert {"backend", "backend_version"} <= set(table.columns)
     assert sorted(table["backend"]) == ["jax", "jax", "tensorflow", "tensorflow"]
@@ -342,8 +385,10 @@ def test_backend_filter_and_sweep_lines_per_backend(two_backends):
     assert set(store.runs(backend=["jax"])["run_id"]) == {ids[("jax", 32)], ids[("jax", 64)]}
     sweeps = compare.sweep_frame(compare.compare_frame(runs, None, None))
     # The same setup at two batch sizes on each backend: two lines, each named by its backend.
-    assert sorted(sweeps["series"].unique()) == ["fashion_mnist_cnn · CPU · fp32 · jax",
-                                                  "fashion_mnist_cnn · CPU · fp32 · tensorflow"]
+    assert sorted(sweeps["series"].unique()) == [
+        "fashion_mnist_cnn · CPU · fp32 · jax",
+        "fashion_mnist_cnn · CPU · fp32 · tensorflow",
+    ]
     assert len(charts.throughput_vs_batch(sweeps).data) == 2
 
 
@@ -365,16 +410,26 @@ def test_run_form_backend_goes_into_every_spec():
 
 # -- shapes, published rows by workload, blanks, the cost legend ---------------------------------
 
+
 def _full_and_quick(tmp_path):
     """A full-size and a quick-shape fashion_mnist_cnn run on the same CPU at the same batch size."""
     import random
 
     rng = random.Random(3)
     with Store(tmp_path / "shapes.sqlite") as s:
-        full = dashboard_data._finished(s, RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6),
-                                        "CPU", "cpu", 1, 400.0, [], rng)
-        quick = dashboard_data._finished(s, RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6,
-                                                    image_size=28, width=8), "CPU", "cpu", 1, 3000.0, [], rng)
+        full = dashboard_data._finished(
+            s, RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6), "CPU", "cpu", 1, 400.0, [], rng
+        )
+        quick = dashboard_data._finished(
+            s,
+            RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", steps=6, image_size=28, width=8),
+            "CPU",
+            "cpu",
+            1,
+            3000.0,
+            [],
+            rng,
+        )
         return s.runs(), full, quick, prices.catalog(s)
 
 
@@ -410,8 +465,9 @@ def test_compare_keeps_full_size_and_quick_runs_apart(tmp_path):
 
 def test_published_rows_are_grouped_by_workload_with_no_cross_workload_speedup():
     published = reference.rows()
-    frame = compare.compare_frame(pd.DataFrame(columns=["run_id", "model"]), None,
-                                  published[published["examples_per_sec"].notna()])
+    frame = compare.compare_frame(
+        pd.DataFrame(columns=["run_id", "model"]), None, published[published["examples_per_sec"].notna()]
+    )
     groups = compare.workload_groups(frame)
     assert len(groups) > 1
     for _name, rows in groups:
@@ -428,11 +484,19 @@ def test_tables_have_no_none_text_and_the_csv_whole_numbers(store):
     catalog = prices.catalog(store)
     frame = compare.compare_frame(runs.head(6), catalog, reference.rows())
     frame = compare.speedup_vs(frame, frame["id"].iloc[0])
-    for table in (compare.compare_table(frame), results.results_table(runs, catalog),
-                  compare.epochs_table(frame, catalog, 60_000, 5), compare.published_ratios(reference.rows())):
+    for table in (
+        compare.compare_table(frame),
+        results.results_table(runs, catalog),
+        compare.epochs_table(frame, catalog, 60_000, 5),
+        compare.published_ratios(reference.rows()),
+    ):
         shown = blank_text(table)
-        assert not [(c, v) for c in shown.columns for v in shown[c] if isinstance(v, str)
-                    and v in ("None", "nan", "NaN", "<NA>")]
+        assert not [
+            (c, v)
+            for c in shown.columns
+            for v in shown[c]
+            if isinstance(v, str) and v in ("None", "nan", "NaN", "<NA>")
+        ]
     table = compare.compare_table(frame)
     assert str(table["batch_size"].dtype) == "Int64"
     csv = compare.csv_bytes(table).decode()
@@ -441,8 +505,14 @@ def test_tables_have_no_none_text_and_the_csv_whole_numbers(store):
 
 
 def test_cost_chart_legend_sits_between_title_and_plot():
-    frame = pd.DataFrame({"label": ["a", "b"], "usd_per_million_examples": [1.0, 2.0],
-                          "usd_per_million_examples_spot": [0.5, 1.0], "kind": ["measured"] * 2})
+    frame = pd.DataFrame(
+        {
+            "label": ["a", "b"],
+            "usd_per_million_examples": [1.0, 2.0],
+            "usd_per_million_examples_spot": [0.5, 1.0],
+            "kind": ["measured"] * 2,
+        }
+    )
     layout = charts.cost_per_million(frame).to_dict()["layout"]
     assert layout["legend"]["orientation"] == "h" and layout["legend"]["yanchor"] == "bottom"
     assert layout["legend"]["y"] >= 1.0 and layout["legend"]["xanchor"] == "left"
@@ -482,8 +552,9 @@ def test_run_detail_names_each_flag_once():
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")
     values, _ = dashboard_data.fake_result(spec, "CPU", "cpu", 1, 500.0, ["contended", "above_peak"], random.Random(0))
     values["host_load"] = {"other_cores": 1.6, "cores": 2}
-    detail = stored_runs.run_detail({"run_id": "r-1", "status": "done", "spec": spec.to_dict(),
-                                 "result": RunResult.from_dict(values)})
+    detail = stored_runs.run_detail(
+        {"run_id": "r-1", "status": "done", "spec": spec.to_dict(), "result": RunResult.from_dict(values)}
+    )
     assert detail["flags"] == [
         "contended: other processes kept the machine busy while it measured (other processes used 1.6 of 2 cores)",
         "above peak: faster than the hardware's peak, so the measurement is invalid",
@@ -507,12 +578,16 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
         runs = s.runs().set_index("run_id")
         detail = stored_runs.run_detail(s.get_run(run_id))
     # The Results table names a run id first (a long name is cut at the column's edge, the id is not).
-    labels = {i: label.split(" · ", 1)[1] for i, label in zip(runs.index, results.results_table(runs.reset_index())["run"])}
+    labels = {
+        i: label.split(" · ", 1)[1] for i, label in zip(runs.index, results.results_table(runs.reset_index())["run"])
+    }
     assert labels[run_id].startswith("fashion_mnist_cnn · CPU · 2 replicas · b64 · fp32 · quick 28px w8")
     assert "replicas" not in labels[one_id] and labels[one_id].startswith("fashion_mnist_cnn · CPU · b64")
     assert "2 replicas" in labels[queued] and detail["title"] == f"{labels[run_id]} (#{run_id[-6:]})"
     # A count the device already says (two GPUs, two replicas) is not said twice.
-    gpus = run_label({"model": "resnet50", "accelerator": "V100", "accelerator_count": 2, "replicas": 2, "batch_size": 8})
+    gpus = run_label(
+        {"model": "resnet50", "accelerator": "V100", "accelerator_count": 2, "replicas": 2, "batch_size": 8}
+    )
     assert "2×V100 · b8" in gpus and "replicas" not in gpus
 
 
@@ -523,8 +598,12 @@ def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
     state |= run_form.quick_toggle_values(state)  # what ticking the box puts in the form
     recipe = catalog.get("fashion_mnist_cnn").quick_recipe()
     (spec,), _ = run_form.specs_from_form(state)
-    assert (spec.width, spec.image_size, spec.batch_size, spec.steps) == (recipe["width"], None, recipe["batch_size"],
-                                                                         recipe["steps"])
+    assert (spec.width, spec.image_size, spec.batch_size, spec.steps) == (
+        recipe["width"],
+        None,
+        recipe["batch_size"],
+        recipe["steps"],
+    )
     assert "quick 28px w16" in run_label(spec.to_dict() | {"accelerator": "CPU"})
     # A model chosen in the form after the tick: its own quick shapes, never the other model's.
     (spec,), _ = run_form.specs_from_form(state | {"run_model": "resnet50", "run_batch_size": 8})
@@ -534,7 +613,9 @@ def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
     state |= run_form.quick_toggle_values(state)
     (spec,), _ = run_form.specs_from_form(state)
     assert (spec.width, spec.batch_size, spec.steps) == (None, 32, 7)
-    assert "width 16" in run_form.quick_caption("fashion_mnist_cnn") and "4 steps" in run_form.quick_caption("fashion_mnist_cnn")
+    assert "width 16" in run_form.quick_caption("fashion_mnist_cnn") and "4 steps" in run_form.quick_caption(
+        "fashion_mnist_cnn"
+    )
 
 
 def test_a_refused_launch_names_the_forms_box():

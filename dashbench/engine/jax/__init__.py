@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
+from dashbench.core.spec import SpecError
 from dashbench.engine import frameworks, peak_memory
 from dashbench.engine.base import Backend
-from dashbench.core.spec import SpecError
 from dashbench.engine.target import DeviceError
 
 
@@ -72,8 +72,9 @@ class Jax(Backend):
             found = []
         kind = spec.device
         if not found:
-            raise DeviceError(f"{kind} requested but JAX sees no {kind.upper()}; "
-                              f"found: {jax_devices.found_summary(jax)}")
+            raise DeviceError(
+                f"{kind} requested but JAX sees no {kind.upper()}; found: {jax_devices.found_summary(jax)}"
+            )
         if kind == "gpu" and spec.replicas is not None and spec.replicas > len(found):
             raise SpecError("replicas", f"{spec.replicas} gpu devices requested but JAX sees {len(found)}")
 
@@ -88,6 +89,7 @@ class Jax(Backend):
 
         def fetch():
             return float(matmul(a, b))
+
         return fetch
 
     def before_run(self, spec) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Optional
 
 from dashbench.engine import accuracy_data, calibration, compiler_flops, measured, to_accuracy, workloads
-from dashbench.engine.jax import devices as jax_devices, loop as jax_loop, seed as jax_seed
+from dashbench.engine.jax import devices as jax_devices
+from dashbench.engine.jax import loop as jax_loop
+from dashbench.engine.jax import seed as jax_seed
 from dashbench.results.result import RunResult
 
 
@@ -28,26 +30,43 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
         trainer = Trainer(keras, spec, shapes, target, distribution, data, plan.steps_per_call)
         gpus = tuple(d.id for d in target.strategy if d.platform == "gpu" and d.process_index == jax.process_index())
         record, samples, compile_s, host_load = to_accuracy.train(
-            spec, trainer, data, plan, emit, jax_devices.native_stderr_silenced, gpus)
-        placement = {"variables": jax_loop._devices_of(jax.tree_util.tree_leaves(trainer.state)),
-                     "ops": jax_loop._devices_of(trainer.eval_inputs[0])}
+            spec, trainer, data, plan, emit, jax_devices.native_stderr_silenced, gpus
+        )
+        placement = {
+            "variables": jax_loop._devices_of(jax.tree_util.tree_leaves(trainer.state)),
+            "ops": jax_loop._devices_of(trainer.eval_inputs[0]),
+        }
         if target.kind == "cpu" and not calibration.cpu_peaks():
             emit({"event": "phase", "phase": "probe"})
-        tf32 = target.kind == "gpu" and spec.precision == "float32" and \
-            jax.config.jax_default_matmul_precision in jax_loop._TF32_PRECISIONS
+        tf32 = (
+            target.kind == "gpu"
+            and spec.precision == "float32"
+            and jax.config.jax_default_matmul_precision in jax_loop._TF32_PRECISIONS
+        )
         mesh = distribution.device_mesh.backend_mesh
         result = measured.result(
-            spec, workload, shapes, target, trainer.flops, compile_s, samples, placement,
+            spec,
+            workload,
+            shapes,
+            target,
+            trainer.flops,
+            compile_s,
+            samples,
+            placement,
             peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
             xla=True,
             backend=("jax", jax.__version__),
             env_extra={
                 "strategy": f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
-                "replicas": target.replicas, "multi_worker": target.multi_worker, "tf32": tf32,
+                "replicas": target.replicas,
+                "multi_worker": target.multi_worker,
+                "tf32": tf32,
                 "parameters": trainer.parameters,
-                "mesh": {str(name): int(size) for name, size in mesh.shape.items()}, **target.env,
+                "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
+                **target.env,
             },
-            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
+            host_load=host_load,
+            model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.distribution.set_distribution(previous_distribution)
@@ -89,8 +108,12 @@ class Trainer:
         self.replicated = NamedSharding(mesh, PartitionSpec())
         self.state = self._initial_state()
         state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, self.state)
-        self.compiled = jax.jit(loop, donate_argnums=0, out_shardings=(self.replicated, state_shardings),
-                                compiler_options=jax_loop.loop_compiler_options(target.kind, k))
+        self.compiled = jax.jit(
+            loop,
+            donate_argnums=0,
+            out_shardings=(self.replicated, state_shardings),
+            compiler_options=jax_loop.loop_compiler_options(target.kind, k),
+        )
         self.counter = jax_loop._iterations_index(optimizer)
 
         def evaluate_batch(state, x, y, mask):
@@ -118,19 +141,23 @@ class Trainer:
         self.eval_inputs = [to_devices(batch) for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
         self.validation_examples = len(data.y_val)
         one = lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype)
-        self.flops["compiler"] = compiler_flops.jax_step(scaled_step, self.state, one(data.x_train), one(data.y_train),
-                                                         spec.batch_size)
+        self.flops["compiler"] = compiler_flops.jax_step(
+            scaled_step, self.state, one(data.x_train), one(data.y_train), spec.batch_size
+        )
 
     def _initial_state(self, model=None):
         import jax
 
         model = model or self.model
         placed = lambda a: a if a.sharding == self.replicated else jax.device_put(a, self.replicated)
-        return jax.tree_util.tree_map(placed, (
-            [v.value for v in model.trainable_variables],
-            [v.value for v in model.non_trainable_variables],
-            [jax.numpy.asarray(value) for value in self.initial_optimizer],
-        ))
+        return jax.tree_util.tree_map(
+            placed,
+            (
+                [v.value for v in model.trainable_variables],
+                [v.value for v in model.non_trainable_variables],
+                [jax.numpy.asarray(value) for value in self.initial_optimizer],
+            ),
+        )
 
     def set_seed(self, seed: int) -> None:
         """The weights of a model built from `seed`, and the optimizer's initial state."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.models import memory
 from dashbench.engine import compiler_flops
+from dashbench.models import memory
 
 _analysed: dict[tuple, dict] = {}
 
@@ -67,8 +67,10 @@ def memory_facts(stats, abstract) -> Optional[dict]:
         "state_bytes": state_bytes,
         "parameters": int(sum(_count(a) for a in _leaves(state[0]))),
         "compiled_batch": batch,
-        "analysis": {name: int(getattr(stats, f"{name}_size_in_bytes"))
-                     for name in ("argument", "output", "alias", "temp", "generated_code")},
+        "analysis": {
+            name: int(getattr(stats, f"{name}_size_in_bytes"))
+            for name in ("argument", "output", "alias", "temp", "generated_code")
+        },
     }
 
 

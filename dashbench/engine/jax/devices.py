@@ -14,12 +14,13 @@ import re
 import sys
 from typing import Optional
 
-from dashbench.hardware import tpu
+from dashbench.core.spec import RunSpec, SpecError, divisibility_message
 from dashbench.engine import probe
-from dashbench.engine.target import DeviceError, Target, canonical_gpu
+
 # import_jax and native_stderr_silenced are also used as jax_devices.X by the JAX loop and accuracy.
 from dashbench.engine.frameworks import import_jax, native_stderr_silenced
-from dashbench.core.spec import RunSpec, SpecError, divisibility_message
+from dashbench.engine.target import DeviceError, Target, canonical_gpu
+from dashbench.hardware import tpu
 
 _HOST_DEVICES = "--xla_force_host_platform_device_count"
 _KINDS = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
@@ -82,9 +83,13 @@ def create(spec: RunSpec) -> Target:
         raise DeviceError(f"{kind} requested but JAX sees no {kind.upper()}; found: {found_summary(jax)}")
     replicas = spec.replicas or len(found)
     if multi_host and spec.replicas not in (None, len(found)):
-        raise SpecError("replicas", f"a multi-host run uses all {len(found)} devices; drop --replicas or use {len(found)}")
+        raise SpecError(
+            "replicas", f"a multi-host run uses all {len(found)} devices; drop --replicas or use {len(found)}"
+        )
     if kind == "tpu" and spec.replicas not in (None, len(found)):
-        raise SpecError("replicas", f"a TPU runs on all its {len(found)} devices here; drop --replicas or use {len(found)}")
+        raise SpecError(
+            "replicas", f"a TPU runs on all its {len(found)} devices here; drop --replicas or use {len(found)}"
+        )
     if replicas > len(found):
         hint = " (a CPU run asks for them itself: run it in a fresh process)" if kind == "cpu" else ""
         raise SpecError("replicas", f"{replicas} {kind} devices requested but JAX sees {len(found)}{hint}")
@@ -114,7 +119,7 @@ def _share_run_id(jax) -> None:
 
     mine = os.environ.get(RUN_ID_ENV, "").encode()[:_RUN_ID_BYTES]
     sent = np.zeros(_RUN_ID_BYTES, np.uint8)
-    sent[:len(mine)] = np.frombuffer(mine, np.uint8)
+    sent[: len(mine)] = np.frombuffer(mine, np.uint8)
     with native_stderr_silenced():
         got = np.asarray(multihost_utils.broadcast_one_to_all(sent)).astype(np.uint8).tobytes().rstrip(b"\0").decode()
     if got and not os.environ.get(RUN_ID_ENV):
@@ -167,8 +172,10 @@ def discover() -> dict:
     from dashbench.engine.target import cpu_model
 
     jax = import_jax()
-    gpus = [{"name": _device_name(d), "device_name": d.device_kind, "accelerator": canonical_gpu(d.device_kind)}
-            for d in _devices(jax, "gpu")]
+    gpus = [
+        {"name": _device_name(d), "device_name": d.device_kind, "accelerator": canonical_gpu(d.device_kind)}
+        for d in _devices(jax, "gpu")
+    ]
     tpus = _devices(jax, "tpu")
     evidence = tpu.evidence()
     info = {"evidence": evidence, **tpu.describe_type(evidence)}

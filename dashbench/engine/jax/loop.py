@@ -20,13 +20,14 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from dashbench.models import catalog, memory
 from dashbench.core import stats
-from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
-from dashbench.engine.jax import compiled_step
-from dashbench.engine.jax import devices as jax_devices, seed as jax_seed
-from dashbench.results.result import RunResult
 from dashbench.core.spec import RunSpec
+from dashbench.engine import backends, calibration, measured, workloads
+from dashbench.engine.jax import compiled_step
+from dashbench.engine.jax import devices as jax_devices
+from dashbench.engine.jax import seed as jax_seed
+from dashbench.models import catalog, memory
+from dashbench.results.result import RunResult
 
 Event = Callable[[dict], None]
 
@@ -79,8 +80,12 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
     state_shardings = jax.tree_util.tree_map(lambda a: a.sharding, state)
     counter = _iterations_index(optimizer)
     # The loss replicated: every host of a multi-host run can read it.
-    compiled = jax.jit(train_loop, donate_argnums=0, out_shardings=(replicated, state_shardings),
-                       compiler_options=loop_compiler_options(target.kind, k))
+    compiled = jax.jit(
+        train_loop,
+        donate_argnums=0,
+        out_shardings=(replicated, state_shardings),
+        compiler_options=loop_compiler_options(target.kind, k),
+    )
 
     sharded = lambda leading: NamedSharding(mesh, PartitionSpec(*leading, batch_axis))
     process, processes = jax.process_index(), jax.process_count()
@@ -123,10 +128,20 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
     }
     if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
-    tf32 = target.kind == "gpu" and spec.precision == "float32" and \
-        jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
+    tf32 = (
+        target.kind == "gpu"
+        and spec.precision == "float32"
+        and jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
+    )
     return measured.result(
-        spec, workload, shapes, target, flops, compile_s, samples, placement,
+        spec,
+        workload,
+        shapes,
+        target,
+        flops,
+        compile_s,
+        samples,
+        placement,
         model_info=keras_side.identity(model),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
         xla=True,  # JAX compiles every step with XLA
@@ -154,8 +169,13 @@ def before_run(spec) -> Optional[str]:
     guard XLA's bytes. Returns the estimate's source ("xla"), or None where the counts stand: not a
     CPU run of synthetic data's throughput, a multi-host run (JAX must join its peers first), or a
     compile that failed."""
-    if spec.backend != "jax" or spec.to_accuracy or spec.data != "synthetic" or not memory.on_host_cpu(spec) \
-            or jax_devices.distributed_settings() is not None:
+    if (
+        spec.backend != "jax"
+        or spec.to_accuracy
+        or spec.data != "synthetic"
+        or not memory.on_host_cpu(spec)
+        or jax_devices.distributed_settings() is not None
+    ):
         return None
     try:
         found = _analyse_before(spec)
@@ -178,7 +198,8 @@ def _analyse_before(spec) -> Optional[dict]:
         model, optimizer, step = model_and_step(keras, spec, keras_side, shapes)
         x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, SHAPE_BATCH), spec.seed)
         at_batch = lambda tree: jax.tree_util.tree_map(
-            lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree)
+            lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree
+        )
         examples = spec.batch_size * stats.examples_per_item(catalog.get(spec.model).unit, shapes.seq_len)
         found = compiled_step.analyse(step, state_of(model, optimizer), at_batch(x), at_batch(y), examples)
     finally:
@@ -200,8 +221,11 @@ def model_and_step(keras, spec, keras_side, shapes):
 
 def state_of(model, optimizer) -> tuple:
     """A step's state: the values of the trainable, non-trainable and optimizer variables."""
-    return ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-            [v.value for v in optimizer.variables])
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )
 
 
 def step_of(model, optimizer, workload, loss_scaling: bool):
@@ -252,8 +276,9 @@ def train_loop_of(step, k: int, written_out: bool, stacked: bool):
                 loss, state = step(state, *batch(x, y, i))
             return loss, state
         # On accelerators the loop stays one compiled body, whatever steps_per_loop is.
-        return jax.lax.fori_loop(0, k, lambda i, carry: step(carry[1], *batch(x, y, i)),
-                                 (jax.numpy.zeros((), "float32"), state))
+        return jax.lax.fori_loop(
+            0, k, lambda i, carry: step(carry[1], *batch(x, y, i)), (jax.numpy.zeros((), "float32"), state)
+        )
 
     return train_loop
 
@@ -285,7 +310,9 @@ def _compiler_flops(step, holder, real: bool, spec, workload, shapes):
         x, y = holder["inputs"]
         skip = 2 if real else 1  # the stacked real batches lead with the loop's steps
         # A model of several inputs takes a tuple of arrays: each is described alike.
-        one = lambda a: jax.tree_util.tree_map(lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a)
+        one = lambda a: jax.tree_util.tree_map(
+            lambda b: jax.ShapeDtypeStruct((spec.batch_size, *b.shape[skip:]), b.dtype), a
+        )
         examples = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
         found = compiled_step.analyse(step, holder["state"], one(x), one(y), examples)
         if not real:

@@ -21,6 +21,7 @@ def set_random_seed(seed: int) -> None:
         from keras.src.backend.common import global_state
         from keras.src.random import seed_generator
         from keras.src.utils import rng_utils
+
         seed_key, generator_key = rng_utils.GLOBAL_RANDOM_SEED, seed_generator.GLOBAL_SEED_GENERATOR
     except (ImportError, AttributeError):  # another Keras layout: its own function, TensorFlow and all
         keras.utils.set_random_seed(seed)

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import sys
 
-from dashbench.hardware import tpu
 from dashbench.engine import frameworks, peak_memory
 from dashbench.engine.base import Backend
 from dashbench.engine.target import DeviceError
+from dashbench.hardware import tpu
 
 
 class TensorFlow(Backend):
     name = "tensorflow"
     display_name = "TensorFlow"
-    no_tpu = "tpu requested but this host shows no TPU (no /dev/accel0 or /dev/vfio/0, no TPU_ACCELERATOR_TYPE or TPU_NAME)"
+    no_tpu = (
+        "tpu requested but this host shows no TPU (no /dev/accel0 or /dev/vfio/0, no TPU_ACCELERATOR_TYPE or TPU_NAME)"
+    )
     remote_tpu = True  # --tpu NAME: a TPUClusterResolver finds it
 
     def run(self, spec, on_event=None):
@@ -67,8 +69,10 @@ class TensorFlow(Backend):
             if not gpus:
                 raise DeviceError(f"gpu requested but TensorFlow sees no GPU; found: {devices.found_summary(tf)}")
             if spec.replicas is not None and spec.replicas > len(gpus):
-                raise DeviceError(f"{spec.replicas} GPUs requested but TensorFlow sees {len(gpus)}; "
-                                  f"found: {devices.found_summary(tf)}")
+                raise DeviceError(
+                    f"{spec.replicas} GPUs requested but TensorFlow sees {len(gpus)}; "
+                    f"found: {devices.found_summary(tf)}"
+                )
         elif spec.tpu in (None, "local") and not tpu.evidence():
             raise DeviceError(f"{self.no_tpu}; found: {devices.found_summary(tf)}")
 
@@ -83,6 +87,7 @@ class TensorFlow(Backend):
         def fetch():
             with tf.device(name):
                 return float(matmul(a, b).numpy())
+
         return fetch
 
     def before_run(self, spec) -> None:

@@ -25,23 +25,35 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
     try:
         trainer = Trainer(tf, keras, spec, shapes, target, data, plan.steps_per_call)
         record, samples, compile_s, host_load = to_accuracy.train(
-            spec, trainer, data, plan, emit, devices.native_stderr_silenced, devices.gpu_indices(target))
+            spec, trainer, data, plan, emit, devices.native_stderr_silenced, devices.gpu_indices(target)
+        )
         model, optimizer = trainer.model, trainer.optimizer
         placement = {"variables": devices.variable_devices(model, optimizer), "ops": []}
         tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         if target.kind == "cpu" and not calibration.cpu_peaks():
             emit({"event": "phase", "phase": "probe"})
         result = measured.result(
-            spec, workload, shapes, target, trainer.flops, compile_s, samples, placement,
+            spec,
+            workload,
+            shapes,
+            target,
+            trainer.flops,
+            compile_s,
+            samples,
+            placement,
             peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
             xla=spec.xla or target.kind == "tpu",
             backend=("tensorflow", tf.__version__),
             env_extra={
-                "strategy": type(target.strategy).__name__, "replicas": target.replicas,
-                "multi_worker": target.multi_worker, "tf32": tf32,
-                "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)), **target.env,
+                "strategy": type(target.strategy).__name__,
+                "replicas": target.replicas,
+                "multi_worker": target.multi_worker,
+                "tf32": tf32,
+                "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
+                **target.env,
             },
-            host_load=host_load, model_info=trainer.workload.identity(trainer.model),
+            host_load=host_load,
+            model_info=trainer.workload.identity(trainer.model),
         )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
@@ -112,8 +124,9 @@ class Trainer:
 
         self.train_chunk, self.eval_batch = train_chunk, eval_batch
         # The held-out split goes to the devices once, split per replica; each evaluation reads it there.
-        self.eval_inputs = [self._distribute(batch, stacked=False)
-                            for batch in accuracy_data.evaluation_batches(data, spec.batch_size)]
+        self.eval_inputs = [
+            self._distribute(batch, stacked=False) for batch in accuracy_data.evaluation_batches(data, spec.batch_size)
+        ]
         self.validation_examples = len(data.y_val)
 
     def _count_compiler_flops(self, forward_backward, variables, data) -> None:
@@ -137,8 +150,9 @@ class Trainer:
 
         def part(context):
             start = context.replica_id_in_sync_group * width
-            return tuple(tf.constant(a[:, start : start + width] if stacked else a[start : start + width])
-                         for a in arrays)
+            return tuple(
+                tf.constant(a[:, start : start + width] if stacked else a[start : start + width]) for a in arrays
+            )
 
         return self.strategy.experimental_distribute_values_from_function(part)
 

@@ -14,13 +14,15 @@ import json
 import os
 from typing import Optional
 
-from dashbench.hardware import tpu
+from dashbench.core.spec import RunSpec, SpecError, divisibility_message
 from dashbench.engine import probe
+
 # import_tensorflow and native_stderr_silenced are also used as devices.X by the loop and accuracy.
 from dashbench.engine.frameworks import import_tensorflow, native_stderr_silenced
-from dashbench.core.spec import RunSpec, SpecError, divisibility_message
+
 # DeviceError, Target and the names are every backend's; also used as devices.X by the TF modules and tests.
 from dashbench.engine.target import DeviceError, Target, canonical_gpu, cpu_model
+from dashbench.hardware import tpu
 
 
 def tpu_evidence() -> Optional[str]:
@@ -114,7 +116,14 @@ def _gpu_target(tf, spec: RunSpec) -> Target:
     else:
         strategy = tf.distribute.MirroredStrategy(logical)
     raw = _gpu_details(tf, gpus[0]).get("device_name", gpus[0].name)
-    return Target(strategy, "gpu", canonical_gpu(raw), replicas, [_gpu_details(tf, g).get("device_name", g.name) for g in gpus[:replicas]], replicas)
+    return Target(
+        strategy,
+        "gpu",
+        canonical_gpu(raw),
+        replicas,
+        [_gpu_details(tf, g).get("device_name", g.name) for g in gpus[:replicas]],
+        replicas,
+    )
 
 
 def _tpu_target(tf, spec: RunSpec) -> Target:
@@ -137,7 +146,8 @@ def _tpu_target(tf, spec: RunSpec) -> Target:
     replicas = strategy.num_replicas_in_sync
     if spec.replicas is not None and spec.replicas != replicas:
         raise SpecError(
-            "replicas", f"a TPU runs on all its {replicas} devices (cores or chips) here; drop --replicas or use {replicas}"
+            "replicas",
+            f"a TPU runs on all its {replicas} devices (cores or chips) here; drop --replicas or use {replicas}",
         )
     _check_divisible(spec.batch_size, replicas)
     # TensorFlow lists TPU devices without naming the chip: the VM's accelerator type does.
@@ -178,10 +188,26 @@ def _multi_worker_target(tf, spec: RunSpec, kind: str) -> Target:
     if kind == "gpu":
         gpus = tf.config.list_physical_devices("GPU")
         raw = _gpu_details(tf, gpus[0]).get("device_name", gpus[0].name)
-        return Target(strategy, "gpu", canonical_gpu(raw), replicas, [raw] * replicas, replicas, True,
-                      env={"local_devices": [raw] * local, "process_count": workers})
-    return Target(strategy, "cpu", "CPU", workers, ["CPU"] * replicas, replicas, True,
-                  env={"local_devices": ["CPU"] * local, "process_count": workers})
+        return Target(
+            strategy,
+            "gpu",
+            canonical_gpu(raw),
+            replicas,
+            [raw] * replicas,
+            replicas,
+            True,
+            env={"local_devices": [raw] * local, "process_count": workers},
+        )
+    return Target(
+        strategy,
+        "cpu",
+        "CPU",
+        workers,
+        ["CPU"] * replicas,
+        replicas,
+        True,
+        env={"local_devices": ["CPU"] * local, "process_count": workers},
+    )
 
 
 def _check_divisible(batch_size: int, replicas: int) -> None:
@@ -216,7 +242,9 @@ def _gpu_details(tf, device) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in details.items()}
 
 
-def cpu_peak_tflops(dtype: str = "float32", size: Optional[int] = None, repeats: int = probe.CPU_PROBE_REPEATS) -> float:
+def cpu_peak_tflops(
+    dtype: str = "float32", size: Optional[int] = None, repeats: int = probe.CPU_PROBE_REPEATS
+) -> float:
     """TensorFlow's attainable CPU matmul rate in TFLOP/s, or the host's calibrated peak
     (dashbench.engine.probe.cpu_peak_tflops)."""
     return probe.cpu_peak_tflops("tensorflow", dtype, size, repeats)

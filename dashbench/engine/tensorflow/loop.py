@@ -18,13 +18,12 @@ import re
 import time
 from typing import Callable, Optional
 
-from dashbench.models import catalog
 from dashbench.core import stats
-
+from dashbench.core.spec import RunSpec
 from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
 from dashbench.engine.tensorflow import devices
+from dashbench.models import catalog
 from dashbench.results.result import RunResult
-from dashbench.core.spec import RunSpec
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
 _COMPUTE_OPS = re.compile(
@@ -105,17 +104,38 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
 
     # XLA and graph optimisers log to the C++ stderr on first use ("Compiled cluster using XLA!");
     # a failure still arrives as a Python exception with its message.
-    compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, devices.native_stderr_silenced,
-                                                       devices.gpu_indices(target))
+    compile_s, samples, host_load = measured.run_loops(
+        host_loop, spec, emit, devices.native_stderr_silenced, devices.gpu_indices(target)
+    )
 
-    flops["compiler"] = _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side,
-                                        shapes, spec, per_replica_batch, target)
-    placement = {"variables": devices.variable_devices(model, optimizer), "ops": _op_devices(train_loop, source, steps_per_loop)}
+    flops["compiler"] = _compiler_flops(
+        tf,
+        strategy,
+        replica_step,
+        plain_forward_backward,
+        workload,
+        keras_side,
+        shapes,
+        spec,
+        per_replica_batch,
+        target,
+    )
+    placement = {
+        "variables": devices.variable_devices(model, optimizer),
+        "ops": _op_devices(train_loop, source, steps_per_loop),
+    }
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
         emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
-        spec, workload, shapes, target, flops, compile_s, samples, placement,
+        spec,
+        workload,
+        shapes,
+        target,
+        flops,
+        compile_s,
+        samples,
+        placement,
         model_info=keras_side.identity(model),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
         xla=spec.xla or target.kind == "tpu",
@@ -157,8 +177,9 @@ def train_loop_of(tf, strategy, replica_step, optimizer, k: int, real: bool):
     return train_loop
 
 
-def _compiler_flops(tf, strategy, replica_step, plain_forward_backward, workload, keras_side, shapes, spec,
-                    per_replica_batch, target):
+def _compiler_flops(
+    tf, strategy, replica_step, plain_forward_backward, workload, keras_side, shapes, spec, per_replica_batch, target
+):
     """The graph profiler's FLOPs per example of one step on every replica. The profiler does not open
     an XLA cluster (a function call), so the step it counts runs the forward/backward unjitted."""
     x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, 2), spec.seed)

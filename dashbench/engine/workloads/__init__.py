@@ -10,12 +10,11 @@ and JAX — put on the devices once and reused every step. Losses use keras.ops,
 
 from __future__ import annotations
 
-
-from dashbench.models.catalog import Shapes
+from dashbench.core.spec import MODELS, SpecError
 from dashbench.engine.workloads import images, llama, text
 from dashbench.engine.workloads.base import KerasWorkload, real_batches, real_dataset
 from dashbench.engine.workloads.flops import count_flops
-from dashbench.core.spec import MODELS, SpecError
+from dashbench.models.catalog import Shapes
 
 __all__ = ["KerasWorkload", "BUILTINS", "of", "real_batches", "real_dataset"]
 
@@ -64,8 +63,13 @@ BUILTINS: dict[str, KerasWorkload] = {
     for w in (
         KerasWorkload("conv2d", images.conv2d_model, images.conv2d_batch, loss="mse"),
         # the Colab article's CNN: Adam 1e-3, ending in a softmax
-        KerasWorkload("fashion_mnist_cnn", images.fashion_model, images.classified_images,
-                      loss="crossentropy_probabilities", real=True),
+        KerasWorkload(
+            "fashion_mnist_cnn",
+            images.fashion_model,
+            images.classified_images,
+            loss="crossentropy_probabilities",
+            real=True,
+        ),
         KerasWorkload("resnet50", images.resnet50_model, images.classified_images, optimizer=_sgd_with_warmup),
         KerasWorkload("inception_v3", images.inception_model, images.classified_images, optimizer=_sgd_with_warmup),
         KerasWorkload("bilstm", text.bilstm_model, text.bilstm_batch, optimizer=_lstm_adam),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from dashbench.engine.workloads.flops import count_flops
 from dashbench.models.catalog import Shapes
 from dashbench.models.datasets import FASHION_CLASSES, load_fashion_mnist
-from dashbench.engine.workloads.flops import count_flops
 
 
 class KerasWorkload:
@@ -15,8 +15,15 @@ class KerasWorkload:
     says how its loss reads the model's output; the rest has defaults (Adam 1e-3, the layer FLOP count,
     no real data). A subclass (a user's model) overrides what it knows better."""
 
-    def __init__(self, name: str, build: Callable, batch: Callable, loss: str = "crossentropy_logits",
-                 optimizer: Optional[Callable] = None, real: bool = False):
+    def __init__(
+        self,
+        name: str,
+        build: Callable,
+        batch: Callable,
+        loss: str = "crossentropy_logits",
+        optimizer: Optional[Callable] = None,
+        real: bool = False,
+    ):
         self.name, self._build, self._batch, self._loss_kind = name, build, batch, loss
         self._optimizer, self.has_real_data = optimizer, real
 

@@ -45,7 +45,9 @@ def resnet50_model(s: Shapes):
     import keras
 
     return keras.applications.ResNet50(
-        weights=None, input_shape=(s.image_size, s.image_size, s.channels), classes=s.classes,
+        weights=None,
+        input_shape=(s.image_size, s.image_size, s.channels),
+        classes=s.classes,
         classifier_activation=None,
     )
 
@@ -54,7 +56,9 @@ def inception_model(s: Shapes):
     import keras
 
     return keras.applications.InceptionV3(
-        weights=None, input_shape=(s.image_size, s.image_size, s.channels), classes=s.classes,
+        weights=None,
+        input_shape=(s.image_size, s.image_size, s.channels),
+        classes=s.classes,
         classifier_activation=None,
     )
 
@@ -106,4 +110,3 @@ def conv2d_batch(s: Shapes, batch: int, seed: int):
 def classified_images(s: Shapes, batch: int, seed: int):
     x = _images(s, batch, seed)
     return x, _image_class_labels(x, s.classes, seed)
-

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from dashbench.models import lm_shape, lm_text
 from dashbench.engine.workloads.base import KerasWorkload
+from dashbench.models import lm_shape, lm_text
 
 if TYPE_CHECKING:
     from dashbench.models.catalog import Shapes

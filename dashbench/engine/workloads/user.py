@@ -17,12 +17,14 @@ The file is imported only in the run's own process, under a time limit (user_imp
 from __future__ import annotations
 
 import inspect
+import os
+from pathlib import Path
 from typing import Optional
 
-from dashbench.models import model_file
-from dashbench.models.catalog import Shapes
 from dashbench.engine.workloads.base import KerasWorkload
 from dashbench.engine.workloads.user_import import import_file, one_line, say
+from dashbench.models import model_file
+from dashbench.models.catalog import Shapes
 
 RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
 BUILDER_ARGUMENTS = ("batch_size", "classes")
@@ -80,13 +82,19 @@ class UserWorkload(KerasWorkload):
         for name, parameter in parameters.items():
             if name in BUILDER_ARGUMENTS and (given[name] is not None or parameter.default is inspect.Parameter.empty):
                 if given[name] is None:
-                    raise say(f"{self.where}() asks for {name}, which this run has none of (classes: an image "
-                               f"folder's class count); give it a default")
+                    raise say(
+                        f"{self.where}() asks for {name}, which this run has none of (classes: an image "
+                        f"folder's class count); give it a default"
+                    )
                 kwargs[name] = given[name]
             elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
-                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-                raise say(f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
-                           f"{', '.join(BUILDER_ARGUMENTS)}")
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
+                raise say(
+                    f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
+                    f"{', '.join(BUILDER_ARGUMENTS)}"
+                )
         try:
             out = function(**kwargs)
         except Exception as exc:
@@ -94,11 +102,12 @@ class UserWorkload(KerasWorkload):
         if isinstance(out, dict):
             unknown = [key for key in out if key not in RETURNED_KEYS]
             if unknown:
-                raise say(f"{self.where}() returned a dict with {unknown[0]!r}; its keys are {', '.join(RETURNED_KEYS)}")
+                raise say(
+                    f"{self.where}() returned a dict with {unknown[0]!r}; its keys are {', '.join(RETURNED_KEYS)}"
+                )
             self.extras, out = {k: v for k, v in out.items() if k != "model"}, out.get("model")
         if not isinstance(out, keras.Model):
-            raise say(f"{self.where}() returned {type(out).__name__}, not a keras.Model "
-                       f"(or a dict with 'model')")
+            raise say(f"{self.where}() returned {type(out).__name__}, not a keras.Model (or a dict with 'model')")
         self._take_compiled(out)
         return out
 
@@ -109,13 +118,17 @@ class UserWorkload(KerasWorkload):
             text = str(exc)
             missing = _unregistered_classes(keras, self.path) if "Could not locate class" in text else []
             if missing:
-                raise _say(f"{self.path.name} uses custom class{'es' if len(missing) > 1 else ''} "
-                           f"{', '.join(missing)}, which no code here defines (a .keras file holds no code): give "
-                           f"a builder file.py:build that defines {'them' if len(missing) > 1 else 'it'} (registered "
-                           f"with keras.saving.register_keras_serializable) and returns the model") from None
+                raise say(
+                    f"{self.path.name} uses custom class{'es' if len(missing) > 1 else ''} "
+                    f"{', '.join(missing)}, which no code here defines (a .keras file holds no code): give "
+                    f"a builder file.py:build that defines {'them' if len(missing) > 1 else 'it'} (registered "
+                    f"with keras.saving.register_keras_serializable) and returns the model"
+                ) from None
             if "Lambda" in text or "safe_mode" in text:
-                raise say(f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
-                           f"the model without Lambda layers, or give a builder file.py:build") from None
+                raise say(
+                    f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
+                    f"the model without Lambda layers, or give a builder file.py:build"
+                ) from None
             raise say(f"{self.path.name} is not a loadable Keras 3 model: {one_line(exc)}") from None
         if not isinstance(loaded, keras.Model):
             raise say(f"{self.path.name} holds {type(loaded).__name__}, not a keras.Model")
@@ -141,15 +154,19 @@ class UserWorkload(KerasWorkload):
         for tensor in model.inputs:
             name, shape, dtype = _name(tensor), tuple(tensor.shape[1:]), str(tensor.dtype)
             if any(d is None for d in shape):
-                raise say(f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
-                           f"fixed (keras.Input(shape=...)) so its examples can be made")
+                raise say(
+                    f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
+                    f"fixed (keras.Input(shape=...)) so its examples can be made"
+                )
             made = {"name": name, "shape": list(shape), "dtype": dtype}
             if "int" in dtype or dtype == "bool":
                 bounds = wanted.get(name) or {}
                 high = bounds.get("high", 2 if dtype == "bool" else _embedding_size(model, tensor))
                 if high is None:
-                    raise say(f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
-                               f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}")
+                    raise say(
+                        f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
+                        f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}"
+                    )
                 made.update(low=int(bounds.get("low", 0)), high=int(high))
             elif "float" not in dtype:
                 raise say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
@@ -157,12 +174,13 @@ class UserWorkload(KerasWorkload):
         if not model.outputs:
             raise say(f"{self.where}: the model has no outputs")
         if len(model.outputs) > 1 and "labels" not in self.extras:
-            raise say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' "
-                       f"for them")
+            raise say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' for them")
         outputs = [{"name": _name(t), "shape": list(t.shape[1:]), "dtype": str(t.dtype)} for t in model.outputs]
         if any(d is None for d in outputs[0]["shape"]):
-            raise say(f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
-                       f"must be fixed for a target to be made")
+            raise say(
+                f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
+                f"must be fixed for a target to be made"
+            )
         return {"inputs": inputs, "outputs": outputs, **self._task(model, outputs[0])}
 
     def _task(self, model, output: dict) -> dict:
@@ -185,24 +203,33 @@ class UserWorkload(KerasWorkload):
         else:
             kind = "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
         if kind in ("classes", "one_hot") and (len(shape) != 1 or shape[0] < 2):
-            raise say(f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at "
-                       f"least 2 classes")
+            raise say(
+                f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at least 2 classes"
+            )
         if self.classes is not None and shape[0] != self.classes:
             raise say(f"output {output['name']!r} has {shape[0]} classes; the image folder has {self.classes}")
         if loss_fn is None:
             from_logits = not _ends_in_softmax(model)
-            self.loss_fn = (lambda y, p: keras.losses.sparse_categorical_crossentropy(y, p, from_logits=from_logits)) \
-                if kind == "classes" else (lambda y, p: keras.ops.square(p - keras.ops.cast(y, "float32")))
-            described = (f"sparse categorical cross-entropy{' (from logits)' if from_logits else ''}"
-                         if kind == "classes" else "mean squared error")
+            self.loss_fn = (
+                (lambda y, p: keras.losses.sparse_categorical_crossentropy(y, p, from_logits=from_logits))
+                if kind == "classes"
+                else (lambda y, p: keras.ops.square(p - keras.ops.cast(y, "float32")))
+            )
+            described = (
+                f"sparse categorical cross-entropy{' (from logits)' if from_logits else ''}"
+                if kind == "classes"
+                else "mean squared error"
+            )
         else:
             self.loss_fn = loss_fn.call if isinstance(loss_fn, keras.losses.Loss) else loss_fn
             described = f"{loss_name} (the model's)"
         self.kind = kind
-        task = {"classes": f"{shape[0]} classes from a fixed random projection of the inputs",
-                "one_hot": f"{shape[0]} one-hot classes from a fixed random projection of the inputs",
-                "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
-                "regression": "a fixed random projection of the inputs (regression)"}[kind]
+        task = {
+            "classes": f"{shape[0]} classes from a fixed random projection of the inputs",
+            "one_hot": f"{shape[0]} one-hot classes from a fixed random projection of the inputs",
+            "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
+            "regression": "a fixed random projection of the inputs (regression)",
+        }[kind]
         if "labels" in self.extras:
             task = "the builder's labels"
         return {"loss": described, "task": f"synthetic: {task}"}
@@ -286,12 +313,16 @@ class UserWorkload(KerasWorkload):
         self.classes = shapes.classes or None
         model = self.build_model(shapes)
         if len(model.inputs) != 1 or len(model.inputs[0].shape) != 4:
-            raise say(f"{self.where}: an image folder feeds a model of one image input (height, width, "
-                       f"channels); this one's inputs are {[_shape(t.shape[1:]) for t in model.inputs]}")
+            raise say(
+                f"{self.where}: an image folder feeds a model of one image input (height, width, "
+                f"channels); this one's inputs are {[_shape(t.shape[1:]) for t in model.inputs]}"
+            )
         height, width, channels = model.inputs[0].shape[1:]
         if height != width or channels not in (1, 3):
-            raise say(f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
-                       f"image folder is read square, with 1 or 3 channels")
+            raise say(
+                f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
+                f"image folder is read square, with 1 or 3 channels"
+            )
         return Shapes(image_size=int(height), channels=int(channels), classes=shapes.classes)
 
     def real_dataset(self, data_path, global_batch, seed):
@@ -302,7 +333,9 @@ class UserWorkload(KerasWorkload):
     def identity(self, model) -> dict:
         return {
             "source": "builder" if self.builder else "keras",
-            "file": self.path.name, "builder": self.builder, "sha256": self.sha,
+            "file": self.path.name,
+            "builder": self.builder,
+            "sha256": self.sha,
             "parameters": int(model.count_params()),
             **(self.meta or {}),
             "optimizer": self._optimizer_name(),
@@ -322,11 +355,19 @@ class UserWorkload(KerasWorkload):
         for layer in model.layers:
             for tensor in _outputs_of(layer):
                 activations += int(np.prod([d for d in tensor.shape[1:] if d is not None] or [1]))
-        slots = {"Adam": 2, "AdamW": 2, "Nadam": 2, "Adamax": 2, "SGD": 1, "RMSprop": 1, "Adagrad": 1,
-                 "Lion": 1, "Adafactor": 1}.get(self._optimizer_name(), 2)
+        slots = {
+            "Adam": 2,
+            "AdamW": 2,
+            "Nadam": 2,
+            "Adamax": 2,
+            "SGD": 1,
+            "RMSprop": 1,
+            "Adagrad": 1,
+            "Lion": 1,
+            "Adafactor": 1,
+        }.get(self._optimizer_name(), 2)
         inputs = sum(int(np.prod(m["shape"] or [1])) for m in self.meta["inputs"])
-        return {"parameters": int(model.count_params()), "slots": slots, "activations": activations,
-                "inputs": inputs}
+        return {"parameters": int(model.count_params()), "slots": slots, "activations": activations, "inputs": inputs}
 
 
 CONFIG_LIMIT = 64 * 2**20  # a .keras file's config.json beyond this is not read for class names
@@ -410,8 +451,8 @@ def prepare(spec) -> None:
     """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
-    from dashbench.models import catalog, memory
     from dashbench.engine import backends
+    from dashbench.models import catalog, memory
 
     shapes = catalog.check_spec(spec)
     backends.select(spec.backend)

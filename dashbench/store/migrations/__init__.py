@@ -80,6 +80,8 @@ def types() -> dict:
     import sqlalchemy as sa
     from sqlalchemy.dialects import postgresql
 
-    return {"TEXT": sa.Text().with_variant(sa.Text(collation="C"), "postgresql"),
-            "REAL": sa.REAL().with_variant(postgresql.DOUBLE_PRECISION(), "postgresql"),
-            "INTEGER": sa.Integer().with_variant(sa.BigInteger(), "postgresql")}
+    return {
+        "TEXT": sa.Text().with_variant(sa.Text(collation="C"), "postgresql"),
+        "REAL": sa.REAL().with_variant(postgresql.DOUBLE_PRECISION(), "postgresql"),
+        "INTEGER": sa.Integer().with_variant(sa.BigInteger(), "postgresql"),
+    }

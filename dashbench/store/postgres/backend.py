@@ -74,9 +74,11 @@ class PostgresBackend(Backend):
                 if not isinstance(getattr(exc.__context__, "orig", None), psycopg.errors.InsufficientPrivilege):
                     raise
                 role, _database = server._role_and_database(self.url)
-                raise ReadOnlyError(f"db: the role {role} may not create the store's tables in {shown}: "
-                                    f"make the store once with the owner's role (`dashbench store upgrade "
-                                    f"--db` its URL), or grant this one CREATE on the schema") from None
+                raise ReadOnlyError(
+                    f"db: the role {role} may not create the store's tables in {shown}: "
+                    f"make the store once with the owner's role (`dashbench store upgrade "
+                    f"--db` its URL), or grant this one CREATE on the schema"
+                ) from None
         except BaseException:
             self.close()
             raise
@@ -179,8 +181,9 @@ class PostgresBackend(Backend):
         host's pump holds (the dialect's claim_rows)."""
         conn.execute("SELECT pg_advisory_xact_lock(?)", (server.advisory_key("dashbench-queue:" + host),))
 
-    def write_now(self, what: str, statements: list[tuple[str, list]], guarded: bool = False,
-                  also: list[tuple[str, list]] = ()) -> bool:
+    def write_now(
+        self, what: str, statements: list[tuple[str, list]], guarded: bool = False, also: list[tuple[str, list]] = ()
+    ) -> bool:
         """One statement (connection.write_now), so a run's create, samples, heartbeat and end cost one
         round trip each; behind a write in flight in the same trip where it can go so."""
         if self.store.read_only:
@@ -242,8 +245,10 @@ class PostgresBackend(Backend):
                 self._drop_conn()  # cut off mid-answer: no one may read what follows
                 raise
         first = answers[0]
-        if isinstance(first, (retry.Retryable, psycopg.errors.IntegrityError,
-                              psycopg.errors.InvalidSqlStatementName)) and self.conn is not None:
+        if (
+            isinstance(first, (retry.Retryable, psycopg.errors.IntegrityError, psycopg.errors.InvalidSqlStatementName))
+            and self.conn is not None
+        ):
             again()
         elif isinstance(first, BaseException):
             raise first

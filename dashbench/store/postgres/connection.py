@@ -9,10 +9,10 @@ import contextlib
 import functools
 
 from dashbench.store import retry
-from dashbench.store.postgres import direct as pg_direct
-from dashbench.store.postgres.dialect import POSTGRES
 from dashbench.store.errors import ReadOnlyError
 from dashbench.store.outage import unreachable
+from dashbench.store.postgres import direct as pg_direct
+from dashbench.store.postgres.dialect import POSTGRES
 from dashbench.store.postgres.server import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
 
 # A write transaction that changed nothing (the dashboard's queue pump on every rerun, with nothing to
@@ -62,8 +62,9 @@ class PgConnection:
         """Rows into a table by COPY: one stream, no statement per row (an import of 100k runs' samples).
         Pipelined writes cannot COPY: they insert row by row (executemany)."""
         if self.pipeline is not None:
-            self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-                             f"({', '.join('?' * len(columns))})", rows)
+            self.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows
+            )
             return
         with self.driver.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:
@@ -190,8 +191,7 @@ def write(conn: PgConnection, url: str, shown: str, what: str, pipelined: bool =
         conn.execute("COMMIT")
 
 
-def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False,
-              also=()) -> bool:
+def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False, also=()) -> bool:
     """Writes that read nothing ((sql, params) each), with the change counter's bump, as ONE statement
     (data-modifying WITH parts) in its own transaction: a run's create, samples, heartbeat and end cost
     one round trip each, as a commit costs on SQLite. `guarded`: the parts after the first, and the bump,
@@ -214,8 +214,7 @@ def write_now(conn: PgConnection, url: str, shown: str, what: str, statements, g
     return cursor.rowcount > 0
 
 
-def send_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False,
-             also=()) -> bool:
+def send_now(conn: PgConnection, url: str, shown: str, what: str, statements, guarded: bool = False, also=()) -> bool:
     """write_now's statement sent without waiting for its answer (pg_direct.send; answer() reads it), where
     it can go by libpq as it is; False where it must go the waiting way."""
     if _lock_wait_ms(conn) != conn.lock_ms or not pg_direct.usable(conn.driver):
@@ -272,13 +271,15 @@ def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: 
     if not isinstance(exc, psycopg.Error):
         return
     if is_read_only_error(exc):
-        raise ReadOnlyError(f"cannot {what}: database {shown} is read-only for this session or role "
-                            f"({one_line(exc, url)})") from None
+        raise ReadOnlyError(
+            f"cannot {what}: database {shown} is read-only for this session or role ({one_line(exc, url)})"
+        ) from None
     if is_busy_error(exc):
         waited = isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled))
         kind = "lock" if waited else "conflict"
-        raise retry.Retryable(f"cannot {what}: database {shown} is locked by another writer "
-                              f"({one_line(exc, url)})", kind) from None
+        raise retry.Retryable(
+            f"cannot {what}: database {shown} is locked by another writer ({one_line(exc, url)})", kind
+        ) from None
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
         raise unreachable(exc, f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
 

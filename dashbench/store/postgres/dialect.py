@@ -11,8 +11,10 @@ def array_text(kind: str, values) -> str:
     fifth of the client's CPU that psycopg's array dumper takes for a batch of 100 samples (it looks up
     each element's dumper). Floats in Python's shortest exact form, which the server reads back exactly."""
     if kind == "text":
-        quoted = {v: "NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-                  for v in set(values)}  # a batch's run id, quoted once
+        quoted = {
+            v: "NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+            for v in set(values)
+        }  # a batch's run id, quoted once
         return "{" + ",".join(map(quoted.__getitem__, values)) + "}"
     number = float if kind in ("double precision", "real") else int
     if None not in values:
@@ -34,8 +36,10 @@ class Postgres(Dialect):
     @staticmethod
     def upsert(table: str, columns, keys, rows: int = 1) -> str:
         update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
-        return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES {marks(len(columns), rows)}"
-                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}")
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {marks(len(columns), rows)}"
+            f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}"
+        )
 
     @classmethod
     def insert_rows(cls, table: str, columns, types, rows: list[tuple], replace_on=(), same=()) -> tuple[str, list]:
@@ -52,18 +56,23 @@ class Postgres(Dialect):
             one[-1] = False
         arrays = [k for k in range(len(columns)) if not one[k]]
         picked = ", ".join(f"?::{types[k]}" if one[k] else f"u.c{k}" for k in range(len(columns)))
-        sql = (f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked} FROM unnest("
-               f"{', '.join(f'?::{types[k]}[]' for k in arrays)}) AS u({', '.join(f'c{k}' for k in arrays)})")
+        sql = (
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked} FROM unnest("
+            f"{', '.join(f'?::{types[k]}[]' for k in arrays)}) AS u({', '.join(f'c{k}' for k in arrays)})"
+        )
         if replace_on:
             update = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in replace_on)
             sql += f" ON CONFLICT ({', '.join(replace_on)}) DO UPDATE SET {update}"
-        return sql, ([values[k][0] for k in range(len(columns)) if one[k]]
-                     + [array_text(types[k], values[k]) for k in arrays])
+        return sql, (
+            [values[k][0] for k in range(len(columns)) if one[k]] + [array_text(types[k], values[k]) for k in arrays]
+        )
 
     @staticmethod
     def insert_ignore(table: str, columns) -> str:
-        return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-                " ON CONFLICT DO NOTHING")
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            " ON CONFLICT DO NOTHING"
+        )
 
     @staticmethod
     def json_text(column: str, key: str) -> str:

@@ -39,7 +39,7 @@ def typed(params) -> tuple[tuple, list] | None:
         elif kind is str and "\x00" not in value:  # libpq would cut the text there; psycopg refuses it
             types.append(_TEXT)
             values.append(value.encode())
-        elif kind is int and -2**63 <= value < 2**63:
+        elif kind is int and -(2**63) <= value < 2**63:
             types.append(_BIGINT)
             values.append(b"%d" % value)
         elif kind is float:  # 'nan', 'inf' and '-inf' read back as themselves
@@ -141,8 +141,12 @@ def execute(driver, sql: str, types: tuple, values: list) -> int:
             result = pgconn.exec_params(_numbered(sql).encode(), values, types)
         else:
             result = pgconn.exec_prepared(name, values)
-        if (attempt == 1 and name is not None and result.status == pq.ExecStatus.FATAL_ERROR
-                and result.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME):
+        if (
+            attempt == 1
+            and name is not None
+            and result.status == pq.ExecStatus.FATAL_ERROR
+            and result.error_field(pq.DiagnosticField.SQLSTATE) == _INVALID_STATEMENT_NAME
+        ):
             del known.names[key]  # prepared again under a new name: a name is never used twice
             continue
         _check(result, driver)

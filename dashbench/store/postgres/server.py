@@ -51,9 +51,14 @@ def acquire_engine(url: str, read_only: bool, lock_timeout_s: float):
             if read_only:  # every transaction of these sessions is READ ONLY: the server refuses any write
                 options += " -c default_transaction_read_only=on"
             engine = sa.create_engine(
-                _driver_url(url), pool_pre_ping=True, pool_size=2, max_overflow=6, pool_recycle=1800,
+                _driver_url(url),
+                pool_pre_ping=True,
+                pool_size=2,
+                max_overflow=6,
+                pool_recycle=1800,
                 isolation_level="AUTOCOMMIT",
-                connect_args={"options": options, "application_name": "dashbench", "connect_timeout": 10})
+                connect_args={"options": options, "application_name": "dashbench", "connect_timeout": 10},
+            )
             entry = _engines[key] = [engine, 0]
         entry[1] += 1
         return key, entry[0]
@@ -76,7 +81,7 @@ def release_engine(key) -> None:
             return
         entry[1] -= 1
         unused = [k for k, (_engine, users) in _engines.items() if users <= 0]
-        for old in unused[:max(0, len(unused) - KEEP_UNUSED)]:
+        for old in unused[: max(0, len(unused) - KEEP_UNUSED)]:
             _engines.pop(old)[0].dispose()
 
 
@@ -113,8 +118,15 @@ def is_busy_error(exc) -> bool:
     failure the server broke by ending this transaction (nothing of it stored)."""
     import psycopg
 
-    return isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled,
-                            psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
+    return isinstance(
+        exc,
+        (
+            psycopg.errors.LockNotAvailable,
+            psycopg.errors.QueryCanceled,
+            psycopg.errors.DeadlockDetected,
+            psycopg.errors.SerializationFailure,
+        ),
+    )
 
 
 def one_line(exc: BaseException, url: str | None) -> str:
@@ -129,18 +141,37 @@ def one_line(exc: BaseException, url: str | None) -> str:
 # What libpq says when the server wants a password it was not given, or was given a wrong one.
 _AUTH_FAILED = ("no password supplied", "password authentication failed")
 # A URL without a password (a cluster run's: the password never travels with a job) leaves it to libpq.
-PASSWORD_HINT = ("the URL has no password: libpq reads it from ~/.pgpass on this host, the file "
-                 "$PGPASSFILE names, or $PGPASSWORD")
+PASSWORD_HINT = (
+    "the URL has no password: libpq reads it from ~/.pgpass on this host, the file $PGPASSFILE names, or $PGPASSWORD"
+)
 
 
 # What a server that is not there now says (down, restarting, a dropped link): the same call may work later.
-_UNREACHABLE_WORDS = ("connection refused", "could not connect", "timeout expired", "timed out", "no route to host",
-                      "network is unreachable", "server closed the connection", "connection is lost",
-                      "terminating connection", "the database system is", "consuming input failed",
-                      "connection reset", "could not receive data", "could not send data", "ssl syscall error",
-                      "failed to resolve host", "connection not open", "connection is closed", "sending query failed")
-_LIBPQ_PREFIX = re.compile(r'^(?:connection (?:failed|is bad): )?(?:connection to server (?:at|on socket) "[^"]*"'
-                           r'(?: \([^)]*\))?(?:, port \d+)? failed: )?(?:FATAL: +)?')
+_UNREACHABLE_WORDS = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "timed out",
+    "no route to host",
+    "network is unreachable",
+    "server closed the connection",
+    "connection is lost",
+    "terminating connection",
+    "the database system is",
+    "consuming input failed",
+    "connection reset",
+    "could not receive data",
+    "could not send data",
+    "ssl syscall error",
+    "failed to resolve host",
+    "connection not open",
+    "connection is closed",
+    "sending query failed",
+)
+_LIBPQ_PREFIX = re.compile(
+    r'^(?:connection (?:failed|is bad): )?(?:connection to server (?:at|on socket) "[^"]*"'
+    r"(?: \([^)]*\))?(?:, port \d+)? failed: )?(?:FATAL: +)?"
+)
 SSL_MODES = "disable, allow, prefer, require, verify-ca, verify-full"
 
 
@@ -154,19 +185,26 @@ def refused(exc: BaseException, url: str | None, shown, doing: str = "open") -> 
     reason = _LIBPQ_PREFIX.sub("", one_line(exc, url))
     low = reason.lower()
     role, database = _role_and_database(url)
-    if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
-                        psycopg.errors.CrashShutdown)) or any(words in low for words in _UNREACHABLE_WORDS):
+    if isinstance(
+        exc, (psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow, psycopg.errors.CrashShutdown)
+    ) or any(words in low for words in _UNREACHABLE_WORDS):
         return StoreUnreachable(f"db: the server of {shown} is unreachable ({reason}); try again once it answers")
     denied = re.search(r'permission denied for (table|relation|sequence|view|schema|database) "?([^"\s]+)"?', reason)
     if denied and denied.group(1) == "database":
-        return StoreError(f"db: the role {role} may not connect to {shown}: grant it CONNECT (GRANT CONNECT ON "
-                          f"DATABASE {database} TO {role}), or use the writer's role")
+        return StoreError(
+            f"db: the role {role} may not connect to {shown}: grant it CONNECT (GRANT CONNECT ON "
+            f"DATABASE {database} TO {role}), or use the writer's role"
+        )
     if denied and denied.group(1) == "schema":
-        return StoreError(f"db: the role {role} may not use schema {denied.group(2)} in {shown}: grant it "
-                          f"pg_read_all_data, or use the writer's role")
+        return StoreError(
+            f"db: the role {role} may not use schema {denied.group(2)} in {shown}: grant it "
+            f"pg_read_all_data, or use the writer's role"
+        )
     if denied:
-        return StoreError(f"db: the role {role} cannot read {denied.group(2)} in {shown}: grant it "
-                          f"pg_read_all_data, or use the writer's role")
+        return StoreError(
+            f"db: the role {role} cannot read {denied.group(2)} in {shown}: grant it "
+            f"pg_read_all_data, or use the writer's role"
+        )
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return ReadOnlyError(f"db: database {shown} is read-only for this session ({reason})")
     sslmode = re.search(r'invalid sslmode value: "([^"]*)"', reason)
@@ -174,8 +212,10 @@ def refused(exc: BaseException, url: str | None, shown, doing: str = "open") -> 
         return StoreError(f'db: the URL\'s sslmode "{sslmode.group(1)}" is not one of {SSL_MODES}')
     option = re.search(r'invalid connection option "([^"]*)"', reason)
     if option:
-        return StoreError(f'db: the URL\'s "{option.group(1)}" is not a libpq connection parameter (such as '
-                          f'sslmode, connect_timeout, application_name)')
+        return StoreError(
+            f'db: the URL\'s "{option.group(1)}" is not a libpq connection parameter (such as '
+            f"sslmode, connect_timeout, application_name)"
+        )
     return StoreError(f"db: cannot {doing} database {shown}: {reason}")
 
 
@@ -202,7 +242,8 @@ def version(conn) -> tuple[int, int]:
     """(schema version, 0 when this is no store; tables in the current schema): one statement."""
     row = conn.execute(
         f"SELECT to_regclass('{SCHEMA_TABLE}') IS NOT NULL,"
-        " (SELECT count(*) FROM pg_tables WHERE schemaname = current_schema())").fetchone()
+        " (SELECT count(*) FROM pg_tables WHERE schemaname = current_schema())"
+    ).fetchone()
     if not row[0]:
         return 0, row[1]
     return conn.execute(f"SELECT max(version) FROM {SCHEMA_TABLE}").fetchone()[0] or 0, row[1]
@@ -214,19 +255,25 @@ def open_schema(conn, url: str, shown: str, read_only: bool) -> bool:
     and the other finds it done)."""
     current, _tables = version(conn)
     if current > schema.SCHEMA_VERSION:
-        raise SchemaVersionError(f"db: database {shown} has schema v{current}, newer than this dashbench "
-                                 f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; it was not changed")
+        raise SchemaVersionError(
+            f"db: database {shown} has schema v{current}, newer than this dashbench "
+            f"(v{schema.SCHEMA_VERSION}): upgrade dashbench to open it; it was not changed"
+        )
     if current == schema.SCHEMA_VERSION:
         if not read_only and not conn.execute("SELECT has_table_privilege('runs', 'INSERT')").fetchone()[0]:
             # A results server's SELECT-only role: said at once, not by the first page that tries to write.
             role = conn.execute("SELECT current_user").fetchone()[0]
-            raise ReadOnlyError(f"db: database {shown} is read-only for role {role} (it may only SELECT): open it "
-                                f"read-only (--read-only, or DASHBENCH_READ_ONLY=1 for the dashboard)")
+            raise ReadOnlyError(
+                f"db: database {shown} is read-only for role {role} (it may only SELECT): open it "
+                f"read-only (--read-only, or DASHBENCH_READ_ONLY=1 for the dashboard)"
+            )
         return False
     if read_only:
-        raise StoreError(f"db: database {shown} is empty or not a dashbench database (read-only mode cannot "
-                         f"create one)" if current == 0 else
-                         f"db: database {shown} has schema v{current}; run `dashbench store upgrade` first")
+        raise StoreError(
+            f"db: database {shown} is empty or not a dashbench database (read-only mode cannot create one)"
+            if current == 0
+            else f"db: database {shown} has schema v{current}; run `dashbench store upgrade` first"
+        )
     return True
 
 

@@ -49,11 +49,13 @@ class SQLiteBackend(Backend):
         except (FileNotFoundError, NotADirectoryError):
             return False
         except OSError as exc:
-            raise StoreError(f"db: cannot open database {path}: its folder cannot be read "
-                             f"({exc.strerror or exc})") from None
+            raise StoreError(
+                f"db: cannot open database {path}: its folder cannot be read ({exc.strerror or exc})"
+            ) from None
         if stat.S_ISDIR(mode):
-            raise StoreError(f"db: {path} is a folder, not a database file; give a file path "
-                             f"(e.g. {path / 'dashbench.sqlite'})")
+            raise StoreError(
+                f"db: {path} is a folder, not a database file; give a file path (e.g. {path / 'dashbench.sqlite'})"
+            )
         return True
 
     @property
@@ -80,8 +82,7 @@ class SQLiteBackend(Backend):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreError(f"cannot create the folder of database {path}: "
-                                 f"{exc.strerror or exc}") from None
+                raise StoreError(f"cannot create the folder of database {path}: {exc.strerror or exc}") from None
             uri = path.resolve().as_uri() + "?mode=rwc"
         conn = self._connect(uri)
         try:
@@ -108,8 +109,10 @@ class SQLiteBackend(Backend):
                 if version == 0:
                     raise StoreError(f"database {path} is empty or not a dashbench database")
                 if version < schema.SCHEMA_VERSION:
-                    raise StoreError(f"database {path} has schema v{version}; open it once without "
-                                     f"read-only to upgrade it to v{schema.SCHEMA_VERSION}")
+                    raise StoreError(
+                        f"database {path} has schema v{version}; open it once without "
+                        f"read-only to upgrade it to v{schema.SCHEMA_VERSION}"
+                    )
             else:
                 if version == 0 and tables:
                     raise StoreError(f"{path} is an SQLite file but not a dashbench database")
@@ -131,8 +134,14 @@ class SQLiteBackend(Backend):
 
     def _connect(self, uri: str) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=self.store.busy_timeout_s,
-                                   check_same_thread=False, factory=SQLiteConnection)
+            conn = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                timeout=self.store.busy_timeout_s,
+                check_same_thread=False,
+                factory=SQLiteConnection,
+            )
             if self.store.read_only:  # before any statement; also said in words by ReadOnlyError
                 conn.execute("PRAGMA query_only = ON")
             return conn
@@ -145,13 +154,17 @@ class SQLiteBackend(Backend):
         return " (is the file or its folder read-only?)"
 
     def _not_writable(self, what: str) -> str:
-        return (f"cannot {what}: database {self.store.path} is read-only (the file or its folder is not "
-                f"writable for this user)")
+        return (
+            f"cannot {what}: database {self.store.path} is read-only (the file or its folder is not "
+            f"writable for this user)"
+        )
 
     def _wal_index_unavailable(self, exc: sqlite3.OperationalError) -> bool:
         path = self.store.path
-        if (getattr(exc, "sqlite_errorname", "") not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
-                or not path.is_file()):
+        if (
+            getattr(exc, "sqlite_errorname", "") not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
+            or not path.is_file()
+        ):
             return False
         wal = path.with_name(path.name + "-wal")
         try:
@@ -163,9 +176,11 @@ class SQLiteBackend(Backend):
     def _version_and_tables(conn) -> tuple[int, int]:
         # One statement, one snapshot: read apart, another process creating the schema between
         # the two reads made a fresh file look like a foreign one (version 0, tables present).
-        return tuple(conn.execute(
-            "SELECT user_version, (SELECT count(*) FROM sqlite_master) FROM pragma_user_version"
-        ).fetchone())
+        return tuple(
+            conn.execute(
+                "SELECT user_version, (SELECT count(*) FROM sqlite_master) FROM pragma_user_version"
+            ).fetchone()
+        )
 
     def _use_wal(self, conn) -> None:
         """Switch to WAL, waiting out other processes doing the same. SQLite answers 'locked' at
@@ -249,8 +264,10 @@ class SQLiteBackend(Backend):
             if _is_read_only_error(exc):
                 raise ReadOnlyError(self._not_writable(what)) from None
             if _is_busy_error(exc):
-                raise StoreBusyError(f"cannot {what}: database {self.store.path} is locked by another "
-                                     f"process (waited {self.store.busy_timeout_s:g} s)") from None
+                raise StoreBusyError(
+                    f"cannot {what}: database {self.store.path} is locked by another "
+                    f"process (waited {self.store.busy_timeout_s:g} s)"
+                ) from None
             raise
 
     def _begin_immediate(self, conn) -> None:

@@ -46,5 +46,4 @@ class SQLiteConnection(sqlite3.Connection):
 
     def insert_many(self, table: str, columns, rows) -> None:
         """Rows into a table, as fast as this database takes many (PgConnection: COPY)."""
-        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                         rows)
+        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashbench.core.accuracy import METRICS, metric_of
-from dashbench.views.common.charts import MEASURED_COLOR, REFERENCE_COLOR, _LAYOUT, _empty, _figure, _legend_on_top
+from dashbench.views.common.charts import _LAYOUT, MEASURED_COLOR, REFERENCE_COLOR, _empty, _figure, _legend_on_top
 from dashbench.views.common.format import is_number
 
 PREDICTED_COLOR = "#8fbbd9"  # the measured blue, lighter and hatched: a prediction is never read as measured
@@ -27,37 +27,59 @@ def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
     """Median time (what="time", seconds) or cost (what="cost", USD on demand) to target per device and
     source, the seeds' min and max as error bars; predictions hatched and lighter, named as such."""
     column, low, high, title, axis = (
-        ("time_to_target_s", "time_min_s", "time_max_s", "Time to target (median of seeds; bars: min–max)",
-         "seconds") if what == "time" else
-        ("usd_to_target", "usd_min", "usd_max", "Cost to target (on-demand USD; bars: min–max of seeds)", "USD"))
+        ("time_to_target_s", "time_min_s", "time_max_s", "Time to target (median of seeds; bars: min–max)", "seconds")
+        if what == "time"
+        else ("usd_to_target", "usd_min", "usd_max", "Cost to target (on-demand USD; bars: min–max of seeds)", "USD")
+    )
     shown = [r for r in rows if is_number(r.get(column))]
     if not shown:
         return _empty(title, "No time to target" if what == "time" else "No priced time to target (set a price)")
     traces = []
-    for kind, color, pattern, name in (("measured", MEASURED_COLOR, "", "measured"),
-                                       ("predicted", PREDICTED_COLOR, "/", "predicted from another device's epochs")):
+    for kind, color, pattern, name in (
+        ("measured", MEASURED_COLOR, "", "measured"),
+        ("predicted", PREDICTED_COLOR, "/", "predicted from another device's epochs"),
+    ):
         part = [r for r in shown if r["kind"] == kind]
         if not part:
             continue
         values = [r[column] for r in part]
-        traces.append(dict(
-            type="bar", orientation="h", name=name, y=[_row_name(r) for r in part], x=values,
-            marker=dict(color=color, pattern=dict(shape=pattern)),
-            error_x=dict(type="data", symmetric=False, array=[(r.get(high) or v) - v for r, v in zip(part, values)],
-                         arrayminus=[v - (r.get(low) or v) for r, v in zip(part, values)], color=REFERENCE_COLOR),
-            # Inside, from the bar's start: outside, the value ran into the error bar's whisker.
-            text=[_text(v, what) + _error_text(r) for r, v in zip(part, values)], textposition="inside",
-            insidetextanchor="start", textfont=dict(color="#111111"), constraintext="none",
-            hovertext=[r.get("source", "") for r in part]))
+        traces.append(
+            dict(
+                type="bar",
+                orientation="h",
+                name=name,
+                y=[_row_name(r) for r in part],
+                x=values,
+                marker=dict(color=color, pattern=dict(shape=pattern)),
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[(r.get(high) or v) - v for r, v in zip(part, values)],
+                    arrayminus=[v - (r.get(low) or v) for r, v in zip(part, values)],
+                    color=REFERENCE_COLOR,
+                ),
+                # Inside, from the bar's start: outside, the value ran into the error bar's whisker.
+                text=[_text(v, what) + _error_text(r) for r, v in zip(part, values)],
+                textposition="inside",
+                insidetextanchor="start",
+                textfont=dict(color="#111111"),
+                constraintext="none",
+                hovertext=[r.get("source", "") for r in part],
+            )
+        )
     # A device's measured and predicted bars side by side, devices in the order they first appear.
     first = {}
     for r in shown:
         first.setdefault(r["device"], len(first))
     order = [_row_name(r) for r in sorted(shown, key=lambda r: (first[r["device"]], r["kind"] != "measured"))]
-    layout = dict(_LAYOUT, height=max(260, 110 + 44 * len(shown)), margin=dict(l=10, r=20, t=50, b=10),
-                  xaxis=dict(title=dict(text=axis)),
-                  yaxis=dict(autorange="reversed", automargin=True, categoryorder="array", categoryarray=order),
-                  barmode="overlay")
+    layout = dict(
+        _LAYOUT,
+        height=max(260, 110 + 44 * len(shown)),
+        margin=dict(l=10, r=20, t=50, b=10),
+        xaxis=dict(title=dict(text=axis)),
+        yaxis=dict(autorange="reversed", automargin=True, categoryorder="array", categoryarray=order),
+        barmode="overlay",
+    )
     layout.update(_legend_on_top(title, len(traces)))
     return _figure(traces, layout)
 
@@ -90,18 +112,36 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
             continue
         xs = [p["wall_s"] if x == "wall_s" else p["wall_s"] * rate / 3600.0 for p in points]
         i = names.index(curve["name"])
-        traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=[p[metric] for p in points],
-                           name=f"{curve['name']} · seed {curve['seed']}",
-                           line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], dash=DASHES[curve["seed"] % len(DASHES)])))
+        traces.append(
+            dict(
+                type="scatter",
+                mode="lines+markers",
+                x=xs,
+                y=[p[metric] for p in points],
+                name=f"{curve['name']} · seed {curve['seed']}",
+                line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], dash=DASHES[curve["seed"] % len(DASHES)]),
+            )
+        )
         target = curve.get("target") if is_number(curve.get("target")) else target
     if not traces:
-        return _empty(title, "No priced to-accuracy run chosen (set a price)" if x == "usd"
-                      else "No to-accuracy run chosen")
-    layout = dict(_LAYOUT, xaxis=dict(title=dict(text="seconds" if x == "wall_s" else "USD")),
-                  yaxis=dict(title=dict(text=what)))
+        return _empty(
+            title, "No priced to-accuracy run chosen (set a price)" if x == "usd" else "No to-accuracy run chosen"
+        )
+    layout = dict(
+        _LAYOUT, xaxis=dict(title=dict(text="seconds" if x == "wall_s" else "USD")), yaxis=dict(title=dict(text=what))
+    )
     if target is not None:
-        layout["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=target, y1=target,
-                                 line=dict(color=REFERENCE_COLOR, dash="dash"))]
+        layout["shapes"] = [
+            dict(
+                type="line",
+                xref="paper",
+                x0=0,
+                x1=1,
+                y0=target,
+                y1=target,
+                line=dict(color=REFERENCE_COLOR, dash="dash"),
+            )
+        ]
     layout.update(title=dict(text=title), showlegend=True)
     return _figure(traces, layout)
 
@@ -113,19 +153,47 @@ def run_curve(block: dict) -> go.Figure:
     runs = (block or {}).get("runs") or []
     if not any(r.get("curve") for r in runs):
         return _empty(title, "No evaluation recorded")
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("validation accuracy", "loss"))
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=("validation accuracy", "loss")
+    )
     for i, run in enumerate(runs):
         curve = run.get("curve") or []
         color = RUN_COLORS[i % len(RUN_COLORS)]
         epochs = [p.get("epoch") for p in curve]
         seed = f"seed {run.get('seed')}"
-        fig.add_trace(go.Scatter(x=epochs, y=[p.get("val_accuracy") for p in curve], mode="lines+markers",
-                                 name=f"{seed} validation accuracy", line_color=color), row=1, col=1)
-        fig.add_trace(go.Scatter(x=epochs, y=[p.get("val_loss") for p in curve], mode="lines+markers",
-                                 name=f"{seed} validation loss", line=dict(color=color)), row=2, col=1)
-        fig.add_trace(go.Scatter(x=epochs, y=[p.get("train_loss") for p in curve], mode="lines",
-                                 name=f"{seed} train loss", line=dict(color=color, dash="dot")), row=2, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=epochs,
+                y=[p.get("val_accuracy") for p in curve],
+                mode="lines+markers",
+                name=f"{seed} validation accuracy",
+                line_color=color,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=epochs,
+                y=[p.get("val_loss") for p in curve],
+                mode="lines+markers",
+                name=f"{seed} validation loss",
+                line=dict(color=color),
+            ),
+            row=2,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=epochs,
+                y=[p.get("train_loss") for p in curve],
+                mode="lines",
+                name=f"{seed} train loss",
+                line=dict(color=color, dash="dot"),
+            ),
+            row=2,
+            col=1,
+        )
     if is_number(block.get("target")):  # a loss target on the loss panel
         row = 2 if metric_of(block) == "val_loss" else 1
         fig.add_hline(y=block["target"], line_dash="dash", line_color=REFERENCE_COLOR, row=row, col=1)

@@ -11,7 +11,6 @@ import math
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from dashbench.views.common.format import cost_unit
 
@@ -19,8 +18,6 @@ MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"
 FLAGGED_COLOR = "#d62728"
 SPOT_COLOR = "#ff7f0e"
-# Warm-up loops grey and hollow, measured ones in the measured colour (red means "flagged" here).
-_PHASES = ((True, "warm-up", "circle-open", REFERENCE_COLOR), (False, "measured", "circle", MEASURED_COLOR))
 # px above the plot: the title's line (~40 px with its pad), then a line for each legend entry (a half-width
 # chart's plot is too narrow for Plotly to set them side by side).
 TITLE_PX, LEGEND_LINE_PX = 50, 20
@@ -87,8 +84,19 @@ _COLOR_KEY = (("measured", MEASURED_COLOR), ("flagged", FLAGGED_COLOR), ("publis
 def _color_key(colors: list[str]) -> list[dict]:
     """Legend entries for the bar colours in use: one bar trace colours every bar itself (a trace per colour
     would need its own place on each row), so the legend's entries are markers that draw nothing."""
-    return [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
-                 marker=dict(color=color, symbol="square", size=12)) for name, color in _COLOR_KEY if color in colors]
+    return [
+        dict(
+            type="scatter",
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            hoverinfo="skip",
+            marker=dict(color=color, symbol="square", size=12),
+        )
+        for name, color in _COLOR_KEY
+        if color in colors
+    ]
 
 
 def _legend_on_top(title, entries: int) -> dict:
@@ -96,9 +104,12 @@ def _legend_on_top(title, entries: int) -> dict:
     on a half-width chart (a 1400 px window), below it collides with the axis title and notes. The title
     is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin leaves
     a line for the title and one for each entry."""
-    return dict(title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)), showlegend=True,
-                legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
-                margin=dict(t=TITLE_PX + LEGEND_LINE_PX * entries + 10))
+    return dict(
+        title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)),
+        showlegend=True,
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
+        margin=dict(t=TITLE_PX + LEGEND_LINE_PX * entries + 10),
+    )
 
 
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
@@ -142,8 +153,14 @@ def _title(text) -> dict:
 def _hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Figure:
     """Horizontal bars (or boxes): run labels are long, and read best on the y axis, first row on top."""
     # Room on the right for the value (and flag) printed past the end of each bar.
-    base = dict(_LAYOUT, height=max(260, 90 + 44 * n), margin=dict(l=10, r=150, t=50, b=10), title=_title(title),
-                xaxis=dict(title=_title(axis_title)), yaxis=dict(autorange="reversed", automargin=True))
+    base = dict(
+        _LAYOUT,
+        height=max(260, 90 + 44 * n),
+        margin=dict(l=10, r=150, t=50, b=10),
+        title=_title(title),
+        xaxis=dict(title=_title(axis_title)),
+        yaxis=dict(autorange="reversed", automargin=True),
+    )
     for key, value in layout.items():
         base[key] = dict(base[key], **value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     base["height"] += base["margin"]["t"] - 50  # a legend's line above the plot takes no room from the bars
@@ -175,44 +192,6 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
     return _hbar([bars, *key], layout.pop("title"), len(rows), f"{unit}/s", **layout)
 
 
-def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
-    """Box per run of the per-step time of its measured samples (warm-up excluded; a bucket's mean for a run
-    of more loops than a chart draws, samples.step_samples)."""
-    title = "Step time per run (ms, lower is better)"
-    if samples.empty:
-        return _empty(title, "No step-time samples recorded for these runs")
-    # One trace, a box per run on the y axis: a trace per run costs its build for each run, for nothing.
-    boxes = dict(type="box", x=(samples["step_time_s"] * 1000.0).tolist(), y=_wrapped(samples["label"]),
-                 orientation="h", boxpoints="all", jitter=0.3, pointpos=0, marker=dict(color=MEASURED_COLOR),
-                 hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>")
-    ticks, span = _log_ticks(boxes["x"])
-    return _hbar([boxes], title, samples["label"].nunique(), "ms per step", showlegend=False,
-                 xaxis=dict(type="log", tickvals=ticks, ticktext=[_fmt(t) for t in ticks], range=span))
-
-
-def _log_ticks(values) -> tuple[list[float], list[float]]:
-    """(tick values, log10 range) for a log axis: at 1, 10, 100 … where the values span decades (minor
-    ticks read as noise), at 1, 2, 5 … within fewer, and never fewer than two: Plotly's decade ticks
-    left one tick, or none, under runs that all took 3 to 8 ms."""
-    positive = [v for v in values if v and v > 0 and math.isfinite(v)]
-    if not positive:
-        return [], None
-    lo, hi = min(positive), max(positive)
-    powers = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
-    steps = [m * 10.0 ** e for e in powers for m in (1, 2, 5)]
-    decades = [10.0 ** e for e in powers if lo <= 10.0 ** e <= hi]
-    ticks = decades if len(decades) >= 2 else [t for t in steps if lo <= t <= hi]
-    while len(ticks) < 2:  # add the 1-2-5 step nearest to the values outside them, below or above
-        below = [t for t in steps if t < min(ticks, default=lo)]
-        above = [t for t in steps if t > max(ticks, default=hi)]
-        if below and (not above or lo / below[-1] < above[0] / hi):
-            ticks.insert(0, below[-1])
-        else:
-            ticks.append(above[0])
-    # A little room past the outer ticks and the outermost points, so neither sits on the frame.
-    return ticks, [math.log10(min(lo, ticks[0])) - 0.08, math.log10(max(hi, ticks[-1])) + 0.08]
-
-
 def cost_per_million(df: pd.DataFrame) -> go.Figure:
     """On-demand and spot USD per million of the runs' unit (examples, or an LM's tokens) side by side;
     unpriced runs are named, not dropped."""
@@ -225,27 +204,57 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     if priced.empty:
         return _empty(title, "No selected run has a price: set one on the Prices page")
     labels, patterns = _wrapped(priced["label"]), _patterns(priced)
-    traces = [dict(
-        type="bar", y=labels, x=priced["usd_per_million_examples"].tolist(), name="on-demand", orientation="h",
-        marker=dict(color=MEASURED_COLOR, pattern=dict(shape=patterns)),
-        hovertemplate="%{y}<br>$%{x:,.3f}<extra>on-demand</extra>",
-    )]
+    traces = [
+        dict(
+            type="bar",
+            y=labels,
+            x=priced["usd_per_million_examples"].tolist(),
+            name="on-demand",
+            orientation="h",
+            marker=dict(color=MEASURED_COLOR, pattern=dict(shape=patterns)),
+            hovertemplate="%{y}<br>$%{x:,.3f}<extra>on-demand</extra>",
+        )
+    ]
     if "usd_per_million_examples_spot" in priced and priced["usd_per_million_examples_spot"].notna().any():
-        traces.append(dict(
-            type="bar", y=labels, x=_nulls(priced["usd_per_million_examples_spot"]), name="spot", orientation="h",
-            marker=dict(color=SPOT_COLOR, pattern=dict(shape=patterns)),
-            hovertemplate="%{y}<br>$%{x:,.3f}<extra>spot</extra>",
-        ))
+        traces.append(
+            dict(
+                type="bar",
+                y=labels,
+                x=_nulls(priced["usd_per_million_examples_spot"]),
+                name="spot",
+                orientation="h",
+                marker=dict(color=SPOT_COLOR, pattern=dict(shape=patterns)),
+                hovertemplate="%{y}<br>$%{x:,.3f}<extra>spot</extra>",
+            )
+        )
     notes = []
     if not unpriced.empty:
         # The runs are named in the caption above the charts; a long list here runs off the figure.
-        notes.append(dict(text=f"no price: {len(unpriced)} run(s) not shown", showarrow=False, x=0, y=-0.02,
-                          xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-40,
-                          font=dict(color=FLAGGED_COLOR)))
+        notes.append(
+            dict(
+                text=f"no price: {len(unpriced)} run(s) not shown",
+                showarrow=False,
+                x=0,
+                y=-0.02,
+                xref="paper",
+                yref="paper",
+                xanchor="left",
+                yanchor="top",
+                yshift=-40,
+                font=dict(color=FLAGGED_COLOR),
+            )
+        )
     layout = _legend_on_top(title, len(traces))
     layout["margin"]["b"] = 60  # the no-price note under the axis title
-    return _hbar(traces, layout.pop("title"), 2 * len(priced), "USD / 1M " + ("units" if " " in unit else unit), barmode="group",
-                 **({"annotations": notes} if notes else {}), **layout)
+    return _hbar(
+        traces,
+        layout.pop("title"),
+        2 * len(priced),
+        "USD / 1M " + ("units" if " " in unit else unit),
+        barmode="group",
+        **({"annotations": notes} if notes else {}),
+        **layout,
+    )
 
 
 def peak_memory(df: pd.DataFrame) -> go.Figure:
@@ -257,18 +266,60 @@ def peak_memory(df: pd.DataFrame) -> go.Figure:
         return _empty(title, "No run with a measured peak")
     labels = _wrapped(rows["label"])
     peaks = [v / 1e9 for v in rows["peak_memory_bytes"]]
-    traces = [dict(type="bar", y=labels, x=peaks, orientation="h", name="peak", marker=dict(color=MEASURED_COLOR),
-                   text=[f"{v:,.2f} GB" for v in peaks], textposition="outside", cliponaxis=False,
-                   hovertemplate="%{y}<br>peak %{x:,.2f} GB<extra></extra>")]
+    traces = [
+        dict(
+            type="bar",
+            y=labels,
+            x=peaks,
+            orientation="h",
+            name="peak",
+            marker=dict(color=MEASURED_COLOR),
+            text=[f"{v:,.2f} GB" for v in peaks],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}<br>peak %{x:,.2f} GB<extra></extra>",
+        )
+    ]
     if "memory_estimate_bytes" in rows and rows["memory_estimate_bytes"].notna().any():
-        traces.append(dict(type="scatter", mode="markers", y=labels, x=_nulls(rows["memory_estimate_bytes"] / 1e9),
-                           name="estimate", marker=dict(symbol="diamond", size=10, color=SPOT_COLOR),
-                           hovertemplate="%{y}<br>estimate %{x:,.2f} GB<extra></extra>"))
+        traces.append(
+            dict(
+                type="scatter",
+                mode="markers",
+                y=labels,
+                x=_nulls(rows["memory_estimate_bytes"] / 1e9),
+                name="estimate",
+                marker=dict(symbol="diamond", size=10, color=SPOT_COLOR),
+                hovertemplate="%{y}<br>estimate %{x:,.2f} GB<extra></extra>",
+            )
+        )
     capacities = sorted({float(v) for v in rows.get("memory_capacity_bytes", pd.Series(dtype=float)).dropna()})
-    lines = [dict(type="line", xref="x", yref="paper", x0=c / 1e9, x1=c / 1e9, y0=0, y1=1,
-                  line=dict(color=FLAGGED_COLOR, dash="dash")) for c in capacities]
-    notes = [dict(text=f"memory {c / 1e9:,.1f} GB", x=c / 1e9, y=1, xref="x", yref="paper", showarrow=False,
-                  xanchor="right", yanchor="bottom", font=dict(color=FLAGGED_COLOR)) for c in capacities]
+    lines = [
+        dict(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=c / 1e9,
+            x1=c / 1e9,
+            y0=0,
+            y1=1,
+            line=dict(color=FLAGGED_COLOR, dash="dash"),
+        )
+        for c in capacities
+    ]
+    notes = [
+        dict(
+            text=f"memory {c / 1e9:,.1f} GB",
+            x=c / 1e9,
+            y=1,
+            xref="x",
+            yref="paper",
+            showarrow=False,
+            xanchor="right",
+            yanchor="bottom",
+            font=dict(color=FLAGGED_COLOR),
+        )
+        for c in capacities
+    ]
     layout = _legend_on_top(title, len(traces))
     return _hbar(traces, layout.pop("title"), len(rows), "GB", shapes=lines, annotations=notes, **layout)
 
@@ -282,20 +333,26 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
         return _empty(title, "Pick a baseline with a throughput figure")
     values, labels, colors = rows["speedup"].tolist(), _wrapped(rows["label"]), _bar_colors(rows)
     bars = dict(
-        type="bar", y=labels, x=values, orientation="h", showlegend=False,
+        type="bar",
+        y=labels,
+        x=values,
+        orientation="h",
+        showlegend=False,
         marker=dict(color=colors, pattern=dict(shape=_patterns(rows))),
         hovertemplate="%{y}<br>%{x:.2f}×<extra></extra>",
     )
-    one = dict(type="line", x0=1.0, x1=1.0, xref="x", y0=0, y1=1, yref="y domain",
-               line=dict(dash="dot", color="#555"))
+    one = dict(type="line", x0=1.0, x1=1.0, xref="x", y0=0, y1=1, yref="y domain", line=dict(dash="dot", color="#555"))
     # The figures in a column right of the plot: printed at a bar's end, one a little under 1× sat on
     # the baseline's dotted line.
-    figures = [dict(text=f"{v:.2f}×", x=1.0, xref="paper", xanchor="left", xshift=8, y=label, yref="y",
-                    showarrow=False) for v, label in zip(values, labels)]
+    figures = [
+        dict(text=f"{v:.2f}×", x=1.0, xref="paper", xanchor="left", xshift=8, y=label, yref="y", showarrow=False)
+        for v, label in zip(values, labels)
+    ]
     key = _color_key(colors)
     layout = _legend_on_top(title, len(key))
-    return _hbar([bars, *key], layout.pop("title"), len(rows), "× baseline", shapes=[one], annotations=figures,
-                 **layout)
+    return _hbar(
+        [bars, *key], layout.pop("title"), len(rows), "× baseline", shapes=[one], annotations=figures, **layout
+    )
 
 
 def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figure:
@@ -311,66 +368,48 @@ def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figur
     traces = []
     for name, points in lines.items():
         points.sort(key=lambda p: math.inf if pd.isna(p[0]) else p[0])
-        traces.append(dict(type="scatter", x=[_plain(p[0]) for p in points], y=[_plain(p[1]) for p in points],
-                           mode="lines+markers", name=str(name),
-                           hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>"))
+        traces.append(
+            dict(
+                type="scatter",
+                x=[_plain(p[0]) for p in points],
+                y=[_plain(p[1]) for p in points],
+                mode="lines+markers",
+                name=str(name),
+                hovertemplate="batch %{x}<br>%{y:,.1f} /s<extra>%{fullData.name}</extra>",
+            )
+        )
     # Log scale (sweeps double the batch), ticked at the batch sizes measured, not at 3, 4, 5, …
     shown = set(rows["sweep_id"].dropna()) if "sweep_id" in rows else set()
     wall_at = sorted({int(b) for sweep, b in (walls or {}).items() if sweep in shown})
     sizes = sorted({int(b) for b in rows["batch_size"].dropna()} | set(wall_at))
-    lines_ = [dict(type="line", xref="x", yref="paper", x0=b, x1=b, y0=0, y1=1,
-                   line=dict(color=FLAGGED_COLOR, dash="dash")) for b in wall_at]
-    notes = [dict(text=f"OOM at {b}", x=math.log10(b), y=1, xref="x", yref="paper", showarrow=False,
-                  xanchor="right", yanchor="bottom", font=dict(color=FLAGGED_COLOR)) for b in wall_at]
-    return _figure(traces, dict(
-        _LAYOUT, title=_title(title), yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
-        xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
-        **({"shapes": lines_, "annotations": notes} if wall_at else {})))
-
-
-def loss_curve(samples: pd.DataFrame) -> go.Figure:
-    """Loss per host loop; warm-up loops drawn as hollow markers so convergence is judged on both."""
-    title = "Loss per loop"
-    if samples.empty or samples["loss"].dropna().empty:
-        return _empty(title, "No loss recorded")
-    fig = go.Figure()
-    for warm, name, symbol, color in _PHASES:
-        part = samples[samples["warmup"].astype(bool) == warm]
-        if not part.empty:
-            fig.add_trace(go.Scatter(x=part["index"], y=part["loss"], mode="lines+markers", name=name,
-                                     marker_symbol=symbol, line_color=color))
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **_LAYOUT)
-    return fig
-
-
-def step_time_series(samples: pd.DataFrame) -> go.Figure:
-    """Per-step time of each loop (bucket of loops, for a long run) in order: drift, outliers and a slow first
-    loop show here."""
-    title = "Step time per loop (ms)"
-    if samples.empty:
-        return _empty(title, "No samples recorded")
-    fig = go.Figure()
-    for warm, name, symbol, color in _PHASES:
-        part = samples[samples["warmup"].astype(bool) == warm]
-        if not part.empty:
-            fig.add_trace(go.Scatter(x=part["index"], y=part["step_time_s"] * 1000.0, mode="lines+markers",
-                                     name=name, marker_symbol=symbol, line_color=color))
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **_LAYOUT)
-    return fig
-
-
-def live(samples: pd.DataFrame) -> go.Figure:
-    """Step time and loss of a run in progress, stacked, sharing the loop axis."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("step time (ms)", "loss"))
-    if not samples.empty:
-        fig.add_trace(go.Scatter(x=samples["index"], y=samples["step_time_s"] * 1000.0, mode="lines+markers",
-                                 name="step time"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=samples["index"], y=samples["loss"], mode="lines+markers", name="loss"),
-                      row=2, col=1)
-    fig.update_layout(showlegend=False, height=420, margin=dict(l=10, r=10, t=30, b=10))
-    fig.update_xaxes(title_text="loop", row=2, col=1)
-    return fig
+    lines_ = [
+        dict(type="line", xref="x", yref="paper", x0=b, x1=b, y0=0, y1=1, line=dict(color=FLAGGED_COLOR, dash="dash"))
+        for b in wall_at
+    ]
+    notes = [
+        dict(
+            text=f"OOM at {b}",
+            x=math.log10(b),
+            y=1,
+            xref="x",
+            yref="paper",
+            showarrow=False,
+            xanchor="right",
+            yanchor="bottom",
+            font=dict(color=FLAGGED_COLOR),
+        )
+        for b in wall_at
+    ]
+    return _figure(
+        traces,
+        dict(
+            _LAYOUT,
+            title=_title(title),
+            yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
+            xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+            **({"shapes": lines_, "annotations": notes} if wall_at else {}),
+        ),
+    )
 
 
 def _plain(value):

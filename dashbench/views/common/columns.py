@@ -38,8 +38,11 @@ COLUMNS: dict[str, Column] = {
     "kind": Column("kind", help="measured here, or a published figure"),
     "examples_per_sec": Column("examples/s", "number", "%.1f", "throughput, warm-up and compile excluded"),
     "speedup": Column("speed-up ×", "number", "%.2f×", "examples/s against the chosen baseline"),
-    "speedup_vs": Column("speed-up against", help="the row whose examples/s this speed-up is over: the baseline "
-                                                  "of its workload and shape", width=330),
+    "speedup_vs": Column(
+        "speed-up against",
+        help="the row whose examples/s this speed-up is over: the baseline of its workload and shape",
+        width=330,
+    ),
     "step_time_median_ms": Column("step median", "number", MS, width=110),  # a CPU's "12877.61 ms"
     "step_time_p10_ms": Column("step p10", "number", MS, width=110),
     "step_time_p90_ms": Column("step p90", "number", MS, width=110),
@@ -77,8 +80,12 @@ COLUMNS: dict[str, Column] = {
     "final_val_loss": Column("val loss", "number", "%.4g", "last validation loss (median over seeds)"),
     "reached": Column("seeds reached", "number", "%d", "seeds that reached the target"),
     "seeds": Column("seeds", "number", "%d"),
-    "time_to_target_s": Column("time to target", "number", "%.2f s",
-                               "median over the seeds that reached it; evaluations in, compile and loading out"),
+    "time_to_target_s": Column(
+        "time to target",
+        "number",
+        "%.2f s",
+        "median over the seeds that reached it; evaluations in, compile and loading out",
+    ),
     "time_to_target_min_s": Column("fastest seed", "number", "%.2f s"),
     "time_to_target_max_s": Column("slowest seed", "number", "%.2f s"),
     "epochs_to_target": Column("epochs to target", "number", "%.3g", "median over the seeds that reached it"),

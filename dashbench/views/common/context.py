@@ -64,12 +64,16 @@ def open_store(settings) -> tuple[Any, str | None]:
     from dashbench.store import StoreError, StoreUnreachable, database_file_exists, url_refusal
 
     if url_refusal(settings.db_path):
-        return None, (f"Cannot open the database: {url_refusal(settings.db_path)}. Set DASHBENCH_DB (or pass "
-                      "`-- --db PATH`) to a database file.")
+        return None, (
+            f"Cannot open the database: {url_refusal(settings.db_path)}. Set DASHBENCH_DB (or pass "
+            "`-- --db PATH`) to a database file."
+        )
     try:
         if settings.read_only and not database_file_exists(settings.db_path):
-            return None, (f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
-                          "dashbench database, or copy one there.")
+            return None, (
+                f"No database at `{settings.db_path}`. Set DASHBENCH_DB (or pass `-- --db PATH`) to a "
+                "dashbench database, or copy one there."
+            )
     except StoreError as exc:  # a folder, or a folder that cannot be read
         return None, f"Cannot open the database `{settings.db_path}`: {exc}"
     try:
@@ -92,4 +96,3 @@ def pump_jobs(settings) -> None:
     from dashbench.jobs import queue
 
     queue.pump(settings.db_path)
-

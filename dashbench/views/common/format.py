@@ -11,7 +11,11 @@ from typing import Any
 import pandas as pd
 
 from dashbench.core.frames import records
-from dashbench.results.result import FLAG_SHORT, FLAG_TEXT, short_id  # the wording of flags and ids lives with the result
+from dashbench.results.result import (  # the wording of flags and ids lives with the result
+    FLAG_SHORT,
+    FLAG_TEXT,
+    short_id,
+)
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 DEFAULT_BACKEND = "tensorflow"  # what a run stored before backends existed ran on
@@ -86,7 +90,7 @@ def md_text_with_commands(value: Any) -> str:
         return ""
     text, parts, last = str(value), [], 0
     for match in _COMMAND_SPAN.finditer(text):
-        parts += [_escaped(text[last:match.start()]), f"`{match.group(1)}`"]
+        parts += [_escaped(text[last : match.start()]), f"`{match.group(1)}`"]
         last = match.end()
     return _lines("".join(parts) + _escaped(text[last:]))
 
@@ -116,8 +120,11 @@ def run_shape(row: dict | pd.Series) -> dict:
         return {}  # overrides that repeat the full-size defaults: a full-size run
     # The dimensions the store keeps (an LM's layer count is not one: catalog refuses it alone).
     names = [n for n in workload.overrides if n in SHAPE_COLUMNS] if workload else tuple(overrides)
-    return {name: overrides.get(name, defaults.get(name)) for name in names
-            if overrides.get(name, defaults.get(name)) is not None}
+    return {
+        name: overrides.get(name, defaults.get(name))
+        for name in names
+        if overrides.get(name, defaults.get(name)) is not None
+    }
 
 
 def shape_text(row: dict | pd.Series) -> str:
@@ -152,27 +159,43 @@ def workload_text(row: dict | pd.Series) -> str:
 
 
 # What run_label reads of a run.
-LABEL_COLUMNS = ("run_id", "label", "model", "accelerator", "device", "accelerator_count", "replicas", "batch_size",
-                 "precision", "xla", "backend", *SHAPE_COLUMNS)
+LABEL_COLUMNS = (
+    "run_id",
+    "label",
+    "model",
+    "accelerator",
+    "device",
+    "accelerator_count",
+    "replicas",
+    "batch_size",
+    "precision",
+    "xla",
+    "backend",
+    *SHAPE_COLUMNS,
+)
 
 
-def run_labels(runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None,
-               id_first: bool = False) -> list[str]:
+def run_labels(
+    runs: pd.DataFrame, with_model: bool = True, with_backend: bool | None = None, id_first: bool = False
+) -> list[str]:
     """run_label of every row of a runs frame, reading only the columns it needs."""
-    return [run_label(r, with_model, with_backend, id_first)
-            for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])]
+    return [
+        run_label(r, with_model, with_backend, id_first) for r in records(runs[[c for c in LABEL_COLUMNS if c in runs]])
+    ]
 
 
-def run_label(row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None,
-              id_first: bool = False) -> str:
+def run_label(
+    row: dict | pd.Series, with_model: bool = True, with_backend: bool | None = None, id_first: bool = False
+) -> str:
     """Short, unique name for a run on a chart axis: what ran, where (and on how many replicas when the
     device count does not say it), and its id. The backend is named when it is not TensorFlow
     (with_backend None), always (True: runs of both backends side by side) or never (False).
     id_first: "#ea38f1 · resnet50 · CPU · b8 (label)", for a table column that cuts a long name short:
     the id a command takes stays in view, as `git log --oneline` keeps it."""
     # A run that never started has no accelerator yet (NaN from the store): name the device asked for.
-    acc = next((str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)),
-               "?")
+    acc = next(
+        (str(v) for v in (row.get("accelerator"), str(row.get("device") or "").upper()) if v and not is_missing(v)), "?"
+    )
     count = row.get("accelerator_count")
     if is_number(count) and count > 1:
         acc = f"{int(count)}×{acc}"
@@ -231,7 +254,6 @@ def int_text(value: Any) -> str:
     return str(int(value)) if is_number(value) else "?"
 
 
-
 def duration_text(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.1f} s"
@@ -251,8 +273,21 @@ def with_ms(frame: pd.DataFrame) -> pd.DataFrame:
 
 # Whole-number columns of the tables: pandas' nullable Int64, so a blank stays blank and 64 never
 # becomes 64.0 (in the CSV too) when a column also holds missing values.
-INT_COLUMNS = ("batch_size", "accelerator_count", "replicas", "samples", "steps", "image_size", "seq_len", "width",
-               "chips_per_unit", "baseline_batch_size", "host_cpus", "reached", "seeds")
+INT_COLUMNS = (
+    "batch_size",
+    "accelerator_count",
+    "replicas",
+    "samples",
+    "steps",
+    "image_size",
+    "seq_len",
+    "width",
+    "chips_per_unit",
+    "baseline_batch_size",
+    "host_cpus",
+    "reached",
+    "seeds",
+)
 
 
 def nullable_ints(table: pd.DataFrame) -> pd.DataFrame:
@@ -282,8 +317,11 @@ def blank_text(table: pd.DataFrame) -> pd.DataFrame:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
             values = out[column].tolist()
             if any(isinstance(v, str) and v in NOTHING_WORDS for v in values):
-                out[column] = pd.Series([pd.NA if isinstance(v, str) and v in NOTHING_WORDS else v for v in values],
-                                        index=out.index, dtype=object)
+                out[column] = pd.Series(
+                    [pd.NA if isinstance(v, str) and v in NOTHING_WORDS else v for v in values],
+                    index=out.index,
+                    dtype=object,
+                )
     return out
 
 

@@ -11,8 +11,13 @@ from dashbench.views.common.format import is_missing, is_number
 def prepare_samples(samples: pd.DataFrame | list | None) -> pd.DataFrame:
     """Samples (engine events or store rows) → a frame with step_time_s = duration / steps."""
     df = samples.copy() if isinstance(samples, pd.DataFrame) else pd.DataFrame(samples or [])
-    for column, default in (("index", 0), ("steps", 1), ("duration_s", float("nan")), ("loss", float("nan")),
-                            ("warmup", False)):
+    for column, default in (
+        ("index", 0),
+        ("steps", 1),
+        ("duration_s", float("nan")),
+        ("loss", float("nan")),
+        ("warmup", False),
+    ):
         if column not in df:
             df[column] = default
     df["warmup"] = df["warmup"].fillna(False).astype(bool)
@@ -43,7 +48,10 @@ def step_samples(store, frame: pd.DataFrame) -> pd.DataFrame:
             continue
         steps, duration = row.get("steps", 1), row.get("duration_s")
         ok = is_number(steps) and steps > 0 and is_number(duration)
-        rows.append(dict(row, label=labels.get(row["run_id"]), warmup=False,
-                         step_time_s=duration / steps if ok else float("nan")))
+        rows.append(
+            dict(
+                row, label=labels.get(row["run_id"]), warmup=False, step_time_s=duration / steps if ok else float("nan")
+            )
+        )
     rows.sort(key=lambda r: (order.get(r["run_id"], len(order)), r.get("index", 0)))
     return pd.DataFrame(rows, columns=list(dict.fromkeys([*STEP_COLUMNS, *(k for r in rows[:1] for k in r)])))

@@ -25,8 +25,15 @@ def run_detail(run: dict) -> dict:
     values = result.to_dict() if result is not None else {}
     spec = run.get("spec") or {}
     return {
-        "title": run_label({**spec, **values, "run_id": run.get("run_id"), "label": run.get("label"),
-                            "batch_size": values.get("global_batch_size") or spec.get("batch_size")}),
+        "title": run_label(
+            {
+                **spec,
+                **values,
+                "run_id": run.get("run_id"),
+                "label": run.get("label"),
+                "batch_size": values.get("global_batch_size") or spec.get("batch_size"),
+            }
+        ),
         "status": run.get("status"),
         "error": run.get("error"),
         "headline": result.figures() if result is not None else [],

@@ -11,16 +11,25 @@ import pandas as pd
 from dashbench.core.accuracy import metric_of
 from dashbench.core.frames import records
 from dashbench.core.spec import has_held_out
-from dashbench.views.compare import parity, to_target
 from dashbench.views.common import accuracy_charts, charts
 from dashbench.views.common.format import is_number
+from dashbench.views.compare import parity, to_target
 
 TABLE_COLUMNS = {
-    "device": "device", "source": "how", "target": "target", "seeds_reached": "seeds reached",
-    "epochs_to_target": "epochs to target (median)", "time_to_target_s": "time to target (s, median)",
-    "time_min_s": "min (s)", "time_max_s": "max (s)", "usd_to_target": "cost to target (USD, median)",
-    "usd_min": "min (USD)", "usd_max": "max (USD)", "error_pct": "prediction error (%)",
-    "examples_per_sec": "throughput (examples/s)", "run": "run",
+    "device": "device",
+    "source": "how",
+    "target": "target",
+    "seeds_reached": "seeds reached",
+    "epochs_to_target": "epochs to target (median)",
+    "time_to_target_s": "time to target (s, median)",
+    "time_min_s": "min (s)",
+    "time_max_s": "max (s)",
+    "usd_to_target": "cost to target (USD, median)",
+    "usd_min": "min (USD)",
+    "usd_max": "max (USD)",
+    "error_pct": "prediction error (%)",
+    "examples_per_sec": "throughput (examples/s)",
+    "run": "run",
 }
 
 
@@ -59,16 +68,30 @@ def target_section(store, run_ids, catalog) -> TargetSection | None:
     for run in chosen:
         name = f"{to_target.device_text(to_target.device_key(run))} #{run['run_id'][-6:]}"
         for seed_run in run["accuracy"]["runs"]:
-            curves.append({"name": name, "seed": int(seed_run.get("seed", 0)), "target": run["accuracy"].get("target"),
-                           "metric": metric_of(run["accuracy"]), "usd_per_hour": price_of(run),
-                           "points": seed_run.get("curve") or []})
-    figures = dict(time=accuracy_charts.to_target_bars(rows, "time"), cost=accuracy_charts.to_target_bars(rows, "cost"),
-                   against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
-                   against_cost=accuracy_charts.accuracy_against(curves, "usd"))
+            curves.append(
+                {
+                    "name": name,
+                    "seed": int(seed_run.get("seed", 0)),
+                    "target": run["accuracy"].get("target"),
+                    "metric": metric_of(run["accuracy"]),
+                    "usd_per_hour": price_of(run),
+                    "points": seed_run.get("curve") or [],
+                }
+            )
+    figures = dict(
+        time=accuracy_charts.to_target_bars(rows, "time"),
+        cost=accuracy_charts.to_target_bars(rows, "cost"),
+        against_time=accuracy_charts.accuracy_against(curves, "wall_s"),
+        against_cost=accuracy_charts.accuracy_against(curves, "usd"),
+    )
     # Kept (ui.memo) and drawn by every session with this choice: each figure's dict made once.
     figures = {name: charts.shared(figure) if figure.data else None for name, figure in figures.items()}
-    return TargetSection(table=target_table(rows), caption=caption(rows) if figures["time"] else "",
-                         note=missing_note(figures), **figures)
+    return TargetSection(
+        table=target_table(rows),
+        caption=caption(rows) if figures["time"] else "",
+        note=missing_note(figures),
+        **figures,
+    )
 
 
 def missing_note(figures: dict) -> str:
@@ -85,23 +108,32 @@ def target_table(rows: list[dict]) -> pd.DataFrame:
     """target_rows as the page's table: plain-word headers, an error in percent, the run's short id."""
     shown = []
     for row in rows:
-        shown.append({**row, "seeds_reached": f"{row['reached']}/{row['seeds']}",
-                      "error_pct": 100.0 * row["error"] if is_number(row.get("error")) else None,
-                      "run": f"#{str(row.get('run_id', ''))[-6:]}"})
+        shown.append(
+            {
+                **row,
+                "seeds_reached": f"{row['reached']}/{row['seeds']}",
+                "error_pct": 100.0 * row["error"] if is_number(row.get("error")) else None,
+                "run": f"#{str(row.get('run_id', ''))[-6:]}",
+            }
+        )
     return pd.DataFrame(shown).reindex(columns=list(TABLE_COLUMNS)).rename(columns=TABLE_COLUMNS)
 
 
 def caption(rows: list[dict]) -> str:
     predicted = [r for r in rows if r["kind"] == to_target.PREDICTED_KIND]
-    text = ("Time to target: from the first training step to the end of the evaluation that reached the "
-            "target, evaluations included (compile and data loading apart, as MLPerf reports them); median "
-            "over the seeds that reached it, bars from the fastest to the slowest. Cost: that time at the "
-            "device's on-demand price.")
+    text = (
+        "Time to target: from the first training step to the end of the evaluation that reached the "
+        "target, evaluations included (compile and data loading apart, as MLPerf reports them); median "
+        "over the seeds that reached it, bars from the fastest to the slowest. Cost: that time at the "
+        "device's on-demand price."
+    )
     if predicted:
-        text += (" Predicted rows: the epochs to target measured on one device × examples per epoch ÷ the "
-                 "other device's measured throughput of the same setup (model, shapes, global batch, "
-                 "precision), plus its evaluation time scaled by the same throughput ratio; the error is "
-                 "against a measured run there.")
+        text += (
+            " Predicted rows: the epochs to target measured on one device × examples per epoch ÷ the "
+            "other device's measured throughput of the same setup (model, shapes, global batch, "
+            "precision), plus its evaluation time scaled by the same throughput ratio; the error is "
+            "against a measured run there."
+        )
     else:
         text += " No other device has a throughput run of this setup: nothing to predict."
     return text
@@ -109,8 +141,15 @@ def caption(rows: list[dict]) -> str:
 
 def parity_candidates(runs: pd.DataFrame) -> list[str]:
     """The chosen runs that share a setup with a run on another device (the only ones parity reads)."""
-    rows = records(runs[[c for c in (*to_target.SETUP_COLUMNS, *to_target.DEVICE_COLUMNS, "run_id", "device",
-                                     "data", "status") if c in runs]])
+    rows = records(
+        runs[
+            [
+                c
+                for c in (*to_target.SETUP_COLUMNS, *to_target.DEVICE_COLUMNS, "run_id", "device", "data", "status")
+                if c in runs
+            ]
+        ]
+    )
     devices: dict = {}
     for row in rows:
         devices.setdefault(_parity_key(row), set()).add(to_target.device_key(row))

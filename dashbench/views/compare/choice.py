@@ -19,8 +19,9 @@ def hidden_models(store, query: dict, limit: int) -> dict[str, int]:
     wanted = set(models) if isinstance(models, (list, tuple)) else {models}
     others = {k: v for k, v in query.items() if k not in ("model", "status")}
     hidden: dict[str, int] = {}
-    for _run_id, model in store.newest_setups(statuses=query.get("status") or (), limit=limit,
-                                               scan=HIDDEN_SCAN, **others):
+    for _run_id, model in store.newest_setups(
+        statuses=query.get("status") or (), limit=limit, scan=HIDDEN_SCAN, **others
+    ):
         if model not in wanted:
             hidden[model] = hidden.get(model, 0) + 1
     return hidden
@@ -31,11 +32,15 @@ def hidden_text(hidden: dict[str, int]) -> str:
     total = sum(hidden.values())
     names = [md_text(m) for m in hidden]
     if len(names) == 1:
-        return (f"{total} of the newest runs {'is' if total == 1 else 'are'} of {names[0]}, which the Model filter "
-                f"hides: add {names[0]} to Model above to show its section.")
+        return (
+            f"{total} of the newest runs {'is' if total == 1 else 'are'} of {names[0]}, which the Model filter "
+            f"hides: add {names[0]} to Model above to show its section."
+        )
     listed = ", ".join(f"{name} ({n})" for name, n in zip(names, hidden.values()))
-    return (f"{total} of the newest runs are of {len(names)} other models, {listed}, which the Model filter hides: "
-            "add them to Model above to show each model's section.")
+    return (
+        f"{total} of the newest runs are of {len(names)} other models, {listed}, which the Model filter hides: "
+        "add them to Model above to show each model's section."
+    )
 
 
 LINK_IDS = 200  # ids of one ?runs= link looked up at most: each id that is not a full one costs a query
@@ -65,6 +70,9 @@ def linked_runs(store, given: tuple) -> tuple[list[str], list[str]]:
     if unknown:
         notes.append("Not found in this store: " + ", ".join(md_text(t) for t in unknown) + ".")
     if several:
-        notes.append("Each of these is the start or end of several run ids; give more characters: "
-                     + ", ".join(md_text(t) for t in several) + ".")
+        notes.append(
+            "Each of these is the start or end of several run ids; give more characters: "
+            + ", ".join(md_text(t) for t in several)
+            + "."
+        )
     return ids, notes

@@ -9,10 +9,27 @@ import pandas as pd
 
 from dashbench.core.frames import records
 from dashbench.results.result import short_id
-from dashbench.views.common.format import (DEFAULT_BACKEND, FLAG_TEXT, PRECISION_SHORT, SHAPE_COLUMNS, backend_of,
-                                           blank_text, duration_text, flag_list, flag_text, is_missing, is_number,
-                                           md_text, mixed_backends, nullable_ints, run_label, run_shape,
-                                           shape_text, with_ms, workload_text)
+from dashbench.views.common.format import (
+    DEFAULT_BACKEND,
+    FLAG_TEXT,
+    PRECISION_SHORT,
+    SHAPE_COLUMNS,
+    backend_of,
+    blank_text,
+    duration_text,
+    flag_list,
+    flag_text,
+    is_missing,
+    is_number,
+    md_text,
+    mixed_backends,
+    nullable_ints,
+    run_label,
+    run_shape,
+    shape_text,
+    with_ms,
+    workload_text,
+)
 
 REFERENCE_PREFIX = "ref:"
 
@@ -22,8 +39,9 @@ def unpriced_labels(frame: pd.DataFrame) -> list[str]:
     return frame.loc[(frame["kind"] == "measured") & frame["usd_per_million_examples"].isna(), "label"].tolist()
 
 
-def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
-                  reference: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare_frame(
+    runs: pd.DataFrame, catalog: pd.DataFrame | None = None, reference: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Measured runs (with costs) and, if given, published reference rows in one frame.
 
     Every row has: id (run_id or "ref:<key>"), kind (measured|reference), label, model, accelerator,
@@ -33,9 +51,9 @@ def compare_frame(runs: pd.DataFrame, catalog: pd.DataFrame | None = None,
     """
     match = None
     if catalog is not None:
-        from dashbench.costs import prices
+        from dashbench.costs import run_cost
 
-        match = prices.matcher(catalog)
+        match = run_cost.matcher(catalog)
     rows = measured_rows(runs, match)
     if reference is not None and not reference.empty:
         rows += reference_rows(reference, match)
@@ -79,15 +97,22 @@ def measured_rows(runs: pd.DataFrame, match=None) -> list[dict]:
     # setup (model, device, batch, precision) sits next to the same setup on the other backend.
     both = mixed_backends(runs)
     rows = records(side_by_side(runs) if both else runs)
-    from dashbench.costs import prices
+    from dashbench.costs import run_cost
 
     for row in rows:
         stored_label = row.pop("label", None)
         row.update(kind="measured", id=row["run_id"], run_label_text=stored_label)
         row["label"] = run_label(dict(row, label=stored_label), with_model, with_backend=True if both else None)
         if match is not None:
-            row.update(prices.cost_values(row.get("accelerator"), row.get("accelerator_count"),
-                                          row.get("examples_per_sec"), match, row.get("host_cpus")))
+            row.update(
+                run_cost.cost_values(
+                    row.get("accelerator"),
+                    row.get("accelerator_count"),
+                    row.get("examples_per_sec"),
+                    match,
+                    row.get("host_cpus"),
+                )
+            )
     return rows
 
 
@@ -110,8 +135,9 @@ def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     for key in keys:
         first.setdefault(key, len(first))
     rank = {name: i for i, name in enumerate(BACKENDS)}
-    backends = runs["backend"].fillna(DEFAULT_BACKEND) if "backend" in runs else pd.Series(DEFAULT_BACKEND,
-                                                                                          index=runs.index)
+    backends = (
+        runs["backend"].fillna(DEFAULT_BACKEND) if "backend" in runs else pd.Series(DEFAULT_BACKEND, index=runs.index)
+    )
     order = sorted(range(len(runs)), key=lambda i: (first[keys[i]], rank.get(backends.iloc[i], len(rank))))
     return runs.iloc[order]
 
@@ -127,29 +153,38 @@ def reference_rows(reference: pd.DataFrame, match=None) -> list[dict]:
     """Published rows as compare rows: kind=reference, labelled "published: …".
 
     A row the article priced keeps its own cost; the others are priced from today's catalog (`match`,
-    a prices.matcher), and the note says so, so a 2018 throughput is never silently paired with a
+    a run_cost.matcher), and the note says so, so a 2018 throughput is never silently paired with a
     2018 price or vice versa.
     """
-    from dashbench.costs import prices
+    from dashbench.costs import prices, run_cost
 
     rows = records(reference)
     for i, row in enumerate(rows):
         row["id"] = REFERENCE_PREFIX + str(row["key"] if "key" in row else i)
         row["kind"] = "reference"
-        row["label"] = ("published: " + str(row["name"]) if "name" in row
-                        else f"published: {row.get('model', '?')} · {row.get('accelerator', '?')}")
+        row["label"] = (
+            "published: " + str(row["name"])
+            if "name" in row
+            else f"published: {row.get('model', '?')} · {row.get('accelerator', '?')}"
+        )
         for column in ("examples_per_sec", "usd_per_million_examples"):
             row[column] = _number(row.get(column))
         if match is None or "accelerator" not in row:
             continue
         published = not math.isnan(row["usd_per_million_examples"])
-        priced = prices.cost_values(row.get("accelerator"), row.get("accelerator_count"), row["examples_per_sec"],
-                                    match)
+        priced = run_cost.cost_values(
+            row.get("accelerator"), row.get("accelerator_count"), row["examples_per_sec"], match
+        )
         for column in prices.COST_COLUMNS:
             if column == "price_note":
                 note = priced[column]
-                row[column] = ("price published with the figure" if published else note if note == prices.NO_PRICE
-                               else "today's catalog price" + (f"; {note}" if note else ""))
+                row[column] = (
+                    "price published with the figure"
+                    if published
+                    else note
+                    if note == prices.NO_PRICE
+                    else "today's catalog price" + (f"; {note}" if note else "")
+                )
             elif column != "usd_per_million_examples":
                 row[column] = None if published else priced[column]
             elif not published:
@@ -176,8 +211,11 @@ def published_ratios_for(reference: pd.DataFrame, models: list[str]) -> pd.DataF
     columns = [c for c in RATIO_COLUMNS if c in reference]
     wanted = set(models)
     read = list(dict.fromkeys([*columns, "ratio", *(["model"] if "model" in reference else [])]))
-    rows = [row for row in records(reference[read])
-            if not is_missing(row["ratio"]) and (not wanted or row.get("model") in wanted)]
+    rows = [
+        row
+        for row in records(reference[read])
+        if not is_missing(row["ratio"]) and (not wanted or row.get("model") in wanted)
+    ]
     return pd.DataFrame([{c: row[c] for c in columns} for row in rows], columns=columns)
 
 
@@ -262,8 +300,9 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty or "examples_per_sec" not in frame:
         return frame.iloc[0:0].assign(series=pd.Series(dtype=str))
     rows = records(frame)
-    measured = [row.get("kind", "measured") == "measured" and not is_missing(row.get("examples_per_sec"))
-                for row in rows]
+    measured = [
+        row.get("kind", "measured") == "measured" and not is_missing(row.get("examples_per_sec")) for row in rows
+    ]
     both = len({backend_of(row) for row, m in zip(rows, measured) if m}) > 1
     series = []
     for row, m in zip(rows, measured):
@@ -275,9 +314,15 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
         # One line per backend: a TensorFlow and a JAX series of one setup are never joined into one.
         named = backend if both or backend != DEFAULT_BACKEND else None
         setup = " · ".join(
-            str(x) for x in (row.get("group") or workload_text(row), row.get("accelerator"),
-                             PRECISION_SHORT.get(row.get("precision"), row.get("precision")),
-                             "XLA" if row.get("xla") is True else None, named) if x
+            str(x)
+            for x in (
+                row.get("group") or workload_text(row),
+                row.get("accelerator"),
+                PRECISION_SHORT.get(row.get("precision"), row.get("precision")),
+                "XLA" if row.get("xla") is True else None,
+                named,
+            )
+            if x
         )
         # A sweep's id (store.new_sweep_id) ends in its random part ("sweep-20261130-015846-66137e0a");
         # its head is only the date.
@@ -293,15 +338,58 @@ def sweep_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # The figures first (columns.MUST_SEE: seen at a 1400 px window), what ran next, bookkeeping last; also the
 # CSV's columns, in this order.
 COMPARE_COLUMNS = [
-    "label", "examples_per_sec", "speedup", "mfu", "usd_per_million_examples", "flag_text", "speedup_vs", "kind",
-    "step_time_median_ms", "step_time_p10_ms", "step_time_p90_ms", "usd_per_million_examples_spot",
-    "examples_per_usd", "examples_per_usd_spot", "model", "image_size", "seq_len", "width", "backend",
-    "backend_version", "accelerator", "accelerator_count", "batch_size", "precision", "xla", "samples",
-    "compile_s", "achieved_tflops", "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes",
-    "memory_estimate_bytes", "memory_estimate_ratio", "target_accuracy", "target_loss", "reached", "seeds",
-    "time_to_target_s", "time_to_target_min_s", "time_to_target_max_s", "epochs_to_target", "steps_to_target",
-    "final_val_accuracy", "final_val_loss", "epochs_trained",
-    "eval_share", "load_s", "price_key", "price_note", "source", "created_at", "run_id",
+    "label",
+    "examples_per_sec",
+    "speedup",
+    "mfu",
+    "usd_per_million_examples",
+    "flag_text",
+    "speedup_vs",
+    "kind",
+    "step_time_median_ms",
+    "step_time_p10_ms",
+    "step_time_p90_ms",
+    "usd_per_million_examples_spot",
+    "examples_per_usd",
+    "examples_per_usd_spot",
+    "model",
+    "image_size",
+    "seq_len",
+    "width",
+    "backend",
+    "backend_version",
+    "accelerator",
+    "accelerator_count",
+    "batch_size",
+    "precision",
+    "xla",
+    "samples",
+    "compile_s",
+    "achieved_tflops",
+    "peak_memory_bytes",
+    "window_peak_memory_bytes",
+    "memory_capacity_bytes",
+    "memory_estimate_bytes",
+    "memory_estimate_ratio",
+    "target_accuracy",
+    "target_loss",
+    "reached",
+    "seeds",
+    "time_to_target_s",
+    "time_to_target_min_s",
+    "time_to_target_max_s",
+    "epochs_to_target",
+    "steps_to_target",
+    "final_val_accuracy",
+    "final_val_loss",
+    "epochs_trained",
+    "eval_share",
+    "load_s",
+    "price_key",
+    "price_note",
+    "source",
+    "created_at",
+    "run_id",
 ]
 
 
@@ -327,18 +415,25 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 def epochs_table(frame: pd.DataFrame, catalog: pd.DataFrame, dataset_size: int, epochs: float) -> pd.DataFrame:
     """Time and cost (on-demand and spot) of `epochs` passes over `dataset_size` examples, per row.
     Quick-shape runs are left out (epochs_left_out names them): their time is not the full-size model's."""
-    from dashbench.costs import prices
+    from dashbench.costs import prices, run_cost
 
     rows = []
-    match = prices.matcher(catalog)
+    match = run_cost.matcher(catalog)
     for row in records(frame):
         if not is_number(row.get("examples_per_sec")) or shape_text(row):
             continue
         price = match(row.get("accelerator"), row.get("accelerator_count"), row.get("host_cpus"))
-        out = prices.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
-        rows.append({"label": row["label"], "examples_per_sec": row["examples_per_sec"],
-                     "time": duration_text(out["seconds"]), "usd_on_demand": out["usd_on_demand"],
-                     "usd_spot": out["usd_spot"], "price": price["key"] if price else prices.NO_PRICE})
+        out = run_cost.epochs_cost(float(row["examples_per_sec"]), dataset_size, epochs, price)
+        rows.append(
+            {
+                "label": row["label"],
+                "examples_per_sec": row["examples_per_sec"],
+                "time": duration_text(out["seconds"]),
+                "usd_on_demand": out["usd_on_demand"],
+                "usd_spot": out["usd_spot"],
+                "price": price["key"] if price else prices.NO_PRICE,
+            }
+        )
     return pd.DataFrame(rows, columns=["label", "examples_per_sec", "time", "usd_on_demand", "usd_spot", "price"])
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import streamlit as st
 
 from dashbench.costs import prices, reference
-from dashbench.views.compare import accuracy as accuracy_view, choice as compare_choice, numbers as compare, parity
-from dashbench.views.compare import picker
-from dashbench.views.compare import sections as compare_view
-from dashbench.views.common import context
-from dashbench.views.common import stored_runs
-from dashbench.views.streamlit import ui
+from dashbench.views.common import context, stored_runs
 from dashbench.views.common.format import cost_help, md_text, unreadable_note
+from dashbench.views.compare import accuracy as accuracy_view
+from dashbench.views.compare import choice as compare_choice
+from dashbench.views.compare import numbers as compare
+from dashbench.views.compare import parity, picker
+from dashbench.views.compare import sections as compare_view
+from dashbench.views.streamlit import ui
 
 
 def _unless_set(key, value):
@@ -46,8 +47,9 @@ def show() -> None:
 
     linked = tuple(r for r in st.query_params.get("runs", "").split(",") if r.strip())
     # No look-up (and no kept copy) without a link; a short id is resolved as the command line resolves it.
-    requested, link_notes = (ui.shared(ctx, ("link", linked), compare_choice.linked_runs, ctx.store, linked) if linked
-                             else ([], []))
+    requested, link_notes = (
+        ui.shared(ctx, ("link", linked), compare_choice.linked_runs, ctx.store, linked) if linked else ([], [])
+    )
     if link_notes:
         st.warning("**Link to runs (?runs=)**: " + " ".join(link_notes), icon=":material/link_off:")
     if requested and st.session_state.get("cmp_requested") != requested:
@@ -64,27 +66,37 @@ def show() -> None:
         row = st.container(horizontal=True, gap="small")
         selections = {
             # Throughput of different workloads on one axis means nothing: start from one model.
-            "model": row.multiselect("Model", options["model"], key="cmp_model",
-                                         default=_unless_set("cmp_model", [newest] if newest else []),
-                                         on_change=_filters_changed),
-            "accelerator": row.multiselect("Accelerator", options["accelerator"], key="cmp_acc",
-                                               on_change=_filters_changed),
-            "precision": row.multiselect("Precision", options["precision"], key="cmp_precision",
-                                             on_change=_filters_changed),
-            "backend": row.multiselect("Backend", options["backend"], key="cmp_backend",
-                                           on_change=_filters_changed),
+            "model": row.multiselect(
+                "Model",
+                options["model"],
+                key="cmp_model",
+                default=_unless_set("cmp_model", [newest] if newest else []),
+                on_change=_filters_changed,
+            ),
+            "accelerator": row.multiselect(
+                "Accelerator", options["accelerator"], key="cmp_acc", on_change=_filters_changed
+            ),
+            "precision": row.multiselect(
+                "Precision", options["precision"], key="cmp_precision", on_change=_filters_changed
+            ),
+            "backend": row.multiselect("Backend", options["backend"], key="cmp_backend", on_change=_filters_changed),
             # Runs with a result: done, and to-accuracy runs that missed their target (their throughput and
             # curves still compare).
-            "status": row.multiselect("Status", options["status"],
-                                          default=_unless_set("cmp_status", [s for s in ("done", "not_reached")
-                                                                             if s in options["status"]]),
-                                          key="cmp_status", on_change=_filters_changed),
+            "status": row.multiselect(
+                "Status",
+                options["status"],
+                default=_unless_set("cmp_status", [s for s in ("done", "not_reached") if s in options["status"]]),
+                key="cmp_status",
+                on_change=_filters_changed,
+            ),
         }
         query = stored_runs.query(selections)
-        matching, default_ids, recent, hidden = ui.shared(ctx, ("picker", ui.key_of(query)), picker.picker_runs,
-                                                          ctx.store, query)
-        search = st.text_input("Find runs to add (label, id, host, batch, …): matches join the list below",
-                               key="cmp_search")
+        matching, default_ids, recent, hidden = ui.shared(
+            ctx, ("picker", ui.key_of(query)), picker.picker_runs, ctx.store, query
+        )
+        search = st.text_input(
+            "Find runs to add (label, id, host, batch, …): matches join the list below", key="cmp_search"
+        )
         found = db.run_ids(**query, search=search, limit=picker.PICKER_RUNS) if search.strip() else []
         picked = st.session_state.get("cmp_runs") or []
         offered = list(dict.fromkeys([*picked, *found, *default_ids, *recent]))
@@ -94,8 +106,14 @@ def show() -> None:
         default_ids = [r for r in default_ids if r in labels]  # an unreadable stored run is named, not offered
         if "cmp_runs" in st.session_state:  # a chosen run deleted since: dropped, not an error
             st.session_state["cmp_runs"] = [r for r in picked if r in labels]
-        chosen = st.multiselect("Runs", offered, default=_unless_set("cmp_runs", default_ids), format_func=labels.get,
-                                key="cmp_runs", on_change=_runs_changed)
+        chosen = st.multiselect(
+            "Runs",
+            offered,
+            default=_unless_set("cmp_runs", default_ids),
+            format_func=labels.get,
+            key="cmp_runs",
+            on_change=_runs_changed,
+        )
         st.caption(picker.picker_caption(len(chosen), matching, len(found) if search.strip() else None, hidden))
         show_reference = st.toggle("Show published reference rows", value=True, key="cmp_ref")
         published = ui.memo((), reference.rows)  # the shipped rows: one frame per process, only read here
@@ -104,13 +122,33 @@ def show() -> None:
         chosen_runs = ui.shared(ctx, picked_key, picker.runs_of, offered_runs, chosen)
         # Kept with the chosen runs: pandas' unique() and tolist() would run again for each new visitor.
         chosen_models, chosen_labels = ui.shared(ctx, picked_key, picker.models_and_labels, chosen_runs)
-        ref_default = None if "cmp_ref_rows" in st.session_state else ui.shared(
-            ctx, ("ref_default", tuple(chosen)), picker.reference_for_models, published, chosen_models, chosen_labels)
+        ref_default = (
+            None
+            if "cmp_ref_rows" in st.session_state
+            else ui.shared(
+                ctx,
+                ("ref_default", tuple(chosen)),
+                picker.reference_for_models,
+                published,
+                chosen_models,
+                chosen_labels,
+            )
+        )
         # Pills, not a multiselect: every row stays in view (a multiselect's box cut the 13 chosen by default on
         # the empty store off after three lines), and a click adds or drops one.
-        ref_keys = st.pills("Published rows (default: those for the chosen runs' models)", list(ref_names),
-                            selection_mode="multi", default=ref_default, format_func=ref_names.get, key="cmp_ref_rows",
-                            disabled=not show_reference, width="stretch") or []
+        ref_keys = (
+            st.pills(
+                "Published rows (default: those for the chosen runs' models)",
+                list(ref_names),
+                selection_mode="multi",
+                default=ref_default,
+                format_func=ref_names.get,
+                key="cmp_ref_rows",
+                disabled=not show_reference,
+                width="stretch",
+            )
+            or []
+        )
     if unreadable_note(offered_runs):
         st.warning(unreadable_note(offered_runs))
 
@@ -118,17 +156,27 @@ def show() -> None:
     # Everything below is built once per store version and choice, for every session: a rerun that changed
     # nothing, or a new visitor who chose what another did, only draws it.
     choice = (ui.token(ctx), tuple(chosen), tuple(ref_keys) if show_reference else None)
-    frame = ui.memo(choice, compare.compare_frame, chosen_runs, catalog,
-                    ui.memo(tuple(ref_keys), picker.runs_of, published, ref_keys, "key") if show_reference else None)
+    frame = ui.memo(
+        choice,
+        compare.compare_frame,
+        chosen_runs,
+        catalog,
+        ui.memo(tuple(ref_keys), picker.runs_of, published, ref_keys, "key") if show_reference else None,
+    )
     if frame.empty:
         st.info("No runs chosen: widen the filters above, or launch one on the Run page.")
         st.stop()
 
     frame = ui.memo(choice + ("memory",), compare_view.with_memory, frame, db)  # each run's measured peak
     baselines = ui.memo(choice, compare.baseline_choices, frame)
-    baseline = st.selectbox("Speed-up baseline", list(baselines), format_func=baselines.get, key="cmp_baseline",
-                            help="Speed-up is examples/s over this row's, only between rows of the same workload and "
-                                 "shape; every other workload is compared with its own first run.")
+    baseline = st.selectbox(
+        "Speed-up baseline",
+        list(baselines),
+        format_func=baselines.get,
+        key="cmp_baseline",
+        help="Speed-up is examples/s over this row's, only between rows of the same workload and "
+        "shape; every other workload is compared with its own first run.",
+    )
     frame, group_bases = ui.memo(choice + (baseline,), compare_view.with_speedups, frame, baseline)
     groups = list(group_bases)
 
@@ -139,13 +187,18 @@ def show() -> None:
     notes = []  # one caption: each element is a message every new visitor's server sends
     if unpriced:
         # Read-only has no price form: prices are set where the results are written.
-        where = ("Prices are set on the dashboard that writes this database." if ctx.settings.read_only
-                 else "Set one on the Prices page.")
+        where = (
+            "Prices are set on the dashboard that writes this database."
+            if ctx.settings.read_only
+            else "Set one on the Prices page."
+        )
         notes.append("No price for: " + ", ".join(md_text(label) for label in unpriced) + ". " + where)
     if len(groups) > 1:
         names = ", ".join(md_text(name) for name in groups)
-        notes.append(f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
-                     "compared only within one workload and shape.")
+        notes.append(
+            f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
+            "compared only within one workload and shape."
+        )
     if notes:
         st.caption("\n\n".join(notes))
     if unpriced and not ctx.settings.read_only:
@@ -153,12 +206,21 @@ def show() -> None:
 
     # Only the charts picked here are built and drawn (the table below holds every figure of them).
     kinds = ui.memo(choice, compare_view.chart_kinds, frame)
-    picked_charts = st.segmented_control(
-        "Charts", kinds, selection_mode="multi", format_func=compare_view.CHARTS.get, key="cmp_charts",
-        default=_unless_set("cmp_charts", [k for k in compare_view.DEFAULT_CHARTS if k in kinds])) or []
+    picked_charts = (
+        st.segmented_control(
+            "Charts",
+            kinds,
+            selection_mode="multi",
+            format_func=compare_view.CHARTS.get,
+            key="cmp_charts",
+            default=_unless_set("cmp_charts", [k for k in compare_view.DEFAULT_CHARTS if k in kinds]),
+        )
+        or []
+    )
     drawn = tuple(k for k in compare_view.CHARTS if k in picked_charts)
-    for i, section in enumerate(ui.memo(choice + (baseline, drawn), compare_view.sections, frame, group_bases,
-                                        baselines, db, drawn)):
+    for i, section in enumerate(
+        ui.memo(choice + (baseline, drawn), compare_view.sections, frame, group_bases, baselines, db, drawn)
+    ):
         st.subheader(f"Workload: {md_text(section.name)}")
         if section.sweep is not None:
             st.plotly_chart(section.sweep, key=f"chart_sweep_{i}")
@@ -176,9 +238,16 @@ def show() -> None:
             st.subheader("Time and cost to target")
             if target.note:  # one line, not an empty chart, for what is not there to draw
                 st.caption(target.note)
-            figures = [(key, figure) for key, figure in (
-                ("to_target_time", target.time), ("to_target_cost", target.cost),
-                ("accuracy_time", target.against_time), ("accuracy_cost", target.against_cost)) if figure is not None]
+            figures = [
+                (key, figure)
+                for key, figure in (
+                    ("to_target_time", target.time),
+                    ("to_target_cost", target.cost),
+                    ("accuracy_time", target.against_time),
+                    ("accuracy_cost", target.against_cost),
+                )
+                if figure is not None
+            ]
             for n, (key, figure) in enumerate(figures):
                 if n % 2 == 0:
                     pair = st.container(horizontal=True, gap="small")
@@ -191,8 +260,9 @@ def show() -> None:
         st.subheader("Convergence parity")
         parity_lines = parity.flag_lines(verdicts)
         if any(v.flags for v in verdicts):
-            st.warning("**Trains differently on another device**\n\n" + "\n".join(parity_lines),
-                       icon=":material/warning:")
+            st.warning(
+                "**Trains differently on another device**\n\n" + "\n".join(parity_lines), icon=":material/warning:"
+            )
         elif parity_lines:
             st.caption("\n".join(parity_lines))
         summary = parity.summary(verdicts)
@@ -207,28 +277,49 @@ def show() -> None:
             st.markdown(head)
         ui.table(part, hints={"usd_per_million_examples": cost_help(part["model"] if "model" in part else ())})
     # Written only when clicked.
-    st.download_button("Download CSV", lambda: compare.csv_bytes(table), file_name="dashbench-compare.csv",
-                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    st.download_button(
+        "Download CSV",
+        lambda: compare.csv_bytes(table),
+        file_name="dashbench-compare.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
 
     # Built only while open: a closed expander's table would cost every filter change its price matching.
     with st.expander("Time and cost of N epochs", key="cmp_epochs_open", on_change="rerun") as epochs_box:
         if epochs_box.open:
             cols = st.columns(2)
-            dataset_size = cols[0].number_input("Dataset size (examples)", min_value=1, value=60_000, step=1000,
-                                                key="cmp_dataset")
+            dataset_size = cols[0].number_input(
+                "Dataset size (examples)", min_value=1, value=60_000, step=1000, key="cmp_dataset"
+            )
             epochs = cols[1].number_input("Epochs", min_value=0.1, value=5.0, step=1.0, key="cmp_epochs")
-            ui.table(ui.memo(choice + (baseline, int(dataset_size), float(epochs)), compare.epochs_table, frame,
-                             catalog, int(dataset_size), float(epochs)))
+            ui.table(
+                ui.memo(
+                    choice + (baseline, int(dataset_size), float(epochs)),
+                    compare.epochs_table,
+                    frame,
+                    catalog,
+                    int(dataset_size),
+                    float(epochs),
+                )
+            )
             left_out = compare.epochs_left_out(frame)
             if left_out:
-                st.caption("Left out, not at full size (their time is not the full-size model's): "
-                           + ", ".join(md_text(label) for label in left_out) + ".")
+                st.caption(
+                    "Left out, not at full size (their time is not the full-size model's): "
+                    + ", ".join(md_text(label) for label in left_out)
+                    + "."
+                )
 
     if show_reference:
         ratios = ui.memo(tuple(chosen_models), compare.published_ratios_for, published, chosen_models)
         if not ratios.empty:
             # Built only while open, as the epochs table: a closed expander's table still cost every visit its Arrow.
-            with st.expander("Published ratios (computed from raw figures where the article gave them)",
-                             key="cmp_ratios_open", on_change="rerun") as ratios_box:
+            with st.expander(
+                "Published ratios (computed from raw figures where the article gave them)",
+                key="cmp_ratios_open",
+                on_change="rerun",
+            ) as ratios_box:
                 if ratios_box.open:
                     ui.table(ratios)

@@ -78,10 +78,12 @@ class Flag:
 
         where = f"step {self.step}" + (f" (epoch {self.epoch:.3g})" if self.epoch is not None else "")
         value = "not finite" if self.value is None else f"{self.value:.4g}"
-        return (f"{short_id(self.run_id)} on {self.device} (seed {self.seed}) departs from "
-                f"{short_id(self.reference_run_id)} on {self.reference_device} in {self.metric} from {where}: "
-                f"{value} against {self.reference_value:.4g}, more than the tolerance ±{self.tolerance:.3g} "
-                f"({TOLERANCE_SIGMAS:g}× the reference's seed-to-seed spread)")
+        return (
+            f"{short_id(self.run_id)} on {self.device} (seed {self.seed}) departs from "
+            f"{short_id(self.reference_run_id)} on {self.reference_device} in {self.metric} from {where}: "
+            f"{value} against {self.reference_value:.4g}, more than the tolerance ±{self.tolerance:.3g} "
+            f"({TOLERANCE_SIGMAS:g}× the reference's seed-to-seed spread)"
+        )
 
 
 @dataclass
@@ -103,8 +105,11 @@ def series_of(run: dict) -> list[Series]:
     if not values:
         return []
     spec = values.get("spec") or run.get("spec") or {}
-    row = {**spec, **{k: v for k, v in values.items() if v is not None}, "batch_size": values.get("global_batch_size")
-           or spec.get("batch_size")}
+    row = {
+        **spec,
+        **{k: v for k, v in values.items() if v is not None},
+        "batch_size": values.get("global_batch_size") or spec.get("batch_size"),
+    }
     for name in ("image_size", "seq_len", "width"):
         row[name] = spec.get(name)
     device, setup = device_key(row), setup_key(row)
@@ -116,17 +121,36 @@ def series_of(run: dict) -> list[Series]:
         held_out = VAL_LOSS if column == "val_loss" else VAL_ACCURACY
         for seed_run in block["runs"]:
             curve = [p for p in seed_run.get("curve") or [] if is_number(p.get("step"))]
-            out.append(Series(run["run_id"], int(seed_run.get("seed", 0)), device, setup, "evaluation",
-                              {TRAIN_LOSS: {int(p["step"]): _finite(p.get("train_loss")) for p in curve},
-                               held_out: {int(p["step"]): _finite(p.get(column)) for p in curve}},
-                              {int(p["step"]): p.get("epoch") for p in curve}, examples))
+            out.append(
+                Series(
+                    run["run_id"],
+                    int(seed_run.get("seed", 0)),
+                    device,
+                    setup,
+                    "evaluation",
+                    {
+                        TRAIN_LOSS: {int(p["step"]): _finite(p.get("train_loss")) for p in curve},
+                        held_out: {int(p["step"]): _finite(p.get(column)) for p in curve},
+                    },
+                    {int(p["step"]): p.get("epoch") for p in curve},
+                    examples,
+                )
+            )
         return out
     losses = values.get("losses") or []
     per_loop = values.get("steps_per_loop") or spec.get("steps_per_loop") or 1
     if not losses:
         return []
-    return [Series(run["run_id"], int(spec.get("seed", 0) or 0), device, setup, "loss per host loop",
-                   {LOSS: {(i + 1) * int(per_loop): _finite(v) for i, v in enumerate(losses)}})]
+    return [
+        Series(
+            run["run_id"],
+            int(spec.get("seed", 0) or 0),
+            device,
+            setup,
+            "loss per host loop",
+            {LOSS: {(i + 1) * int(per_loop): _finite(v) for i, v in enumerate(losses)}},
+        )
+    ]
 
 
 def _finite(value) -> Optional[float]:
@@ -158,7 +182,7 @@ def departure(run: dict[int, Optional[float]], ref: dict[int, Optional[float]], 
     if len(steps) == 1:
         return steps[0] if beyond[0] else None
     for i in range(len(steps) - PERSISTENT_POINTS + 1):
-        if all(beyond[i:i + PERSISTENT_POINTS]):
+        if all(beyond[i : i + PERSISTENT_POINTS]):
             return steps[i]
     return None
 
@@ -180,14 +204,23 @@ def compare(series: Iterable[Series]) -> list[Verdict]:
             if s.device == reference:
                 ref_series.setdefault(s.seed, s)
         others = [s for s in members if s.device != reference and s.seed in ref_series]
-        verdict = Verdict(setup, kind, device_text(reference),
-                          [f"#{s.run_id[-6:]} seed {s.seed} on {device_text(s.device)}" for s in others], [])
+        verdict = Verdict(
+            setup,
+            kind,
+            device_text(reference),
+            [f"#{s.run_id[-6:]} seed {s.seed} on {device_text(s.device)}" for s in others],
+            [],
+        )
         if not others:
-            verdict.note = (f"no run on another device has a seed that {device_text(reference)} has: "
-                            "nothing to compare step by step")
+            verdict.note = (
+                f"no run on another device has a seed that {device_text(reference)} has: "
+                "nothing to compare step by step"
+            )
         elif len(ref_series) < 2:
-            verdict.note = (f"the reference {device_text(reference)} has one seed: its seed-to-seed spread, "
-                            "the tolerance, needs two or more (train it with --seeds 2 or more)")
+            verdict.note = (
+                f"the reference {device_text(reference)} has one seed: its seed-to-seed spread, "
+                "the tolerance, needs two or more (train it with --seeds 2 or more)"
+            )
         else:
             verdict.flags = _flags(others, ref_series, reference)
         verdicts.append(verdict)
@@ -211,8 +244,21 @@ def _flags(others: list[Series], ref_series: dict[int, Series], reference: tuple
             if step is None:
                 continue
             epoch = ref.epochs.get(step) if ref.epochs else None
-            flags.append(Flag(s.run_id, s.seed, device_text(s.device), metric, ref.run_id, device_text(reference),
-                              step, epoch, s.metrics[metric].get(step), ref.metrics[metric][step], tolerance))
+            flags.append(
+                Flag(
+                    s.run_id,
+                    s.seed,
+                    device_text(s.device),
+                    metric,
+                    ref.run_id,
+                    device_text(reference),
+                    step,
+                    epoch,
+                    s.metrics[metric].get(step),
+                    ref.metrics[metric][step],
+                    tolerance,
+                )
+            )
     return flags
 
 
@@ -241,9 +287,13 @@ def summary(verdicts: list[Verdict]) -> str:
     for v in verdicts:
         if v.flags or v.note:
             continue
-        parts.append(f"{len(v.compared)} {v.kind} curve(s) on other devices stay within {TOLERANCE_SIGMAS:g}× the "
-                     f"seed-to-seed spread of the reference {v.reference}")
+        parts.append(
+            f"{len(v.compared)} {v.kind} curve(s) on other devices stay within {TOLERANCE_SIGMAS:g}× the "
+            f"seed-to-seed spread of the reference {v.reference}"
+        )
     if not parts:
         return ""
-    return "; ".join(parts) + (f". A run departs where it is more than {TOLERANCE_SIGMAS:g}× that spread from the "
-                               f"reference's run of its seed at {PERSISTENT_POINTS} steps in a row.")
+    return "; ".join(parts) + (
+        f". A run departs where it is more than {TOLERANCE_SIGMAS:g}× that spread from the "
+        f"reference's run of its seed at {PERSISTENT_POINTS} steps in a row."
+    )

@@ -20,9 +20,11 @@ def picker_caption(chosen: int, matching: int, found: int | None = None, hidden:
     """What the run picker holds against what passes the filters: the runs left out are said, and first
     the newest runs of other models that the Model filter hides (`hidden`: model → runs, picker_runs')."""
     text = compare_choice.hidden_text(hidden) + "\n\n" if hidden else ""
-    text += (f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
-            f"newest run of each setup (model, device, batch size, precision, backend, shape, data, throughput "
-            f"or to accuracy), at most {DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}.")
+    text += (
+        f"{chosen} of {matching:,} runs that pass the filters are plotted. Until you pick, Compare shows the "
+        f"newest run of each setup (model, device, batch size, precision, backend, shape, data, throughput "
+        f"or to accuracy), at most {DEFAULT_RUNS}; the list offers the newest {PICKER_RUNS}."
+    )
     left_out = matching - chosen
     if left_out > 0:
         text += f" {left_out:,} left out: search to add others."
@@ -42,8 +44,12 @@ def picker_runs(store, query: dict) -> tuple[int, list[str], list[str], dict[str
     PICKER_RUNS of them, {model: runs} of the newest runs of each setup the Model filter alone hides): the run
     picker's reads for one choice of filters, kept per store version alike."""
     default_ids, _scanned = store.newest_per_setup(limit=DEFAULT_RUNS, **query)
-    return (store.count_runs(**query), default_ids, store.run_ids(**query, limit=PICKER_RUNS),
-            compare_choice.hidden_models(store, query, DEFAULT_RUNS))
+    return (
+        store.count_runs(**query),
+        default_ids,
+        store.run_ids(**query, limit=PICKER_RUNS),
+        compare_choice.hidden_models(store, query, DEFAULT_RUNS),
+    )
 
 
 def runs_by_id(store, run_ids: tuple) -> pd.DataFrame:
@@ -83,8 +89,11 @@ def reference_for_models(reference: pd.DataFrame, models: Iterable[str], labels:
     runs were made from (all rows with a figure when no model is given)."""
     models = {m for m in models if m}
     wanted = set(preset_reference_keys(labels))
-    return [row["key"] for row in records(reference[["key", "model", "examples_per_sec"]])
-            if is_number(row["examples_per_sec"]) and (not models or row["model"] in models or row["key"] in wanted)]
+    return [
+        row["key"]
+        for row in records(reference[["key", "model", "examples_per_sec"]])
+        if is_number(row["examples_per_sec"]) and (not models or row["model"] in models or row["key"] in wanted)
+    ]
 
 
 def preset_reference_keys(labels: Iterable[Any]) -> list[str]:

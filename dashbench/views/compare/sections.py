@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dashbench.core.frames import records
-from dashbench.views.common import charts
-from dashbench.views.compare import numbers as compare
+from dashbench.views.common import charts, sample_charts
 from dashbench.views.common.format import cost_unit, is_missing, is_number, md_text
 from dashbench.views.common.samples import step_samples
+from dashbench.views.compare import numbers as compare
 
 
 def with_speedups(frame: pd.DataFrame, baseline: str | None) -> tuple[pd.DataFrame, dict]:
@@ -60,8 +60,8 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
     """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) and to-accuracy columns
     (accuracy_text.ACCURACY_COLUMNS) from its stored result; `store` answers get_run(). Published rows
     have none."""
-    from dashbench.results import accuracy_text
     from dashbench.models import memory
+    from dashbench.results import accuracy_text
 
     def result_of(row):
         if row.get("kind") != "measured" or not isinstance(row.get("run_id"), str):
@@ -72,8 +72,12 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
     results = [result_of(row) for row in records(frame[[c for c in ("kind", "run_id") if c in frame]])]
     # And a to-accuracy run's target, seeds reached and time to target (the table and its CSV).
     columns = {**memory.memory_columns(results), **accuracy_text.accuracy_columns(results)}
-    return frame.assign(**{name: pd.to_numeric(pd.Series(values, index=frame.index, dtype=object), errors="coerce")
-                           for name, values in columns.items()})
+    return frame.assign(
+        **{
+            name: pd.to_numeric(pd.Series(values, index=frame.index, dtype=object), errors="coerce")
+            for name, values in columns.items()
+        }
+    )
 
 
 def oom_walls(store, sweeps: pd.DataFrame) -> dict:
@@ -85,17 +89,45 @@ def oom_walls(store, sweeps: pd.DataFrame) -> dict:
     return {sweep: int(group["batch_size"].min()) for sweep, group in ooms.groupby("sweep_id")}
 
 
-CHART_COLUMNS = ("id", "run_id", "kind", "label", "group", "examples_per_sec", "speedup", "flag_text",
-                 "usd_per_million_examples", "usd_per_million_examples_spot", "batch_size", "sweep_id", "backend",
-                 "model", "accelerator", "precision", "xla", "image_size", "seq_len", "width",
-                 "peak_memory_bytes", "window_peak_memory_bytes", "memory_capacity_bytes", "memory_estimate_bytes")
+CHART_COLUMNS = (
+    "id",
+    "run_id",
+    "kind",
+    "label",
+    "group",
+    "examples_per_sec",
+    "speedup",
+    "flag_text",
+    "usd_per_million_examples",
+    "usd_per_million_examples_spot",
+    "batch_size",
+    "sweep_id",
+    "backend",
+    "model",
+    "accelerator",
+    "precision",
+    "xla",
+    "image_size",
+    "seq_len",
+    "width",
+    "peak_memory_bytes",
+    "window_peak_memory_bytes",
+    "memory_capacity_bytes",
+    "memory_estimate_bytes",
+)
 
 
 # A section's charts, in the order they are drawn, and those drawn until a visitor picks others: every chart
 # drawn cost a new visitor's server its Plotly JSON and message, and its software-rendered browser (the server
 # idles on while it draws) seconds; speed-up is throughput over the baseline's, and the table holds every figure.
-CHARTS = {"sweep": "Batch-size sweep", "throughput": "Throughput", "cost": "Cost per 1M examples or tokens",
-          "speedup": "Speed-up", "steps": "Step times", "memory": "Peak memory"}
+CHARTS = {
+    "sweep": "Batch-size sweep",
+    "throughput": "Throughput",
+    "cost": "Cost per 1M examples or tokens",
+    "speedup": "Speed-up",
+    "steps": "Step times",
+    "memory": "Peak memory",
+}
 DEFAULT_CHARTS = ("throughput", "cost")
 
 
@@ -149,8 +181,9 @@ def sections(frame: pd.DataFrame, bases: dict, labels: dict, store, kinds=tuple(
             sweep=charts.throughput_vs_batch(sweeps, oom_walls(store, sweeps)) if not sweeps.empty else None,
             throughput=charts.throughput(rows, unit) if "throughput" in kinds else None,
             speedup=charts.speedup(rows, labels.get(base, "—") if base else "—") if "speedup" in kinds else None,
-            steps=charts.step_time_distribution(step_samples(store, measured))
-            if "steps" in kinds and not measured.empty else None,
+            steps=sample_charts.step_time_distribution(step_samples(store, measured))
+            if "steps" in kinds and not measured.empty
+            else None,
             cost=charts.cost_per_million(rows) if "cost" in kinds else None,
             memory=charts.peak_memory(measured) if "memory" in kinds and _has_memory(measured) else None,
         )

@@ -41,8 +41,12 @@ def setup_key(row) -> tuple:
     """The setup of a runs-frame row, a stored run's spec or a result dict: (model, global batch,
     precision, image_size, seq_len, width); a missing shape override is the full-size default."""
     batch = _value(row, "batch_size") or _value(row, "global_batch_size")
-    return (_value(row, "model"), _int(batch), _value(row, "precision") or "float32",
-            *(_int(_value(row, name)) for name in ("image_size", "seq_len", "width")))
+    return (
+        _value(row, "model"),
+        _int(batch),
+        _value(row, "precision") or "float32",
+        *(_int(_value(row, name)) for name in ("image_size", "seq_len", "width")),
+    )
 
 
 def setup_text(key: tuple) -> str:
@@ -56,12 +60,16 @@ def device_key(row) -> tuple:
     """(accelerator, count, replicas, backend) of a runs-frame row or result dict."""
     count = _int(_value(row, "accelerator_count")) or 1
     replicas = _int(_value(row, "replicas")) or count
-    return (_value(row, "accelerator") or str(_value(row, "device") or "?").upper(), count, replicas,
-            _value(row, "backend") or DEFAULT_BACKEND)
+    return (
+        _value(row, "accelerator") or str(_value(row, "device") or "?").upper(),
+        count,
+        replicas,
+        _value(row, "backend") or DEFAULT_BACKEND,
+    )
 
 
 def device_text(key: tuple) -> str:
-    """"CPU · tensorflow", "4×TPU v2 · jax", "CPU (2 replicas) · tensorflow"."""
+    """ "CPU · tensorflow", "4×TPU v2 · jax", "CPU (2 replicas) · tensorflow"."""
     accelerator, count, replicas, backend = key
     text = f"{count}×{accelerator}" if count > 1 else str(accelerator)
     if replicas != count:
@@ -80,8 +88,11 @@ def spread(values: Iterable[float]) -> tuple[Optional[float], Optional[float], O
 def seed_times(block: dict) -> list[float]:
     """The reached seeds' times to target (first training step to the end of the evaluation that
     reached it, evaluations included), in seed order."""
-    return [float(r["time_to_target_s"]) for r in block.get("runs", [])
-            if r.get("reached") and is_number(r.get("time_to_target_s"))]
+    return [
+        float(r["time_to_target_s"])
+        for r in block.get("runs", [])
+        if r.get("reached") and is_number(r.get("time_to_target_s"))
+    ]
 
 
 def target_of(block: dict) -> tuple:
@@ -143,8 +154,12 @@ def device_throughputs(runs: list[dict]) -> dict[tuple, dict]:
     for row in runs:
         eps = row.get("examples_per_sec")
         flags = set(row.get("flags") or [])
-        if (row.get("status") not in MEASURED_STATUSES or not is_number(eps) or eps <= 0
-                or flags & INVALID_THROUGHPUT_FLAGS):
+        if (
+            row.get("status") not in MEASURED_STATUSES
+            or not is_number(eps)
+            or eps <= 0
+            or flags & INVALID_THROUGHPUT_FLAGS
+        ):
             continue
         by_device.setdefault(device_key(row), []).append(float(eps))
     return {key: {"examples_per_sec": statistics.median(v), "runs": len(v)} for key, v in by_device.items()}
@@ -161,14 +176,27 @@ def measured_row(run: dict, price_of) -> dict:
     rate = price_of(run)
     device = device_key(run)
     return {
-        "kind": MEASURED_KIND, "device": device_text(device), "device_key": device, "setup": setup_key(run),
-        "run_id": run.get("run_id"), "source": "measured", "target": block.get("target"),
-        "dataset": (block.get("dataset") or {}).get("name"), "steps_per_epoch": block.get("steps_per_epoch"),
-        "seeds": len(block.get("runs", [])), "reached": len(times),
+        "kind": MEASURED_KIND,
+        "device": device_text(device),
+        "device_key": device,
+        "setup": setup_key(run),
+        "run_id": run.get("run_id"),
+        "source": "measured",
+        "target": block.get("target"),
+        "dataset": (block.get("dataset") or {}).get("name"),
+        "steps_per_epoch": block.get("steps_per_epoch"),
+        "seeds": len(block.get("runs", [])),
+        "reached": len(times),
         "epochs_to_target": spread(r.get("epochs_to_target") for r in block["runs"] if r.get("reached"))[0],
-        "time_to_target_s": median, "time_min_s": low, "time_max_s": high,
-        "usd_per_hour": rate, "usd_to_target": usd(median, rate), "usd_min": usd(low, rate), "usd_max": usd(high, rate),
-        "examples_per_sec": run.get("examples_per_sec"), "error": None,
+        "time_to_target_s": median,
+        "time_min_s": low,
+        "time_max_s": high,
+        "usd_per_hour": rate,
+        "usd_to_target": usd(median, rate),
+        "usd_min": usd(low, rate),
+        "usd_max": usd(high, rate),
+        "examples_per_sec": run.get("examples_per_sec"),
+        "error": None,
     }
 
 
@@ -190,18 +218,34 @@ def predicted_rows(source: dict, throughputs: dict[tuple, dict], price_of) -> li
         if not times:
             continue
         median, low, high = spread(times)
-        rate = price_of({"accelerator": device[0], "accelerator_count": device[1],
-                         "host_cpus": measured.get("host_cpus")})
-        rows.append({
-            "kind": PREDICTED_KIND, "device": device_text(device), "device_key": device, "setup": setup_key(source),
-            "run_id": source.get("run_id"), "source": f"predicted from the epochs measured on {device_text(own)}",
-            "target": block.get("target"), "dataset": (block.get("dataset") or {}).get("name"),
-            "steps_per_epoch": block.get("steps_per_epoch"), "seeds": len(block["runs"]), "reached": len(times),
-            "epochs_to_target": spread(r.get("epochs_to_target") for r in block["runs"] if r.get("reached"))[0],
-            "time_to_target_s": median, "time_min_s": low, "time_max_s": high, "usd_per_hour": rate,
-            "usd_to_target": usd(median, rate), "usd_min": usd(low, rate), "usd_max": usd(high, rate),
-            "examples_per_sec": measured["examples_per_sec"], "error": None,
-        })
+        rate = price_of(
+            {"accelerator": device[0], "accelerator_count": device[1], "host_cpus": measured.get("host_cpus")}
+        )
+        rows.append(
+            {
+                "kind": PREDICTED_KIND,
+                "device": device_text(device),
+                "device_key": device,
+                "setup": setup_key(source),
+                "run_id": source.get("run_id"),
+                "source": f"predicted from the epochs measured on {device_text(own)}",
+                "target": block.get("target"),
+                "dataset": (block.get("dataset") or {}).get("name"),
+                "steps_per_epoch": block.get("steps_per_epoch"),
+                "seeds": len(block["runs"]),
+                "reached": len(times),
+                "epochs_to_target": spread(r.get("epochs_to_target") for r in block["runs"] if r.get("reached"))[0],
+                "time_to_target_s": median,
+                "time_min_s": low,
+                "time_max_s": high,
+                "usd_per_hour": rate,
+                "usd_to_target": usd(median, rate),
+                "usd_min": usd(low, rate),
+                "usd_max": usd(high, rate),
+                "examples_per_sec": measured["examples_per_sec"],
+                "error": None,
+            }
+        )
     return rows
 
 
@@ -234,9 +278,13 @@ def target_rows(chosen: list[dict], found: list[dict], throughput: list[dict], p
             figures["host_cpus"] = next((r.get("host_cpus") for r in rows if device_key(r) == device), None)
         predicted += predicted_rows(run, throughputs, price_of)
     for row in predicted:
-        same = [m for m in measured if (m["setup"], m["device_key"], m["target"], m["dataset"], m["steps_per_epoch"])
-                == (row["setup"], row["device_key"], row["target"], row["dataset"], row["steps_per_epoch"])
-                and is_number(m["time_to_target_s"])]
+        same = [
+            m
+            for m in measured
+            if (m["setup"], m["device_key"], m["target"], m["dataset"], m["steps_per_epoch"])
+            == (row["setup"], row["device_key"], row["target"], row["dataset"], row["steps_per_epoch"])
+            and is_number(m["time_to_target_s"])
+        ]
         if same and is_number(row["time_to_target_s"]):
             row["error"] = (row["time_to_target_s"] - same[0]["time_to_target_s"]) / same[0]["time_to_target_s"]
             row["measured_run_id"] = same[0]["run_id"]
@@ -246,9 +294,9 @@ def target_rows(chosen: list[dict], found: list[dict], throughput: list[dict], p
 def price_function(catalog):
     """price_of(row) for target_rows: the on-demand USD per hour the catalog asks for the row's
     device (accelerator, accelerator_count, host_cpus), as Compare's cost per run is priced."""
-    from dashbench.costs import prices
+    from dashbench.costs import run_cost
 
-    match = prices.matcher(catalog) if catalog is not None else None
+    match = run_cost.matcher(catalog) if catalog is not None else None
 
     def price_of(row) -> Optional[float]:
         if match is None:
@@ -280,9 +328,19 @@ def gather(store, run_ids: Iterable[str]) -> tuple[list[dict], list[dict], list[
     found, throughput = [], []
     for key in dict.fromkeys(setup_key(run) for run in chosen):
         model, batch, precision = key[:3]
-        rows = [r for r in records(store.runs(model=model, batch_size=batch, precision=precision,
-                                              status=list(MEASURED_STATUSES), limit=THROUGHPUT_RUNS))
-                if setup_key(r) == key]
+        rows = [
+            r
+            for r in records(
+                store.runs(
+                    model=model,
+                    batch_size=batch,
+                    precision=precision,
+                    status=list(MEASURED_STATUSES),
+                    limit=THROUGHPUT_RUNS,
+                )
+            )
+            if setup_key(r) == key
+        ]
         throughput += rows
         others = [r for r in rows if has_held_out(r.get("model"), r.get("data")) and r["run_id"] not in ids]
         for row in others[:FOUND_READS]:  # newest first

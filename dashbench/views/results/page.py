@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench.results import accuracy_text
 from dashbench.costs import prices
-from dashbench.views.common import charts, context, stored_runs
-from dashbench.views.results import runs as results
-from dashbench.views.streamlit import ui
+from dashbench.results import accuracy_text
+from dashbench.views.common import context, sample_charts, stored_runs
 from dashbench.views.common.format import cost_help, md_text, unreadable_note
 from dashbench.views.common.samples import prepare_samples
+from dashbench.views.results import runs as results
+from dashbench.views.streamlit import ui
 
 
 def _query_changed():
@@ -43,37 +43,51 @@ def show() -> None:
         "backend": row.multiselect("Backend", facets["backend"], key="res_backend", **any_of),
         "status": row.multiselect("Status", facets["status"], key="res_status", **any_of),
     }
-    search = row.text_input("Search (label, host, id, model, error, …)", key="res_search",
-                            on_change=_query_changed)
+    search = row.text_input("Search (label, host, id, model, error, …)", key="res_search", on_change=_query_changed)
     query = stored_runs.query(selections, search)
     total = db.count_runs(**query) if query else stored
     pages = results.page_count(total)
     if st.session_state.get("res_page", 1) > pages:  # the store or the filters shrank under the page shown
         st.session_state["res_page"] = pages
     cols = st.columns([2, 1, 3])
-    sort = cols[0].selectbox("Sort by", list(results.SORTS), format_func=lambda k: results.SORTS[k][0], key="res_sort",
-                             on_change=_query_changed)
+    sort = cols[0].selectbox(
+        "Sort by",
+        list(results.SORTS),
+        format_func=lambda k: results.SORTS[k][0],
+        key="res_sort",
+        on_change=_query_changed,
+    )
     page = cols[1].number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="res_page")
     # Built once per store version, query and page for every session: a new visitor only draws it.
     catalog = ui.shared(ctx, (), prices.catalog, db)
-    shown, table = ui.shared(ctx, (ui.key_of(query), sort, page), results.page_of_runs, ctx.store, query, sort, page,
-                             catalog)
+    shown, table = ui.shared(
+        ctx, (ui.key_of(query), sort, page), results.page_of_runs, ctx.store, query, sort, page, catalog
+    )
     if unreadable_note(shown):
         st.warning(unreadable_note(shown))
-    cols[2].caption(results.page_caption(total, stored, page, len(shown), results.SORTS[sort][0],
-                                         models=shown["model"] if "model" in shown else ()))
+    cols[2].caption(
+        results.page_caption(
+            total, stored, page, len(shown), results.SORTS[sort][0], models=shown["model"] if "model" in shown else ()
+        )
+    )
 
     # Row positions mean these rows only: other rows (a new run, a delete, another page) get a fresh table.
-    event = ui.table(table, key=results.table_key(table["run_id"] if "run_id" in table else []),
-                     hints={"usd_per_million_examples": cost_help(shown["model"] if "model" in shown else ())},
-                     on_select="rerun", selection_mode="multi-row")
+    event = ui.table(
+        table,
+        key=results.table_key(table["run_id"] if "run_id" in table else []),
+        hints={"usd_per_million_examples": cost_help(shown["model"] if "model" in shown else ())},
+        on_select="rerun",
+        selection_mode="multi-row",
+    )
     selected = [table["run_id"].iloc[i] for i in event.selection.rows if i < len(table)]
     st.session_state["res_selected"] = selected
 
     st.subheader("Run detail")
     if not selected:
-        st.caption("Select a run (the box at the left of its row) to see its loss curve, step times, environment "
-                   "and spec here; select several to delete them below.")
+        st.caption(
+            "Select a run (the box at the left of its row) to see its loss curve, step times, environment "
+            "and spec here; select several to delete them below."
+        )
     else:
         run_id = selected[0]
         if len(selected) > 1:
@@ -91,10 +105,14 @@ def show() -> None:
                 st.plotly_chart(curve, key="detail_accuracy")
             samples = prepare_samples(db.sample_buckets(run_id))
             left, right = st.columns(2)
-            left.plotly_chart(charts.loss_curve(samples), key="detail_loss")
-            right.plotly_chart(charts.step_time_series(samples), key="detail_steps")
-            st.page_link("pages/compare.py", label="Compare " + ("these runs" if len(selected) > 1 else "this run"),
-                         icon=":material/bar_chart:", query_params={"runs": ",".join(selected)})
+            left.plotly_chart(sample_charts.loss_curve(samples), key="detail_loss")
+            right.plotly_chart(sample_charts.step_time_series(samples), key="detail_steps")
+            st.page_link(
+                "pages/compare.py",
+                label="Compare " + ("these runs" if len(selected) > 1 else "this run"),
+                icon=":material/bar_chart:",
+                query_params={"runs": ",".join(selected)},
+            )
             with st.expander("Environment and placement"):
                 st.json({"env": detail["env"], "placement": detail["placement"]})
             with st.expander("Spec"):
@@ -103,13 +121,18 @@ def show() -> None:
     st.subheader("Export")
     if total:
         # Built only when clicked, in its own read-only connection (this run's handle is closed by then).
-        st.download_button(f"Download bundle of the {total:,} runs that pass the filters",
-                           lambda: results.bundle_bytes(ctx.settings.db_path, **query),
-                           file_name="dashbench-bundle.json", mime="application/json", on_click="ignore")
+        st.download_button(
+            f"Download bundle of the {total:,} runs that pass the filters",
+            lambda: results.bundle_bytes(ctx.settings.db_path, **query),
+            file_name="dashbench-bundle.json",
+            mime="application/json",
+            on_click="ignore",
+        )
     else:
         st.caption("Nothing to export.")
 
     if not read_only:
+
         def _delete():
             # A callback (before the next run draws anything), so the table shows the store without them.
             doomed = st.session_state.get("res_selected") or []
@@ -124,8 +147,9 @@ def show() -> None:
         st.subheader("Import")
         # A new key empties the uploader once its files are in (its value cannot be set from Python).
         upload_key = f"res_import_{st.session_state.get('res_import_round', 0)}"
-        uploads = st.file_uploader("Bundles made with `python -m dashbench export`", accept_multiple_files=True,
-                                   key=upload_key)
+        uploads = st.file_uploader(
+            "Bundles made with `python -m dashbench export`", accept_multiple_files=True, key=upload_key
+        )
         if uploads and st.button("Import", key="res_import_go"):
             message, ok = results.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])
             if ok:  # drawn again from the top, so the table above lists what came in
@@ -138,8 +162,11 @@ def show() -> None:
         if not selected:
             st.caption("Select the runs to delete in the table above.")
         else:
-            st.markdown(f"Delete the {len(selected)} selected run{'s' if len(selected) > 1 else ''}: "
-                        + ", ".join(md_text(results.short_label(shown, r)) for r in selected) + ".")
+            st.markdown(
+                f"Delete the {len(selected)} selected run{'s' if len(selected) > 1 else ''}: "
+                + ", ".join(md_text(results.short_label(shown, r)) for r in selected)
+                + "."
+            )
             st.checkbox("Yes, delete these runs and their samples", key="res_delete_confirm")
             ready = st.session_state.get("res_delete_confirm", False)
             st.button("Delete", disabled=not ready, key="res_delete_go", on_click=_delete)

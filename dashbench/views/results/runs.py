@@ -12,10 +12,31 @@ from dashbench.views.common.format import cost_help, flag_text, md_text, nullabl
 
 # The figures a user came for first (seen at a 1400 px window: columns.MUST_SEE), then what ran, then bookkeeping.
 RESULTS_COLUMNS = [
-    "run", "status", "examples_per_sec", "mfu", "usd_per_million_examples", "flags", "step_time_median_ms",
-    "step_time_p10_ms", "step_time_p90_ms", "model", "backend", "backend_version", "accelerator", "accelerator_count",
+    "run",
+    "status",
+    "examples_per_sec",
+    "mfu",
+    "usd_per_million_examples",
+    "flags",
+    "step_time_median_ms",
+    "step_time_p10_ms",
+    "step_time_p90_ms",
+    "model",
+    "backend",
+    "backend_version",
+    "accelerator",
+    "accelerator_count",
     "batch_size",
-    "precision", "xla", "samples", "compile_s", "created_at", "run_label", "sweep_id", "host", "error", "run_id",
+    "precision",
+    "xla",
+    "samples",
+    "compile_s",
+    "created_at",
+    "run_label",
+    "sweep_id",
+    "host",
+    "error",
+    "run_id",
 ]
 
 
@@ -42,15 +63,18 @@ def page_count(total: int, size: int = PAGE_SIZE) -> int:
     return max(1, -(-int(total) // size))
 
 
-def page_caption(total: int, stored: int, page: int, shown: int, order: str, size: int = PAGE_SIZE,
-                 models: Iterable = ()) -> str:
-    """"Runs 101–200 of 18,234 that pass the filters (100,000 stored), …": what the table holds."""
+def page_caption(
+    total: int, stored: int, page: int, shown: int, order: str, size: int = PAGE_SIZE, models: Iterable = ()
+) -> str:
+    """ "Runs 101–200 of 18,234 that pass the filters (100,000 stored), …": what the table holds."""
     if not total:
         return f"No run passes the filters ({stored:,} stored)."
     first = (page - 1) * size + 1
-    return (f"Runs {first:,}–{first + shown - 1:,} of {total:,} that pass the filters ({stored:,} stored), "
-            f"{order.lower()}. A click on a column header sorts this page only; cost is {cost_help(models)} "
-            "(blank: no price).")
+    return (
+        f"Runs {first:,}–{first + shown - 1:,} of {total:,} that pass the filters ({stored:,} stored), "
+        f"{order.lower()}. A click on a column header sorts this page only; cost is {cost_help(models)} "
+        "(blank: no price)."
+    )
 
 
 def overview(store) -> tuple[int, dict]:
@@ -63,8 +87,9 @@ def page_of_runs(store, query: dict, sort: str, page: int, catalog: pd.DataFrame
     """(the stored rows of one page of the table, the table drawn from them): the page's query in SQL,
     sorted by SORTS[sort] over every run that passes the filters."""
     _label, order_by, descending = SORTS[sort]
-    shown = store.runs(**query, order_by=order_by, descending=descending, offset=(page - 1) * PAGE_SIZE,
-                       limit=PAGE_SIZE)
+    shown = store.runs(
+        **query, order_by=order_by, descending=descending, offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE
+    )
     return shown, results_table(shown, catalog)
 
 
@@ -98,14 +123,18 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
     """On-demand USD per million of each run's unit (NaN: no price): its examples_per_sec counts
     tokens for an LM (stats.examples_per_item), so the same division gives USD per million tokens."""
-    from dashbench.costs import prices
+    from dashbench.costs import run_cost
 
-    match = prices.matcher(catalog)
+    match = run_cost.matcher(catalog)
     out = []
     n = len(runs)
-    for acc, count, eps, cpus in zip(runs.get("accelerator", [None] * n), runs.get("accelerator_count", [None] * n),
-                                     runs.get("examples_per_sec", [None] * n), runs.get("host_cpus", [None] * n)):
-        out.append(prices.cost_values(acc, count, eps, match, cpus)["usd_per_million_examples"])
+    for acc, count, eps, cpus in zip(
+        runs.get("accelerator", [None] * n),
+        runs.get("accelerator_count", [None] * n),
+        runs.get("examples_per_sec", [None] * n),
+        runs.get("host_cpus", [None] * n),
+    ):
+        out.append(run_cost.cost_values(acc, count, eps, match, cpus)["usd_per_million_examples"])
     return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
 
 
@@ -159,8 +188,10 @@ def delete_runs(store, run_ids: list[str]) -> tuple[str, bool]:
             busy.append(f"{md_text(run_id)} ({run['status']})")
     if busy:
         is_, it, ends = ("is", "it", "it ends") if len(busy) == 1 else ("are", "them", "they end")
-        return (f"Nothing deleted: {', '.join(busy)} {is_} not finished. Cancel {it} on the Run page "
-                f"first, or wait until {ends}."), False
+        return (
+            f"Nothing deleted: {', '.join(busy)} {is_} not finished. Cancel {it} on the Run page "
+            f"first, or wait until {ends}."
+        ), False
     try:
         removed = store.delete_runs(ids)
     except StoreError as exc:  # a read-only file, a write lock held too long: said, not a crash
@@ -174,14 +205,18 @@ def _count(n: int, word: str) -> str:
 
 def import_summary(counts: dict) -> str:
     """One readable line from import_bundles' counts (files, runs_added, runs_skipped, samples_added)."""
-    text = (f"Imported {_count(counts.get('runs_added', 0), 'run')} with "
-            f"{_count(counts.get('samples_added', 0), 'sample')} from {_count(counts.get('files', 0), 'file')}")
+    text = (
+        f"Imported {_count(counts.get('runs_added', 0), 'run')} with "
+        f"{_count(counts.get('samples_added', 0), 'sample')} from {_count(counts.get('files', 0), 'file')}"
+    )
     skipped = counts.get("runs_skipped", 0)
     if skipped:
         text += f"; {_count(skipped, 'run')} already stored, kept once"
     differing = counts.get("runs_differing") or []
     if differing:
         shown = "; ".join(differing[:5]) + (f"; … and {len(differing) - 5} more" if len(differing) > 5 else "")
-        text += (f"; {len(differing)} of them differ from the stored copy, which was kept "
-                 f"(run id: first differing field): {shown}")
+        text += (
+            f"; {len(differing)} of them differ from the stored copy, which was kept "
+            f"(run id: first differing field): {shown}"
+        )
     return text + "."

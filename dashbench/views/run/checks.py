@@ -46,8 +46,13 @@ def machine_check(store, host: str | None = None) -> MachineCheck:
         if ratio is not None:
             parts.append(f"stopwatch {ratio:.3f}×")
         details.append(", ".join(parts) + "".join(f"; {reason}" for reason in row["reasons"]))
-    return MachineCheck(f"Figures on this machine last checked {date}: {verdict}", LEVELS.get(verdict, "error"),
-                        verdict, newest, details)
+    return MachineCheck(
+        f"Figures on this machine last checked {date}: {verdict}",
+        LEVELS.get(verdict, "error"),
+        verdict,
+        newest,
+        details,
+    )
 
 
 def check_progress(state: dict | None, log_tail: str = "") -> str | None:

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
 _DEVICE_CACHE: dict[str, tuple[float, "DeviceInfo"]] = {}
 _DEVICE_LOCK = threading.Lock()
 # A failed discovery is retried after this long; a successful one holds for the process (devices
@@ -42,8 +41,13 @@ def device_info(python: str | None = None, timeout: float = 180.0, refresh: bool
 
 def _discover(python: str, timeout: float) -> DeviceInfo:
     try:
-        proc = subprocess.run([python, "-m", "dashbench", "devices", "--json"], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [python, "-m", "dashbench", "devices", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return DeviceInfo(kinds=["cpu"], error=f"device discovery failed ({exc}); offering the CPU only")
     if proc.returncode != 0:
@@ -63,8 +67,12 @@ def parse_devices(raw: Any) -> DeviceInfo:
     The kind `auto` would pick comes first.
     """
     if not isinstance(raw, dict):
-        return DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"}, raw=raw,
-                          error="device discovery printed an unexpected report; offering the CPU only")
+        return DeviceInfo(
+            kinds=["cpu"],
+            description={"cpu": "CPU"},
+            raw=raw,
+            error="device discovery printed an unexpected report; offering the CPU only",
+        )
     kinds, description = [], {}
     tpu = raw.get("tpu") or {}
     if isinstance(tpu, dict) and tpu.get("evidence"):
@@ -83,5 +91,3 @@ def parse_devices(raw: Any) -> DeviceInfo:
         kinds.remove(default)
         kinds.insert(0, default)
     return DeviceInfo(kinds=kinds, description=description, raw=raw)
-
-

@@ -33,8 +33,8 @@ def places(env: dict | None = None) -> Places:
     found = Places(address)
     if address is None:
         return found
-    from dashbench.fleet import inventory
     from dashbench.core.spec import SpecError
+    from dashbench.fleet import inventory
 
     try:
         kinds = inventory.kinds(inventory.hosts(address))

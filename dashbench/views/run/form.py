@@ -2,65 +2,137 @@
 
 from __future__ import annotations
 
+from dashbench.core.spec import (
+    DEFAULT_MAX_EPOCHS,
+    HELD_OUT_SYNTHETIC_MODELS,
+    LOSS_TARGET_MODELS,
+    SPEC_DEFAULTS,
+    RunSpec,
+    SpecError,
+    parse_batch_sizes,
+)
 from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
-from dashbench.core.spec import (DEFAULT_MAX_EPOCHS, HELD_OUT_SYNTHETIC_MODELS, LOSS_TARGET_MODELS, SPEC_DEFAULTS, RunSpec,
-                            SpecError, parse_batch_sizes)
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.common.format import is_number, md_text
 
-FORM_FIELDS = ("model", "batch_size", "device", "backend", "precision", "xla", "steps", "warmup", "steps_per_loop", "repeats", "label",
-               "image_size", "seq_len", "width", "layers", "data", "data_path")
+FORM_FIELDS = (
+    "model",
+    "batch_size",
+    "device",
+    "backend",
+    "precision",
+    "xla",
+    "steps",
+    "warmup",
+    "steps_per_loop",
+    "repeats",
+    "label",
+    "image_size",
+    "seq_len",
+    "width",
+    "layers",
+    "data",
+    "data_path",
+)
 # "What to measure": throughput over the measured steps, training to a target accuracy, or a fixed
 # number of epochs (the Colab article's way); the last two evaluate the held-out split.
-MODES = {"throughput": "Throughput (measured steps)", "target": "Train to accuracy (target, at most N epochs)",
-         "epochs": "Fixed epochs (evaluated after each)"}
+MODES = {
+    "throughput": "Throughput (measured steps)",
+    "target": "Train to accuracy (target, at most N epochs)",
+    "epochs": "Fixed epochs (evaluated after each)",
+}
 # The fields each to-accuracy mode sends; 0 in steps per epoch / evaluate every means the default. An LM's
 # target is a validation loss instead of an accuracy (mode_fields).
-MODE_FIELDS = {"throughput": (), "target": ("target_accuracy", "max_epochs", "steps_per_epoch", "eval_every", "seeds"),
-               "epochs": ("epochs", "steps_per_epoch", "eval_every", "seeds")}
+MODE_FIELDS = {
+    "throughput": (),
+    "target": ("target_accuracy", "max_epochs", "steps_per_epoch", "eval_every", "seeds"),
+    "epochs": ("epochs", "steps_per_epoch", "eval_every", "seeds"),
+}
 # The number boxes of the to-accuracy modes: the page shows exactly MODE_FIELDS[mode] of them, so a
 # throughput run shows none and a fixed-epochs run no target.
 ACCURACY_BOXES = {
-    "target_accuracy": {"label": "Target accuracy", "step": 0.01, "format": "%.3f",
-                        "help": "A validation accuracy in (0, 1]: training stops at the evaluation that reaches it."},
-    "target_loss": {"label": "Target validation loss", "step": 0.1, "format": "%.3f",
-                    "help": f"Mean next-token cross-entropy in nats (log-perplexity), > 0: training stops at the "
-                            f"evaluation where it falls to this. {TARGET_LOG_PERPLEXITY} is MLPerf Training's target "
-                            f"for Llama 3.1 8B; one at or below the teacher text's entropy floor is refused."},
-    "max_epochs": {"label": "Max epochs", "step": 1,
-                   "help": "Stop there, status not_reached, if the target is not met."},
+    "target_accuracy": {
+        "label": "Target accuracy",
+        "step": 0.01,
+        "format": "%.3f",
+        "help": "A validation accuracy in (0, 1]: training stops at the evaluation that reaches it.",
+    },
+    "target_loss": {
+        "label": "Target validation loss",
+        "step": 0.1,
+        "format": "%.3f",
+        "help": f"Mean next-token cross-entropy in nats (log-perplexity), > 0: training stops at the "
+        f"evaluation where it falls to this. {TARGET_LOG_PERPLEXITY} is MLPerf Training's target "
+        f"for Llama 3.1 8B; one at or below the teacher text's entropy floor is refused.",
+    },
+    "max_epochs": {
+        "label": "Max epochs",
+        "step": 1,
+        "help": "Stop there, status not_reached, if the target is not met.",
+    },
     "epochs": {"label": "Epochs", "step": 1, "help": "Train exactly this many, evaluating after each."},
     "steps_per_epoch": {"label": "Steps per epoch", "step": 1, "help": "0: one pass over the train split."},
     "eval_every": {"label": "Evaluate every (steps)", "step": 1, "help": "0: after every epoch."},
-    "seeds": {"label": "Seeds", "step": 1,
-              "help": "Train the same setup this many times (seed, seed+1, …): the median time to target and "
-                      "its spread."},
+    "seeds": {
+        "label": "Seeds",
+        "step": 1,
+        "help": "Train the same setup this many times (seed, seed+1, …): the median time to target and its spread.",
+    },
 }
 
 
 def run_form_defaults(kinds: list[str]) -> dict:
     """Session-state defaults of the Run form (keys run_<field>); 0 in a shape box means full size."""
     return {
-        "run_model": "fashion_mnist_cnn", "run_batch_size": 32, "run_device": kinds[0] if kinds else "cpu",
+        "run_model": "fashion_mnist_cnn",
+        "run_batch_size": 32,
+        "run_device": kinds[0] if kinds else "cpu",
         "run_backend": SPEC_DEFAULTS["backend"],
-        "run_precision": SPEC_DEFAULTS["precision"], "run_xla": SPEC_DEFAULTS["xla"],
-        "run_steps": SPEC_DEFAULTS["steps"], "run_warmup": SPEC_DEFAULTS["warmup"],
-        "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"], "run_repeats": SPEC_DEFAULTS["repeats"],
+        "run_precision": SPEC_DEFAULTS["precision"],
+        "run_xla": SPEC_DEFAULTS["xla"],
+        "run_steps": SPEC_DEFAULTS["steps"],
+        "run_warmup": SPEC_DEFAULTS["warmup"],
+        "run_steps_per_loop": SPEC_DEFAULTS["steps_per_loop"],
+        "run_repeats": SPEC_DEFAULTS["repeats"],
         "run_label": "",
-        "run_image_size": 0, "run_seq_len": 0, "run_width": 0, "run_layers": 0, "run_sweep": "", "run_preset": "", "run_quick": False,
-        "run_data": SPEC_DEFAULTS["data"], "run_data_path": "", "run_mode": "throughput",
-        "run_target_accuracy": 0.9, "run_target_loss": TARGET_LOG_PERPLEXITY, "run_max_epochs": DEFAULT_MAX_EPOCHS, "run_epochs": 5,
-        "run_steps_per_epoch": 0, "run_eval_every": 0, "run_seeds": 1,
+        "run_image_size": 0,
+        "run_seq_len": 0,
+        "run_width": 0,
+        "run_layers": 0,
+        "run_sweep": "",
+        "run_preset": "",
+        "run_quick": False,
+        "run_data": SPEC_DEFAULTS["data"],
+        "run_data_path": "",
+        "run_mode": "throughput",
+        "run_target_accuracy": 0.9,
+        "run_target_loss": TARGET_LOG_PERPLEXITY,
+        "run_max_epochs": DEFAULT_MAX_EPOCHS,
+        "run_epochs": 5,
+        "run_steps_per_epoch": 0,
+        "run_eval_every": 0,
+        "run_seeds": 1,
     }
 
 
 SHAPE_FIELDS = ("image_size", "seq_len", "width", "layers")  # layers: no box, only the quick try sets it
 # The form's words for a spec field, so a refusal names the box to fix.
-FIELD_WORDS = {"batch_size": "batch size", "batch_sizes": "batch sizes", "steps": "measured steps",
-               "warmup": "warm-up steps", "steps_per_loop": "steps per host loop", "image_size": "image size",
-               "seq_len": "sequence length", "target_accuracy": "target accuracy", "target_loss": "target validation loss", "max_epochs": "max epochs",
-               "steps_per_epoch": "steps per epoch", "eval_every": "evaluate every (steps)",
-               "data_path": "data path", "run_mode": "what to measure"}
+FIELD_WORDS = {
+    "batch_size": "batch size",
+    "batch_sizes": "batch sizes",
+    "steps": "measured steps",
+    "warmup": "warm-up steps",
+    "steps_per_loop": "steps per host loop",
+    "image_size": "image size",
+    "seq_len": "sequence length",
+    "target_accuracy": "target accuracy",
+    "target_loss": "target validation loss",
+    "max_epochs": "max epochs",
+    "steps_per_epoch": "steps per epoch",
+    "eval_every": "evaluate every (steps)",
+    "data_path": "data path",
+    "run_mode": "what to measure",
+}
 
 
 def quick_without_preset(state) -> bool:
@@ -84,8 +156,11 @@ def quick_toggle_values(state) -> dict:
 
     recipe = catalog.get(state.get("run_model")).quick_recipe()
     if state.get("run_quick"):
-        return {**quick_shape_values(state.get("run_model")), "run_batch_size": recipe["batch_size"],
-                "run_steps": recipe["steps"]}
+        return {
+            **quick_shape_values(state.get("run_model")),
+            "run_batch_size": recipe["batch_size"],
+            "run_steps": recipe["steps"],
+        }
     defaults = run_form_defaults([])
     out = {f"run_{name}": 0 for name in SHAPE_FIELDS}
     for name in ("batch_size", "steps"):
@@ -98,15 +173,22 @@ def model_change_values(state) -> dict:
     """What choosing another model puts in the form: with Quick try ticked and no preset, that model's
     quick recipe (shapes, batch size, steps), as ticking the box with it chosen does. An LM trains to its
     target on its own held-out text: the real data a to-accuracy mode chose becomes synthetic again."""
-    data = {"run_data": "synthetic"} if state.get("run_model") in HELD_OUT_SYNTHETIC_MODELS \
-        and state.get("run_data") == "real" else {}
+    data = (
+        {"run_data": "synthetic"}
+        if state.get("run_model") in HELD_OUT_SYNTHETIC_MODELS and state.get("run_data") == "real"
+        else {}
+    )
     if not quick_without_preset(state):
         return data
     from dashbench.models import catalog
 
     recipe = catalog.get(state.get("run_model")).quick_recipe()
-    return {**quick_shape_values(state.get("run_model")), "run_batch_size": recipe["batch_size"],
-            "run_steps": recipe["steps"], **data}
+    return {
+        **quick_shape_values(state.get("run_model")),
+        "run_batch_size": recipe["batch_size"],
+        "run_steps": recipe["steps"],
+        **data,
+    }
 
 
 def quick_caption(model: str) -> str:
@@ -115,8 +197,10 @@ def quick_caption(model: str) -> str:
 
     recipe = catalog.get(model).quick_recipe()
     shapes = ", ".join(f"{FIELD_WORDS.get(k, k)} {v}" for k, v in recipe.items() if k in SHAPE_FIELDS)
-    return (f"Quick try of {model}: {shapes} (the shape boxes follow the model), batch size {recipe['batch_size']}, "
-            f"{recipe['steps']} steps — as `python -m dashbench models` prints it.")
+    return (
+        f"Quick try of {model}: {shapes} (the shape boxes follow the model), batch size {recipe['batch_size']}, "
+        f"{recipe['steps']} steps — as `python -m dashbench models` prints it."
+    )
 
 
 def refusal_text(exc: Exception) -> str:
@@ -124,15 +208,15 @@ def refusal_text(exc: Exception) -> str:
     field_name = getattr(exc, "field", None)
     text = str(exc)
     if field_name and text.startswith(f"{field_name}: "):
-        text = f"{FIELD_WORDS.get(field_name, field_name)}: {text[len(field_name) + 2:]}"
+        text = f"{FIELD_WORDS.get(field_name, field_name)}: {text[len(field_name) + 2 :]}"
     return text
 
 
 def model_choices(models_dir: str | None) -> list[str]:
     """The Model box: the built-ins, then the models folder's files ('mlp.py:build', 'vit.keras'),
     found without importing them; never a free-text path."""
-    from dashbench.models import model_file
     from dashbench.core.spec import MODELS
+    from dashbench.models import model_file
 
     return [*MODELS, *model_file.choices(model_file.models_dir(models_dir or ""))]
 
@@ -145,7 +229,7 @@ def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -
     values.update(mode_values(state))
     values["data_path"] = (values.get("data_path") or "").strip() or None
     if quick_without_preset(state):
-        values.update({k[len("run_"):]: v for k, v in quick_shape_values(values["model"]).items()})
+        values.update({k[len("run_") :]: v for k, v in quick_shape_values(values["model"]).items()})
     values["batch_size"] = int(values["batch_size"]) if is_number(values["batch_size"]) else values["batch_size"]
     values["label"] = (values.get("label") or "").strip() or None
     base = build_spec(values, models_dir)
@@ -162,8 +246,11 @@ def mode_change_values(state) -> dict:
     """What choosing a mode puts in the form: a to-accuracy mode needs real data with a held-out split,
     so synthetic data becomes Fashion-MNIST (real); an image folder or real data stays, and so does an LM's
     synthetic text, which has its own held-out split."""
-    if state.get("run_mode") in ("target", "epochs") and state.get("run_data") == "synthetic" \
-            and state.get("run_model") not in HELD_OUT_SYNTHETIC_MODELS:
+    if (
+        state.get("run_mode") in ("target", "epochs")
+        and state.get("run_data") == "synthetic"
+        and state.get("run_model") not in HELD_OUT_SYNTHETIC_MODELS
+    ):
         return {"run_data": "real"}
     return {}
 
@@ -180,8 +267,10 @@ def data_note(state) -> str | None:
     if state.get("run_data") == "folder":
         if path:
             return None  # its train/ and validation/ are checked on launch, where a bad folder is named
-        return ("An image folder needs its path: a folder with train/ and validation/, a subfolder per class "
-                "(train/cat/1.png, validation/cat/7.png, …).")
+        return (
+            "An image folder needs its path: a folder with train/ and validation/, a subfolder per class "
+            "(train/cat/1.png, validation/cat/7.png, …)."
+        )
     if state.get("run_data") != "real":
         return None
     try:
@@ -189,10 +278,12 @@ def data_note(state) -> str | None:
     except SpecError:
         folder = path or str(datasets.KERAS_FASHION_CACHE)
         names = ", ".join(datasets.FASHION_FILES + datasets.FASHION_TEST_FILES)
-        return (f"No Fashion-MNIST files in {folder}: put the four IDX files ({names}; .gz or not) in a "
-                f"folder and give it as Data path, or leave Data path empty and fill {datasets.KERAS_FASHION_CACHE} "
-                "(keras.datasets.fashion_mnist.load_data() does, where the machine is online). Or choose Data "
-                "folder: an image folder with train/ and validation/, a subfolder per class.")
+        return (
+            f"No Fashion-MNIST files in {folder}: put the four IDX files ({names}; .gz or not) in a "
+            f"folder and give it as Data path, or leave Data path empty and fill {datasets.KERAS_FASHION_CACHE} "
+            "(keras.datasets.fashion_mnist.load_data() does, where the machine is online). Or choose Data "
+            "folder: an image folder with train/ and validation/, a subfolder per class."
+        )
     return None
 
 
@@ -239,8 +330,10 @@ def launch_conflict(state, launch: bool) -> str | None:
     sweep_text = (state.get("run_sweep") or "").strip()
     if not launch or not sweep_text:
         return None
-    return (f"Nothing launched: the sweep field holds batch sizes ({md_text(sweep_text)}). Click **Launch sweep** to "
-            f"queue one run per size, or empty the sweep field and click **Launch run** for one run.")
+    return (
+        f"Nothing launched: the sweep field holds batch sizes ({md_text(sweep_text)}). Click **Launch sweep** to "
+        f"queue one run per size, or empty the sweep field and click **Launch run** for one run."
+    )
 
 
 def finished_runs(store, run_ids: list[str], limit: int = 6) -> list[dict]:
@@ -302,19 +395,25 @@ def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dic
     from dashbench.models import presets
 
     # Its data files are looked for when it is launched (the refusal names the data path then), not here.
-    spec = presets.quick_spec(slug, device_class, check=False) if quick else \
-        presets.spec_for(slug, device_class, check=False)
+    spec = (
+        presets.quick_spec(slug, device_class, check=False)
+        if quick
+        else presets.spec_for(slug, device_class, check=False)
+    )
     # The device, the backend and a data path typed stay as chosen: a preset is the article's workload,
     # not its framework or where this machine keeps the data.
-    values = {f"run_{name}": getattr(spec, name) for name in FORM_FIELDS
-              if name not in ("device", "backend", "data_path")}
+    values = {
+        f"run_{name}": getattr(spec, name) for name in FORM_FIELDS if name not in ("device", "backend", "data_path")
+    }
     for shape in SHAPE_FIELDS:
         values[f"run_{shape}"] = values[f"run_{shape}"] or 0
     values["run_label"] = spec.label or ""
     values["run_mode"] = "epochs" if spec.epochs else "target" if spec.target is not None else "throughput"
     if spec.to_accuracy:
-        values.update(run_epochs=spec.epochs or 5, run_steps_per_epoch=spec.steps_per_epoch or 0,
-                      run_eval_every=spec.eval_every or 0, run_seeds=spec.seeds)
+        values.update(
+            run_epochs=spec.epochs or 5,
+            run_steps_per_epoch=spec.steps_per_epoch or 0,
+            run_eval_every=spec.eval_every or 0,
+            run_seeds=spec.seeds,
+        )
     return values
-
-

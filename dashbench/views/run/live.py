@@ -63,15 +63,21 @@ def live_view(progress: dict | None) -> LiveView:
             text += f", {live:,.1f} examples/s so far"
     else:
         text = md_text(status) + END_WORDS.get(status, "")
-    return LiveView(status=status, fraction=fraction, text=text, samples=samples, finished=status in TERMINAL,
-                    error=progress.get("error"))
-
-
+    return LiveView(
+        status=status,
+        fraction=fraction,
+        text=text,
+        samples=samples,
+        finished=status in TERMINAL,
+        error=progress.get("error"),
+    )
 
 
 END_WORDS = {"oom": ": out of memory", "not_reached": ": trained to the end without reaching its target"}
 # accuracy.progress_text's line: "[seed 2/3 · ]epoch 3[.5] of [≤ ]20: validation accuracy 0.874" (or loss).
-_EVALUATION = re.compile(r"^(?:seed (\d+)/(\d+) · )?epoch ([\d.e-]+)(?: of (?:≤ )?(\d+))?: validation (?:accuracy|loss)")
+_EVALUATION = re.compile(
+    r"^(?:seed (\d+)/(\d+) · )?epoch ([\d.e-]+)(?: of (?:≤ )?(\d+))?: validation (?:accuracy|loss)"
+)
 
 
 def evaluation_fraction(phase) -> float | None:

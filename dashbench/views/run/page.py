@@ -7,25 +7,25 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashbench.results import accuracy_text
+from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 from dashbench.jobs import checks, max_batch, queue
-from dashbench.views.common import charts
-from dashbench.views.streamlit import ui
+from dashbench.results import accuracy_text
+from dashbench.views.common import context, sample_charts, stored_runs
+from dashbench.views.common.format import md_text, run_label
+from dashbench.views.run import checks as check_views
 from dashbench.views.run import devices as device_views
 from dashbench.views.run import fleet as fleet_views
-from dashbench.views.run import checks as check_views
-from dashbench.views.common import context
-from dashbench.views.run import live, form as run_form
-from dashbench.views.common import stored_runs
-from dashbench.views.common.format import md_text, run_label
-from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
+from dashbench.views.run import form as run_form
+from dashbench.views.run import live
+from dashbench.views.streamlit import ui
 
 
 def _apply_preset():
     slug = st.session_state["run_preset"]
     if slug:
-        st.session_state.update(run_form.preset_form_values(slug, st.session_state["run_device"],
-                                                         quick=st.session_state["run_quick"]))
+        st.session_state.update(
+            run_form.preset_form_values(slug, st.session_state["run_device"], quick=st.session_state["run_quick"])
+        )
     else:
         if st.session_state.get("run_label", "").startswith("preset:"):
             st.session_state["run_label"] = ""  # a custom run must not be filed under the preset it left
@@ -69,9 +69,13 @@ def show() -> None:
             cols = st.columns([5, 1])
             getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
             running = bool(state and state["running"])
-            if cols[1].button("Check this machine", key="run_check_machine", disabled=running,
-                              help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
-                                   "stopwatch and placement, per device and backend."):
+            if cols[1].button(
+                "Check this machine",
+                key="run_check_machine",
+                disabled=running,
+                help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
+                "stopwatch and placement, per device and backend.",
+            ):
                 checks.launch(db_path)
                 st.rerun(scope="app")
             line = check_views.check_progress(state, checks.log_tail(state["log_path"]) if state else "")
@@ -92,16 +96,25 @@ def show() -> None:
 
     preset_names = run_form.preset_choices()
     cols = st.columns([3, 2, 1.3])
-    cols[0].selectbox("Preset (an experiment from the seed articles)", [""] + list(preset_names), key="run_preset",
-                      format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
-                      on_change=_apply_preset)
+    cols[0].selectbox(
+        "Preset (an experiment from the seed articles)",
+        [""] + list(preset_names),
+        key="run_preset",
+        format_func=lambda slug: preset_names.get(slug, "— none: set everything below —"),
+        on_change=_apply_preset,
+    )
     # Outside the form: the quick try's caption, batch and shapes follow a model as soon as it is chosen;
     # inside, the page would only see the choice on launch.
-    cols[1].selectbox("Model", run_form.model_choices(ctx.settings.models_dir), key="run_model",
-                      on_change=_model_changed)
-    cols[2].checkbox("Quick try (tiny shapes)", key="run_quick", on_change=_apply_preset,
-                     help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
-                          "batch and a few steps — seconds on a CPU, for trying it out.")
+    cols[1].selectbox(
+        "Model", run_form.model_choices(ctx.settings.models_dir), key="run_model", on_change=_model_changed
+    )
+    cols[2].checkbox(
+        "Quick try (tiny shapes)",
+        key="run_quick",
+        on_change=_apply_preset,
+        help="The preset's or model's quick try (`python -m dashbench models`): tiny shapes, a small "
+        "batch and a few steps — seconds on a CPU, for trying it out.",
+    )
     if st.session_state["run_preset"]:
         st.caption(run_form.preset_description(st.session_state["run_preset"]))
     quick_shapes = run_form.quick_without_preset(st.session_state)
@@ -112,17 +125,26 @@ def show() -> None:
     # What to measure sits outside the form: choosing a mode redraws the page at once with only that
     # mode's boxes; inside a form the choice would wait for a launch.
     with st.container(border=True, key="run_accuracy_box"):
-        st.radio("What to measure", list(run_form.MODES), key="run_mode", horizontal=True,
-                 format_func=run_form.MODES.get, on_change=_mode_changed,
-                 help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
-                      "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
-                      "and validation/ (a subfolder per class); llama trains to a validation loss on held-out "
-                      "teacher text of its own (synthetic). Time to target counts evaluations; compile and "
-                      "data loading are reported apart.")
+        st.radio(
+            "What to measure",
+            list(run_form.MODES),
+            key="run_mode",
+            horizontal=True,
+            format_func=run_form.MODES.get,
+            on_change=_mode_changed,
+            help="Training to accuracy evaluates the whole held-out split after every epoch (or every K "
+            "steps) and needs real data: Fashion-MNIST's IDX files, or an image folder with train/ "
+            "and validation/ (a subfolder per class); llama trains to a validation loss on held-out "
+            "teacher text of its own (synthetic). Time to target counts evaluations; compile and "
+            "data loading are reported apart.",
+        )
         cols = st.columns([1, 3])
         cols[0].selectbox("Data", DATA_SOURCES, key="run_data")
-        cols[1].text_input("Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
-                           "folder: train/ and validation/)", key="run_data_path")
+        cols[1].text_input(
+            "Data path (real: the folder of Fashion-MNIST's IDX files, empty for Keras's cache; "
+            "folder: train/ and validation/)",
+            key="run_data_path",
+        )
         note = run_form.data_note(st.session_state)
         if note:  # before launch: an offline machine has no Keras cache to fill
             st.info(md_text(note), icon=":material/folder_open:")
@@ -135,24 +157,43 @@ def show() -> None:
         cols = st.columns([1, 2, 1, 1])  # the device's name is long ("CPU: Intel(R) Xeon(R) CPU @ 2.20GHz")
         # The batch box stops at 1; the other whole-number boxes have no min_value: a value out of range is
         # refused on launch in words ("Not launched: steps: …").
-        cols[0].number_input("Global batch size", min_value=1, step=1, key="run_batch_size",
-                             help="At least 1: the batch of one step, split across every chip.")
-        cols[1].selectbox("Device", devices.kinds, key="run_device",
-                          format_func=lambda k: devices.description.get(k, k.upper()))
-        cols[2].selectbox("Backend", BACKENDS, key="run_backend",
-                          help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.")
+        cols[0].number_input(
+            "Global batch size",
+            min_value=1,
+            step=1,
+            key="run_batch_size",
+            help="At least 1: the batch of one step, split across every chip.",
+        )
+        cols[1].selectbox(
+            "Device", devices.kinds, key="run_device", format_func=lambda k: devices.description.get(k, k.upper())
+        )
+        cols[2].selectbox(
+            "Backend",
+            BACKENDS,
+            key="run_backend",
+            help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.",
+        )
         cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
         if len(places.options) > 1:
-            st.selectbox("Where", places.options, key="run_place", format_func=places.labels.get,
-                         help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
-                              "above is what the run uses there. A cluster run lands in the team store.")
+            st.selectbox(
+                "Where",
+                places.options,
+                key="run_place",
+                format_func=places.labels.get,
+                help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
+                "above is what the run uses there. A cluster run lands in the team store.",
+            )
         cols = st.columns(5)
         cols[0].number_input("Measured steps", step=1, key="run_steps")
         cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
         cols[2].number_input("Steps per host loop", step=1, key="run_steps_per_loop")
-        cols[3].number_input("Repeats", step=1, key="run_repeats",
-                             help="Measure the steps this many times after one compile: the median is the figure, "
-                                  "and a spread (CV) over 5% is flagged unstable.")
+        cols[3].number_input(
+            "Repeats",
+            step=1,
+            key="run_repeats",
+            help="Measure the steps this many times after one compile: the median is the figure, "
+            "and a spread (CV) over 5% is flagged unstable.",
+        )
         cols[4].checkbox("XLA (jit_compile)", key="run_xla")
         st.text_input("Label (optional, stored with the run)", key="run_label")
         with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
@@ -165,17 +206,20 @@ def show() -> None:
         launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
         launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
         find_max = cols[2].form_submit_button(
-            "Find the largest batch", key="run_find_max",
+            "Find the largest batch",
+            key="run_find_max",
             help="Doubling from the batch size above until a try runs out of memory, then binary search: each try "
-                 "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).")
+            "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).",
+        )
 
     unclear = run_form.launch_conflict(st.session_state, launch)
     if unclear:
         st.warning(unclear)
     elif launch or launch_sweep:
         try:
-            specs, sweep_id = run_form.specs_from_form(st.session_state, sweep=launch_sweep,
-                                                       models_dir=ctx.settings.models_dir)
+            specs, sweep_id = run_form.specs_from_form(
+                st.session_state, sweep=launch_sweep, models_dir=ctx.settings.models_dir
+            )
             place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
             launcher = fleet_views.launcher(places.address, place)
             warnings = run_form.memory_warnings(specs) if launcher.checks_here else []
@@ -209,8 +253,10 @@ def show() -> None:
         elif search["summary"]:
             st.success("  \n".join(md_text(line) for line in max_batch.summary_lines(search["summary"])))
         else:
-            st.error(f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
-                     f"{md_text(checks.log_tail(search['log_path']))}")
+            st.error(
+                f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
+                f"{md_text(checks.log_tail(search['log_path']))}"
+            )
         if st.session_state.get("search_was_running") and not search["running"]:
             st.session_state["search_was_running"] = False
             st.rerun(scope="app")  # the answer landed: redraw once with it and its runs
@@ -239,7 +285,7 @@ def show() -> None:
                     fleet_views.cancel(run_id, db_path, places.address)
                 st.progress(view.fraction)
                 if not view.samples.empty:
-                    st.plotly_chart(charts.live(view.samples), key=f"live_{run_id}")
+                    st.plotly_chart(sample_charts.live(view.samples), key=f"live_{run_id}")
 
     if not active.empty:
         st.fragment(ui.through_outages(live_panel), run_every=1.0)()
@@ -255,6 +301,10 @@ def show() -> None:
             with st.container(border=True):
                 ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
         cols = st.columns(2)
-        cols[0].page_link("pages/compare.py", label="Compare these runs", icon=":material/bar_chart:",
-                          query_params={"runs": ",".join(r["run_id"] for r in mine)})
+        cols[0].page_link(
+            "pages/compare.py",
+            label="Compare these runs",
+            icon=":material/bar_chart:",
+            query_params={"runs": ",".join(r["run_id"] for r in mine)},
+        )
         cols[1].page_link("pages/results.py", label="Every stored run in Results", icon=":material/table_rows:")

@@ -27,8 +27,10 @@ def missing_message(modules=APP_MODULES) -> str | None:
     missing = missing_modules(modules)
     if not missing:
         return None
-    return (f"The dashboard's requirements are not installed in this Python (missing: {', '.join(missing)}): "
-            f"run `{INSTALL_COMMAND}`, which installs them into .venv and starts the dashboard.")
+    return (
+        f"The dashboard's requirements are not installed in this Python (missing: {', '.join(missing)}): "
+        f"run `{INSTALL_COMMAND}`, which installs them into .venv and starts the dashboard."
+    )
 
 
 def stop_if_missing(modules=APP_MODULES) -> None:

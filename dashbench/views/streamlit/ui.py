@@ -11,8 +11,8 @@ import weakref
 
 import streamlit as st
 
-from dashbench.views.streamlit import pages_folder
 from dashbench.views.common.format import md_text, md_text_with_commands
+from dashbench.views.streamlit import pages_folder
 
 CONTEXT_KEY = "dashbench"
 
@@ -70,8 +70,9 @@ def read(ctx, what, *args, **kwargs):
     name = what if isinstance(what, str) else f"{what.__module__}.{what.__qualname__}"
     # The call as one text (see memo): Streamlit's hasher walked every run id of a list one by one.
     call = repr((name, args, sorted(kwargs.items())))
-    return _cached_read(str(ctx.settings.db_path), token(ctx), call, _what=what, _store=ctx.store, _args=args,
-                        _kwargs=kwargs)
+    return _cached_read(
+        str(ctx.settings.db_path), token(ctx), call, _what=what, _store=ctx.store, _args=args, _kwargs=kwargs
+    )
 
 
 class CachedStore:
@@ -196,8 +197,10 @@ def table(frame, hints: dict | None = None, **kwargs):
     kwargs.setdefault("placeholder", "")
     data, config = _shown(frame)
     if hints:
-        config = {**config, **{name: _Config({**config[name], "help": text})
-                               for name, text in hints.items() if name in config}}
+        config = {
+            **config,
+            **{name: _Config({**config[name], "help": text}) for name, text in hints.items() if name in config},
+        }
     return st.dataframe(data, column_config=config, hide_index=True, **kwargs)
 
 
@@ -266,9 +269,11 @@ def _arrow(frame):
 
 
 READ_ONLY_RUN_KEY = "read_only_run_asked"
-READ_ONLY_RUN_TEXT = ("This dashboard is read-only (started with `--read-only`), so it has no Run page: the "
-                      "address /run opens Compare. Runs are launched where this database is written: a dashboard "
-                      "without `--read-only`, or `python -m dashbench run`.")
+READ_ONLY_RUN_TEXT = (
+    "This dashboard is read-only (started with `--read-only`), so it has no Run page: the "
+    "address /run opens Compare. Runs are launched where this database is written: a dashboard "
+    "without `--read-only`, or `python -m dashbench run`."
+)
 
 
 def requested_page(url: str | None) -> str:
@@ -320,6 +325,7 @@ def show_store_error(settings, message: str) -> None:
 def through_outages(panel):
     """A fragment's body that, while the team store's server cannot be reached, says so instead of failing:
     its next timed run tries again, and shows the panel once the server answers."""
+
     @functools.wraps(panel)
     def shown():
         from dashbench.views.common import context, store_handles
@@ -328,6 +334,7 @@ def through_outages(panel):
             return panel()
         except store_handles.StoreUnreachable as exc:
             st.warning(md_text(context.outage_text(exc)), icon=":material/cloud_off:")
+
     return shown
 
 
