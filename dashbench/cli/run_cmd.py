@@ -226,6 +226,8 @@ def execute(
         if check_memory:
             from dashbench.engine import backends
 
+            if stored_row:
+                _say_phase(db_path, run_id, "setup")  # a step compiled here is the run setting up
             backends.get(spec.backend).before_run(spec)  # JAX: the guard then checks XLA's bytes for the step
             try:
                 warning = memory.check(spec)
@@ -270,6 +272,17 @@ def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None
     if json_out:
         print_json(_error_object(spec, "invalid", str(exc), run_id, field=exc.field))
     return 2
+
+
+def _say_phase(db_path, run_id: str, phase: str) -> None:
+    """The run's phase, for whoever follows it; a store that does not answer only leaves it unsaid."""
+    from dashbench.store import Store, StoreError, StoreUnreachable
+
+    try:
+        with Store(db_path) as store:
+            store.set_phase(run_id, phase)
+    except (StoreError, StoreUnreachable):
+        pass
 
 
 def _refused_row(spec, json_out: bool, db_path, run_id: str, error: str) -> int:

@@ -235,9 +235,10 @@ def test_a_sweep_gives_every_point_the_to_accuracy_fields_and_exits_4_when_some_
     tmp_path, capsys, monkeypatch, learnable_idx
 ):
     from dashbench.cli import sweep_cmd
+    from dashbench.jobs import queue
 
     queued = []
-    monkeypatch.setattr(sweep_cmd.queue, "submit", lambda spec, db, **kw: queued.append(spec) or f"p{len(queued)}")
+    monkeypatch.setattr(queue, "submit", lambda spec, db, **kw: queued.append(spec) or f"p{len(queued)}")
     ends = iter([["done", "not_reached"], ["done", "done"], ["done", "failed"]])
 
     def wait(run_ids, db, sizes, *_ticker):

@@ -27,6 +27,7 @@ LARGEST = {
     "$%.3f": 999.999,
     "%.2f×": 9_999.99,
     "%.3g": 123_456.0,
+    "%.4g": 99.99,  # a validation loss in nats: ln of the largest vocabulary is under 12
     "%d": 99_999,
     "%.0f": 99_999_999,
     "%.2f s": 9_999.99,
