@@ -1,11 +1,11 @@
 """Does every workload's loss fall, over several seeds? The engine's `loss_not_falling` flag rests on it.
 
 Each workload runs through the engine (dashbench.engine.loop.run, or the JAX loop with --backend jax)
-at its quick shapes (dashbench.models.catalog) for seeds 0–4 with the test suite's settings (4 measured
+at its quick shapes (dashbench.workloads.catalog) for seeds 0–4 with the test suite's settings (4 measured
 steps after 2 warm-up steps: six losses), and, with --full, at its full shapes too (`--full-only`:
 those alone), at batches a CPU can do (FULL_BATCH: the shapes are the model's, the batch is small).
 A seed passes when the engine raises no `loss_not_falling` flag, every loss is finite, and the mean
-of the last three losses is below the mean of the first three (what tests/models/test_workloads.py asks).
+of the last three losses is below the mean of the first three (what tests/workloads/test_workloads.py asks).
 Writes a table between <!-- convergence-BACKEND-SHAPES[-stepsN] --> markers in docs/CONVERGENCE.md
 (one section per backend, shapes and number of steps).
 
@@ -30,7 +30,7 @@ from docs_block import write_block  # bench/, on sys.path when a script here run
 
 from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONVERGENCE.md"

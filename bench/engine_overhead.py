@@ -44,7 +44,7 @@ from docs_block import write_block
 from dashbench.core.spec import RunSpec
 from dashbench.engine import envinfo, loop, workloads
 from dashbench.engine.tensorflow import devices
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"

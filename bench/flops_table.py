@@ -48,7 +48,7 @@ def _shapes(model: str, overrides: dict, spec):
     stored run is never listed as full size) is set here directly."""
     import dataclasses
 
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     if model == "llama" and set(overrides) == {"layers"}:
         return dataclasses.replace(catalog.check_spec(spec.replace(layers=None)), layers=overrides["layers"])
@@ -63,7 +63,7 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     from dashbench.core.spec import RunSpec
     from dashbench.engine import compiler_flops, workloads
     from dashbench.engine.jax import loop as jax_loop
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     spec = RunSpec(model=model, batch_size=batch, backend="jax", **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -94,7 +94,7 @@ def count_tf(model: str, overrides: dict, batch: int) -> dict:
     from dashbench.core import stats
     from dashbench.core.spec import RunSpec
     from dashbench.engine import compiler_flops, workloads
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     spec = RunSpec(model=model, batch_size=batch, **overrides)
     shapes = _shapes(model, overrides, spec)

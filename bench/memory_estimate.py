@@ -1,4 +1,4 @@
-"""Is a run's memory estimate (dashbench.models.memory) above what the run really takes, and by how much?
+"""Is a run's memory estimate (dashbench.workloads.memory) above what the run really takes, and by how much?
 
 Each workload runs at its full shapes at two batch sizes, each point in a process of its own
 (1 warm-up + 2 measured steps through the engine on the CPU), and the process's peak resident
@@ -35,7 +35,7 @@ from pathlib import Path
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.models import memory
+from dashbench.workloads import memory
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "MEMORY.md"
@@ -115,7 +115,7 @@ def xla_child(model: str, batch: int) -> None:
 
 
 def quick_spec(model: str, batch: int) -> RunSpec:
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     return RunSpec(
         model=model,

@@ -142,7 +142,7 @@ def main() -> None:
     import numpy as np
     from fixtures import learnable_data
 
-    from dashbench.models.datasets import read_idx, write_idx
+    from dashbench.workloads.datasets import read_idx, write_idx
 
     seeds = list(range(args.seeds))
     began, load = time.monotonic(), os.getloadavg()

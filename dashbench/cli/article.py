@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from dashbench.models import presets
 from dashbench.results.result import RunResult
+from dashbench.workloads import presets
 
 
 def article_lines(spec, result: RunResult) -> list[str]:

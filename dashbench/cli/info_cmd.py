@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 
 def handle_models(args) -> int:
-    from dashbench.models.catalog import WORKLOADS, describe_all
+    from dashbench.workloads.catalog import WORKLOADS, describe_all
 
     rows = describe_all()
     if args.json:

@@ -13,8 +13,8 @@ from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.cli.terminal import shown_lines
 from dashbench.core.spec import SpecError
-from dashbench.models import presets
 from dashbench.results.result import RunResult
+from dashbench.workloads import presets
 
 
 def register(subparsers) -> None:

@@ -246,9 +246,9 @@ def terminal_width() -> int | None:
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS) and, for to-accuracy runs,
     time to target and the rest of accuracy_text.ACCURACY_COLUMNS, read from its result."""
-    from dashbench.models import memory
     from dashbench.results import accuracy_text
     from dashbench.store import WITH_RESULT
+    from dashbench.workloads import memory
 
     def result_of(run_id, status):
         run = store.get_run(run_id) if status in WITH_RESULT else None

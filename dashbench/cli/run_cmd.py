@@ -202,15 +202,15 @@ def execute(
 ) -> tuple[int, RunResult | None]:
     """Run `spec` through the runner and report an error the one way every command does (run,
     preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
-    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.models.memory)
+    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.workloads.memory)
     before anything else, and warn on stderr past half of it.
     `stored_row`: `run_id` is a stored (queued) row, which a memory refusal ends as `oom`.
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
     128+N cancelled."""
     from dashbench.cli.db_args import one_field, refuse_if_read_only
     from dashbench.jobs import device_lock, oom, runner
-    from dashbench.models import memory
     from dashbench.store import Store, StoreError
+    from dashbench.workloads import memory
 
     try:
         if is_user_model(spec):

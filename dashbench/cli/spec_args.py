@@ -15,8 +15,8 @@ from dashbench.core.spec import (
     ascii_float,
     ascii_int,
 )
-from dashbench.models import model_file
-from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
+from dashbench.workloads import model_file
+from dashbench.workloads.lm_shape import TARGET_LOG_PERPLEXITY
 
 
 def add_spec_arguments(
@@ -119,7 +119,7 @@ def given_fields(args: argparse.Namespace) -> list[str]:
 
 def spec_values(args: argparse.Namespace) -> dict:
     """The typed spec fields and their values (what overrides a base spec, e.g. a preset's). A --model
-    that names a file becomes the file's identity, path and hash (dashbench/models/model_file.py)."""
+    that names a file becomes the file's identity, path and hash (dashbench/workloads/model_file.py)."""
     values = {name: getattr(args, name) for name in given_fields(args)}
     if model_file.looks_like_file(values.get("model")):
         values.update(model_file.reference(values["model"]))

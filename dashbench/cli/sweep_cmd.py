@@ -27,8 +27,6 @@ from dashbench.core.spec import SpecError, parse_batch_sizes
 from dashbench.fleet.launcher import every, pick
 from dashbench.jobs import device_check
 from dashbench.jobs.launchers import LocalQueue
-from dashbench.models import catalog, memory
-from dashbench.models.presets import TO_ACCURACY_FIELDS
 from dashbench.results import accuracy_text
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 from dashbench.results.result import RunResult, phase_text
@@ -43,6 +41,8 @@ from dashbench.store import (
     location,
     new_sweep_id,
 )
+from dashbench.workloads import catalog, memory
+from dashbench.workloads.presets import TO_ACCURACY_FIELDS
 
 POLL_S = 0.5
 

@@ -14,7 +14,7 @@ from typing import Any, Optional
 MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
 # A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
 # its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
-# host; model_path says where it was on the host that queued it (dashbench/models/model_file.py).
+# host; model_path says where it was on the host that queued it (dashbench/workloads/model_file.py).
 MODEL_IDENTITY = re.compile(r"[A-Za-z0-9_.+-]{1,200}\.(py:[A-Za-z_][A-Za-z0-9_]{0,99}|keras)@[0-9a-f]{12}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 DEVICES = ("auto", "cpu", "gpu", "tpu")
@@ -27,7 +27,7 @@ DATA_SOURCES = ("synthetic", "real", "folder")
 REAL_DATA_MODELS = ("fashion_mnist_cnn",)
 # Image classifiers that read an image folder (train/ and validation/, a subfolder per class).
 FOLDER_DATA_MODELS = ("fashion_mnist_cnn", "resnet50", "inception_v3")
-# Models whose synthetic data has a held-out split of its own (the LM's teacher text: dashbench.models.lm_text),
+# Models whose synthetic data has a held-out split of its own (the LM's teacher text: dashbench.workloads.lm_text),
 # so they train to a target on it; the others need real data for that.
 HELD_OUT_SYNTHETIC_MODELS = ("llama",)
 # An LM's to-accuracy target is a validation loss, not an accuracy (MLPerf Training's convention).

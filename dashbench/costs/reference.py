@@ -61,7 +61,7 @@ def flops_per_figure(row: dict) -> Optional[float]:
 def lm_flops_per_token() -> float:
     """Training FLOPs per token of the full-size LM (Llama 3.1 8B, 8192 tokens) by PaLM's formula, the
     convention dashbench's own llama runs report."""
-    from dashbench.models import lm_shape
+    from dashbench.workloads import lm_shape
 
     return lm_shape.dims(**{k: lm_shape.FULL[k] for k in ("width", "layers", "seq_len")}).palm_flops()["training"]
 

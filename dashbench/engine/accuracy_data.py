@@ -1,6 +1,6 @@
 """A to-accuracy run's data on the host, the same for both backends: the train and held-out splits
 as numpy arrays — images in uint8 (scaled to [0, 1] on the device, inside the step), or an LM's
-token ids in int32 with the next tokens as labels (dashbench.models.lm_text) — the training batches
+token ids in int32 with the next tokens as labels (dashbench.workloads.lm_text) — the training batches
 shuffled per seed, the held-out split in padded batches with a mask, and the plan of steps,
 evaluations and host calls."""
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dashbench.core.spec import MAX_SAMPLES, SpecError
-from dashbench.models import lm_text
-from dashbench.models.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
+from dashbench.workloads import lm_text
+from dashbench.workloads.datasets import FASHION_CLASSES, check_image_folder, load_fashion_mnist, load_image_folder
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ can raise it).
   /proc/self/clear_refs, the kernel's documented way to reset it).
 - GPU/TPU under TensorFlow: tf.config.experimental.get_memory_info(device)["peak"], with
   reset_memory_stats(device) at the window's start; the device's memory from nvidia-smi or the TPU's
-  datasheet row (dashbench.models.memory).
+  datasheet row (dashbench.workloads.memory).
 - GPU/TPU under JAX: device.memory_stats()["peak_bytes_in_use"] and ["bytes_limit"]; JAX cannot reset
   its peak, so its window peak is the run's when the peak grew during the window, else not known.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from dashbench.models import memory
+from dashbench.workloads import memory
 
 HOST_SOURCE = "VmHWM (peak resident memory of the run process)"
 TF_SOURCE = "tf.config.experimental.get_memory_info"

@@ -26,8 +26,8 @@ from typing import Callable, Optional
 
 from dashbench.core import accuracy, stats
 from dashbench.engine import accuracy_data, hostload, workloads
-from dashbench.models import catalog
 from dashbench.results.result import RunResult
+from dashbench.workloads import catalog
 
 Event = Callable[[dict], None]
 

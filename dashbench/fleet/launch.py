@@ -33,7 +33,7 @@ from pathlib import Path
 from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, inventory, node_python
 from dashbench.fleet.address import ClusterAddress
-from dashbench.models import model_file
+from dashbench.workloads import model_file
 
 JOB_PREFIX = "dashbench-"
 HOST_PREFIX = "ray:"  # a queued cluster run's host until its node takes it

@@ -36,7 +36,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, launch, node_python
 from dashbench.fleet.address import ClusterAddress, parse
 from dashbench.jobs import temp_folder
-from dashbench.models import model_file
+from dashbench.workloads import model_file
 
 GROUP_ENV = "DASHBENCH_GROUP"  # the driver's orders, as JSON (the store's URL travels in DASHBENCH_DB)
 CANCEL_GRACE_S = 15.0  # from Ray's cancel (SIGTERM to the run) to its forced one

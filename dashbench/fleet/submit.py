@@ -14,7 +14,7 @@ def submit(
     """Store the run and start it on the cluster; returns the run id. FleetError (a SpecError), with
     nothing stored, for a request no live node can hold (naming what the cluster has), a store that is
     not a PostgreSQL server, or a cluster that cannot be reached."""
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     address = address if isinstance(address, ClusterAddress) else parse(address)
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))

@@ -17,7 +17,7 @@ from typing import Optional
 
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec
 from dashbench.jobs.checks import _key, start_detached
-from dashbench.models import model_file
+from dashbench.workloads import model_file
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
 SWEEP_COMMAND = [sys.executable, "-m", "dashbench", "sweep", "--find-max-batch"]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from dashbench.core.spec import RunSpec
 from dashbench.jobs import oom, temp_folder
-from dashbench.models import memory
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
+from dashbench.workloads import memory
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
 # run_guard.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
@@ -58,11 +58,11 @@ def submit(
 ) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
-    what the device has: dashbench.models.memory) raises SpecError first.
+    what the device has: dashbench.workloads.memory) raises SpecError first.
     `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
     run is cancelled, never started (Store.reconcile). `check_memory` False: the run's own process
     checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded."""
-    from dashbench.models import catalog, memory
+    from dashbench.workloads import catalog, memory
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)

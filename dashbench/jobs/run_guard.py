@@ -35,9 +35,9 @@ from dashbench.jobs.run_signals import (
     _oom_message,
     _stop,
 )
-from dashbench.models import memory
 from dashbench.store import Store
 from dashbench.store.queue import heartbeat_lapse_s
+from dashbench.workloads import memory
 
 # The guard thread's sampling period, and its defaults (each overridable by the environment variable
 # named beside it).

@@ -42,9 +42,9 @@ from dashbench.jobs.run_signals import (  # noqa: F401
     _mark_ending,
     _oom_message,
 )
-from dashbench.models import memory
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError, new_run_id, this_host
+from dashbench.workloads import memory
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -299,7 +299,7 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
 
 
 def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None:
-    """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.models.memory)."""
+    """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.workloads.memory)."""
     devices = len(tracker.meters or []) or 1
     estimate, source = peak_memory.run_estimate(spec, devices)
     return tracker.summary(estimate, memory.host_capacity(), source)
@@ -330,7 +330,7 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
     if store is not None:
         from dashbench.engine import presence
-        from dashbench.models import catalog
+        from dashbench.workloads import catalog
 
         catalog.check_spec(spec)
         presence.require(spec)  # a GPU or TPU that is not here: this process starts the framework anyway

@@ -7,7 +7,7 @@ import math
 
 from dashbench.core import accuracy as accuracy_shape
 from dashbench.core import stats
-from dashbench.models import model_file
+from dashbench.workloads import model_file
 
 _INT_LIMIT = 2**63  # what SQLite's INTEGER holds
 

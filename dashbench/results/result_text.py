@@ -8,8 +8,8 @@ from typing import Optional
 
 from dashbench.core import stats
 from dashbench.hardware import peaks
-from dashbench.models import model_file
 from dashbench.results.result_checks import _number
+from dashbench.workloads import model_file
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {

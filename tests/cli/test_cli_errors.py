@@ -14,10 +14,10 @@ from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import loop
 from dashbench.jobs import queue, runner
-from dashbench.models import catalog, datasets
 from dashbench.results.result import RunResult
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
+from dashbench.workloads import catalog, datasets
 
 TINY = [
     "--model",

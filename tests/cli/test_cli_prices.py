@@ -117,8 +117,8 @@ def test_prices_through_python_dash_m(tmp_path):
 
 def test_preset_summary_prices_the_result_and_shows_the_published_rows():
     from dashbench.cli.preset_cmd import summary
-    from dashbench.models import presets
     from dashbench.results.result import RunResult
+    from dashbench.workloads import presets
 
     result = RunResult(
         unit="images",

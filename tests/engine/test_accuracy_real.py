@@ -21,9 +21,9 @@ from fixtures.learnable_data import learnable_idx  # noqa: F401 (session fixture
 
 from dashbench.core.accuracy import final_status
 from dashbench.core.spec import RunSpec
-from dashbench.models.datasets import read_idx, write_idx
 from dashbench.store import Store
 from dashbench.views.compare import parity, to_target
+from dashbench.workloads.datasets import read_idx, write_idx
 
 # The seed CNN at quick shapes; every 3 steps an evaluation, so a curve has points before the target.
 SETUP = dict(model="fashion_mnist_cnn", batch_size=32, image_size=28, width=16, device="cpu")

@@ -14,8 +14,8 @@ from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import hostload, loop, measured
 from dashbench.engine.target import Target
-from dashbench.models import catalog
 from dashbench.results.result import RunResult
+from dashbench.workloads import catalog
 
 TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
 

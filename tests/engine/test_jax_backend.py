@@ -17,7 +17,7 @@ from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import backends
 from dashbench.engine.jax import devices as jax_devices
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 TINY_FASHION = [
@@ -46,7 +46,7 @@ TINY_FASHION = [
 ALL_WORKLOADS = """
 import json, sys
 import numpy as np
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 from dashbench.engine import loop, workloads
 from dashbench.engine.jax import loop as jax_loop, seed as jax_seed
 from dashbench.core.spec import RunSpec

@@ -17,7 +17,7 @@ from fixtures.xla import FAST_XLA_COMPILE
 CHILD = """
 import json
 import jax, keras, numpy as np
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 from dashbench.engine import workloads
 from dashbench.engine.jax import seed as jax_seed
 from dashbench.engine.jax.loop import loop_compiler_options, step_of, train_loop_of

@@ -16,9 +16,9 @@ from fixtures.run_page_form import fill_run_form, shown_errors
 
 from dashbench.cli import spec_args
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.models import catalog, lm_text
 from dashbench.store import Store
 from dashbench.views.compare import parity, to_target
+from dashbench.workloads import catalog, lm_text
 
 # Vocabulary 512 (the smallest llama width), one block; the loss starts near ln 512 = 6.24.
 TINY = [

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from dashbench.engine import peak_memory
-from dashbench.models import memory
 from dashbench.results.result import RunResult
 from dashbench.store import validate
+from dashbench.workloads import memory
 
 GB = 10**9
 

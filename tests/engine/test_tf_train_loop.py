@@ -8,7 +8,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.engine import workloads
 from dashbench.engine.tensorflow import devices
 from dashbench.engine.tensorflow.loop import train_loop_of
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 
 
 def _loop(k: int):

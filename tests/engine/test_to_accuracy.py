@@ -18,9 +18,9 @@ from dashbench.core import accuracy
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import accuracy_data
 from dashbench.jobs import runner
-from dashbench.models import catalog
 from dashbench.results.result import RunResult
 from dashbench.store import Store
+from dashbench.workloads import catalog
 
 TINY = dict(model="fashion_mnist_cnn", batch_size=64, width=16, device="cpu")
 
@@ -327,7 +327,7 @@ def test_the_benchmark_table_reads_a_run_result():
 
 
 def test_an_image_folder_is_read_at_the_models_image_size_and_colours(learnable_folder):
-    from dashbench.models.datasets import load_image_folder
+    from dashbench.workloads.datasets import load_image_folder
 
     spec = RunSpec(
         model="resnet50",

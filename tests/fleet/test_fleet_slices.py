@@ -95,7 +95,7 @@ def test_a_model_file_runs_over_a_slice_carried_by_the_group_job(ray_cluster, pg
     import shutil
     from pathlib import Path
 
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     monkeypatch.setenv("XLA_FLAGS", FAST_XLA_COMPILE)
     folder = tmp_path / "mine"

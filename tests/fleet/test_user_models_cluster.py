@@ -13,8 +13,8 @@ import pytest
 from fixtures import ray_cluster as rc
 
 from dashbench.fleet import inventory, launch
-from dashbench.models import model_file
 from dashbench.store import Store
+from dashbench.workloads import model_file
 
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"

@@ -11,8 +11,8 @@ import pytest
 from dashbench.cli import find_max_batch, main
 from dashbench.core.spec import RunSpec
 from dashbench.jobs import max_batch
-from dashbench.models import memory
 from dashbench.store import Store
+from dashbench.workloads import memory
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_a_model_file_changed_after_the_click_is_refused_when_the_search_starts(
     import time
     from pathlib import Path
 
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     path = tmp_path / "m.py"
     path.write_text((Path(__file__).resolve().parents[2] / "examples" / "models" / "mlp.py").read_text())

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from dashbench.jobs import oom, queue, runner
-from dashbench.models import memory
 from dashbench.store import FINAL, STATUSES, TERMINAL, Store
+from dashbench.workloads import memory
 
 
 class ResourceExhaustedError(Exception):

@@ -16,9 +16,9 @@ import pytest
 from dashbench.cli import main
 from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.jobs import queue
-from dashbench.models import memory, presets
-from dashbench.models.catalog import WORKLOADS
 from dashbench.store import Store
+from dashbench.workloads import memory, presets
+from dashbench.workloads.catalog import WORKLOADS
 
 HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]
 GB = 1e9

@@ -260,28 +260,35 @@ pages/      pages
 dashbench/
   views/    logic
   store/    the store
-  models/   what can be measured
+  workloads/ what can be measured
   core/     contract
 ```
 
 ```
  app.py ──▶ views/  pages/
  views/ ──▶ store/  contracts and words
- models/ ──▶ core/
- every part ──▶ models/  core/
+ workloads/ ──▶ core/
+ every part ──▶ workloads/  core/
 ```
 
 - `app.py` ✗→ `dashbench/store/` — why
 """
     parts = folder_list(text)
-    assert parts == ["app.py", "pages/", "dashbench/views/", "dashbench/store/", "dashbench/models/", "dashbench/core/"]
+    assert parts == [
+        "app.py",
+        "pages/",
+        "dashbench/views/",
+        "dashbench/store/",
+        "dashbench/workloads/",
+        "dashbench/core/",
+    ]
     assert picture(text, parts) == {
         ("app.py", "dashbench/views/"),
         ("app.py", "pages/"),
         ("dashbench/views/", "dashbench/store/"),
-        ("dashbench/models/", "dashbench/core/"),
+        ("dashbench/workloads/", "dashbench/core/"),
     }
-    assert foundation(text, parts) == {"dashbench/models/", "dashbench/core/"}
+    assert foundation(text, parts) == {"dashbench/workloads/", "dashbench/core/"}
     assert readme_rules(text) == {("app.py", "dashbench/store/")}
     assert part_of("dashbench.core.stats", parts) == "dashbench/core/"
     assert part_of("dashbench.views.ui", parts) == "dashbench/views/"

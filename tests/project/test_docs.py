@@ -202,8 +202,8 @@ def _shell_commands(text: str) -> list[str]:
 
 def test_the_manuals_quick_examples_are_the_catalogs_recipe():
     """One quick recipe: every run in the README or docs/ with a shape override is its model's quick try
-    as `models` prints it (dashbench.models.catalog), and every preset's --quick is its model's recipe."""
-    from dashbench.models import catalog, presets
+    as `models` prints it (dashbench.workloads.catalog), and every preset's --quick is its model's recipe."""
+    from dashbench.workloads import catalog, presets
 
     recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")
     shown = [c for page in MANUAL for c in _shell_commands(page.read_text())]

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from dashbench.models import catalog
+from dashbench.workloads import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 

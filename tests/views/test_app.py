@@ -566,7 +566,7 @@ def test_the_sidebar_names_a_database_under_home_as_a_shell_would(tmp_path, monk
 
 
 def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, monkeypatch):
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     db = tmp_path / "quick.sqlite"
     at = _run_page_without_training(monkeypatch, db)

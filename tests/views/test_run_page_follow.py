@@ -12,9 +12,9 @@ from fixtures.run_page_plain import plain
 
 from dashbench.cli import main
 from dashbench.core.spec import RunSpec
-from dashbench.models import catalog
 from dashbench.store import TERMINAL, Store
 from dashbench.views.run import form as run_form
+from dashbench.workloads import catalog
 
 
 def data_notes(at) -> list[str]:

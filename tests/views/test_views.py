@@ -592,7 +592,7 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
 
 
 def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     state = run_form.run_form_defaults(["cpu"]) | {"run_quick": True}
     state |= run_form.quick_toggle_values(state)  # what ticking the box puts in the form

@@ -3,7 +3,7 @@ argument, output, alias and temporary bytes) and its FLOPs (`cost_analysis()`), 
 one step on abstract arguments, so no device memory is taken.
 
 A JAX run on the host's CPU compiles its step so in its own process before its memory check
-(`engine/jax/loop.before_run`): the guard (dashbench/models/memory.py) then checks XLA's bytes instead of the counts, for a
+(`engine/jax/loop.before_run`): the guard (dashbench/workloads/memory.py) then checks XLA's bytes instead of the counts, for a
 built-in and a user's model alike, and the run reuses the analysis for its compiler FLOPs instead of
 compiling the step again. On an accelerator nothing is compiled before the run (the device is not yet
 the run's: another run may hold it); the step compiled after the run for its FLOPs gives the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dashbench.engine import compiler_flops
-from dashbench.models import memory
+from dashbench.workloads import memory
 
 _analysed: dict[tuple, dict] = {}
 
@@ -43,7 +43,7 @@ def analyse(step, state, x, y, examples: int) -> Optional[dict]:
 
 
 def memory_facts(stats, abstract) -> Optional[dict]:
-    """What dashbench.models.memory keeps of a compiled step's memory analysis (bytes on its device).
+    """What dashbench.workloads.memory keeps of a compiled step's memory analysis (bytes on its device).
 
     Live during the step: its arguments (the donated state and the batch), its outputs that alias no
     argument, and its temporaries. The state does not grow with the batch, nor do the gradients (as

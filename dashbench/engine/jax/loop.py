@@ -26,8 +26,8 @@ from dashbench.engine import backends, calibration, measured, workloads
 from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import seed as jax_seed
-from dashbench.models import catalog, memory
 from dashbench.results.result import RunResult
+from dashbench.workloads import catalog, memory
 
 Event = Callable[[dict], None]
 

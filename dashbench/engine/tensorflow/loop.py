@@ -22,8 +22,8 @@ from dashbench.core import stats
 from dashbench.core.spec import RunSpec
 from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
 from dashbench.engine.tensorflow import devices
-from dashbench.models import catalog
 from dashbench.results.result import RunResult
+from dashbench.workloads import catalog
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
 _COMPUTE_OPS = re.compile(

@@ -2,7 +2,7 @@
 (`of(spec)`) and asks it for everything: the model, the optimizer, the per-example loss, the synthetic
 and real batches, the FLOPs and the model's identity; it never asks which workload it holds. The five
 built-ins are instances of `KerasWorkload`; a user's model file is one too (workloads/user.py). What each
-built-in workload *is* (shapes, units, defaults) is in dashbench.models.catalog, which needs no Keras.
+built-in workload *is* (shapes, units, defaults) is in dashbench.workloads.catalog, which needs no Keras.
 
 Synthetic data is one global batch made in numpy from the seed — the same examples on TensorFlow
 and JAX — put on the devices once and reused every step. Losses use keras.ops, not tf.*.
@@ -14,7 +14,7 @@ from dashbench.core.spec import MODELS, SpecError
 from dashbench.engine.workloads import images, llama, text
 from dashbench.engine.workloads.base import KerasWorkload, real_batches, real_dataset
 from dashbench.engine.workloads.flops import count_flops
-from dashbench.models.catalog import Shapes
+from dashbench.workloads.catalog import Shapes
 
 __all__ = ["KerasWorkload", "BUILTINS", "of", "real_batches", "real_dataset"]
 

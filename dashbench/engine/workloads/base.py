@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from dashbench.engine.workloads.flops import count_flops
-from dashbench.models.catalog import Shapes
-from dashbench.models.datasets import FASHION_CLASSES, load_fashion_mnist
+from dashbench.workloads.catalog import Shapes
+from dashbench.workloads.datasets import FASHION_CLASSES, load_fashion_mnist
 
 
 class KerasWorkload:

@@ -3,7 +3,7 @@ grouped-query causal attention, built from plain Keras 3 layers, and its synthet
 
 Plain layers rather than keras-hub's Llama backbone: keras-hub pulls in tensorflow-text, which
 brings the `tensorflow` package into a TPU (`tensorflow-tpu`) or JAX-only environment, and its
-0.32 cannot sit beside TensorFlow 2.19. The shape rules are dashbench.models.lm_shape's.
+0.32 cannot sit beside TensorFlow 2.19. The shape rules are dashbench.workloads.lm_shape's.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import functools
 from typing import TYPE_CHECKING
 
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.models import lm_shape, lm_text
+from dashbench.workloads import lm_shape, lm_text
 
 if TYPE_CHECKING:
-    from dashbench.models.catalog import Shapes
+    from dashbench.workloads.catalog import Shapes
 
 
 class LanguageModel(KerasWorkload):
@@ -124,6 +124,6 @@ def _rotate(x, rope):
 
 def llama_batch(s: "Shapes", batch: int, seed: int):
     """(tokens, next tokens), each (batch, seq_len) int32: text from the fixed random bigram teacher
-    (dashbench.models.lm_text), the same on every backend and host."""
+    (dashbench.workloads.lm_text), the same on every backend and host."""
     d = dims_of(s)
     return lm_text.batch(d.vocab, d.seq_len, batch, seed)

@@ -23,8 +23,8 @@ from typing import Optional
 
 from dashbench.engine.workloads.base import KerasWorkload
 from dashbench.engine.workloads.user_import import import_file, one_line, say
-from dashbench.models import model_file
-from dashbench.models.catalog import Shapes
+from dashbench.workloads import model_file
+from dashbench.workloads.catalog import Shapes
 
 RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
 BUILDER_ARGUMENTS = ("batch_size", "classes")
@@ -346,7 +346,7 @@ class UserWorkload(KerasWorkload):
         return "Adam" if given is None else given if isinstance(given, str) else type(given).__name__
 
     def facts(self) -> dict:
-        """What the memory estimate needs (dashbench/models/memory.py): parameters, optimizer slots, and the
+        """What the memory estimate needs (dashbench/workloads/memory.py): parameters, optimizer slots, and the
         elements per example of the inputs and of every layer's output."""
         import numpy as np
 
@@ -452,7 +452,7 @@ def prepare(spec) -> None:
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
     from dashbench.engine import backends
-    from dashbench.models import catalog, memory
+    from dashbench.workloads import catalog, memory
 
     shapes = catalog.check_spec(spec)
     backends.select(spec.backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dashbench.models.catalog import WORKLOADS
+from dashbench.workloads.catalog import WORKLOADS
 
 # The quick try it suggests is the catalog's recipe, as `models` prints it.
 _QUICK = WORKLOADS["fashion_mnist_cnn"]

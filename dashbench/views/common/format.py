@@ -104,8 +104,8 @@ _SHAPE_SHORT = {"image_size": "{}px", "seq_len": "len{}", "width": "w{}"}
 def run_shape(row: dict | pd.Series) -> dict:
     """{} for a full-size run; else the run's resolved shape over the dimensions its workload lets a
     spec override ({"image_size": 28, "width": 8}), from the stored overrides and the workload's
-    full-size defaults (dashbench.models.catalog)."""
-    from dashbench.models.catalog import WORKLOADS
+    full-size defaults (dashbench.workloads.catalog)."""
+    from dashbench.workloads.catalog import WORKLOADS
 
     overrides = {}
     for name in SHAPE_COLUMNS:
@@ -133,7 +133,7 @@ def shape_text(row: dict | pd.Series) -> str:
     shape = run_shape(row)
     if not shape:
         return ""
-    from dashbench.models.catalog import WORKLOADS
+    from dashbench.workloads.catalog import WORKLOADS
 
     workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
     defaults = workload.defaults if workload else {}
@@ -335,7 +335,7 @@ def unreadable_note(runs) -> str:
 def cost_unit(models) -> str:
     """What a "USD per million" of these rows' models counts: "examples", "tokens" (an LM's throughput
     and so its cost are per token), or "of the run's unit (examples or tokens)" where rows mix them."""
-    from dashbench.models.catalog import WORKLOADS
+    from dashbench.workloads.catalog import WORKLOADS
 
     def word(model) -> str:
         workload = WORKLOADS.get(model) if isinstance(model, str) else None

@@ -98,7 +98,7 @@ def reference_for_models(reference: pd.DataFrame, models: Iterable[str], labels:
 
 def preset_reference_keys(labels: Iterable[Any]) -> list[str]:
     """Published rows of the presets these run labels came from ("preset:<slug>")."""
-    from dashbench.models import presets
+    from dashbench.workloads import presets
 
     keys = []
     for label in labels:

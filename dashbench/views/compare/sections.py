@@ -60,8 +60,8 @@ def with_memory(frame: pd.DataFrame, store) -> pd.DataFrame:
     """The frame with each measured run's peak memory (memory.MEMORY_COLUMNS) and to-accuracy columns
     (accuracy_text.ACCURACY_COLUMNS) from its stored result; `store` answers get_run(). Published rows
     have none."""
-    from dashbench.models import memory
     from dashbench.results import accuracy_text
+    from dashbench.workloads import memory
 
     def result_of(row):
         if row.get("kind") != "measured" or not isinstance(row.get("run_id"), str):

@@ -11,9 +11,9 @@ from dashbench.core.spec import (
     SpecError,
     parse_batch_sizes,
 )
-from dashbench.models.lm_shape import TARGET_LOG_PERPLEXITY
 from dashbench.store import TERMINAL, new_sweep_id
 from dashbench.views.common.format import is_number, md_text
+from dashbench.workloads.lm_shape import TARGET_LOG_PERPLEXITY
 
 FORM_FIELDS = (
     "model",
@@ -136,13 +136,13 @@ FIELD_WORDS = {
 
 
 def quick_without_preset(state) -> bool:
-    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.models.catalog) apply."""
+    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.workloads.catalog) apply."""
     return bool(state.get("run_quick")) and not state.get("run_preset")
 
 
 def quick_shape_values(model: str) -> dict:
     """The shape boxes of `model`'s quick try (0, full size, where its recipe keeps the default)."""
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     shapes = catalog.get(model).quick_shapes()
     return {f"run_{name}": shapes.get(name, 0) for name in SHAPE_FIELDS}
@@ -152,7 +152,7 @@ def quick_toggle_values(state) -> dict:
     """What ticking (or unticking) Quick try with no preset puts in the form: the chosen model's quick
     recipe (shapes, batch size, steps); unticked, full size again, and the default batch size and steps
     where they still hold the recipe's (a value the user typed stays)."""
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     recipe = catalog.get(state.get("run_model")).quick_recipe()
     if state.get("run_quick"):
@@ -180,7 +180,7 @@ def model_change_values(state) -> dict:
     )
     if not quick_without_preset(state):
         return data
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     recipe = catalog.get(state.get("run_model")).quick_recipe()
     return {
@@ -193,7 +193,7 @@ def model_change_values(state) -> dict:
 
 def quick_caption(model: str) -> str:
     """What Quick try (no preset) runs, from the catalog: "fashion_mnist_cnn's quick try: width 16, …"."""
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     recipe = catalog.get(model).quick_recipe()
     shapes = ", ".join(f"{FIELD_WORDS.get(k, k)} {v}" for k, v in recipe.items() if k in SHAPE_FIELDS)
@@ -216,7 +216,7 @@ def model_choices(models_dir: str | None) -> list[str]:
     """The Model box: the built-ins, then the models folder's files ('mlp.py:build', 'vit.keras'),
     found without importing them; never a free-text path."""
     from dashbench.core.spec import MODELS
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     return [*MODELS, *model_file.choices(model_file.models_dir(models_dir or ""))]
 
@@ -259,7 +259,7 @@ def data_note(state) -> str | None:
     """Where a to-accuracy run's data must be, said before launch when it is not there: Fashion-MNIST's
     four IDX files (train and t10k) in the data path or Keras's cache, or an image folder; None when
     the files are found, or for a throughput run (synthetic data needs no files)."""
-    from dashbench.models import datasets
+    from dashbench.workloads import datasets
 
     if state.get("run_mode") not in ("target", "epochs"):
         return None
@@ -317,9 +317,9 @@ def mode_boxes(mode: str, model: str | None = None) -> list[tuple[str, dict]]:
 
 
 def memory_warnings(specs: list[RunSpec]) -> list[str]:
-    """Each spec's memory estimate against its device's memory (dashbench.models.memory): SpecError naming
+    """Each spec's memory estimate against its device's memory (dashbench.workloads.memory): SpecError naming
     batch_size when one cannot fit; the warnings of those past half of it."""
-    from dashbench.models import memory
+    from dashbench.workloads import memory
 
     return [warning for warning in (memory.check(spec) for spec in specs) if warning]
 
@@ -359,7 +359,7 @@ def build_spec(values: dict, models_dir: str | None = None) -> RunSpec:
     """Form values → RunSpec; empty shape overrides mean full size. RunSpec validates the fields and
     the workload (no TensorFlow) what the model takes, so a bad form queues nothing. A model file is
     resolved inside the models folder (refused outside it) and hashed, never imported here."""
-    from dashbench.models import catalog, model_file
+    from dashbench.workloads import catalog, model_file
 
     clean = {}
     for name, value in values.items():
@@ -377,13 +377,13 @@ def build_spec(values: dict, models_dir: str | None = None) -> RunSpec:
 
 def preset_choices() -> dict[str, str]:
     """slug → display name of the seed presets."""
-    from dashbench.models import presets
+    from dashbench.workloads import presets
 
     return {slug: preset.name for slug, preset in presets.PRESETS.items()}
 
 
 def preset_description(slug: str) -> str:
-    from dashbench.models import presets
+    from dashbench.workloads import presets
 
     preset = presets.get(slug)
     return f"{preset.description} — {preset.source}"
@@ -392,7 +392,7 @@ def preset_description(slug: str) -> str:
 def preset_form_values(slug: str, device_class: str, quick: bool = False) -> dict:
     """What choosing a preset puts in the Run form: the article's model, batch size and steps for this
     device class, or (quick) its tiny shapes that run in seconds on a CPU."""
-    from dashbench.models import presets
+    from dashbench.workloads import presets
 
     # Its data files are looked for when it is launched (the refusal names the data path then), not here.
     spec = (

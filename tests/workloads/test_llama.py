@@ -1,6 +1,6 @@
 """The Llama-style LM workload: its full size is Llama 3.1 8B's, its text is learnable and the same
 everywhere, bad shapes are one line, and its quick try trains on JAX with tokens/s, MFU and both FLOP
-counts (tests/models/test_workloads.py trains it on TensorFlow with the other workloads)."""
+counts (tests/workloads/test_workloads.py trains it on TensorFlow with the other workloads)."""
 
 import json
 import os
@@ -13,7 +13,7 @@ from fixtures.xla import FAST_XLA_COMPILE
 
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.models import catalog, lm_shape, lm_text
+from dashbench.workloads import catalog, lm_shape, lm_text
 
 QUICK = [
     "--model",

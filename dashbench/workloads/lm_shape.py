@@ -76,7 +76,7 @@ def dims(width: int, layers: int, seq_len: int) -> LMDims:
 
 
 def memory_counts(d: LMDims) -> tuple[float, float, float]:
-    """(parameters, activation values per sequence, input values per sequence), for dashbench.models.memory:
+    """(parameters, activation values per sequence, input values per sequence), for dashbench.workloads.memory:
     per block the residual, norm, q/k/v/attention outputs and the MLP's three products, plus the
     attention scores and their softmax (XLA's attention keeps T × T per head); the logits with their
     float32 copy and softmax."""

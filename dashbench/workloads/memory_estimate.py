@@ -1,7 +1,7 @@
-"""A run's memory need before it is launched: from the shapes in dashbench.models.catalog (parameters,
+"""A run's memory need before it is launched: from the shapes in dashbench.workloads.catalog (parameters,
 their gradients and the optimizer's slots, the synthetic batch, the activations of one example times
 the global batch, fixed allowances for the framework and the graph it builds), or from XLA's memory
-analysis of the compiled step where the run's process recorded one. dashbench.models.memory checks it
+analysis of the compiled step where the run's process recorded one. dashbench.workloads.memory checks it
 against what the host or the device has. No TensorFlow here.
 """
 
@@ -11,7 +11,7 @@ import glob
 from dataclasses import dataclass
 
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.models import catalog, lm_shape
+from dashbench.workloads import catalog, lm_shape
 
 GB = 1e9
 FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an estimate that errs high)

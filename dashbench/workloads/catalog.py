@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from dashbench.core.spec import HELD_OUT_SYNTHETIC_MODELS, MODEL_IDENTITY, MODELS, RunSpec, SpecError
-from dashbench.models import lm_shape, lm_text, model_file
-from dashbench.models.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
+from dashbench.workloads import lm_shape, lm_text, model_file
+from dashbench.workloads.datasets import FASHION_CLASSES, check_fashion_mnist, check_image_folder
 
 # Measured steps of a quick try. With the default 2 warm-up steps that is the six losses that
 # bench/convergence.py finds falling at every workload's quick shapes (docs/CONVERGENCE.md); two
@@ -182,7 +182,7 @@ WORKLOADS: dict[str, Workload] = {
             batch_sizes={"cpu": 1, "gpu": 1, "tpu": 8},
             overrides=("seq_len", "width", "layers"),
             notes={
-                "width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.models.lm_shape)",
+                "width": "hidden size; heads, KV heads, MLP and vocabulary follow (dashbench.workloads.lm_shape)",
                 "flops": "PaLM's 6N + 12·L·H·Q·T per token (61.1 GFLOP at full size)",
                 "target": f"validation log-perplexity {lm_shape.TARGET_LOG_PERPLEXITY} (MLPerf Training's)",
             },

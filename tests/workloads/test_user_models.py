@@ -254,7 +254,7 @@ def test_a_keras_file_with_custom_layers_names_them_and_the_fix(tmp_path, capfd)
 
 def test_a_file_changed_between_queueing_and_running_is_refused(tmp_path, capfd):
     from dashbench.core.spec import RunSpec
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     path = write(tmp_path, "m.py", (EXAMPLES / "mlp.py").read_text())
     spec = RunSpec(batch_size=8, steps=4, warmup=1, device="cpu", **model_file.reference(f"{path}:build_tiny"))
@@ -274,7 +274,7 @@ def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd
     """A cluster node reads the copy its Ray job brought (DASHBENCH_MODEL_FILE, in the job's working
     directory) and checks it against the hash the run was queued with."""
     from dashbench.core.spec import RunSpec
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     spec = RunSpec(batch_size=8, device="cpu", **model_file.reference(f"{EXAMPLES / 'mlp.py'}:build_tiny"))
     db = tmp_path / "runs.sqlite"
@@ -293,7 +293,7 @@ def test_a_copy_that_arrives_changed_is_refused_where_it_arrives(tmp_path, capfd
 def test_the_largest_batch_search_names_the_file_again():
     from dashbench.core.spec import RunSpec
     from dashbench.jobs import max_batch
-    from dashbench.models import model_file
+    from dashbench.workloads import model_file
 
     spec = RunSpec(batch_size=8, device="cpu", steps=4, **model_file.reference(f"{EXAMPLES / 'vit.py'}:build_tiny"))
     argv = max_batch.argv_for(spec)
@@ -401,7 +401,7 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
 
 
 def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_path, capfd, monkeypatch):
-    from dashbench.models import memory
+    from dashbench.workloads import memory
 
     monkeypatch.setenv("DASHBENCH_MEMORY_BUDGET_GB", "4")
     db = tmp_path / "runs.sqlite"

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.models import memory
+from dashbench.workloads import memory
 
 GB = memory.GB
 

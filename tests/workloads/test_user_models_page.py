@@ -8,9 +8,9 @@ import pytest
 from fixtures.app_test import assert_clean, show, start, texts
 
 from dashbench.core.spec import SpecError
-from dashbench.models import model_file
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
+from dashbench.workloads import model_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 

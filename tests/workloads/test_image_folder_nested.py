@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from dashbench.models import datasets
+from dashbench.workloads import datasets
 
 SIDE = 6
 # class → (path under the class folder, grey level, format): nested, upper-case extensions, every format.

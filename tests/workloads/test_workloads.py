@@ -11,7 +11,7 @@ from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.engine import frameworks, loop, workloads
 from dashbench.engine.workloads.text import BILSTM_EMBEDDING
-from dashbench.models import catalog, datasets
+from dashbench.workloads import catalog, datasets
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def small_cpu_probe(monkeypatch):
 def test_metadata_needs_no_tensorflow():
     code = (
         "import sys, json\n"
-        "from dashbench.models import catalog\nfrom dashbench.core import stats\nfrom dashbench.hardware import peaks\n"
+        "from dashbench.workloads import catalog\nfrom dashbench.core import stats\nfrom dashbench.hardware import peaks\n"
         "from dashbench.cli import main\n"
         "rows = catalog.describe_all()\n"
         "assert main(['models', '--json']) == 0\n"

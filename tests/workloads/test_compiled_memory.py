@@ -44,7 +44,7 @@ REFUSED = re.compile(
 def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_path, capfd, monkeypatch):
     from dashbench.core.spec import RunSpec
     from dashbench.engine.workloads import user
-    from dashbench.models import memory, model_file
+    from dashbench.workloads import memory, model_file
 
     path = tmp_path / "hidden.py"
     path.write_text(HIDDEN)
@@ -97,7 +97,7 @@ def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_pat
 def test_the_estimate_scales_from_the_compiled_batch_and_adds_the_hosts_part():
     """What the guard checks at a batch other than the compiled one (a device's share, a search's try)."""
     from dashbench.core.spec import RunSpec
-    from dashbench.models import memory
+    from dashbench.workloads import memory
 
     spec = RunSpec(model="conv2d", batch_size=64, device="cpu", backend="jax")
     facts = {

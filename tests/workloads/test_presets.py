@@ -9,7 +9,7 @@ from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX fi
 
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.costs import reference
-from dashbench.models import catalog, presets
+from dashbench.workloads import catalog, presets
 
 ARTICLE_BATCH = {
     ("riseml-resnet50", "tpu"): 1024,
@@ -164,7 +164,7 @@ def test_preset_references_exist_and_runs_find_their_preset():
 def test_costs_reference_and_presets_import_no_tensorflow():
     code = (
         "import sys\n"
-        "from dashbench.models import presets\n"
+        "from dashbench.workloads import presets\n"
         "from dashbench.costs import prices, reference\n"
         "from dashbench.cli import prices_cmd, preset_cmd\n"
         "reference.rows(); prices.catalog(); presets.spec_for('riseml-bilstm', 'cpu')\n"

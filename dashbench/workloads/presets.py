@@ -2,7 +2,7 @@
 
 A preset fixes the model and, per device class, the batch size and steps the article used; the
 user picks the device. `spec_for` turns one into a RunSpec; `quick_spec` does so with its model's
-quick recipe (dashbench.models.catalog: shapes, batch size, steps) that lets a CPU try it in seconds.
+quick recipe (dashbench.workloads.catalog: shapes, batch size, steps) that lets a CPU try it in seconds.
 Runs made from a preset are labelled "preset:<slug>" so the dashboard can put them next to the
 preset's published rows (`references`, keys of dashbench.reference.rows()).
 """
@@ -44,8 +44,8 @@ class Preset:
 
     @property
     def quick(self) -> dict:
-        """A CPU try in seconds: its model's quick recipe (dashbench.models.catalog), the one `models` prints."""
-        from dashbench.models import catalog
+        """A CPU try in seconds: its model's quick recipe (dashbench.workloads.catalog), the one `models` prints."""
+        from dashbench.workloads import catalog
 
         return catalog.get(self.model).quick_recipe()
 
@@ -241,7 +241,7 @@ def spec_for(name: str, device_class: str, check: bool = True, **overrides) -> R
         return spec
     # The workload's own checks (which overrides it takes, its smallest image, real data's files) run
     # here, before a process or TensorFlow starts; its metadata imports no TensorFlow.
-    from dashbench.models import catalog
+    from dashbench.workloads import catalog
 
     catalog.check_spec(spec)
     return spec
