@@ -21,6 +21,7 @@ from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import shown, shown_lines
+from dashbench.core.errors import one_line
 from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 from dashbench.results.result import RunResult, phase_text
@@ -157,7 +158,7 @@ def _spec(args) -> tuple[RunSpec, bool]:
         try:
             stored = runner.stored_spec(args.db, args.run_id)
         except StoreError as exc:
-            raise SpecError("db", _one_line(exc)) from None
+            raise SpecError("db", one_line(exc)) from None
         given = given_fields(args)
         if stored is not None and given and _later_worker():
             # Every host of a hand-started multi-host run gets the same command; worker 0 may have
@@ -252,7 +253,7 @@ def execute(
         return _report_end(spec, json_out, "interrupted", str(exc), 1, getattr(exc, "run_id", None)), None
     except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
         return report_invalid(
-            SpecError("db", one_field(_one_line(exc))), json_out, spec, getattr(exc, "run_id", None)
+            SpecError("db", one_field(one_line(exc))), json_out, spec, getattr(exc, "run_id", None)
         ), None
     except KeyboardInterrupt as exc:
         return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
@@ -262,7 +263,7 @@ def execute(
             return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
         if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
             return _report_end(spec, json_out, oom.STATUS, runner._error_text(exc), oom.EXIT_CODE, stored_id), None
-        error = f"{type(exc).__name__}: {_one_line(runner.error_message(exc))}"
+        error = f"{type(exc).__name__}: {one_line(runner.error_message(exc))}"
         return _report_end(spec, json_out, "failed", error, 1, stored_id), None
 
 
@@ -409,8 +410,3 @@ def _stdout_to_stderr(active: bool):
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def _one_line(exc) -> str:
-    text = " ".join(str(exc).split())
-    return text[:500] if text else "(no message)"

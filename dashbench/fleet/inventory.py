@@ -14,6 +14,7 @@ import re
 import urllib.request
 from dataclasses import dataclass, field
 
+from dashbench.core.errors import one_line
 from dashbench.fleet import FleetError, require_ray
 from dashbench.fleet.address import ClusterAddress, parse
 
@@ -32,7 +33,7 @@ def jobs_client(address: ClusterAddress | str):
         try:
             client = JobSubmissionClient(address.text)
         except Exception as exc:
-            raise FleetError("cluster", f"cannot reach the cluster at {address.text}: {_one_line(exc)}") from None
+            raise FleetError("cluster", f"cannot reach the cluster at {address.text}: {one_line(exc, 300)}") from None
         _clients[address.text] = client
     return client
 
@@ -91,7 +92,7 @@ def hosts(address: ClusterAddress | str) -> list[Host]:
         nodes = list_nodes(address=url, detail=True, limit=10000, raise_on_missing_output=False)
         usage = _usage(url)
     except Exception as exc:
-        raise FleetError("cluster", f"cannot read the cluster's nodes at {url}: {_one_line(exc)}") from None
+        raise FleetError("cluster", f"cannot read the cluster's nodes at {url}: {one_line(exc, 300)}") from None
     found = [_host(node, usage.get(node.node_id, {})) for node in nodes]
     return sorted(found, key=lambda h: (not h.alive, not h.head, h.name))
 
@@ -334,8 +335,3 @@ def _usage(url: str) -> dict:
     report = ((data.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
     by_node = report.get("usageByNode") or {}
     return {node: {k: tuple(v) for k, v in usage.items()} for node, usage in by_node.items()}
-
-
-def _one_line(exc) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] if text else type(exc).__name__

@@ -30,6 +30,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashbench.core.errors import one_line
 from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, inventory, node_python
 from dashbench.fleet.address import ClusterAddress
@@ -138,8 +139,8 @@ def submit_one(
             start_job(address, run_id, url, placement, python=python, model_folder=folder)
     except Exception as exc:
         with Store(url) as store:
-            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {_one_line(exc)}")
-        raise FleetError("cluster", f"the cluster at {address} did not take the run: {_one_line(exc)}") from None
+            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {one_line(exc, 400)}")
+        raise FleetError("cluster", f"the cluster at {address} did not take the run: {one_line(exc, 400)}") from None
     return run_id
 
 
@@ -289,7 +290,7 @@ def settle(address, db, run_id: str, status: str | None = None, message: str | N
             if row["cancel_requested"] or status == "STOPPED":
                 store.finish_unreported(run_id, "cancelled", f"cancelled (the Ray job {status.lower()})")
             else:
-                why = _one_line(_failure(address, run_id) or message or "")
+                why = one_line(_failure(address, run_id) or message or "", 400)
                 store.finish_unreported(
                     run_id, "failed", f"the Ray job {status.lower()} before the run recorded its end: {why}"
                 )
@@ -371,11 +372,6 @@ def _failure(address, run_id: str) -> str | None:
         if line.strip() and "INFO job_manager.py" not in line and not line.startswith("Running entrypoint for job")
     ]
     return own[-1] if own else None
-
-
-def _one_line(exc) -> str:
-    text = " ".join(str(exc).split())
-    return text[:400] if text else type(exc).__name__
 
 
 def result_json(text: str) -> dict | None:

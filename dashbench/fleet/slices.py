@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 
+from dashbench.core.errors import one_line
 from dashbench.core.spec import RunSpec
 from dashbench.fleet import FleetError, launch, node_python
 from dashbench.fleet.address import ClusterAddress, parse
@@ -93,8 +94,8 @@ def launch_group(address: ClusterAddress | str, spec: RunSpec, db: str, placemen
             )
     except Exception as exc:
         with Store(db) as store:
-            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {launch._one_line(exc)}")
-        raise FleetError("cluster", f"the cluster at {address} did not take the run: {launch._one_line(exc)}") from None
+            store.finish_run(run_id, "failed", error=f"the cluster did not take the run: {one_line(exc, 400)}")
+        raise FleetError("cluster", f"the cluster at {address} did not take the run: {one_line(exc, 400)}") from None
     return run_id
 
 
@@ -253,7 +254,7 @@ def _follow(ray, refs: list, writes, run_id: str, bundle_hosts: list, nodes: lis
             code = ray.get(ready[0])
             failure = None if code == 0 else f"worker {index} on {bundle_hosts[index]} ended with exit code {code}"
         except Exception as exc:  # the task's worker or node died
-            failure = f"worker {index} on {bundle_hosts[index]}: {launch._one_line(exc)}"
+            failure = f"worker {index} on {bundle_hosts[index]}: {one_line(exc, 400)}"
         if failure is None:
             continue
         # A host lost makes its peers fail too, often before Ray declares the node dead: ask a while.

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from dashbench import __version__
+from dashbench.core.errors import one_line
 from dashbench.store import database, export_target, schema, validate
 from dashbench.store.database import BundleError, Store, StoreError, this_host
 from dashbench.store.queries import SAMPLE_COLUMNS
@@ -71,7 +72,7 @@ def import_bundles(store: Store, paths: Iterable[str | os.PathLike]) -> dict:
     except sqlite3.Error as exc:
         # A full disk or a file-size limit (SQLITE_FULL, SQLITE_IOERR) mid-transaction: rolled back.
         raise StoreError(
-            f"cannot import runs into {store.path}: {_one_line(exc)} (a full disk or a "
+            f"cannot import runs into {store.path}: {one_line(exc, None)} (a full disk or a "
             f"file-size limit?); nothing was imported"
         ) from None
     return {"files": len(paths), **counts}
@@ -143,10 +144,6 @@ def _too_deep(data) -> bool:
             continue
         pending.extend((v, depth + 1) for v in inner if isinstance(v, (dict, list)))
     return False
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class _HugeInt:

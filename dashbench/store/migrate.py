@@ -243,14 +243,14 @@ def upgrade_postgres(
         if isinstance(error, psycopg.Error) and postgres.is_read_only_error(error):
             raise ReadOnlyError(
                 f"cannot upgrade the schema: database {shown} is read-only for this session "
-                f"or role ({postgres.one_line(error, url)})"
+                f"or role ({postgres.error_line(error, url)})"
             ) from None
         if isinstance(error, psycopg.Error) and postgres.is_busy_error(error):
             raise StoreBusyError(
                 f"cannot upgrade the schema: database {shown} is locked by another process "
-                f"({postgres.one_line(error, url)})"
+                f"({postgres.error_line(error, url)})"
             ) from None
-        raise StoreError(f"cannot upgrade the schema of database {shown}: {postgres.one_line(exc, url)}") from None
+        raise StoreError(f"cannot upgrade the schema of database {shown}: {postgres.error_line(exc, url)}") from None
     finally:
         engine.dispose()
 

@@ -21,8 +21,9 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from dashbench.core.errors import one_line
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.engine.workloads.user_import import import_file, one_line, say
+from dashbench.engine.workloads.user_import import import_file, say
 from dashbench.workloads import model_file
 from dashbench.workloads.catalog import Shapes
 
@@ -98,7 +99,7 @@ class UserWorkload(KerasWorkload):
         try:
             out = function(**kwargs)
         except Exception as exc:
-            raise say(f"{self.where}() raised {one_line(exc)}") from None
+            raise say(f"{self.where}() raised {one_line(exc, typed=True)}") from None
         if isinstance(out, dict):
             unknown = [key for key in out if key not in RETURNED_KEYS]
             if unknown:
@@ -129,7 +130,7 @@ class UserWorkload(KerasWorkload):
                     f"{self.path.name} holds a Lambda layer (Python code), which safe mode refuses: save "
                     f"the model without Lambda layers, or give a builder file.py:build"
                 ) from None
-            raise say(f"{self.path.name} is not a loadable Keras 3 model: {one_line(exc)}") from None
+            raise say(f"{self.path.name} is not a loadable Keras 3 model: {one_line(exc, typed=True)}") from None
         if not isinstance(loaded, keras.Model):
             raise say(f"{self.path.name} holds {type(loaded).__name__}, not a keras.Model")
         # Fresh weights from the run's seed, as a builder's: the file gives the architecture.
@@ -280,7 +281,7 @@ class UserWorkload(KerasWorkload):
             try:
                 y = np.asarray(self.extras["labels"](x))
             except Exception as exc:
-                raise say(f"{self.where}: its labels function raised {one_line(exc)}") from None
+                raise say(f"{self.where}: its labels function raised {one_line(exc, typed=True)}") from None
             return x, y
         return x, self._targets(arrays, self.meta["inputs"], batch, seed)
 

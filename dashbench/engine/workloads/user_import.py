@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from dashbench.core.errors import one_line
 from dashbench.core.spec import SpecError
 
 IMPORT_TIMEOUT_ENV = "DASHBENCH_MODEL_IMPORT_TIMEOUT_S"
@@ -20,12 +21,6 @@ _modules: dict = {}
 
 def say(field_text: str) -> SpecError:
     return SpecError("model", field_text)
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= 500 else text[:500] + "…"
 
 
 def import_file(path: Path, sha: str):
@@ -55,6 +50,6 @@ def import_file(path: Path, sha: str):
     if thread.is_alive():
         raise say(f"{path.name} did not finish importing within {limit:g} s ({IMPORT_TIMEOUT_ENV}): stopped")
     if "error" in found:
-        raise say(f"{path.name} failed at import: {one_line(found['error'])}")
+        raise say(f"{path.name} failed at import: {one_line(found['error'], typed=True)}")
     _modules[key] = found["module"]
     return found["module"]

@@ -13,7 +13,7 @@ from dashbench.store.errors import ReadOnlyError
 from dashbench.store.outage import unreachable
 from dashbench.store.postgres import direct as pg_direct
 from dashbench.store.postgres.dialect import POSTGRES
-from dashbench.store.postgres.server import BUMP_CHANGES, CHANGES_TABLE, is_busy_error, is_read_only_error, one_line
+from dashbench.store.postgres.server import BUMP_CHANGES, CHANGES_TABLE, error_line, is_busy_error, is_read_only_error
 
 # A write transaction that changed nothing (the dashboard's queue pump on every rerun, with nothing to
 # start) has no transaction id: it leaves the count, so the pages' cached reads stay valid.
@@ -118,7 +118,7 @@ def checkout(engine, url: str, shown: str, lock_timeout_s: float) -> PgConnectio
     try:
         return PgConnection(engine.raw_connection(), lock_timeout_s)
     except (sa.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
-        raise unreachable(exc, f"cannot open database {shown}: {one_line(exc, url)}") from None
+        raise unreachable(exc, f"cannot open database {shown}: {error_line(exc, url)}") from None
 
 
 def give_back(conn: PgConnection) -> None:
@@ -272,16 +272,16 @@ def _failed(conn: PgConnection, exc: BaseException, url: str, shown: str, what: 
         return
     if is_read_only_error(exc):
         raise ReadOnlyError(
-            f"cannot {what}: database {shown} is read-only for this session or role ({one_line(exc, url)})"
+            f"cannot {what}: database {shown} is read-only for this session or role ({error_line(exc, url)})"
         ) from None
     if is_busy_error(exc):
         waited = isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled))
         kind = "lock" if waited else "conflict"
         raise retry.Retryable(
-            f"cannot {what}: database {shown} is locked by another writer ({one_line(exc, url)})", kind
+            f"cannot {what}: database {shown} is locked by another writer ({error_line(exc, url)})", kind
         ) from None
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.InFailedSqlTransaction)):
-        raise unreachable(exc, f"cannot {what}: database {shown}: {one_line(exc, url)}") from None
+        raise unreachable(exc, f"cannot {what}: database {shown}: {error_line(exc, url)}") from None
 
 
 def read(conn: PgConnection, sql: str, params, say_wait) -> list[tuple]:

@@ -129,7 +129,7 @@ def is_busy_error(exc) -> bool:
     )
 
 
-def one_line(exc: BaseException, url: str | None) -> str:
+def error_line(exc: BaseException, url: str | None) -> str:
     """A driver's error as one line, the URL's password never in it."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     line = urls.scrub(text[0] if text else type(exc).__name__, url)
@@ -182,7 +182,7 @@ def refused(exc: BaseException, url: str | None, shown, doing: str = "open") -> 
     import psycopg
 
     exc = getattr(exc, "orig", None) or exc  # SQLAlchemy's wrapper: the driver's error inside it
-    reason = _LIBPQ_PREFIX.sub("", one_line(exc, url))
+    reason = _LIBPQ_PREFIX.sub("", error_line(exc, url))
     low = reason.lower()
     role, database = _role_and_database(url)
     if isinstance(
