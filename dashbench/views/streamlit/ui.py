@@ -327,11 +327,11 @@ def through_outages(panel):
     its next timed run tries again, and shows the panel once the server answers."""
 
     @functools.wraps(panel)
-    def shown():
+    def shown(*args, **kwargs):
         from dashbench.views.common import context, store_handles
 
         try:
-            return panel()
+            return panel(*args, **kwargs)
         except store_handles.StoreUnreachable as exc:
             st.warning(md_text(context.outage_text(exc)), icon=":material/cloud_off:")
 
