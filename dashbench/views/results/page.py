@@ -100,9 +100,10 @@ def _runs_table(shown, table) -> list:
 def _run_detail(ctx, db, selected: list, read_only: bool) -> None:
     st.subheader("Run detail")
     if not selected:
+        # Read-only has no Delete section below to point at.
         st.caption(
             "Select a run (the box at the left of its row) to see its loss curve, step times, environment "
-            "and spec here; select several to delete them below."
+            "and spec here" + ("." if read_only else "; select several to delete them below.")
         )
         return
     run_id = selected[0]
