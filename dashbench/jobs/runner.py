@@ -21,6 +21,7 @@ from dashbench.core.accuracy import final_status
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.core.stats import FLAG_DEVICE_SHARED
 from dashbench.engine import peak_memory
+from dashbench.hardware import host
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
 
 # Named here too, where callers have always found them (run_cmd, the fleet, tests).
@@ -44,7 +45,6 @@ from dashbench.jobs.run_signals import (  # noqa: F401
 )
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError, new_run_id, this_host
-from dashbench.workloads import memory
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -302,7 +302,7 @@ def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None
     """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.workloads.memory)."""
     devices = len(tracker.meters or []) or 1
     estimate, source = peak_memory.run_estimate(spec, devices)
-    return tracker.summary(estimate, memory.host_capacity(), source)
+    return tracker.summary(estimate, host.host_capacity(), source)
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:
