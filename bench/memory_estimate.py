@@ -2,7 +2,7 @@
 
 Each workload runs at its full shapes at two batch sizes, each point in a process of its own
 (1 warm-up + 2 measured steps through the engine on the CPU), and the process's peak resident
-memory (ru_maxrss, from wait4) is set beside `memory.estimate`. The estimate must not fall below
+memory (ru_maxrss, from wait4) is set beside `memory_estimate.estimate`. The estimate must not fall below
 the peak (a refused run would not have fit; a run let through must not surprise the host's
 guard), and the ratio says how much it errs high. The growth between the two batches, per
 example, checks the per-example term alone. Writes a table between <!-- memory-BACKEND -->
@@ -35,7 +35,7 @@ from pathlib import Path
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.workloads import memory
+from dashbench.workloads import memory_estimate
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "MEMORY.md"
@@ -109,7 +109,7 @@ def xla_child(model: str, batch: int) -> None:
 
     spec = quick_spec(model, batch)
     jax_loop.before_run(spec)
-    need = memory.estimate(spec)
+    need = memory_estimate.estimate(spec)
     print(json.dumps({"estimate": need.total, "source": need.source}), flush=True)
     jax_loop.run(spec)
 
@@ -144,7 +144,12 @@ def xla_point(model: str, batch: int) -> tuple[float, float, str, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{model} at batch {batch} exited {os.waitstatus_to_exitcode(status)}: run it alone")
     said = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
-    return said["estimate"], memory.estimate(quick_spec(model, batch)).total, said["source"], usage.ru_maxrss * 1024.0
+    return (
+        said["estimate"],
+        memory_estimate.estimate(quick_spec(model, batch)).total,
+        said["source"],
+        usage.ru_maxrss * 1024.0,
+    )
 
 
 XLA_BATCHES = {
@@ -290,15 +295,15 @@ def main(argv=None) -> int:
         for batch in BATCHES[model]:
             spec = spec_for(model, batch, args.backend, args.device)
             if args.device == "cpu":
-                need = memory.estimate(spec)
+                need = memory_estimate.estimate(spec)
                 peak, seconds, code = peak_rss(model, batch, args.backend)
             else:  # the record's estimate counts every device together, as its summed peak does
                 peak, seconds, code, record = device_peak(model, batch, args.backend, args.device)
-                need = memory.estimate(spec)
+                need = memory_estimate.estimate(spec)
                 devices = max(1, len(record.get("devices") or []))
                 if devices > 1:
-                    share = memory.estimate(spec.replace(batch_size=-(-batch // devices)))
-                    need = memory.Estimate(share.params, share.per_example, share.fixed * devices, batch)
+                    share = memory_estimate.estimate(spec.replace(batch_size=-(-batch // devices)))
+                    need = memory_estimate.Estimate(share.params, share.per_example, share.fixed * devices, batch)
             points.append((batch, need, peak))
             print(
                 f"{model:<18} batch {batch:<4} estimate {gb(need.total)} GB, peak {gb(peak)} GB "

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dashbench.hardware import host
-from dashbench.workloads import memory
+from dashbench.workloads import memory, memory_estimate
 
 HOST_SOURCE = "VmHWM (peak resident memory of the run process)"
 TF_SOURCE = "tf.config.experimental.get_memory_info"
@@ -223,12 +223,12 @@ class Tracker:
 def run_estimate(spec, devices: int) -> tuple[Optional[float], Optional[str]]:
     """The estimate of what `peak_bytes` counts: the process (CPU) or all devices together (each
     holds the weights and its share of the batch, as memory.check counts it), and its source
-    (memory.SOURCES: XLA's analysis of the compiled step, or the counts)."""
+    (memory_estimate.SOURCES: XLA's analysis of the compiled step, or the counts)."""
     try:
         if devices > 1:
-            share = memory.estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None))
+            share = memory_estimate.estimate(spec.replace(batch_size=-(-spec.batch_size // devices), replicas=None))
             return share.total * devices, share.source
-        need = memory.estimate(spec)
+        need = memory_estimate.estimate(spec)
         return need.total, need.source
     except Exception:
         return None, None

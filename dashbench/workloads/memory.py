@@ -18,38 +18,17 @@ from typing import Optional
 
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.hardware import host, peaks, tpu
-
-# The estimate's names, for the callers that read them here beside the check.
-from dashbench.workloads.memory_estimate import (  # noqa: F401
+from dashbench.workloads.memory_estimate import (
     ACCELERATOR_MARGIN,
-    APPLICATIONS,
-    APPLICATIONS_GRAPH_BYTES,
-    BACKWARD_FACTOR,
-    BILSTM_EMBEDDING,
-    COMPILED_STEPS,
     FLOAT,
     FRAMEWORK_BYTES,
-    GB,
     GIB,
-    LSTM_WEIGHT_COPIES,
-    OPTIMIZER_SLOTS,
     SOURCES,
-    USER_MODEL_FACTS,
     WARN_FRACTION,
-    XLA_CPU_BACKWARD_FACTOR,
-    XLA_CPU_BACKWARD_FACTORS,
-    Estimate,
-    _compiled_estimate,
-    _counts,
-    _graph_bytes,
-    _has_accelerator,
-    _lstm_params,
+    counts,
     estimable,
     estimate,
-    know,
-    know_compiled,
     on_host_cpu,
-    step_key,
 )
 
 
@@ -143,7 +122,7 @@ def _check_host_side(spec: RunSpec) -> None:
     available, _bound = host.host_budget(spec.backend)
     if available is None:
         return
-    _params, _activations, inputs = _counts(spec)
+    _params, _activations, inputs = counts(spec)
     need = FRAMEWORK_BYTES + 2 * inputs * FLOAT * spec.batch_size
     if need > available:
         fits = max(0, int((available - FRAMEWORK_BYTES) // (2 * inputs * FLOAT)))

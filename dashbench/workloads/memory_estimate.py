@@ -126,7 +126,7 @@ def _lstm_params(width: int, embedding: int) -> int:
     return 2 * 4 * width * (embedding + width + 1)
 
 
-def _counts(spec: RunSpec) -> tuple[float, float, float]:
+def counts(spec: RunSpec) -> tuple[float, float, float]:
     """(parameters, activation values per example, input values per example) of the spec's model."""
     if spec.model in USER_MODEL_FACTS:
         facts = USER_MODEL_FACTS[spec.model]
@@ -168,7 +168,7 @@ def _counts(spec: RunSpec) -> tuple[float, float, float]:
 def estimate(spec: RunSpec) -> Estimate:
     if step_key(spec) in COMPILED_STEPS:
         return _compiled_estimate(spec)
-    params, activations, inputs = _counts(spec)
+    params, activations, inputs = counts(spec)
     slots = (
         USER_MODEL_FACTS[spec.model]["slots"] if spec.model in USER_MODEL_FACTS else OPTIMIZER_SLOTS.get(spec.model, 2)
     )

@@ -13,7 +13,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.hardware import host
 from dashbench.jobs import max_batch
 from dashbench.store import Store
-from dashbench.workloads import memory
+from dashbench.workloads import memory_estimate
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     """The cap: a host budget (DASHBENCH_MEMORY_BUDGET_GB) that the sweep's run processes inherit. The
     boundary is what the estimate allows under it; every try is a recorded run of the sweep."""
     shapes = dict(model="conv2d", image_size=64, width=32, device="cpu")
-    one = memory.estimate(RunSpec(batch_size=1, **shapes))
+    one = memory_estimate.estimate(RunSpec(batch_size=1, **shapes))
     budget = one.fixed + 20.5 * one.per_example  # room for 20 examples
     boundary = one.max_batch(budget)
     assert boundary == 20
@@ -81,7 +81,7 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.update(
         {
-            host.BUDGET_ENV: repr(budget / memory.GB),
+            host.BUDGET_ENV: repr(budget / memory_estimate.GB),
             "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
             "DASHBENCH_CPU_PROBE_SIZE": "256",
         }

@@ -18,7 +18,7 @@ from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.hardware import host
 from dashbench.jobs import queue
 from dashbench.store import Store
-from dashbench.workloads import memory, presets
+from dashbench.workloads import memory, memory_estimate, presets
 from dashbench.workloads.catalog import WORKLOADS
 
 HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]
@@ -42,14 +42,14 @@ def rows(db) -> int:
 
 
 def test_estimate_grows_with_batch_and_shapes():
-    small = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu"))
-    big = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu"))
+    small = memory_estimate.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu"))
+    big = memory_estimate.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=500000, device="cpu"))
     assert big.per_example == small.per_example and big.total > 500 * GB > 100 * small.total
-    wide = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", width=128))
+    wide = memory_estimate.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=32, device="cpu", width=128))
     assert wide.per_example > small.per_example and wide.params > small.params
     # Hand count for conv2d at 32 px, 16 filters: params 5·5·3·16; per example the input 32·32·3,
     # the 16·16·16 output and the pooled/target 2·16, kept 1.5× for backward, + the batch twice.
-    conv = memory.estimate(RunSpec(model="conv2d", batch_size=1, image_size=32, width=16, device="cpu"))
+    conv = memory_estimate.estimate(RunSpec(model="conv2d", batch_size=1, image_size=32, width=16, device="cpu"))
     assert conv.params == 25 * 3 * 16
     assert conv.per_example == pytest.approx(((32 * 32 * 3 + 16 * 16 * 16 + 32) * 1.5 + 2 * (32 * 32 * 3 + 16)) * 4)
 
@@ -60,7 +60,7 @@ def test_shipped_presets_and_quick_shapes_are_not_refused():
     for slug in presets.PRESETS:
         spec = presets.spec_for(slug, "cpu", check=False)  # the memory, not the data files (Fashion-MNIST's)
         memory.check(spec, available=24 * GB)
-        assert memory.estimate(presets.quick_spec(slug, "cpu", check=False)).total < 2.5 * GB
+        assert memory_estimate.estimate(presets.quick_spec(slug, "cpu", check=False)).total < 2.5 * GB
     for model in MODELS:
         quick = dict(WORKLOADS[model].quick)
         spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), device="cpu", **quick)
@@ -101,7 +101,7 @@ MEASURED_PEAK_GB = [
 
 @pytest.mark.parametrize("fields,peak_gb", MEASURED_PEAK_GB, ids=lambda v: str(v))
 def test_the_estimate_is_above_every_measured_peak(fields, peak_gb):
-    need = memory.estimate(RunSpec(device="cpu", **fields)).total
+    need = memory_estimate.estimate(RunSpec(device="cpu", **fields)).total
     assert peak_gb * GB < need < 2.5 * peak_gb * GB
 
 
@@ -110,7 +110,7 @@ def test_a_jax_cpu_run_that_fits_the_host_is_not_refused():
     # factor for every model (3.5×, what the small CNN needs) refused it on a 24 GB host.
     spec = RunSpec(model="resnet50", batch_size=64, device="cpu", backend="jax")
     assert "needs about" in memory.check(spec, available=24 * GB)  # a warning past half, not a refusal
-    assert memory.estimate(spec).total < 2 * (1.7 + 64 * 0.139) * GB
+    assert memory_estimate.estimate(spec).total < 2 * (1.7 + 64 * 0.139) * GB
 
 
 def test_check_refuses_in_one_line_and_warns_past_half():
@@ -123,7 +123,7 @@ def test_check_refuses_in_one_line_and_warns_past_half():
     assert "16.0 GB available" in text and "a batch of at most ~" in text
     fits = int(text.rsplit("~", 1)[1].split()[0])
     assert memory.check(spec.replace(batch_size=fits), available=16 * GB)  # fits, with a warning
-    need = memory.estimate(spec.replace(batch_size=1024)).total
+    need = memory_estimate.estimate(spec.replace(batch_size=1024)).total
     warning = memory.check(spec.replace(batch_size=1024), available=need / 0.6)
     assert warning and "60%" in warning
     assert memory.check(spec.replace(batch_size=1024), available=need / 0.4) is None
@@ -188,7 +188,7 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
     assert errors.startswith("Not launched: batch") and "at batch 500000 needs about" in errors, errors
     assert rows(db) == 0
     # Past half of what the host has: queued, with a warning.
-    need = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")).total
+    need = memory_estimate.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")).total
     monkeypatch.setattr(host, "host_memory", lambda: (need / 0.7, 4 * need))
     at.number_input(key="run_batch_size").set_value(64)
     at.text_input(key="run_sweep").input("")  # one run, not the sweep
@@ -448,7 +448,7 @@ def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
     free = 16e9
     monkeypatch.setattr(host, "gpu_free_memory", lambda: [free, free, free, free])
     spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
-    per_gpu = memory.estimate(spec.replace(batch_size=1024)).total
+    per_gpu = memory_estimate.estimate(spec.replace(batch_size=1024)).total
     assert per_gpu > free  # 1024 images a GPU do not fit in 16 GB ...
     with pytest.raises(
         SpecError,

@@ -44,7 +44,7 @@ REFUSED = re.compile(
 def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_path, capfd, monkeypatch):
     from dashbench.core.spec import RunSpec
     from dashbench.engine.workloads import user
-    from dashbench.workloads import memory, model_file
+    from dashbench.workloads import memory, memory_estimate, model_file
 
     path = tmp_path / "hidden.py"
     path.write_text(HIDDEN)
@@ -89,7 +89,7 @@ def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_pat
     monkeypatch.setenv("DASHBENCH_MEMORY_BUDGET_GB", "4")
     spec = RunSpec(batch_size=1024, device="cpu", **model_file.reference(f"{path}:build"))
     user.prepare(spec)
-    counted = memory.estimate(spec)
+    counted = memory_estimate.estimate(spec)
     assert counted.source == "counts" and counted.total < 2e9
     assert memory.check(spec) is None
 
@@ -97,7 +97,7 @@ def test_a_model_whose_memory_no_layer_shows_is_refused_by_xlas_analysis(tmp_pat
 def test_the_estimate_scales_from_the_compiled_batch_and_adds_the_hosts_part():
     """What the guard checks at a batch other than the compiled one (a device's share, a search's try)."""
     from dashbench.core.spec import RunSpec
-    from dashbench.workloads import memory
+    from dashbench.workloads import memory_estimate
 
     spec = RunSpec(model="conv2d", batch_size=64, device="cpu", backend="jax")
     facts = {
@@ -107,16 +107,16 @@ def test_the_estimate_scales_from_the_compiled_batch_and_adds_the_hosts_part():
         "state_bytes": 4e7,
         "parameters": 10_000_000,
     }
-    memory.know_compiled(spec, facts)
+    memory_estimate.know_compiled(spec, facts)
     try:
-        need = memory.estimate(spec.replace(batch_size=100, replicas=2))
+        need = memory_estimate.estimate(spec.replace(batch_size=100, replicas=2))
         assert need.source == "xla" and need.params == 10_000_000
-        assert need.total == memory.FRAMEWORK_BYTES + 1e8 + 4e7 + 100 * (1e6 + 2e5)
+        assert need.total == memory_estimate.FRAMEWORK_BYTES + 1e8 + 4e7 + 100 * (1e6 + 2e5)
         # Another backend, precision or shape is another step: the counts stand.
-        assert memory.estimate(spec.replace(backend="tensorflow")).source == "counts"
-        assert memory.estimate(spec.replace(image_size=64)).source == "counts"
+        assert memory_estimate.estimate(spec.replace(backend="tensorflow")).source == "counts"
+        assert memory_estimate.estimate(spec.replace(image_size=64)).source == "counts"
     finally:
-        memory.COMPILED_STEPS.pop(memory.step_key(spec))
+        memory_estimate.COMPILED_STEPS.pop(memory_estimate.step_key(spec))
 
 
 def test_a_tensorflow_run_records_the_counts_as_its_estimates_source(tmp_path, capfd):

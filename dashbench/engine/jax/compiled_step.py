@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dashbench.engine import compiler_flops
-from dashbench.workloads import memory
+from dashbench.workloads import memory_estimate
 
 _analysed: dict[tuple, dict] = {}
 
@@ -78,14 +78,14 @@ def remember(spec, found: Optional[dict]) -> None:
     """Keep an analysis for the run to reuse, and give the memory guard its bytes."""
     if not found:
         return
-    _analysed[(memory.step_key(spec), spec.batch_size)] = found
+    _analysed[(memory_estimate.step_key(spec), spec.batch_size)] = found
     if found.get("memory"):
-        memory.know_compiled(spec, found["memory"])
+        memory_estimate.know_compiled(spec, found["memory"])
 
 
 def reused(spec) -> Optional[dict]:
     """The analysis made of this run's step before it (jax_loop.before_run), if one was made."""
-    return _analysed.get((memory.step_key(spec), spec.batch_size))
+    return _analysed.get((memory_estimate.step_key(spec), spec.batch_size))
 
 
 def _leaves(tree) -> list:

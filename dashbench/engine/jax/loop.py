@@ -27,7 +27,7 @@ from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import seed as jax_seed
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog, memory
+from dashbench.workloads import catalog, memory_estimate
 
 Event = Callable[[dict], None]
 
@@ -173,7 +173,7 @@ def before_run(spec) -> Optional[str]:
         spec.backend != "jax"
         or spec.to_accuracy
         or spec.data != "synthetic"
-        or not memory.on_host_cpu(spec)
+        or not memory_estimate.on_host_cpu(spec)
         or jax_devices.distributed_settings() is not None
     ):
         return None

@@ -455,7 +455,7 @@ def prepare(spec) -> None:
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run."""
     from dashbench.engine import backends
-    from dashbench.workloads import catalog, memory
+    from dashbench.workloads import catalog, memory_estimate
 
     shapes = catalog.check_spec(spec)
     backends.select(spec.backend)
@@ -469,7 +469,7 @@ def prepare(spec) -> None:
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
-    memory.know(spec.model, user.facts())
+    memory_estimate.know(spec.model, user.facts())
 
 
 def _joins_peers() -> bool:
