@@ -121,7 +121,7 @@ OUTAGE_BATCHES, OUTAGE_BATCH = 20, 25  # a run's samples: 20 batches of 25, a ba
 def outage_host(url: str, host: str, seconds: float, out) -> None:
     """Runs one after another, each written as a run process writes it, until `seconds` pass. Puts (host,
     ids begun, ids ended by the outage, errors)."""
-    from dashbench.jobs import runner, store_buffer
+    from dashbench.jobs import run_guard, runner, store_buffer
 
     begun, lost, errors = [], [], []
     store_queue.this_host = lambda: host
@@ -129,7 +129,7 @@ def outage_host(url: str, host: str, seconds: float, out) -> None:
         with Store(url, write_retry_s=runner.WRITE_RETRY_S) as store:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
-                writes = store_buffer.RunWrites(store, runner.beat_every_s())
+                writes = store_buffer.RunWrites(store, run_guard.beat_every_s())
                 run_id = writes.wait_for(Store.create_run, SPEC.replace(label=host), run_id=f"{host}-{len(begun)}")
                 writes.begun(run_id, SPEC.to_dict(), os.getpid())
                 begun.append(run_id)

@@ -116,7 +116,7 @@ def _lost_sight(db: str, run_id: str, exc, seconds: float):
 
 
 def report(row: dict, spec, json_out: bool, print_json) -> int:
-    from dashbench.jobs import runner
+    from dashbench.jobs import run_guard
 
     status = row["status"]
     code = EXIT_CODES.get(status, 1)
@@ -128,7 +128,7 @@ def report(row: dict, spec, json_out: bool, print_json) -> int:
             print(shown_lines(result.describe()))
         return code
     error = row["error"] or status
-    print(f"error: run {runner.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
+    print(f"error: run {run_guard.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
     if json_out:
         print_json(
             {

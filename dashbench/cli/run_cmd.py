@@ -209,7 +209,7 @@ def execute(
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
     128+N cancelled."""
     from dashbench.cli.db_args import one_field, refuse_if_read_only
-    from dashbench.jobs import device_lock, oom, runner
+    from dashbench.jobs import device_lock, oom, run_signals, runner
     from dashbench.store import Store, StoreError
     from dashbench.workloads import memory
 
@@ -257,12 +257,12 @@ def execute(
         ), None
     except KeyboardInterrupt as exc:
         return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
-    except (Exception, runner.RunCancelled, runner.OutOfHostMemory) as exc:
+    except (Exception, run_signals.RunCancelled, run_signals.OutOfHostMemory) as exc:
         stored_id = getattr(exc, "run_id", None)
-        if isinstance(exc, runner.RunCancelled):  # a signal; already recorded as cancelled
+        if isinstance(exc, run_signals.RunCancelled):  # a signal; already recorded as cancelled
             return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
         if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
-            return _report_end(spec, json_out, oom.STATUS, runner._error_text(exc), oom.EXIT_CODE, stored_id), None
+            return _report_end(spec, json_out, oom.STATUS, runner.error_text(exc), oom.EXIT_CODE, stored_id), None
         error = f"{type(exc).__name__}: {one_line(runner.error_message(exc))}"
         return _report_end(spec, json_out, "failed", error, 1, stored_id), None
 
@@ -297,9 +297,9 @@ def _refused_row(spec, json_out: bool, db_path, run_id: str, error: str) -> int:
 
 
 def _report_end(spec, json_out: bool, status: str, error: str, code: int, run_id: str | None) -> int:
-    from dashbench.jobs import runner
+    from dashbench.jobs import run_guard
 
-    print(f"error: run {runner.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
+    print(f"error: run {run_guard.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)
     if json_out:
         print_json(_error_object(spec, status, error, run_id))
     return code
@@ -376,7 +376,7 @@ def _evaluation_text(event: dict) -> str:
 def _last_word(spec, json_out: bool, stdout_fd: int | None):
     """With --json, the one JSON object is printed even when the run process's guard ends the
     process itself (a stuck run cancelled, a run out of host memory: jobs/run_guard.py)."""
-    from dashbench.jobs import runner
+    from dashbench.jobs import run_guard
 
     if not json_out or stdout_fd is None:
         yield
@@ -386,11 +386,11 @@ def _last_word(spec, json_out: bool, stdout_fd: int | None):
         line = strict_json.dumps(_error_object(spec, status, error, run_id)) + "\n"
         os.write(stdout_fd, line.encode())
 
-    runner.HARD_EXIT_HOOKS.append(hook)
+    run_guard.HARD_EXIT_HOOKS.append(hook)
     try:
         yield
     finally:
-        runner.HARD_EXIT_HOOKS.remove(hook)
+        run_guard.HARD_EXIT_HOOKS.remove(hook)
 
 
 @contextlib.contextmanager

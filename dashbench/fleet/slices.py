@@ -213,10 +213,10 @@ def driver_writes(url: str):
     """The driver's store, every write of it made through an outage as a run's own process makes its row
     (jobs/store_buffer.py: tried with backoff, up to the run's limit), so the group's end is not lost to
     a server restarting as the group ends."""
-    from dashbench.jobs import runner, store_buffer
+    from dashbench.jobs import run_guard, store_buffer
     from dashbench.store import Store
 
-    writes = store_buffer.RunWrites(Store(url), runner.beat_every_s())
+    writes = store_buffer.RunWrites(Store(url), run_guard.beat_every_s())
     writes.before = "as the group's driver wrote to it"
     return writes
 

@@ -31,10 +31,10 @@ from dashbench.jobs.run_signals import (
     ASK_AGAIN_S,
     CANCEL_SIGNALS,
     OOM_SIGNAL,
-    _mark_ending,
-    _on_signal,
-    _oom_message,
-    _stop,
+    mark_ending,
+    on_signal,
+    oom_message,
+    raised_stop,
 )
 from dashbench.store import Store
 from dashbench.store.queue import heartbeat_lapse_s
@@ -115,7 +115,7 @@ class _Guard(threading.Thread):
         if self.wake_fd is None:
             self.stopped.wait(GUARD_POLL_S)
             return
-        poll = ASK_AGAIN_S if _stop["raised_at"] is not None else GUARD_POLL_S
+        poll = ASK_AGAIN_S if raised_stop["raised_at"] is not None else GUARD_POLL_S
         try:
             ready, _, _ = select.select([self.wake_fd], [], [], poll)
             data = os.read(self.wake_fd, 512) if ready else b""
@@ -128,13 +128,13 @@ class _Guard(threading.Thread):
 
     def _ask_again(self) -> None:
         """A stop raised in the main thread that has not reached execute ASK_AGAIN_S later may have
-        been lost (see _stop): raise it again, while our handler is still the signal's."""
-        raised, signum = _stop["raised_at"], _stop["signum"]
-        if self.wake_fd is None or raised is None or _stop["ending"] or time.monotonic() - raised < ASK_AGAIN_S:
+        been lost (see raised_stop): raise it again, while our handler is still the signal's."""
+        raised, signum = raised_stop["raised_at"], raised_stop["signum"]
+        if self.wake_fd is None or raised is None or raised_stop["ending"] or time.monotonic() - raised < ASK_AGAIN_S:
             return
-        if (self.oom is None and self.cancel is None) or signal.getsignal(signum) is not _on_signal:
+        if (self.oom is None and self.cancel is None) or signal.getsignal(signum) is not on_signal:
             return
-        _stop["raised_at"] = None  # set again by the handler when it raises
+        raised_stop["raised_at"] = None  # set again by the handler when it raises
         if not self.stopped.is_set():
             try:
                 signal.pthread_kill(self.main_ident, signum)
@@ -187,7 +187,7 @@ class _Guard(threading.Thread):
         if message is None:
             return
         self.oom = (time.monotonic() + self.memory_grace, message)
-        _oom_message.append(message)
+        oom_message.append(message)
         if self.wake_fd is not None:  # the handlers are ours: ask the main thread to stop the run
             try:
                 signal.pthread_kill(self.main_ident, OOM_SIGNAL)
@@ -196,7 +196,7 @@ class _Guard(threading.Thread):
 
 
 @contextlib.contextmanager
-def _guarded(store: Store | None, wake_fd: int | None):
+def guarded(store: Store | None, wake_fd: int | None):
     """The run's guard thread, from before the device wait to after the run's end is written.
     Yields the run's shared state: its run_id once begun, and the lock its end is written under."""
     state = {"run_id": None, "begun": False, "ended": False, "ending": threading.Lock()}
@@ -217,8 +217,8 @@ def _guarded(store: Store | None, wake_fd: int | None):
                         else:
                             own.finish_run(state["run_id"], status, error=error)
                 except Exception as exc:  # the end is still the end; say why it is not recorded
-                    _say(f"error: could not record the run's end: {exc}")
-            _say_past_silencing(f"error: run {END_WORDS.get(status, status)}: {error}")
+                    say(f"error: could not record the run's end: {exc}")
+            say_past_silencing(f"error: run {END_WORDS.get(status, status)}: {error}")
             for hook in list(HARD_EXIT_HOOKS):
                 try:
                     hook(status, error, state["run_id"] if state["begun"] else None)
@@ -251,14 +251,14 @@ def _guarded(store: Store | None, wake_fd: int | None):
     try:
         yield state
     finally:
-        _mark_ending()
+        mark_ending()
         guard.stop()
         guard.join(timeout=2 * GUARD_POLL_S + 1)
         for own in watcher + beater:
             own.close()
 
 
-def _say_past_silencing(line: str) -> None:
+def say_past_silencing(line: str) -> None:
     """From the guard thread: the main thread may be in a compile whose native output is silenced
     (descriptor 2 sent to a scratch file), and this line is the user's only word of the run's end."""
     try:
@@ -268,7 +268,7 @@ def _say_past_silencing(line: str) -> None:
         pass
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     try:
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):

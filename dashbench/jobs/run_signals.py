@@ -40,7 +40,7 @@ _signal_state = threading.local()
 
 
 @contextlib.contextmanager
-def _deferred_signals(swallow: bool = False):
+def deferred_signals(swallow: bool = False):
     """A cancel that arrives mid-write raises after the write, so no transaction is cut in half.
     With `swallow`, the run is already ending, so a late signal is simply dropped."""
     _signal_state.busy = getattr(_signal_state, "busy", 0) + 1
@@ -58,21 +58,21 @@ def _deferred_signals(swallow: bool = False):
 
 # The main thread's stop, for the guard to ask again: a stop raised inside a gc callback (JAX's
 # _xla_gc_callback runs on every collection), a __del__ or a weakref callback is only printed as
-# "Exception ignored in …" and the run goes on to `done`. Reset per run by _cancel_on_signals.
-_stop: dict = {"raised_at": None, "signum": None, "ending": False}
+# "Exception ignored in …" and the run goes on to `done`. Reset per run by cancel_on_signals.
+raised_stop: dict = {"raised_at": None, "signum": None, "ending": False}
 # How long a raised stop may take to reach execute before the guard raises it again.
 ASK_AGAIN_S = 0.25
 
 
 def _raising(exc: BaseException) -> None:
-    _stop["raised_at"] = time.monotonic()
-    _stop["signum"] = OOM_SIGNAL if isinstance(exc, OutOfHostMemory) else exc.signum
+    raised_stop["raised_at"] = time.monotonic()
+    raised_stop["signum"] = OOM_SIGNAL if isinstance(exc, OutOfHostMemory) else exc.signum
 
 
-def _mark_ending() -> None:
+def mark_ending() -> None:
     """The run reached its end (written or being written): a stop asked again is dropped."""
     if threading.current_thread() is threading.main_thread():
-        _stop["ending"] = True
+        raised_stop["ending"] = True
 
 
 def _stop_under_way() -> bool:
@@ -87,14 +87,14 @@ def _stop_under_way() -> bool:
 
 
 # What the guard found when it sent OOM_SIGNAL (the handler raises it in the main thread).
-_oom_message: list[str] = []
+oom_message: list[str] = []
 
 
-def _on_signal(signum, _frame):
-    if _stop["ending"] or _stop_under_way():
+def on_signal(signum, _frame):
+    if raised_stop["ending"] or _stop_under_way():
         return
     if signum == OOM_SIGNAL:
-        exc = OutOfHostMemory(_oom_message[-1] if _oom_message else "out of host memory")
+        exc = OutOfHostMemory(oom_message[-1] if oom_message else "out of host memory")
     else:
         exc = RunCancelled(signum)
     if getattr(_signal_state, "busy", 0):
@@ -108,7 +108,7 @@ CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _cancel_on_signals():
+def cancel_on_signals():
     """Cancel signals raise RunCancelled in the main thread; they are also written to a wakeup pipe
     (the guard's, yielded: its read end, or None) that a stuck main thread cannot hold up."""
     # Signal handlers can only be set from the main thread; elsewhere (a test thread) we go without.
@@ -119,8 +119,8 @@ def _cancel_on_signals():
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
     # SIGHUP too: a run in a terminal that goes away (a dropped SSH session) ends `cancelled`.
-    _stop.update(raised_at=None, signum=None, ending=False)
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (*CANCEL_SIGNALS, OOM_SIGNAL)}
+    raised_stop.update(raised_at=None, signum=None, ending=False)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (*CANCEL_SIGNALS, OOM_SIGNAL)}
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     try:
         yield read_fd

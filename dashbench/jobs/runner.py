@@ -23,26 +23,8 @@ from dashbench.core.stats import FLAG_DEVICE_SHARED
 from dashbench.engine import peak_memory
 from dashbench.hardware import host
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
-
-# Named here too, where callers have always found them (run_cmd, the fleet, tests).
-from dashbench.jobs.run_guard import (  # noqa: F401
-    CANCEL_GRACE_S,
-    END_WORDS,
-    HARD_EXIT_HOOKS,
-    _guarded,
-    _say,
-    _say_past_silencing,
-    beat_every_s,
-)
-from dashbench.jobs.run_signals import (  # noqa: F401
-    OOM_SIGNAL,
-    OutOfHostMemory,
-    RunCancelled,
-    _cancel_on_signals,
-    _deferred_signals,
-    _mark_ending,
-    _oom_message,
-)
+from dashbench.jobs.run_guard import beat_every_s, guarded, say
+from dashbench.jobs.run_signals import RunCancelled, cancel_on_signals, deferred_signals, mark_ending
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError, new_run_id, now, this_host
 
@@ -77,7 +59,7 @@ class _Recorder:
                 # A to-accuracy run's evaluation line ("epoch 3 of ≤ 20: validation accuracy 0.874")
                 # is its phase: the live panel shows it and draws its bar from it.
                 self.flush()
-                with _deferred_signals():
+                with deferred_signals():
                     self.store.set_phase(self.run_id, event.get("phase") if kind == "phase" else event.get("text"))
         if self.on_event is not None:
             self.on_event(event)
@@ -90,7 +72,7 @@ class _Recorder:
     def flush(self, wait: bool = False) -> None:
         if self.store is None or not self.pending:
             return
-        with _deferred_signals():
+        with deferred_signals():
             # Not waited for on a server: the run trains on while the batch travels (its answer is read
             # by the run's next write, which raises if it was not stored).
             self.store.add_samples(self.run_id, self.pending, wait=wait)
@@ -134,7 +116,7 @@ def execute(
         if store is not None:
             # A database this process cannot write is refused before the device, the engine or a row.
             store.check_writable("record the run")
-        with _cancel_on_signals() as wake_fd, _guarded(store, wake_fd) as state:
+        with cancel_on_signals() as wake_fd, guarded(store, wake_fd) as state:
             state_of_run = state
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
@@ -185,7 +167,7 @@ def execute(
                             placement=multihost.merged_placement(result.placement, entry, role.count)
                         )
             except RunCancelled as exc:
-                _mark_ending()
+                mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     # A multi-host run's process is cancelled by its launcher after a lost host or a
@@ -196,7 +178,7 @@ def execute(
                     _tag(exc, run_id)
                 raise
             except BaseException as exc:
-                _mark_ending()
+                mark_ending()
                 run_id = state["run_id"]
                 if store is not None and state["begun"]:
                     status = (
@@ -206,7 +188,7 @@ def execute(
                         if oom.is_oom(exc)
                         else "failed"
                     )
-                    error = _error_text(exc)
+                    error = error_text(exc)
                     if isinstance(exc, store_buffer.OutageLimit):  # its end and samples go to a local bundle
                         status, error = "interrupted", str(exc)
                     if status == "failed" and role is not None and multihost.peer_lost(error):
@@ -228,8 +210,8 @@ def execute(
                     )
                     _tag(exc, run_id)
                 raise
-            with _deferred_signals(swallow=True), state["ending"]:
-                _mark_ending()
+            with deferred_signals(swallow=True), state["ending"]:
+                mark_ending()
                 state["ended"] = True
                 result = result.replace(run_id=run_id)
                 if store is not None:
@@ -252,7 +234,7 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
 
     run_id = multihost.agreed_run_id(run_id)
     if run_id is None:
-        _say(multihost.missing_id_warning(role))
+        say(multihost.missing_id_warning(role))
         return result
     if not add_to_placement(
         store,
@@ -260,7 +242,7 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
         lambda placement: multihost.merged_placement(placement, entry, role.count),
         wait_s=multihost.join_wait_s(),
     ):
-        _say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
+        say(f"warning: worker {role.index} could not add its host to run {run_id}: worker 0 wrote no result")
     return result.replace(run_id=run_id)
 
 
@@ -295,7 +277,7 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
             try:
                 store.keep_first_cpu_peaks(this_host(), probe.CPU_PROBE, probed, run_id)
             except (StoreError, ValueError) as exc:  # the run stands; the next one probes and keeps it
-                _say(f"warning: could not keep this CPU's first probe as its provisional peak: {exc}")
+                say(f"warning: could not keep this CPU's first probe as its provisional peak: {exc}")
     finally:
         for name, value in saved.items():
             if value is None:
@@ -367,7 +349,7 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
 
 
 def _begin(store: Store, spec: RunSpec, run_id: str | None, stored: bool) -> str:
-    with _deferred_signals():
+    with deferred_signals():
         if stored:
             store.start_run(run_id, os.getpid(), this_host())
             return run_id
@@ -407,7 +389,7 @@ def _finish(
     only_if_going: bool = False,
 ) -> None:
     # Keep what was measured before the end; a second signal must not cut this write short.
-    with _deferred_signals(swallow=True), state["ending"]:
+    with deferred_signals(swallow=True), state["ending"]:
         if state["ended"]:
             return
         state["ended"] = True
@@ -428,7 +410,7 @@ def _finish(
                 writes.finish(run_id, status, result=result, error=error)
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
         return oom.error_text(exc, error_message(exc))
     text = error_message(exc)

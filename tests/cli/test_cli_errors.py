@@ -13,7 +13,7 @@ from dashbench.cli import main
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import loop
-from dashbench.jobs import queue, runner
+from dashbench.jobs import queue, run_signals, runner
 from dashbench.results.result import RunResult
 from dashbench.store import Store
 from dashbench.views.run import form as run_form
@@ -190,7 +190,7 @@ def test_failed_and_cancelled_runs_print_one_object_and_keep_their_exit_codes(co
     with Store(db) as store:
         assert store.get_run(obj["run_id"])["status"] == "failed"
 
-    monkeypatch.setattr(loop, "run", _broken(runner.RunCancelled(signal.SIGTERM)))
+    monkeypatch.setattr(loop, "run", _broken(run_signals.RunCancelled(signal.SIGTERM)))
     code, out, _ = run_cli(capsys, *command, "--db", str(db), "--json")
     obj = json.loads(out)
     assert code == 128 + signal.SIGTERM and obj["status"] == "cancelled" and "SIGTERM" in obj["error"]

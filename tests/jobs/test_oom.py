@@ -38,7 +38,7 @@ Hint: If you want to see a list of allocated tensors when OOM happens, add repor
 def test_tensorflow_oom_names_the_tensor_it_tried_to_allocate():
     exc = ResourceExhaustedError(TF_TEXT)
     assert oom.is_oom(exc)
-    text = runner._error_text(exc)
+    text = runner.error_text(exc)
     assert text.startswith("out of memory (ResourceExhaustedError: OOM when allocating tensor")
     assert text.endswith("tried to allocate a tensor of shape [4096,14,14,64] (float)")
     assert "File " not in text and "\n" not in text
@@ -47,9 +47,9 @@ def test_tensorflow_oom_names_the_tensor_it_tried_to_allocate():
 def test_xla_resource_exhausted_and_memory_error_are_oom():
     xla = XlaRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.")
     assert oom.is_oom(xla)
-    assert runner._error_text(xla).endswith("tried to allocate 17179869184 bytes")
+    assert runner.error_text(xla).endswith("tried to allocate 17179869184 bytes")
     assert oom.is_oom(MemoryError())
-    assert runner._error_text(MemoryError()) == "out of memory (MemoryError)"
+    assert runner.error_text(MemoryError()) == "out of memory (MemoryError)"
     assert oom.tried("Out of memory allocating 2.50GiB") == "2.50GiB"
     assert not oom.is_oom(ValueError("Received a label value of 200 which is outside the valid range"))
     assert not oom.is_oom(RuntimeError("INVALID_ARGUMENT: shapes differ"))
@@ -84,7 +84,7 @@ def test_a_sigkill_with_the_cgroup_oom_kill_counter_grown_is_the_kernels_oom(mon
 LOST_STOP = """
 import gc, sys, threading, time
 from dashbench.cli import main
-from dashbench.jobs import runner
+from dashbench.jobs import runner, run_guard, run_signals
 
 held = []
 
@@ -95,7 +95,7 @@ def callback(phase, info):
         return
     held.append(phase)
     until = time.monotonic() + 60
-    while not runner._oom_message and time.monotonic() < until:
+    while not run_signals.oom_message and time.monotonic() < until:
         time.sleep(0.01)
     time.sleep(0.5)
 
@@ -177,10 +177,10 @@ def test_the_guards_last_words_reach_the_user_while_a_compile_is_silenced():
     """The guard ends a run stuck in a compile whose native output is silenced (fd 2 → a scratch file):
     its `error: run out of memory: …` line must still reach the user's stderr."""
     code = (
-        "import os\nfrom dashbench.engine import frameworks\nfrom dashbench.jobs import runner\n"
+        "import os\nfrom dashbench.engine import frameworks\nfrom dashbench.jobs import run_guard\n"
         "with frameworks.native_stderr_silenced():\n"
         "    os.write(2, b'native noise\\n')\n"
-        "    runner._say_past_silencing('error: run out of memory: out of host memory (seen)')\n"
+        "    run_guard.say_past_silencing('error: run out of memory: out of host memory (seen)')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

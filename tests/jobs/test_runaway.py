@@ -210,7 +210,7 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
 STAND_IN = textwrap.dedent("""
     import argparse, json, os, signal, sys, time
     from dashbench.engine import loop
-    from dashbench.jobs import runner
+    from dashbench.jobs import runner, run_guard, run_signals
 
     def run(spec, on_event=None):
         on_event({"event": "phase", "phase": "measure"})
@@ -219,7 +219,7 @@ STAND_IN = textwrap.dedent("""
         if spec.batch_size in (21, 22):
             hold = b"x" * 300_000_000
         if spec.batch_size == 22:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {runner.OOM_SIGNAL})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {run_signals.OOM_SIGNAL})
         if spec.batch_size == 23:
             # One long call: the main thread runs no Python code, so no handler, until it returns.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -238,7 +238,7 @@ STAND_IN = textwrap.dedent("""
     args = parser.parse_args()
     try:
         runner.execute(runner.stored_spec(args.db, args.run_id), db_path=args.db, run_id=args.run_id)
-    except runner.RunCancelled as exc:
+    except run_signals.RunCancelled as exc:
         sys.exit(exc.exit_code)
     except Exception:
         sys.exit(1)

@@ -11,7 +11,7 @@ from fixtures.stored_runs import SPEC, result_for
 
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import loop
-from dashbench.jobs import runner
+from dashbench.jobs import run_signals, runner
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError
 
@@ -108,7 +108,7 @@ def test_failure_is_recorded_with_its_text_and_raised(tmp_path, engine):
 def test_signal_cancels_the_run(tmp_path, engine, sig):
     engine.then = lambda: os.kill(os.getpid(), sig)
     before = signal.getsignal(sig)
-    with pytest.raises(runner.RunCancelled) as caught:
+    with pytest.raises(run_signals.RunCancelled) as caught:
         runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
     assert caught.value.exit_code == 128 + sig
     assert signal.getsignal(sig) is before  # handlers are put back
@@ -139,7 +139,7 @@ def test_a_multi_host_process_cancelled_after_its_launcher_ended_the_run_keeps_t
         os.kill(os.getpid(), sig)
 
     engine.then = host_lost_then_cancelled
-    with pytest.raises((runner.RunCancelled, KeyboardInterrupt)):
+    with pytest.raises((run_signals.RunCancelled, KeyboardInterrupt)):
         runner.execute(SPEC, db_path=db)
     with Store(db) as store:
         run = store.runs().iloc[0]
@@ -163,10 +163,10 @@ def _signal_inside_a_keras_call_and_a_broad_except(sig):
         pass
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, runner.OOM_SIGNAL])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, run_signals.OOM_SIGNAL])
 def test_a_signal_inside_a_framework_call_keeps_its_meaning(tmp_path, engine, sig):
     engine.then = lambda: _signal_inside_a_keras_call_and_a_broad_except(sig)
-    with pytest.raises((runner.RunCancelled, runner.OutOfHostMemory)):
+    with pytest.raises((run_signals.RunCancelled, run_signals.OutOfHostMemory)):
         runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
     with Store(tmp_path / "r.sqlite") as store:
         run = store.runs().iloc[0]

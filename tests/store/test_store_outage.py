@@ -167,14 +167,14 @@ def test_a_sweep_waits_out_its_stores_outage_and_goes_on(pg_own_server, tmp_path
 def test_a_run_gives_up_on_its_store_before_any_host_may_presume_it_dead(monkeypatch, outage, lapse, limit):
     """The outage limit is held under the heartbeat lapse less two beats (the run cannot beat while its store
     is away), so another host never gives up the claim of a run that is still waiting for the store."""
-    from dashbench.jobs import runner, store_buffer
+    from dashbench.jobs import run_guard, store_buffer
 
     for name, value in (("DASHBENCH_STORE_OUTAGE_S", outage), ("DASHBENCH_HEARTBEAT_LAPSE_S", lapse)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    assert store_buffer.limit_s(runner.beat_every_s()) == limit
+    assert store_buffer.limit_s(run_guard.beat_every_s()) == limit
 
 
 def test_a_run_on_sqlite_outlives_a_full_disk_that_frees_up(tmp_path):

@@ -12,7 +12,7 @@ from fixtures.store_backends import db_at  # noqa: F401 (a fixture, SQLite and P
 from fixtures.stored_runs import SPEC
 from sqlalchemy.engine import make_url
 
-from dashbench.jobs import runner
+from dashbench.jobs import run_guard
 from dashbench.store import Store, StoreBusyError, database, retry
 from dashbench.store import queue as store_queue
 
@@ -148,7 +148,7 @@ def test_the_guard_keeps_a_silent_runs_heartbeat_within_its_lapse(db_at, monkeyp
     monkeypatch.setenv(store_queue.HEARTBEAT_LAPSE_ENV, "1.5")  # beats every 0.5 s; the run lasts 3 s
     with Store(db_at) as store:
         run_id = store.create_run(SPEC)
-        with runner._guarded(store, None) as state:
+        with run_guard.guarded(store, None) as state:
             state.update(run_id=run_id, begun=True)
             beats = []
             for _ in range(6):  # a long compile: the main thread writes nothing
