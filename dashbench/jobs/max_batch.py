@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec
-from dashbench.jobs.checks import _key, start_detached
+from dashbench.jobs.background import db_key
+from dashbench.jobs.checks import start_detached
 from dashbench.workloads import model_file
 
 # The command before its options; a module attribute so tests can put a stand-in behind it.
@@ -46,7 +47,7 @@ def argv_for(spec: RunSpec) -> list[str]:
 
 def launch(spec: RunSpec, db_path=None) -> int:
     """Start the search for this database unless one is already going; returns its pid."""
-    db = _key(db_path)
+    db = db_key(db_path)
     with _lock:
         current = _searches.get(db)
         if current is not None and current[0].poll() is None:
@@ -60,7 +61,7 @@ def state(db_path=None) -> Optional[dict]:
     """The latest search this process started for the database: running, its exit code, its model,
     and once ended its summary (the command's --json object) where its log holds one; None if none."""
     with _lock:
-        current = _searches.get(_key(db_path))
+        current = _searches.get(db_key(db_path))
     if current is None:
         return None
     proc, log_path, model = current

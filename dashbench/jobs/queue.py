@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dashbench.core.spec import RunSpec
 from dashbench.hardware import host
-from dashbench.jobs import oom, temp_folder
+from dashbench.jobs import background, oom, temp_folder
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
@@ -212,27 +212,14 @@ def active(db_path=None) -> list[dict]:
 
 def _launch(run_id: str, db: str, log_path: Path) -> subprocess.Popen:
     # Only the row's address: the run process reads its spec from the row, the one source of truth.
-    # A server's URL travels in the environment: a command line is visible to every user (ps).
-    env, where = ({**os.environ, "DASHBENCH_DB": db.url}, []) if getattr(db, "url", None) else (None, ["--db", db])
-    argv = [*RUN_COMMAND, "--run-id", run_id, *where, "--json"]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     # The run makes its temporary folder in ours, named for its pid: _reap removes it if a SIGKILL left
     # it (jobs/temp_folder.py).
     try:
         temp_root = tempfile.gettempdir()
-        env = {**(env or os.environ), "TMPDIR": temp_root}
     except OSError:  # no usable temporary folder here: the run goes on without one (so does the run)
         temp_root = None
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-            env=env,
-        )
+    env = {"TMPDIR": temp_root} if temp_root else None
+    proc = background.start([*RUN_COMMAND, "--run-id", run_id], db, log_path, env)
     proc.temp_root = temp_root
     return proc
 
