@@ -123,19 +123,19 @@ def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["unconfirmed"] = frame["unconfirmed"].map(_as_bool).astype(bool)
     for column in ("key", "device", "provider", "unit", "region", "source", "as_of", "origin", "note"):
-        frame[column] = frame[column].map(lambda v: "" if _missing(v) else str(v)).astype(object)
+        frame[column] = frame[column].map(lambda v: "" if is_missing(v) else str(v)).astype(object)
     return frame[list(COLUMNS + EXTRA_COLUMNS)].reset_index(drop=True)
 
 
 def _as_bool(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
-    if _missing(value):
+    if is_missing(value):
         return False
     return bool(value)
 
 
-def _missing(value) -> bool:
+def is_missing(value) -> bool:
     """None, NaN, pd.NA or NaT (what an empty cell of a runs frame holds)."""
     if value is None:
         return True
@@ -181,7 +181,7 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
     if unit not in UNITS:
         raise SpecError("unit", f"unknown unit {unit!r}; choose one of: {', '.join(UNITS)}")
     chips = row.get("chips_per_unit")
-    chips = 1 if _missing(chips) else chips
+    chips = 1 if is_missing(chips) else chips
     if isinstance(chips, float) and chips.is_integer():
         chips = int(chips)
     if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
@@ -204,7 +204,7 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
         "chips_per_unit": chips,
         "on_demand_usd_per_hour": on_demand,
         "spot_usd_per_hour": spot,
-        "region": _text("region", "" if _missing(row.get("region")) else str(row.get("region") or "")),
+        "region": _text("region", "" if is_missing(row.get("region")) else str(row.get("region") or "")),
         "source": _text("source", str(row.get("source") or "user override")),
         "as_of": as_of,
         "unconfirmed": _as_bool(row.get("unconfirmed", False)),
@@ -213,7 +213,7 @@ def normalise_row(row: Mapping[str, Any]) -> dict:
 
 
 def _price(name: str, value, *, required: bool) -> Optional[float]:
-    if _missing(value) or value == "":
+    if is_missing(value) or value == "":
         if required:
             raise SpecError(name, "is required: USD per hour, a number >= 0")
         return None
@@ -245,7 +245,7 @@ def _text(name: str, value: str) -> str:
 def spot_warning(row: Mapping[str, Any]) -> Optional[str]:
     """A spot price above on-demand is allowed (a typo or a spike?) but said, as one line."""
     spot, on_demand = row.get("spot_usd_per_hour"), row.get("on_demand_usd_per_hour")
-    if _missing(spot) or _missing(on_demand) or spot <= on_demand:
+    if is_missing(spot) or is_missing(on_demand) or spot <= on_demand:
         return None
     return (
         f"spot_usd_per_hour: spot ${spot:g}/h is above on-demand ${on_demand:g}/h for {row.get('key')}; "
@@ -281,7 +281,7 @@ def override_row(
         if chips is not None:
             same = same[same["chips_per_unit"] == chips]
         if len(same):
-            best = _ranked(same)[0]
+            best = ranked_rows(same)[0]
             key = best["key"]
             if chips is None:
                 chips = int(best["chips_per_unit"])
@@ -312,13 +312,13 @@ def store_row(row: Mapping[str, Any]) -> dict:
 # ---- ranking (dashbench.costs.run_cost matches a run to the ranked rows) ----------------------
 
 
-def _ranked(rows: pd.DataFrame | list[dict]) -> list[dict]:
+def ranked_rows(rows: pd.DataFrame | list[dict]) -> list[dict]:
     """The rows as records, best first: an override, then the smallest billing unit, the newest
     `as_of`, confirmed before unconfirmed, then by key. (Plain sorts: a few rows, asked per run.)"""
     records = frames.records(rows) if isinstance(rows, pd.DataFrame) else list(rows)
     records.sort(key=lambda r: str(r["key"]))
     records.sort(key=lambda r: bool(r["unconfirmed"]))
-    records.sort(key=lambda r: "" if _missing(r["as_of"]) else str(r["as_of"]), reverse=True)
+    records.sort(key=lambda r: "" if is_missing(r["as_of"]) else str(r["as_of"]), reverse=True)
     records.sort(key=lambda r: _UNIT_RANK.get(r["unit"], 9))
     records.sort(key=lambda r: r["origin"] != "override")
     return records

@@ -10,7 +10,7 @@ import pandas as pd
 
 from dashbench.core import frames
 from dashbench.core.spec import SpecError
-from dashbench.costs.prices import COST_COLUMNS, NO_PRICE, _missing, _ranked, canonical_device
+from dashbench.costs.prices import COST_COLUMNS, NO_PRICE, canonical_device, is_missing, ranked_rows
 
 
 def matcher(catalog: pd.DataFrame) -> Callable[[Any, Any], Optional[dict]]:
@@ -24,9 +24,9 @@ def matcher(catalog: pd.DataFrame) -> Callable[[Any, Any], Optional[dict]]:
 
     def match(accelerator, accelerator_count, host_cpus=None) -> Optional[dict]:
         key = (
-            None if _missing(accelerator) else str(accelerator),
-            None if _missing(accelerator_count) else accelerator_count,
-            None if _missing(host_cpus) else host_cpus,
+            None if is_missing(accelerator) else str(accelerator),
+            None if is_missing(accelerator_count) else accelerator_count,
+            None if is_missing(host_cpus) else host_cpus,
         )
         if key not in answers:
             answers[key] = _match(accelerator, accelerator_count, by_device, ranked, key[2])
@@ -44,9 +44,9 @@ def match_price(accelerator, accelerator_count, catalog: pd.DataFrame, host_cpus
 
 
 def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_cpus=None) -> Optional[dict]:
-    if _missing(accelerator) or not str(accelerator).strip():
+    if is_missing(accelerator) or not str(accelerator).strip():
         return None
-    count = 1 if _missing(accelerator_count) else int(accelerator_count)
+    count = 1 if is_missing(accelerator_count) else int(accelerator_count)
     if count < 1:
         return None
     name = canonical_device(accelerator).lower()
@@ -55,12 +55,12 @@ def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_c
         if name == "cpu":
             # Your price for "this machine" first; else the cloud's price per vCPU.
             rows = [r for r in rows if r["origin"] == "override"] or [r for r in rows if r["unit"] == "vCPU-hour"]
-        ranked[name] = _ranked(rows)
+        ranked[name] = ranked_rows(rows)
     if not ranked[name]:
         return None
     row = dict(ranked[name][0])
     if row["unit"] == "vCPU-hour":  # billed per logical CPU of the run's host, whoever set the price
-        if _missing(host_cpus) or int(host_cpus) < 1:
+        if is_missing(host_cpus) or int(host_cpus) < 1:
             return None
         count = units = int(host_cpus)
     else:
@@ -71,26 +71,26 @@ def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_c
             "units": units,
             "accelerator_count": count,
             "usd_per_hour": units * row["on_demand_usd_per_hour"],
-            "usd_per_hour_spot": None if _missing(spot) else units * spot,
+            "usd_per_hour_spot": None if is_missing(spot) else units * spot,
         }
     )
     return row
 
 
 def usd_per_million_examples(examples_per_sec, usd_per_hour) -> Optional[float]:
-    if _bad_rate(examples_per_sec) or _missing(usd_per_hour):
+    if _bad_rate(examples_per_sec) or is_missing(usd_per_hour):
         return None
     return usd_per_hour / (examples_per_sec * 3600.0) * 1e6
 
 
 def examples_per_usd(examples_per_sec, usd_per_hour) -> Optional[float]:
-    if _bad_rate(examples_per_sec) or _missing(usd_per_hour) or usd_per_hour <= 0:
+    if _bad_rate(examples_per_sec) or is_missing(usd_per_hour) or usd_per_hour <= 0:
         return None
     return examples_per_sec * 3600.0 / usd_per_hour
 
 
 def _bad_rate(value) -> bool:
-    return _missing(value) or not math.isfinite(value) or value <= 0
+    return is_missing(value) or not math.isfinite(value) or value <= 0
 
 
 def cost_values(accelerator, accelerator_count, examples_per_sec, match, host_cpus=None) -> dict:
@@ -99,7 +99,7 @@ def cost_values(accelerator, accelerator_count, examples_per_sec, match, host_cp
     price = match(accelerator, accelerator_count, host_cpus)
     if price is None:
         return dict(dict.fromkeys(COST_COLUMNS), price_note=NO_PRICE)
-    eps = None if _missing(examples_per_sec) else float(examples_per_sec)
+    eps = None if is_missing(examples_per_sec) else float(examples_per_sec)
     return {
         "price_key": price["key"],
         "price_note": price_note(price),
@@ -176,7 +176,7 @@ def epochs_cost(examples_per_sec, dataset_size: int, epochs: float, price_row: O
         raise SpecError("examples_per_sec", f"must be a number > 0, got {examples_per_sec!r}")
     if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1:
         raise SpecError("dataset_size", f"must be an integer >= 1, got {dataset_size!r}")
-    if _missing(epochs) or epochs <= 0:
+    if is_missing(epochs) or epochs <= 0:
         raise SpecError("epochs", f"must be a number > 0, got {epochs!r}")
     seconds = dataset_size * epochs / examples_per_sec
     hours = seconds / 3600.0
@@ -184,8 +184,8 @@ def epochs_cost(examples_per_sec, dataset_size: int, epochs: float, price_row: O
     if price_row is not None:
         hourly = price_row.get("usd_per_hour", price_row.get("on_demand_usd_per_hour"))
         hourly_spot = price_row.get("usd_per_hour_spot", price_row.get("spot_usd_per_hour"))
-        on_demand = None if _missing(hourly) else hours * hourly
-        spot = None if _missing(hourly_spot) else hours * hourly_spot
+        on_demand = None if is_missing(hourly) else hours * hourly
+        spot = None if is_missing(hourly_spot) else hours * hourly_spot
     return {
         "examples": dataset_size * epochs,
         "seconds": seconds,

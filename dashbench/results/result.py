@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from dashbench.results.result_checks import _RULES
+from dashbench.results.result_checks import RULES
 
 # Named here too, where their callers have always found them.
 from dashbench.results.result_text import FLAG_SHORT, FLAG_TEXT, ResultText, phase_text, short_id  # noqa: F401
@@ -83,7 +83,7 @@ class RunResult(ResultText):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in _json_fields()}
+        out = {f.name: getattr(self, f.name) for f in json_fields()}
         for optional in _OMITTED_WHEN_NONE:  # absent from older results: kept absent
             if out[optional] is None:
                 del out[optional]
@@ -94,7 +94,7 @@ class RunResult(ResultText):
     def from_dict(cls, data: dict[str, Any]) -> "RunResult":
         if not isinstance(data, dict):
             raise TypeError(f"result: must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in _json_fields()}
+        known = {f.name for f in json_fields()}
         # A null where a field has a default (a list, an object, the unit) reads as that default.
         values = {k: v for k, v in _copied(data).items() if k in known and not (v is None and k in _DEFAULTED)}
         return cls(**values, extra={k: _copied(v) for k, v in data.items() if k not in known})
@@ -107,7 +107,7 @@ class RunResult(ResultText):
         if not isinstance(data, dict):
             raise ValueError(f"must be a JSON object, got {type(data).__name__}")
         for name, value in data.items():
-            rule = _RULES.get(name)
+            rule = RULES.get(name)
             if rule is not None and not (value is None and name in _DEFAULTED):
                 rule(name, value, finite)
 
@@ -133,7 +133,7 @@ _OMITTED_WHEN_NONE = (
 )
 
 
-def _json_fields():
+def json_fields():
     return [f for f in fields(RunResult) if f.name != "extra"]
 
 

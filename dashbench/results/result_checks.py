@@ -99,7 +99,7 @@ def _object(name, value, finite):
         _fail(name, "an object", value)
 
 
-_RULES = {
+RULES = {
     "model": _text_or_null,
     "unit": _text,
     "device": _text_or_null,

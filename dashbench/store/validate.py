@@ -13,7 +13,7 @@ from typing import Any
 from dashbench.core import stats
 from dashbench.core.spec import BACKENDS, ID_RULE, MAX_SAMPLES, TEXT_LIMIT, RunSpec, SpecError, check_id, check_text
 from dashbench.hardware import peaks
-from dashbench.results.result import RunResult, _json_fields
+from dashbench.results.result import RunResult, json_fields
 
 # SQLite's INTEGER is 64-bit signed: a larger int cannot be stored at all.
 INT_LIMIT = 2**63
@@ -23,7 +23,7 @@ PID_LIMIT = 2**32
 MAX_ERROR_CHARS = 10_000
 EARLIEST = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 RUN_ID = ID_RULE  # the rule `run` and the job queue apply too (dashbench.core.spec.check_id)
-_RESULT_KEYS = frozenset(f.name for f in _json_fields())
+_RESULT_KEYS = frozenset(f.name for f in json_fields())
 
 
 class InvalidField(ValueError):

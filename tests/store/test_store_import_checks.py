@@ -15,7 +15,8 @@ import pytest
 from fixtures.import_checks import exported, snapshot, write  # noqa: F401 (fixtures)
 from fixtures.stored_runs import SPEC, result_for
 
-from dashbench.results.result import _RULES, RunResult, _json_fields
+from dashbench.results.result import RunResult, json_fields
+from dashbench.results.result_checks import RULES
 from dashbench.store import BundleError, ReadOnlyError, Store, StoreError, bundle
 from dashbench.views.compare import numbers as compare
 from dashbench.views.results import runs as results
@@ -136,7 +137,7 @@ def test_the_upload_names_the_bad_field(tmp_path, exported):
 
 
 def test_every_result_field_has_a_strict_rule_and_engine_results_pass():
-    assert {f.name for f in _json_fields()} == set(_RULES)
+    assert {f.name for f in json_fields()} == set(RULES)
     with open("tests/fixtures/result_v3.json") as fh:
         RunResult.check(json.load(fh))
     RunResult.check(result_for(SPEC, 100.0, flags=["above_peak"], losses=[2.0, None]))

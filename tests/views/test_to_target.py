@@ -85,7 +85,7 @@ def test_compare_section_and_table(tmp_path):
 
 
 def test_the_unvalidated_charts_pass_plotlys_validation(tmp_path):
-    """accuracy_charts builds its bars and curves unvalidated (charts._figure), as Compare's other charts."""
+    """accuracy_charts builds its bars and curves unvalidated (charts.unvalidated_figure), as Compare's other charts."""
     import json
 
     import plotly.graph_objects as go

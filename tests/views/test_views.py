@@ -521,7 +521,7 @@ def test_cost_chart_legend_sits_between_title_and_plot():
 
 
 def test_every_compare_chart_is_what_plotlys_validation_makes_of_it(store):
-    """Compare's charts are built unvalidated (charts._figure): each must come out of Plotly's full
+    """Compare's charts are built unvalidated (charts.unvalidated_figure): each must come out of Plotly's full
     validation unchanged, so a misspelt property or a shorthand Plotly would have expanded fails here."""
     import json
 

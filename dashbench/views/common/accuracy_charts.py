@@ -8,7 +8,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashbench.core.accuracy import METRICS, metric_of
-from dashbench.views.common.charts import _LAYOUT, MEASURED_COLOR, REFERENCE_COLOR, _empty, _figure, _legend_on_top
+from dashbench.views.common.charts import (
+    LAYOUT,
+    MEASURED_COLOR,
+    REFERENCE_COLOR,
+    empty_figure,
+    legend_on_top,
+    unvalidated_figure,
+)
 from dashbench.views.common.format import is_number
 
 PREDICTED_COLOR = "#8fbbd9"  # the measured blue, lighter and hatched: a prediction is never read as measured
@@ -33,7 +40,7 @@ def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
     )
     shown = [r for r in rows if is_number(r.get(column))]
     if not shown:
-        return _empty(title, "No time to target" if what == "time" else "No priced time to target (set a price)")
+        return empty_figure(title, "No time to target" if what == "time" else "No priced time to target (set a price)")
     traces = []
     for kind, color, pattern, name in (
         ("measured", MEASURED_COLOR, "", "measured"),
@@ -73,15 +80,15 @@ def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
         first.setdefault(r["device"], len(first))
     order = [_row_name(r) for r in sorted(shown, key=lambda r: (first[r["device"]], r["kind"] != "measured"))]
     layout = dict(
-        _LAYOUT,
+        LAYOUT,
         height=max(260, 110 + 44 * len(shown)),
         margin=dict(l=10, r=20, t=50, b=10),
         xaxis=dict(title=dict(text=axis)),
         yaxis=dict(autorange="reversed", automargin=True, categoryorder="array", categoryarray=order),
         barmode="overlay",
     )
-    layout.update(_legend_on_top(title, len(traces)))
-    return _figure(traces, layout)
+    layout.update(legend_on_top(title, len(traces)))
+    return unvalidated_figure(traces, layout)
 
 
 def _text(value: float, what: str) -> str:
@@ -124,11 +131,11 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
         )
         target = curve.get("target") if is_number(curve.get("target")) else target
     if not traces:
-        return _empty(
+        return empty_figure(
             title, "No priced to-accuracy run chosen (set a price)" if x == "usd" else "No to-accuracy run chosen"
         )
     layout = dict(
-        _LAYOUT, xaxis=dict(title=dict(text="seconds" if x == "wall_s" else "USD")), yaxis=dict(title=dict(text=what))
+        LAYOUT, xaxis=dict(title=dict(text="seconds" if x == "wall_s" else "USD")), yaxis=dict(title=dict(text=what))
     )
     if target is not None:
         layout["shapes"] = [
@@ -143,7 +150,7 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
             )
         ]
     layout.update(title=dict(text=title), showlegend=True)
-    return _figure(traces, layout)
+    return unvalidated_figure(traces, layout)
 
 
 def run_curve(block: dict) -> go.Figure:
@@ -152,7 +159,7 @@ def run_curve(block: dict) -> go.Figure:
     title = "Validation accuracy and loss per evaluation"
     runs = (block or {}).get("runs") or []
     if not any(r.get("curve") for r in runs):
-        return _empty(title, "No evaluation recorded")
+        return empty_figure(title, "No evaluation recorded")
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=("validation accuracy", "loss")
     )
@@ -197,6 +204,6 @@ def run_curve(block: dict) -> go.Figure:
     if is_number(block.get("target")):  # a loss target on the loss panel
         row = 2 if metric_of(block) == "val_loss" else 1
         fig.add_hline(y=block["target"], line_dash="dash", line_color=REFERENCE_COLOR, row=row, col=1)
-    fig.update_layout(title=title, **dict(_LAYOUT, height=520))
+    fig.update_layout(title=title, **dict(LAYOUT, height=520))
     fig.update_xaxes(title_text="epoch", row=2, col=1)
     return fig

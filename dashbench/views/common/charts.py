@@ -24,13 +24,13 @@ TITLE_PX, LEGEND_LINE_PX = 50, 20
 
 # No template of our own: Streamlit's (its theme, light or dark) costs a figure nothing to build, where
 # plotly_white's validation is paid by every chart.
-_LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), height=380)
+LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), height=380)
 
 
-def _empty(title: str, message: str) -> go.Figure:
+def empty_figure(title: str, message: str) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, **_LAYOUT)
+    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, **LAYOUT)
     return fig
 
 
@@ -51,7 +51,7 @@ def _wrap(label, width: int = 34) -> str:
     return "<br>".join(lines)
 
 
-def _wrapped(labels) -> list[str]:
+def wrapped(labels) -> list[str]:
     return [_wrap(label) for label in labels]
 
 
@@ -99,7 +99,7 @@ def _color_key(colors: list[str]) -> list[dict]:
     ]
 
 
-def _legend_on_top(title, entries: int) -> dict:
+def legend_on_top(title, entries: int) -> dict:
     """Layout for a legend of `entries` between the title and the plot: beside the title it ran over it
     on a half-width chart (a 1400 px window), below it collides with the axis title and notes. The title
     is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin leaves
@@ -112,7 +112,7 @@ def _legend_on_top(title, entries: int) -> dict:
     )
 
 
-def _figure(traces: list[dict], layout: dict) -> go.Figure:
+def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure made in one go from plain trace and layout dicts, unvalidated: Plotly's checks of each
     property are paid on every change of Compare's choice. The dicts are written in
     Plotly's full form (title=dict(text=...)); tests/views/test_views.py validates every chart built here."""
@@ -150,11 +150,11 @@ def _title(text) -> dict:
     return text if isinstance(text, dict) else dict(text=text)
 
 
-def _hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Figure:
+def hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Figure:
     """Horizontal bars (or boxes): run labels are long, and read best on the y axis, first row on top."""
     # Room on the right for the value (and flag) printed past the end of each bar.
     base = dict(
-        _LAYOUT,
+        LAYOUT,
         height=max(260, 90 + 44 * n),
         margin=dict(l=10, r=150, t=50, b=10),
         title=_title(title),
@@ -164,7 +164,7 @@ def _hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Fi
     for key, value in layout.items():
         base[key] = dict(base[key], **value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     base["height"] += base["margin"]["t"] - 50  # a legend's line above the plot takes no room from the bars
-    return _figure(traces, base)
+    return unvalidated_figure(traces, base)
 
 
 def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
@@ -172,24 +172,24 @@ def throughput(df: pd.DataFrame, unit: str = "examples") -> go.Figure:
     title = f"Throughput ({unit}/s, higher is better)"
     rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
     if rows.empty:
-        return _empty(title, "No runs with a throughput figure")
+        return empty_figure(title, "No runs with a throughput figure")
     values = rows["examples_per_sec"].tolist()
     colors = _bar_colors(rows)
     bars = dict(
         type="bar",
-        y=_wrapped(rows["label"]),
+        y=wrapped(rows["label"]),
         x=values,
         orientation="h",
         marker=dict(color=colors, pattern=dict(shape=_patterns(rows))),
-        text=[_fmt(v) + (f"  {m}" if m else "") for v, m in zip(values, _flag_marks(rows))],
+        text=[number_text(v) + (f"  {m}" if m else "") for v, m in zip(values, _flag_marks(rows))],
         textposition="outside",
         cliponaxis=False,
         showlegend=False,
         hovertemplate="%{y}<br>%{x:,.1f} /s<extra></extra>",
     )
     key = _color_key(colors)
-    layout = _legend_on_top(title, len(key))
-    return _hbar([bars, *key], layout.pop("title"), len(rows), f"{unit}/s", **layout)
+    layout = legend_on_top(title, len(key))
+    return hbar([bars, *key], layout.pop("title"), len(rows), f"{unit}/s", **layout)
 
 
 def cost_per_million(df: pd.DataFrame) -> go.Figure:
@@ -198,12 +198,12 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
     unit = cost_unit(df["model"] if "model" in df else ())
     title = f"Cost per million {unit} (USD, lower is better)"
     if df.empty or "usd_per_million_examples" not in df:
-        return _empty(title, "No runs selected")
+        return empty_figure(title, "No runs selected")
     priced = df[df["usd_per_million_examples"].notna()]
     unpriced = df[df["usd_per_million_examples"].isna() & ~_is_reference(df)]
     if priced.empty:
-        return _empty(title, "No selected run has a price: set one on the Prices page")
-    labels, patterns = _wrapped(priced["label"]), _patterns(priced)
+        return empty_figure(title, "No selected run has a price: set one on the Prices page")
+    labels, patterns = wrapped(priced["label"]), _patterns(priced)
     traces = [
         dict(
             type="bar",
@@ -244,9 +244,9 @@ def cost_per_million(df: pd.DataFrame) -> go.Figure:
                 font=dict(color=FLAGGED_COLOR),
             )
         )
-    layout = _legend_on_top(title, len(traces))
+    layout = legend_on_top(title, len(traces))
     layout["margin"]["b"] = 60  # the no-price note under the axis title
-    return _hbar(
+    return hbar(
         traces,
         layout.pop("title"),
         2 * len(priced),
@@ -263,8 +263,8 @@ def peak_memory(df: pd.DataFrame) -> go.Figure:
     title = "Peak memory (GB; the line: the device's memory)"
     rows = df[df["peak_memory_bytes"].notna()] if "peak_memory_bytes" in df else df.iloc[0:0]
     if rows.empty:
-        return _empty(title, "No run with a measured peak")
-    labels = _wrapped(rows["label"])
+        return empty_figure(title, "No run with a measured peak")
+    labels = wrapped(rows["label"])
     peaks = [v / 1e9 for v in rows["peak_memory_bytes"]]
     traces = [
         dict(
@@ -320,8 +320,8 @@ def peak_memory(df: pd.DataFrame) -> go.Figure:
         )
         for c in capacities
     ]
-    layout = _legend_on_top(title, len(traces))
-    return _hbar(traces, layout.pop("title"), len(rows), "GB", shapes=lines, annotations=notes, **layout)
+    layout = legend_on_top(title, len(traces))
+    return hbar(traces, layout.pop("title"), len(rows), "GB", shapes=lines, annotations=notes, **layout)
 
 
 def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
@@ -330,8 +330,8 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
     title = f"Speed-up vs {short} (×)"
     rows = df[df["speedup"].notna()] if "speedup" in df else df.iloc[0:0]
     if rows.empty:
-        return _empty(title, "Pick a baseline with a throughput figure")
-    values, labels, colors = rows["speedup"].tolist(), _wrapped(rows["label"]), _bar_colors(rows)
+        return empty_figure(title, "Pick a baseline with a throughput figure")
+    values, labels, colors = rows["speedup"].tolist(), wrapped(rows["label"]), _bar_colors(rows)
     bars = dict(
         type="bar",
         y=labels,
@@ -349,10 +349,8 @@ def speedup(df: pd.DataFrame, baseline_label: str) -> go.Figure:
         for v, label in zip(values, labels)
     ]
     key = _color_key(colors)
-    layout = _legend_on_top(title, len(key))
-    return _hbar(
-        [bars, *key], layout.pop("title"), len(rows), "× baseline", shapes=[one], annotations=figures, **layout
-    )
+    layout = legend_on_top(title, len(key))
+    return hbar([bars, *key], layout.pop("title"), len(rows), "× baseline", shapes=[one], annotations=figures, **layout)
 
 
 def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figure:
@@ -361,7 +359,7 @@ def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figur
     title = "Throughput vs batch size"
     rows = df[df["examples_per_sec"].notna()] if "examples_per_sec" in df else df.iloc[0:0]
     if rows.empty or "series" not in rows:
-        return _empty(title, "No sweep among the selected runs")
+        return empty_figure(title, "No sweep among the selected runs")
     lines: dict = {}  # series -> [(batch, examples/s)], series in the order they first appear
     for name, batch, eps in zip(rows["series"], rows["batch_size"], rows["examples_per_sec"]):
         lines.setdefault(name, []).append((batch, eps))
@@ -400,10 +398,10 @@ def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figur
         )
         for b in wall_at
     ]
-    return _figure(
+    return unvalidated_figure(
         traces,
         dict(
-            _LAYOUT,
+            LAYOUT,
             title=_title(title),
             yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
             xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
@@ -422,7 +420,7 @@ def _nulls(values: pd.Series) -> list:
     return [None if pd.isna(v) else v for v in values.tolist()]
 
 
-def _fmt(value: float) -> str:
+def number_text(value: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if value >= 100:

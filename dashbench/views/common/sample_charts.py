@@ -10,13 +10,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashbench.views.common.charts import (
-    _LAYOUT,
+    LAYOUT,
     MEASURED_COLOR,
     REFERENCE_COLOR,
-    _empty,
-    _fmt,
-    _hbar,
-    _wrapped,
+    empty_figure,
+    hbar,
+    number_text,
+    wrapped,
 )
 
 # Warm-up loops grey and hollow, measured ones in the measured colour (red means "flagged" here).
@@ -28,12 +28,12 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
     of more loops than a chart draws, samples.step_samples)."""
     title = "Step time per run (ms, lower is better)"
     if samples.empty:
-        return _empty(title, "No step-time samples recorded for these runs")
+        return empty_figure(title, "No step-time samples recorded for these runs")
     # One trace, a box per run on the y axis: a trace per run costs its build for each run, for nothing.
     boxes = dict(
         type="box",
         x=(samples["step_time_s"] * 1000.0).tolist(),
-        y=_wrapped(samples["label"]),
+        y=wrapped(samples["label"]),
         orientation="h",
         boxpoints="all",
         jitter=0.3,
@@ -42,13 +42,13 @@ def step_time_distribution(samples: pd.DataFrame) -> go.Figure:
         hovertemplate="%{y}<br>%{x:.2f} ms<extra></extra>",
     )
     ticks, span = _log_ticks(boxes["x"])
-    return _hbar(
+    return hbar(
         [boxes],
         title,
         samples["label"].nunique(),
         "ms per step",
         showlegend=False,
-        xaxis=dict(type="log", tickvals=ticks, ticktext=[_fmt(t) for t in ticks], range=span),
+        xaxis=dict(type="log", tickvals=ticks, ticktext=[number_text(t) for t in ticks], range=span),
     )
 
 
@@ -79,7 +79,7 @@ def loss_curve(samples: pd.DataFrame) -> go.Figure:
     """Loss per host loop; warm-up loops drawn as hollow markers so convergence is judged on both."""
     title = "Loss per loop"
     if samples.empty or samples["loss"].dropna().empty:
-        return _empty(title, "No loss recorded")
+        return empty_figure(title, "No loss recorded")
     fig = go.Figure()
     for warm, name, symbol, color in _PHASES:
         part = samples[samples["warmup"].astype(bool) == warm]
@@ -94,7 +94,7 @@ def loss_curve(samples: pd.DataFrame) -> go.Figure:
                     line_color=color,
                 )
             )
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **_LAYOUT)
+    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **LAYOUT)
     return fig
 
 
@@ -103,7 +103,7 @@ def step_time_series(samples: pd.DataFrame) -> go.Figure:
     loop show here."""
     title = "Step time per loop (ms)"
     if samples.empty:
-        return _empty(title, "No samples recorded")
+        return empty_figure(title, "No samples recorded")
     fig = go.Figure()
     for warm, name, symbol, color in _PHASES:
         part = samples[samples["warmup"].astype(bool) == warm]
@@ -118,7 +118,7 @@ def step_time_series(samples: pd.DataFrame) -> go.Figure:
                     line_color=color,
                 )
             )
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **_LAYOUT)
+    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **LAYOUT)
     return fig
 
 
