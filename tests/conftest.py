@@ -93,6 +93,9 @@ LONGEST_FIRST = (
 )
 
 
+LOSES_HOSTS = "test_fleet_when_hosts_are_lost.py"
+
+
 def _name_xdist_groups(config, items):
     """`--dist loadgroup` sends the tests of one `xdist_group` to one worker by the `@group` suffix
     pytest-xdist 3.8 writes into `item._nodeid`, which pytest 9.2 no longer reads (it keeps `_id`):
@@ -120,3 +123,6 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(name, len(rank))
 
     items.sort(key=place)  # stable: every other test keeps its order
+    # The lost hosts' tests kill cluster nodes: after them, the next Ray test would wait for those nodes
+    # to be started again (tests/fixtures/ray_cluster.py's restore). Last, they leave none to start.
+    items.sort(key=lambda item: item.nodeid.split("::")[0].endswith(LOSES_HOSTS))

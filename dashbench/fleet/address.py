@@ -56,3 +56,40 @@ def parse(text: str | None, env: dict | None = None) -> ClusterAddress:
 
 def _port_ok(match) -> bool:
     return bool(match) and 0 < int(match.group(2)) < 65536
+
+
+# A Ray Client address costs the head a server process per connection (Ray's proxier starts one for each
+# session): on a busy head that process can die or miss the proxy's wait, and Ray says so in a traceback.
+# Each of these is a start that may go through on another try; anything else is not retried.
+CLIENT_TRIES = 3
+CLIENT_START_FAILED = (
+    "Starting Ray client server failed",
+    "Proxy failed to Connect to backend",
+    "Server startup failed",
+    "ray client connection timeout",
+)
+
+
+def client_start_failed(text: str) -> bool:
+    """Whether Ray's error `text` is a Ray Client session the head did not start (worth another try)."""
+    return any(marker in text for marker in CLIENT_START_FAILED)
+
+
+def client_retry_line(address: ClusterAddress) -> str:
+    """What a user on a busy head is told after CLIENT_TRIES failed starts: what to retry, in one line."""
+    host = address.text.partition("://")[2].rsplit(":", 1)[0]
+    return (
+        f"the head at {address} did not start a Ray Client session in {CLIENT_TRIES} tries (a busy head is slow "
+        f"to start its server): run the command again, or give the Jobs API address (--cluster http://{host}:8265), "
+        "which needs no Ray Client server"
+    )
+
+
+# Ray's client waits this long (30 s by default) to reconnect a session the head ended, as it ends one it
+# failed to start: each failed try would cost half a minute. A session here is short and started afresh.
+CLIENT_GRACE_ENV = "RAY_CLIENT_RECONNECT_GRACE_PERIOD"
+
+
+def client_env(env: dict) -> dict:
+    """`env` for a Ray Client session of dashbench's: no reconnect wait, unless the user set one."""
+    return {CLIENT_GRACE_ENV: "0", **env}

@@ -9,6 +9,7 @@ is Ray's node name (`ray start --node-name`, by default its IP): docs/fleet.md a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
@@ -16,7 +17,15 @@ from dataclasses import dataclass, field
 
 from dashbench.core.errors import one_line
 from dashbench.fleet import FleetError, require_ray
-from dashbench.fleet.address import ClusterAddress, parse
+from dashbench.fleet.address import (
+    CLIENT_GRACE_ENV,
+    CLIENT_TRIES,
+    ClusterAddress,
+    client_env,
+    client_retry_line,
+    client_start_failed,
+    parse,
+)
 
 _clients: dict[str, object] = {}
 
@@ -30,12 +39,49 @@ def jobs_client(address: ClusterAddress | str):
         require_ray()
         from ray.job_submission import JobSubmissionClient
 
-        try:
-            client = JobSubmissionClient(address.text)
-        except Exception as exc:
-            raise FleetError("cluster", f"cannot reach the cluster at {address.text}: {one_line(exc, 300)}") from None
+        client = _new_client(JobSubmissionClient, address)
         _clients[address.text] = client
     return client
+
+
+@contextlib.contextmanager
+def _client_session(address: ClusterAddress):
+    """A Ray Client session's settings for the while it is made (client_env), and Ray's INFO line about
+    its ray.init arguments kept off the user's terminal (a command says one line when it fails)."""
+    if address.kind != "client":
+        yield
+        return
+    import logging
+    import os
+
+    grace = os.environ.get(CLIENT_GRACE_ENV)
+    os.environ.update(client_env(dict(os.environ)))
+    quiet = logging.getLogger("ray.client_builder")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        quiet.setLevel(level)
+        if grace is None:
+            os.environ.pop(CLIENT_GRACE_ENV, None)
+
+
+def _new_client(make, address: ClusterAddress):
+    """`make(address)`, tried again where a Ray Client session failed to start (a busy head): a Ray
+    Client address is only used to find the dashboard, and each try is one more session asked of the head."""
+    tries = CLIENT_TRIES if address.kind == "client" else 1
+    for attempt in range(1, tries + 1):
+        try:
+            with _client_session(address):
+                return make(address.text)
+        except Exception as exc:
+            said = str(exc)
+            if address.kind == "client" and client_start_failed(said):
+                if attempt < tries:
+                    continue
+                raise FleetError("cluster", client_retry_line(address)) from None
+            raise FleetError("cluster", f"cannot reach the cluster at {address.text}: {one_line(exc, 300)}") from None
 
 
 def dashboard_url(address: ClusterAddress | str) -> str:

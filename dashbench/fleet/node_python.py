@@ -28,6 +28,7 @@ import time
 import uuid
 
 from dashbench.fleet import FleetError
+from dashbench.fleet.address import CLIENT_TRIES, client_env, client_retry_line, client_start_failed
 
 PYTHON_ENV = "DASHBENCH_FLEET_PYTHON"  # a Python to use on every host instead of asking
 INSTALL = "bash scripts/install.sh requirements-cluster.txt"
@@ -117,7 +118,6 @@ def _write_cache(answers: dict[str, str]) -> None:
 
 
 def _ask(address, node_ids: list[str]) -> dict:
-    import tempfile
     from pathlib import Path
 
     import dashbench
@@ -127,20 +127,13 @@ def _ask(address, node_ids: list[str]) -> dict:
     # seem to have dashbench. The child starts in an empty folder and finds this dashbench by PYTHONPATH.
     here = str(Path(dashbench.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
-    try:
-        with tempfile.TemporaryDirectory(prefix="dashbench-ask-") as empty:
-            done = subprocess.run(
-                [sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids],
-                capture_output=True,
-                text=True,
-                timeout=ASK_TIMEOUT_S,
-                env=env,
-                cwd=empty,
-            )
-    except subprocess.TimeoutExpired:
-        raise FleetError(
-            "cluster", f"the cluster at {address} did not say in {ASK_TIMEOUT_S:g} s which Python its hosts run"
-        ) from None
+    env = client_env(env) if address.kind == "client" else env
+    for attempt in range(1, (CLIENT_TRIES if address.kind == "client" else 1) + 1):
+        done = _ask_once(address, [sys.executable, "-m", "dashbench.fleet.node_python", driver, *node_ids], env)
+        if done.returncode == 0 or address.kind != "client" or not client_start_failed(done.stderr):
+            break  # a Ray Client session the head failed to start is asked again; anything else is said
+        if attempt == CLIENT_TRIES:
+            raise FleetError("cluster", client_retry_line(address))
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
@@ -168,6 +161,18 @@ def _gcs_address(address) -> str:
             raise FleetError("cluster", f"the cluster at {address} did not say its GCS address: {said}")
         _gcs[address.text] = found[-1]
     return _gcs[address.text]
+
+
+def _ask_once(address, argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="dashbench-ask-") as empty:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=ASK_TIMEOUT_S, env=env, cwd=empty)
+    except subprocess.TimeoutExpired:
+        raise FleetError(
+            "cluster", f"the cluster at {address} did not say in {ASK_TIMEOUT_S:g} s which Python its hosts run"
+        ) from None
 
 
 # -- the child process ------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""A Ray Client address (`ray://HEAD:PORT`): the head starts a server process for each connection (Ray's
+proxier), which a busy head can fail to start. A command gets its answer, or after a few tries one line
+that says what to retry (dashbench/fleet/address.py)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from fixtures import ray_cluster as rc
+from fixtures.fleet_runs import _cli
+
+from dashbench.fleet.address import CLIENT_TRIES
+
+PROXY = "client-proxy"  # the marker of the second proxy's processes (tests/fixtures/ray_cluster.py)
+
+
+@rc.needs_ray()
+@pytest.mark.xdist_group("ray")  # the session's cluster: see scripts/test.sh
+def test_devices_through_the_ray_client_address_lists_the_clusters_hosts(ray_cluster):
+    out = _cli("devices", "--cluster", ray_cluster.client_url)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for host in (rc.GPU_NODE, *rc.TPU_HOSTS):
+        assert host in out.stdout, out.stdout
+    assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts" in out.stdout
+
+
+@rc.needs_ray()
+@pytest.mark.xdist_group("ray")  # the session's cluster: see scripts/test.sh
+def test_a_head_that_never_starts_a_client_session_gets_one_line_saying_what_to_retry(ray_cluster):
+    """A second Ray Client proxy on the session's cluster, as `ray start --head` runs one, whose wait for
+    each session's server is 0 s (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S, read by Ray's proxier): every
+    session fails as a busy head's slow start does, the same way each time."""
+    port = rc._free_port()
+    logs = Path(ray_cluster.folder) / "ray" / "session_latest" / "logs"
+    before = set(logs.glob("ray_client_server_*.err"))
+    proxy = subprocess.Popen(
+        [
+            f"{rc.VENV_BIN}/python",
+            "-m",
+            "ray.util.client.server",
+            f"--address={ray_cluster.gcs_address}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--mode=proxy",
+            "--runtime-env-agent-address=http://127.0.0.1:1",  # asked only for a session with a runtime_env
+        ],
+        env=ray_cluster.env(PROXY, {"RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "0"}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        out = _cli("devices", "--cluster", f"ray://127.0.0.1:{port}")
+        sessions = set(logs.glob("ray_client_server_*.err")) - before
+    finally:
+        ray_cluster.kill_node(PROXY)  # the proxy and every server it started, by pid
+        proxy.wait(timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out.stderr[-3000:]
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"error: cluster: the head at ray://127.0.0.1:{port} did not start a Ray Client"), line
+    assert "run the command again" in line and "--cluster http://127.0.0.1:8265" in line, line
+    assert len(sessions) == CLIENT_TRIES, sessions  # each try asked the head for a session of its own
