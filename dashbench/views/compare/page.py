@@ -270,6 +270,9 @@ def show() -> None:
             st.caption(md_text(summary))
 
     st.subheader("The numbers")
+    denominators = compare.mfu_denominators_note(frame)
+    if denominators:
+        st.caption(md_text(denominators))
     table = ui.memo(choice + (baseline,), compare.compare_table, frame)
     # One table per workload section when there are several: each has its own speed-up baseline.
     for head, part in ui.memo(choice + (baseline, "parts"), compare_view.table_parts, table, frame, group_bases):
