@@ -77,12 +77,13 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     batch_of = lambda a: jax.ShapeDtypeStruct((batch, *a.shape[1:]), a.dtype)
     step = jax_loop.step_of(net, optimizer, model, loss_scaling=False)
     start = time.perf_counter()
-    compiled = jax.jit(step).lower(state, batch_of(x), batch_of(y)).compile()
+    lowered = jax.jit(step).lower(state, batch_of(x), batch_of(y))
+    compiled = lowered.compile()
     seconds = time.perf_counter() - start
     examples = batch * stats.examples_per_item(catalog.get(model).unit, shapes.seq_len)
     return {
         "analytic": workloads.flops_per_example(net)["training"],
-        "compiler": compiler_flops.per_example(compiler_flops.xla_cost(compiled), examples),
+        "compiler": compiler_flops.per_example(compiler_flops.program_cost(lowered, lambda: compiled), examples),
         "compile_s": seconds,
         "parameters": sum(_prod(v.shape) for v in net.trainable_variables),
     }

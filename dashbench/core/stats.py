@@ -19,6 +19,7 @@ FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside anot
 FLAG_CONTENDED = "contended"  # other processes used more than CONTENDED_SHARE of the cores while it measured
 FLAG_UNSTABLE = "unstable"  # the repeats' throughputs spread more than UNSTABLE_CV
 FLAG_STORE_OUTAGE = "store_outage"  # the store was unreachable for a while: the run's writes waited (figures unchanged)
+FLAG_FLOPS_DISAGREE = "flops_disagree"  # the compiler's FLOP count is more than FLOPS_DISAGREE_SHARE off the formula's
 FLAG_SKEWED = "skewed"  # the throughput from total time and from the median step differ by more than SKEW_SHARE
 FLAGS = (
     FLAG_ABOVE_PEAK,
@@ -30,10 +31,12 @@ FLAGS = (
     FLAG_UNSTABLE,
     FLAG_STORE_OUTAGE,
     FLAG_SKEWED,
+    FLAG_FLOPS_DISAGREE,
 )
 CONTENDED_SHARE = 0.25
 UNSTABLE_CV = 0.05
 SKEW_SHARE = 0.20
+FLOPS_DISAGREE_SHARE = 0.25
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal 1.96 is close.
 _T95 = {
@@ -136,6 +139,19 @@ def mfu_flops(flops: dict) -> tuple[Optional[float], Optional[str]]:
     if flops.get("compiler"):
         return flops["compiler"], "compiler"
     return None, None
+
+
+def flops_disagree(flops: dict) -> bool:
+    """Do the layer formula's and the compiler's training counts differ by more than FLOPS_DISAGREE_SHARE
+    (of the formula's)? MFU then uses the formula's (mfu_flops); the flag says the two were held apart.
+    Only the layer formula is held so (its counts carry formula "layers"): an LM's PaLM count is a
+    convention that leaves the embedding's gather out by design."""
+    if flops.get("formula") != "layers":
+        return False
+    formula, compiler = flops.get("training"), flops.get("compiler")
+    if not formula or not compiler or not math.isfinite(formula) or not math.isfinite(compiler):
+        return False
+    return abs(compiler / formula - 1.0) > FLOPS_DISAGREE_SHARE
 
 
 def flops_source_text(source: Optional[str], counted, compiler) -> str:

@@ -1,6 +1,10 @@
 """The compiler's count of one training step's FLOPs, beside the analytic one, for any model.
 
-JAX: XLA's cost analysis of the compiled step (`jax.jit(step).lower(...).compile().cost_analysis()`).
+JAX: XLA's cost analysis of the step as the program states it (`jax.jit(step).lower(...).cost_analysis()`,
+before XLA's optimisation passes), the compiled executable's where that gives none. Not the compiled
+one first: XLA:CPU rewrites a grouped convolution's kernel gradient (batch_group_count = channels, a
+depthwise convolution's) into a dense convolution over every pair of channels and keeps the diagonal,
+so the compiled count holds C× the work the model asks for (64× for a 64-channel ConvMixer).
 One step, never the steps_per_loop loop: XLA counts a while-loop body once, whatever its trip count.
 TensorFlow: the graph profiler (`tf.compat.v1.profiler`, float_operation) over a concrete function
 of one step; TF 2.19 gives XLA's HLO only as text, with no cost analysis.
@@ -27,9 +31,20 @@ def jax_step(step, state, x, y, examples: int) -> Optional[float]:
 
     try:
         abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (state, x, y))
-        return per_example(xla_cost(jax.jit(step).lower(*abstract).compile()), examples)
+        lowered = jax.jit(step).lower(*abstract)
+        return per_example(program_cost(lowered, lowered.compile), examples)
     except Exception:  # a count beside the run's, never a reason to lose the run
         return None
+
+
+def program_cost(lowered, compiled) -> Optional[float]:
+    """The FLOPs of a lowered JAX step before XLA's passes (see the module's note), else those of
+    the executable `compiled()` gives (a function: compiled only when needed)."""
+    try:
+        found = xla_cost(lowered)
+    except Exception:  # a JAX without the lowered module's analysis: the executable's
+        found = None
+    return found if found else xla_cost(compiled())
 
 
 def xla_cost(compiled) -> Optional[float]:

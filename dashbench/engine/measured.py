@@ -101,6 +101,8 @@ def result(
         flags.append(stats.FLAG_CONTENDED)
     if repeat_cv is not None and repeat_cv > stats.UNSTABLE_CV:
         flags.append(stats.FLAG_UNSTABLE)
+    if stats.flops_disagree(flops):
+        flags.append(stats.FLAG_FLOPS_DISAGREE)
     if stats.skewed(timing["examples_per_sec"], stats.median_step_rate(per_batch, timing["step_time_median_s"])):
         flags.append(stats.FLAG_SKEWED)
     return RunResult(

@@ -22,6 +22,8 @@ FLAG_TEXT = {
     stats.FLAG_UNSTABLE: "unstable: the repeats' throughputs differ by more than 5% (CV)",
     stats.FLAG_STORE_OUTAGE: "store outage: its writes waited for the store (the figures are unaffected)",
     stats.FLAG_SKEWED: "skewed: the throughput from total time and from the median step differ by more than 20%",
+    stats.FLAG_FLOPS_DISAGREE: "FLOP counts disagree: the compiler's is over 25% off the layer formula's; "
+    "MFU uses the formula's",
 }
 FLAG_SHORT = {
     stats.FLAG_ABOVE_PEAK: "above peak",
@@ -33,6 +35,7 @@ FLAG_SHORT = {
     stats.FLAG_UNSTABLE: "unstable",
     stats.FLAG_STORE_OUTAGE: "store outage",
     stats.FLAG_SKEWED: "skewed",
+    stats.FLAG_FLOPS_DISAGREE: "FLOPs disagree",
 }
 # A run's verdict on contention where its measured window was too short to take the machine's load.
 TOO_SHORT_TO_JUDGE = "too short to judge contention"
@@ -40,7 +43,7 @@ TOO_SHORT_TO_JUDGE = "too short to judge contention"
 # Which loop a run's throughput times, and how Keras's own model.fit compared with it on the same
 # model and data (bench/engine_overhead.py; the measurement, its load and date: docs/PERFORMANCE.md).
 TIMED_LOOP = "dashbench's compiled train step (steps_per_loop steps per host call), not model.fit"
-FIT_RATIO = {"tensorflow": None}
+FIT_RATIO = {"tensorflow": 0.93}
 
 # What a run is doing, in words: the engine's phase events (the CLI's progress lines, sweep lines, the
 # dashboard's live panel). Any other phase (e.g. "waiting for the device …") is shown as it is.
@@ -117,6 +120,12 @@ class ResultText:
         if self.data and self.data != "synthetic":
             return "input: the data pipeline stalled some steps"
         return "a slow tail of steps (the first measured steps still warming up, or stalls): raise --warmup"
+
+    def _flops_pair_text(self) -> str:
+        formula, compiler = self.analytic_flops_per_example, self.compiler_flops_per_example
+        if not _number(formula) or not _number(compiler) or not formula:
+            return ""
+        return f"formula {_si(formula)}FLOP, compiler {_si(compiler)}FLOP per example: {compiler / formula:.2f}×"
 
     def contention_verdict(self) -> Optional[str]:
         """TOO_SHORT_TO_JUDGE (with the window) where the measured window was too short to take the
@@ -260,6 +269,7 @@ class ResultText:
             stats.FLAG_UNSTABLE: self.repeats_text(),
             stats.FLAG_STORE_OUTAGE: (self.store_outage or {}).get("text"),
             stats.FLAG_SKEWED: self.skew_text(),
+            stats.FLAG_FLOPS_DISAGREE: self._flops_pair_text(),
         }
         notes = [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
         short = self.contention_verdict()

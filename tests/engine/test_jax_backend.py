@@ -114,8 +114,10 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
         assert result["precision"] == precision
         assert len(losses) == 6 and all(np.isfinite(losses)), (name, losses)
         assert not stats.loss_not_falling(losses) and np.mean(losses[-3:]) < np.mean(losses[:3]), (name, losses)
-        # A 512² probe peak is rough; the other test worker keeps this machine busy (contended).
-        assert set(result["flags"]) <= {"above_peak", "contended"}, (name, result["flags"])
+        # A 512² probe peak is rough; the other test worker keeps this machine busy (contended, and
+        # a tail of slow steps: skewed). XLA counts the BiLSTM's recurrence once: its counts disagree.
+        allowed = {"above_peak", "contended", "skewed"} | ({"flops_disagree"} if model == "bilstm" else set())
+        assert set(result["flags"]) <= allowed, (name, result["flags"])
         assert result["placement"]["variables"] == ["/device:CPU:0"] == result["placement"]["ops"]
         assert result["unit"] == catalog.get(model).unit and result["examples_per_sec"] > 0
         # The same FLOP count as the model built on TensorFlow (this process's backend).

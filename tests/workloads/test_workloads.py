@@ -130,8 +130,10 @@ def test_every_workload_trains_with_a_falling_loss(model, without_grappler_for_k
     assert len(losses) == 6 and all(np.isfinite(losses)), losses
     assert not stats.loss_not_falling(losses), losses
     assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
-    # A 512² probe peak is rough; the other test worker keeps this machine busy (contended).
-    assert set(result["flags"]) <= {"above_peak", "contended"}, result["flags"]
+    # A 512² probe peak is rough; the other test worker keeps this machine busy (contended, skewed).
+    # TF's profiler counts conv2d's unused image gradient and not the BiLSTM's loop: counts disagree.
+    allowed = {"above_peak", "contended", "skewed"} | ({"flops_disagree"} if model in ("conv2d", "bilstm") else set())
+    assert set(result["flags"]) <= allowed, result["flags"]
     assert result["unit"] == catalog.get(model).unit
     assert result["flops_per_example"] > 0 and result["examples_per_sec"] > 0
     assert result["flops_source"] == "analytic" and result["analytic_flops_per_example"] == result["flops_per_example"]

@@ -27,12 +27,15 @@ def analyse(step, state, x, y, examples: int) -> Optional[dict]:
 
     try:
         abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (state, x, y))
-        compiled = jax.jit(step, donate_argnums=0).lower(*abstract).compile()
+        lowered = jax.jit(step, donate_argnums=0).lower(*abstract)
+        compiled = lowered.compile()
     except Exception:  # an analysis beside the run's, never a reason to lose the run
         return None
     out: dict = {"flops_per_example": None, "memory": None}
     try:
-        out["flops_per_example"] = compiler_flops.per_example(compiler_flops.xla_cost(compiled), examples)
+        out["flops_per_example"] = compiler_flops.per_example(
+            compiler_flops.program_cost(lowered, lambda: compiled), examples
+        )
     except Exception:
         pass
     try:

@@ -263,9 +263,11 @@ class UserWorkload(KerasWorkload):
         return losses
 
     def flops_per_example(self, model) -> dict:
-        # No formula for a user's model, and the layer count misses whatever its custom layers do:
-        # the run's MFU takes the compiler's count of one step instead, labelled so.
-        return {}
+        # The layer formula where it sees every layer that holds weights; otherwise a custom layer's
+        # work would be missed, and the run's MFU takes the compiler's count of one step, labelled so.
+        from dashbench.engine.workloads.flops import count_flops, covers
+
+        return count_flops(model) if covers(model) else {}
 
     def _synthetic(self, shapes: Shapes, batch: int, seed: int):
         import numpy as np

@@ -48,6 +48,7 @@ COLUMNS: dict[str, Column] = {
     "step_time_p90_ms": Column("step p90", "number", MS, width=110),
     "mfu": Column("MFU", "number", "percent", "achieved FLOP/s over the device's peak", width=80),
     "achieved_tflops": Column("TFLOP/s", "number", "%.3g"),
+    "peak_tflops": Column("MFU's peak", "number", "%.3g", "the peak TFLOP/s this row's MFU divides by", width=100),
     "usd_per_million_examples": Column("$ / 1M", "number", USD, "on-demand USD per million examples", width=90),
     "usd_per_million_examples_spot": Column("$ / 1M (spot)", "number", USD),
     "examples_per_usd": Column("examples / $", "number", "%.0f"),

@@ -464,3 +464,32 @@ def epochs_left_out(frame: pd.DataFrame) -> list[str]:
     if frame.empty or "examples_per_sec" not in frame:
         return []
     return [r["label"] for r in records(frame) if is_number(r.get("examples_per_sec")) and shape_text(r)]
+
+
+def mfu_denominators_note(frame: pd.DataFrame) -> str | None:
+    """Where the MFU column holds rows of one accelerator that divided by different peaks (a CPU
+    probed at different times, a calibration that moved): one line naming them, so that the column
+    does not read as one measure. None where each accelerator's MFUs share their peak."""
+    if frame.empty or "mfu" not in frame or "peak_tflops" not in frame:
+        return None
+    peaks_by_device: dict[str, set] = {}
+    for row in frame.to_dict("records"):
+        mfu, peak, count = row.get("mfu"), row.get("peak_tflops"), row.get("accelerator_count") or 1
+        if not _finite(mfu) or not _finite(peak) or not _finite(count) or count <= 0:
+            continue
+        peaks_by_device.setdefault(str(row.get("accelerator")), set()).add(float(f"{peak / count:.3g}"))
+    mixed = {device: found for device, found in peaks_by_device.items() if len(found) > 1}
+    if not mixed:
+        return None
+    parts = [
+        f"{device}: {', '.join(f'{p:g}' for p in sorted(found))} TFLOP/s" for device, found in sorted(mixed.items())
+    ]
+    return (
+        "MFU divides by different peaks for the same accelerator here ("
+        + "; ".join(parts)
+        + " per chip): those MFUs do not compare; each run's detail says which peak it used and when it was measured"
+    )
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -362,6 +362,9 @@ def _parity(db, chosen: Chosen, built: Built) -> None:
 
 def _the_numbers(built: Built) -> None:
     st.subheader("The numbers")
+    denominators = compare.mfu_denominators_note(built.frame)
+    if denominators:
+        st.caption(md_text(denominators))
     key = built.choice + (built.baseline,)
     table = ui.memo(key, compare.compare_table, built.frame)
     # One table per workload section when there are several: each has its own speed-up baseline.

@@ -19,6 +19,7 @@ RESULTS_COLUMNS = [
     "usd_per_million_examples",
     "flags",
     "price_key",  # the price row behind the cost, right after the figures that must be seen
+    "peak_tflops",  # the MFU's denominator: rows over different peaks do not compare
     "step_time_median_ms",
     "step_time_p10_ms",
     "step_time_p90_ms",
