@@ -452,6 +452,6 @@ def prepare(spec) -> None:
 
 def _joins_peers() -> bool:
     """Whether this process is one host's of a multi-host run (JAX's multi-host start, or TF_CONFIG)."""
-    from dashbench.engine.jax import devices as jax_devices
+    from dashbench.engine import backends
 
-    return jax_devices.distributed_settings() is not None or bool(os.environ.get("TF_CONFIG"))
+    return backends.get("jax").joins_cluster_first() or bool(os.environ.get("TF_CONFIG"))
