@@ -106,12 +106,12 @@ def test_keras_io_models_train_unchanged_on_both_backends(tmp_path, capfd):
         unnamed = lambda run: [{**t, "name": None} for t in run["model_info"]["inputs"]]  # noqa: E731
         assert unnamed(jax_run) == unnamed(tf_run) and jax_run["model_info"]["task"] == tf_run["model_info"]["task"]
     info = {name: run["model_info"] for name, run in zip(MODELS, tf_runs)}
-    # keras.io's float Input feeds the Embeddings inside TokenAndPositionEmbedding: token ids below the
-    # smaller of its two (the position Embedding's maxlen), never a float from a normal.
+    # keras.io's float Input feeds the token Embedding inside TokenAndPositionEmbedding (not the position
+    # one beside it, which reads a range): token ids below its vocabulary, never a float from a normal.
     text = info["text_transformer.py:build"]["inputs"][0]
-    assert text["dtype"] == "float32" and (text["low"], text["high"]) == (0, 8), text
+    assert text["dtype"] == "float32" and (text["low"], text["high"]) == (0, 60), text
     gpt = info["mini_gpt.py:create_model"]
-    assert gpt["task"].startswith("synthetic: next-token prediction") and gpt["inputs"][0]["high"] == 8, gpt
+    assert gpt["task"].startswith("synthetic: next-token prediction") and gpt["inputs"][0]["high"] == 40, gpt
     assert "sparse_categorical_crossentropy (the model's)" == gpt["loss"], gpt
     assert [o["shape"] for o in gpt["outputs"]] == [[8, 40], [8, 8]]  # the logits and the features
     labelled = info["mini_gpt.py:build_with_labels"]

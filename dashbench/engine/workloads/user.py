@@ -8,8 +8,9 @@ The builder contract, as small as torchbench's `get_module()`:
   model's compiled loss and optimizer if it has them, else Adam 1e-3 and the synthetic task's loss.
 - It may take `batch_size` (the run's global batch) and `classes` (an image folder's class count).
 - It may return a dict instead: {"model": m} plus any of "inputs" ({input name: {"low", "high"}} for
-  integer inputs: token ids), "labels" (a function of the numpy inputs giving the targets), "loss" (a
-  Keras loss or its name) and "optimizer" (a Keras optimizer or its name).
+  integer inputs: token ids; {"shape", "dtype"} for a subclassed model, which has no symbolic inputs),
+  "labels" (a function of the numpy inputs giving the targets), "loss" (a Keras loss or its name, or
+  one per output with the others None) and "optimizer" (a Keras optimizer or its name).
 
 The file is imported only in the run's own process, under a time limit (user_import).
 """
@@ -203,7 +204,7 @@ class UserWorkload(KerasWorkload):
         loss_fn = keras.losses.get(loss) if loss is not None else None
         loss_name = str(getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", "") or loss or "")
         shape = output["shape"]
-        kind = _kind(loss_name, loss_fn, shape, self.classes)
+        kind = graph.task_kind(loss_name, loss_fn, shape, self.classes)
         labelled = "labels" in self.extras
         self.token_input = None
         if kind == "classes" and len(shape) > 1 and shape[-1] > 1 and not labelled:
@@ -235,7 +236,7 @@ class UserWorkload(KerasWorkload):
             self.loss_fn = loss_fn.call if isinstance(loss_fn, keras.losses.Loss) else loss_fn
             described = f"{loss_name} (the model's)"
         self.kind = kind
-        task = "the builder's labels" if labelled else TASKS[kind].format(classes=shape[-1] if shape else 1)
+        task = "the builder's labels" if labelled else graph.TASKS[kind].format(classes=shape[-1] if shape else 1)
         return {"loss": described, "task": f"synthetic: {task}"}
 
     # -- what the engine asks ------------------------------------------------------------------
@@ -385,28 +386,6 @@ class UserWorkload(KerasWorkload):
         }.get(self._optimizer_name(), 2)
         inputs = sum(int(np.prod(m["shape"] or [1])) for m in self.meta["inputs"])
         return {"parameters": int(model.count_params()), "slots": slots, "activations": activations, "inputs": inputs}
-
-
-TASKS = {
-    "classes": "{classes} classes from a fixed random projection of the inputs",
-    "one_hot": "{classes} one-hot classes from a fixed random projection of the inputs",
-    "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
-    "regression": "a fixed random projection of the inputs (regression)",
-    "next_token": "next-token prediction on a fixed random bigram teacher's text of {classes} tokens",
-}
-
-
-def _kind(loss_name: str, loss_fn, shape: list, classes: Optional[int]) -> str:
-    """The synthetic task a loss (or, without one, the output's shape) asks for."""
-    if classes is not None or "sparse_categorical" in loss_name:
-        return "classes"
-    if "categorical" in loss_name:
-        return "one_hot"
-    if "binary" in loss_name:
-        return "binary"
-    if loss_fn is not None:
-        return "regression"
-    return "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
 
 
 CONFIG_LIMIT = 64 * 2**20  # a .keras file's config.json beyond this is not read for class names

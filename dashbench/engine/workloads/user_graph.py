@@ -1,6 +1,7 @@
 """What a user's Keras model says about itself: its tensors' names, the vocabulary an input feeds
 (an Embedding at the top of the graph or inside a custom layer), the output its loss trains, and a
-subclassed model given symbolic inputs from the shapes its builder names."""
+subclassed model given symbolic inputs from the shapes its builder names; the synthetic task a loss
+asks for."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ def shape_text(shape) -> str:
 
 
 def embedding_size(model, tensor, nested: bool = True) -> Optional[int]:
-    """The vocabulary of the Embedding an input feeds: one it feeds directly, else (`nested`) the
-    smallest of those inside the layers it feeds (keras.io's TokenAndPositionEmbedding holds a token
-    and a position Embedding: ids below the smaller are valid for either)."""
+    """The vocabulary of the Embedding an input feeds: one it feeds directly, else (`nested`) one inside
+    a layer it feeds, at any depth. keras.io's TokenAndPositionEmbedding holds a token Embedding, which
+    reads the input, and a position Embedding, which reads a range: a trial call of the layer tells
+    them apart by the batched ids the first is given. Where it cannot, the smallest vocabulary (ids
+    below it are valid for any of them)."""
     import keras
 
     inside: list[int] = []
@@ -35,8 +38,39 @@ def embedding_size(model, tensor, nested: bool = True) -> Optional[int]:
         if isinstance(layer, keras.layers.Embedding):
             return int(layer.input_dim)
         if nested:
-            inside += [int(s.input_dim) for s in _sublayers(layer) if isinstance(s, keras.layers.Embedding)]
+            found = [s for s in _sublayers(layer) if isinstance(s, keras.layers.Embedding)]
+            ranks = _ranks_given(layer, tensor) if len(found) > 1 else {}
+            reading = [s for s in found if ranks.get(id(s)) == len(tensor.shape)]
+            inside += [int(s.input_dim) for s in reading or found]
     return min(inside) if inside else None
+
+
+def _ranks_given(layer, tensor) -> dict:
+    """id(Embedding) → the rank of what it was given, in a symbolic call of `layer` on `tensor` alone
+    (nothing is allocated, no node is added to the model's graph); empty where that call fails."""
+    import keras
+
+    Embedding = keras.layers.Embedding
+    own = Embedding.__dict__.get("__call__")
+    original = Embedding.__call__
+    seen: dict = {}
+
+    def record(self, *args, **kwargs):
+        if args:
+            seen[id(self)] = len(getattr(args[0], "shape", ()) or ())
+        return original(self, *args, **kwargs)
+
+    Embedding.__call__ = record
+    try:
+        layer.compute_output_spec(keras.KerasTensor(tensor.shape, dtype=tensor.dtype))
+    except Exception:  # the user's layer: any failure only means no answer here
+        return {}
+    finally:
+        if own is None:
+            del Embedding.__call__
+        else:
+            Embedding.__call__ = own
+    return seen
 
 
 def _feeds(layer, tensor) -> bool:
@@ -147,3 +181,25 @@ def trained_output(model, where: str, loss) -> tuple[Optional[int], object]:
 
 def _loss_names(entries: list) -> str:
     return "[" + ", ".join("None" if e is None else str(getattr(e, "name", e)) for e in entries) + "]"
+
+
+TASKS = {
+    "classes": "{classes} classes from a fixed random projection of the inputs",
+    "one_hot": "{classes} one-hot classes from a fixed random projection of the inputs",
+    "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
+    "regression": "a fixed random projection of the inputs (regression)",
+    "next_token": "next-token prediction on a fixed random bigram teacher's text of {classes} tokens",
+}
+
+
+def task_kind(loss_name: str, loss_fn, shape: list, classes: Optional[int]) -> str:
+    """The synthetic task a loss (or, without one, the output's shape) asks for."""
+    if classes is not None or "sparse_categorical" in loss_name:
+        return "classes"
+    if "categorical" in loss_name:
+        return "one_hot"
+    if "binary" in loss_name:
+        return "binary"
+    if loss_fn is not None:
+        return "regression"
+    return "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
