@@ -36,27 +36,10 @@ def handle(args) -> int:
     if args.json:
         print(strict_json.dumps(profile.to_dict()))
         return 0
-    for line in lines(profile):
-        print(line)
+    print("\n".join(line for line in lines(profile) if line))
     return 0
 
 
 def lines(profile) -> list[str]:
-    """The profile in a few lines of words (also `show`'s)."""
-    per = "token" if profile.unit == "tokens" else "example"
-    accessed = f"{_si(profile.bytes_accessed)}B ({profile.bytes_source})" if profile.bytes_accessed else "—"
-    return [
-        f"{profile.model}, batch {profile.batch_size}, {profile.precision}: {_si(profile.flops)}FLOP a step "
-        f"({profile.flops_source}), {_si(profile.flops_per_unit)}FLOP per {per}; bytes accessed {accessed}",
-        f"parameters {profile.params:,} ({_si(profile.param_bytes)}B), optimizer {_si(profile.optimizer_bytes)}B, "
-        f"gradients exchanged {_si(profile.grad_bytes)}B a step",
-        *([profile.note] if profile.note else []),
-    ]
-
-
-def _si(value: float) -> str:
-    """3 significant figures and a decimal prefix: 1.23 T, 456 M."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}"
-    return f"{value:.3g} "
+    value, detail = profile.summary()
+    return [f"{profile.model}, batch {profile.batch_size}, {profile.precision}: {value}", detail, profile.note]

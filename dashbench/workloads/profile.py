@@ -38,7 +38,26 @@ class StepProfile:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def summary(self) -> tuple[str, str]:
+        """('476 TFLOP a step', 'xla; 58.1 GFLOP per token; bytes accessed …; parameters …'): `show`'s
+        figure and the CLI's words."""
+        per = "token" if self.unit == "tokens" else "example"
+        accessed = f"{si(self.bytes_accessed)}B ({self.bytes_source})" if self.bytes_accessed else "not counted"
+        return f"{si(self.flops)}FLOP a step", (
+            f"{self.flops_source}; {si(self.flops_per_unit)}FLOP per {per}; bytes accessed {accessed}; "
+            f"{self.params:,} parameters ({si(self.param_bytes)}B), optimizer {si(self.optimizer_bytes)}B, "
+            f"gradients exchanged {si(self.grad_bytes)}B a step"
+        )
+
     @property
     def flops_per_unit(self) -> float:
         """FLOPs per example, or per token for an LM."""
         return self.flops / (self.batch_size * (self.tokens_per_example or 1))
+
+
+def si(value: float) -> str:
+    """3 significant figures and a decimal prefix with its space: '1.23 T', '456 M'."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g} "

@@ -87,3 +87,36 @@ def test_bad_input_is_one_line_naming_the_field():
         code, _, err, _ = profile(*args, timeout=120)
         lines = [line for line in err.splitlines() if line.startswith("error: ")]
         assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {field}: "), err
+
+
+@pytest.mark.parametrize(("backend", "source"), [("jax", "xla"), ("tensorflow", "tf_profiler")])
+def test_a_stored_run_carries_its_profile_and_show_prints_it(tmp_path, backend, source):
+    db = str(tmp_path / "runs.sqlite")
+    tiny = ["--model", "conv2d", "--device", "cpu", "--batch-size", "4", "--image-size", "16", "--width", "4"]
+    run = [sys.executable, "-m", "dashbench", "run", *tiny, "--steps", "2", "--warmup", "1", "--backend", backend]
+    done = subprocess.run([*run, "--db", db, "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    p = StepProfile.from_dict(result["profile"])
+    # conv2d's one 5×5 convolution, 3 → 4 channels, no bias: 300 weights; Adam keeps two slots of each.
+    assert (p.params, p.param_bytes, p.grad_bytes) == (300, 1200, 1200) and p.optimizer_bytes >= 2400
+    assert p.flops_source == source and p.flops > 0 and p.batch_size == 4 and p.unit == "examples"
+    assert (p.bytes_source == "xla") == (backend == "jax")
+    shown = subprocess.run(
+        [sys.executable, "-m", "dashbench", "show", result["run_id"], "--db", db], capture_output=True, text=True
+    )
+    assert "step profile: " in shown.stdout and "300 parameters" in shown.stdout, shown.stdout
+
+
+def test_a_stored_profile_is_checked_like_every_result_field():
+    from dashbench.results.result import RunResult
+
+    good = StepProfile("conv2d", 4, "fp32", 1e6, "xla", 2e5, "xla", 300, 1200.0, 2400.0, 1200.0, None, "examples")
+    RunResult.check({"profile": good.to_dict()})
+    for bad, field in (
+        ({"flops": -1.0}, "profile.flops"),
+        ({"params": 1.5}, "profile.params"),
+        ({"x": 1}, "profile.x"),
+    ):
+        with pytest.raises(ValueError, match=f"^{field}: must be "):
+            RunResult.check({"profile": good.to_dict() | bad})
