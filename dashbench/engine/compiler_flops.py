@@ -47,13 +47,14 @@ def program_cost(lowered, compiled) -> Optional[float]:
     return found if found else xla_cost(compiled())
 
 
-def xla_cost(compiled) -> Optional[float]:
-    """The `flops` of a compiled JAX executable's cost analysis: a dict from JAX 0.4.38, a
-    one-element list before, and None where the backend gives none."""
+def xla_cost(compiled, key: str = "flops") -> Optional[float]:
+    """The `flops` (or another `key`: "bytes accessed") of a compiled JAX executable's cost analysis
+    (or a lowered module's): a dict from JAX 0.4.38, a one-element list before, and None where the
+    backend gives none."""
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else None
-    flops = cost.get("flops") if isinstance(cost, dict) else None
+    flops = cost.get(key) if isinstance(cost, dict) else None
     return float(flops) if flops is not None else None
 
 

@@ -70,6 +70,8 @@ def result(
     env_extra: dict,
     host_load: Optional[dict] = None,
     model_info: Optional[dict] = None,
+    sizes: Optional[dict] = None,
+    bytes_accessed: Optional[float] = None,
 ) -> RunResult:
     """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
     With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
@@ -144,7 +146,39 @@ def result(
         env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
         spec=spec.to_dict(),
         host_load=host_load,
+        profile=run_profile(
+            spec, shapes.seq_len if workload.unit == "tokens" else None, flops, backend[0], sizes, bytes_accessed
+        ),
     )
+
+
+def run_profile(spec, tokens: Optional[int], flops: dict, backend: str, sizes, bytes_accessed) -> Optional[dict]:
+    """The run's step profile (StepProfile's dict) from what it counted anyway: the compiler's FLOPs
+    (XLA's on JAX, TF's graph profiler's on TensorFlow) or else the formula's, the step's bytes
+    accessed (XLA's, JAX only) and its variables' sizes; None without the sizes."""
+    if not sizes:
+        return None
+    from dashbench.workloads.profile import PRECISION, StepProfile
+
+    compiler = flops.get("compiler")
+    per_example = compiler or flops.get("training")
+    if not per_example:
+        return None
+    per_batch = spec.batch_size * (tokens or 1)
+    source = ("xla" if backend == "jax" else "tf_profiler") if compiler else "formula"
+    return StepProfile(
+        model=spec.model,
+        batch_size=spec.batch_size,
+        precision=PRECISION[spec.precision],
+        flops=float(per_example * per_batch),
+        flops_source=source,
+        bytes_accessed=bytes_accessed,
+        bytes_source="xla" if bytes_accessed else None,
+        tokens_per_example=tokens,
+        unit="tokens" if tokens else "examples",
+        note=f"counted in the run's process ({backend}); FLOPs: {source}",
+        **sizes,
+    ).to_dict()
 
 
 def peak(target, precision: str, tf32: bool, cpu_probe: Callable[[str], float]):
@@ -161,3 +195,28 @@ def peak(target, precision: str, tf32: bool, cpu_probe: Callable[[str], float]):
     if per_chip is None:
         return None, None, 1.0
     return per_chip * target.accelerator_count, "datasheet", 1.0
+
+
+def variable_sizes(model, optimizer) -> dict:
+    """A step profile's sizes from the variables' shapes (no values read: abstract ones do too)."""
+    trainable = _bytes(model.trainable_variables)
+    return {
+        "params": int(sum(_count(v.shape) for v in model.trainable_variables)),
+        "param_bytes": trainable + _bytes(model.non_trainable_variables),
+        "optimizer_bytes": _bytes(optimizer.variables),
+        # Gradients are taken against the stored (float32) weights, whatever the compute precision.
+        "grad_bytes": trainable,
+    }
+
+
+def _count(shape) -> int:
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count
+
+
+def _bytes(variables) -> float:
+    import numpy as np
+
+    return float(sum(_count(v.shape) * np.dtype(getattr(v.dtype, "name", v.dtype)).itemsize for v in variables))

@@ -73,6 +73,9 @@ class RunResult(ResultText):
     # host's), devices [{name, peak_bytes, window_peak_bytes, capacity_bytes}], host_peak_bytes,
     # estimate_bytes, estimate_source (xla|counts), estimate_ratio (peak / estimate).
     memory: Optional[dict[str, Any]] = None
+    # One training step's cost (dashbench.workloads.profile.StepProfile's dict): FLOPs, bytes accessed,
+    # parameter, optimizer and gradient bytes, counted in the run's process from the step it compiled.
+    profile: Optional[dict[str, Any]] = None
     # A to-accuracy run's curves, time to target and seeds (dashbench/core/accuracy.py holds its shape).
     accuracy: Optional[dict[str, Any]] = None
     # The store unreachable while the run went (jobs/store_buffer.py): seconds, outages, text.
@@ -130,6 +133,7 @@ _OMITTED_WHEN_NONE = (
     "analytic_flops_per_example",
     "compiler_flops_per_example",
     "peak_as_of",
+    "profile",
 )
 
 

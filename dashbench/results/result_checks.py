@@ -149,7 +149,37 @@ RULES = {
     "accuracy": accuracy_shape.check,
     "store_outage": _object_or_null,
     "model_info": lambda n, v, f: model_file.check_info(n, v),
+    "profile": lambda n, v, f: _profile(n, v, f),
 }
+
+PROFILE_AMOUNTS = ("flops", "bytes_accessed", "param_bytes", "optimizer_bytes", "grad_bytes")
+PROFILE_COUNTS = ("batch_size", "params", "tokens_per_example")
+PROFILE_TEXTS = ("model", "precision", "flops_source", "bytes_source", "unit", "note")
+
+
+def _profile(name, value, finite):
+    """A step profile (dashbench.workloads.profile.StepProfile's dict): its numbers and words."""
+    if value is None:
+        return
+    _object(name, value, finite)
+    for key, item in value.items():
+        rule = (
+            _amount_or_null
+            if key in PROFILE_AMOUNTS
+            else _count_or_null
+            if key in PROFILE_COUNTS
+            else _text_or_null
+            if key in PROFILE_TEXTS
+            else None
+        )
+        if rule is None:
+            _fail(
+                f"{name}.{key}",
+                f"absent: a profile holds only {', '.join(PROFILE_AMOUNTS + PROFILE_COUNTS + PROFILE_TEXTS)}",
+                item,
+            )
+        rule(f"{name}.{key}", item, finite)
+
 
 MEMORY_BYTES = ("peak_bytes", "window_peak_bytes", "capacity_bytes", "host_peak_bytes", "estimate_bytes")
 MEMORY_KEYS = (*MEMORY_BYTES, "kind", "source", "devices", "estimate_ratio", "estimate_source")

@@ -4,12 +4,14 @@ from ResultText; the data and its JSON stay there, the field checks in results/r
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 from dashbench.core import stats
 from dashbench.hardware import peaks
 from dashbench.results.result_checks import _number
 from dashbench.workloads import model_file
+from dashbench.workloads.profile import StepProfile
 
 # The engine's flag strings, and what the user must read next to a flagged figure.
 FLAG_TEXT = {
@@ -229,6 +231,9 @@ class ResultText:
         if _number(self.achieved_tflops):
             # The unit sits in the label: a metric value longer than ~6 characters is cut off ("5.57 TFL…").
             out.append(("achieved TFLOP/s", f"{self.achieved_tflops:.3g}", self._tflops_detail()))
+        if isinstance(getattr(self, "profile", None), dict):
+            with contextlib.suppress(TypeError, ValueError, ZeroDivisionError):
+                out.append(("step profile", *StepProfile.from_dict(self.profile).summary()))
         where = self.accelerator or self.device
         if where:
             count = self.accelerator_count

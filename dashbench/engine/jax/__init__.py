@@ -26,6 +26,12 @@ class Jax(Backend):
 
         return accuracy.run(spec, on_event)
 
+    def step_profile(self, spec):
+        """One training step's cost with no device and no weights (engine/jax/profile.py)."""
+        from dashbench.engine.jax import profile
+
+        return profile.step_profile(spec)
+
     def set_random_seed(self, seed: int) -> None:
         from dashbench.engine.jax import seed as jax_seed
 

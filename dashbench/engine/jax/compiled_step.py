@@ -31,11 +31,12 @@ def analyse(step, state, x, y, examples: int) -> Optional[dict]:
         compiled = lowered.compile()
     except Exception:  # an analysis beside the run's, never a reason to lose the run
         return None
-    out: dict = {"flops_per_example": None, "memory": None}
+    out: dict = {"flops_per_example": None, "memory": None, "bytes_accessed": None}
     try:
         out["flops_per_example"] = compiler_flops.per_example(
             compiler_flops.program_cost(lowered, lambda: compiled), examples
         )
+        out["bytes_accessed"] = compiler_flops.xla_cost(compiled, "bytes accessed")
     except Exception:
         pass
     try:

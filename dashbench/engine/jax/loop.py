@@ -122,6 +122,7 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
     gpus = tuple(d.id for d in target.strategy if d.platform == "gpu" and d.process_index == jax.process_index())
     compile_s, samples, host_load = measured.run_loops(host_loop, spec, emit, jax_devices.native_stderr_silenced, gpus)
     flops["compiler"] = _compiler_flops(step, holder, real, spec, workload, shapes)
+    analysed = compiled_step.reused(spec) or {}
     placement = {
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
@@ -143,6 +144,8 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
         samples,
         placement,
         model_info=keras_side.identity(model),
+        sizes=measured.variable_sizes(model, optimizer),
+        bytes_accessed=None if real else analysed.get("bytes_accessed"),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
         xla=True,  # JAX compiles every step with XLA
         backend=("jax", jax.__version__),

@@ -137,6 +137,7 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
         samples,
         placement,
         model_info=keras_side.identity(model),
+        sizes=measured.variable_sizes(model, optimizer),
         peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
         xla=spec.xla or target.kind == "tpu",
         backend=("tensorflow", tf.__version__),
