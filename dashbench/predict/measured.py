@@ -1,0 +1,131 @@
+"""The store's runs as calibration points and as the measured figures a prediction sits beside.
+
+Only finished throughput runs that carry their step's profile (result JSON, key "profile") count:
+their median step time is the measurement, their profile the work. A run's accelerator is matched
+to the hardware catalog by name (a family name that holds several variants takes the first one the
+catalog lists); a CPU run stands on its own host's probed peak, which the run recorded."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional
+
+from dashbench.predict.calibration import Point
+
+# Runs read per question: the newest ones; a store of a million runs is not scanned whole.
+SCAN = 500
+# Two profiles describe the same step when their FLOPs agree this closely (same workload, shape, batch).
+SAME_STEP = 0.01
+
+
+@dataclass(frozen=True)
+class HostCPU:
+    """A CPU as the roofline reads a chip: its peak is what the run's probe measured."""
+
+    name: str
+    peaks: dict
+    memory_bw_gbs: Optional[float] = None
+    link_gbs: Optional[float] = None
+    family: str = "CPU"
+    kind: str = "cpu"
+    extra: dict = field(default_factory=dict)
+
+
+def chip_for(accelerator: str, peak_tflops: Optional[float] = None, precision: str = "fp32"):
+    """The catalog's chip for a run's accelerator, a HostCPU for a CPU run, or None."""
+    from dashbench.hardware import catalog
+
+    if str(accelerator).upper() == "CPU":
+        if not peak_tflops or not math.isfinite(peak_tflops):
+            return None
+        return HostCPU("CPU", {precision: float(peak_tflops), "fp32": float(peak_tflops)})
+    try:
+        return catalog.get(accelerator)
+    except LookupError:
+        try:
+            found = catalog.select([accelerator])
+        except LookupError:
+            return None
+        return found[0] if found else None
+
+
+def runs_with_profiles(store, model: Optional[str] = None) -> list[dict]:
+    """Finished runs (newest first, at most SCAN) with their result's profile and accuracy."""
+    from dashbench.workloads.profile import StepProfile
+
+    filters = {"status": "done", "limit": SCAN}
+    if model:
+        filters["model"] = model
+    frame = store.runs(**filters)
+    out = []
+    for row in frame.to_dict("records"):
+        run = store.get_run(row["run_id"])
+        result = run.get("result") if run else None
+        data = result.to_dict() if result is not None else {}
+        if not isinstance(data.get("profile"), dict):
+            continue
+        try:
+            profile = StepProfile.from_dict(data["profile"])
+        except (TypeError, ValueError, KeyError):
+            continue
+        out.append(row | {"profile": profile, "accuracy": data.get("accuracy")})
+    return out
+
+
+def points(runs: list[dict]) -> list[Point]:
+    """Throughput runs as calibration points (a to-accuracy run's steps include evaluation)."""
+    out = []
+    for run in runs:
+        step = run.get("step_time_median_s")
+        if run.get("accuracy") or step is None or not math.isfinite(step) or step <= 0:
+            continue
+        prec = run["profile"].precision
+        chip = chip_for(run.get("accelerator") or "", run.get("peak_tflops"), prec)
+        if chip is None:
+            continue
+        chips = int(run["accelerator_count"]) if _number(run.get("accelerator_count")) else 1
+        key = f"run:{run['run_id']}"
+        out.append(Point(key, run["profile"], chip, chips, prec, float(step), "measured", f"run {run['run_id']}"))
+    return out
+
+
+def same_step(a, b) -> bool:
+    return (
+        a.model == b.model
+        and a.batch_size == b.batch_size
+        and a.precision == b.precision
+        and math.isclose(a.flops, b.flops, rel_tol=SAME_STEP)
+    )
+
+
+def measured_for(points_: list[Point], profile, chip, chips: int) -> list[Point]:
+    """The measured points of this very step on this device and chip count."""
+    return [
+        p
+        for p in points_
+        if p.origin == "measured" and p.chip.name == chip.name and p.chips == chips and same_step(p.profile, profile)
+    ]
+
+
+def steps_to_target(runs: list[dict], profile) -> Optional[dict]:
+    """The newest to-accuracy run of this step that reached its target: its median steps to target."""
+    for run in runs:
+        acc = run.get("accuracy") or {}
+        if not same_step(run["profile"], profile):
+            continue
+        steps = [r["steps_to_target"] for r in acc.get("runs", []) if r.get("reached") and r.get("steps_to_target")]
+        if steps:
+            metric = acc.get("metric", "val_accuracy")
+            return {
+                "run_id": run["run_id"],
+                "steps": statistics.median(steps),
+                "target": acc.get("target"),
+                "metric": metric,
+            }
+    return None
+
+
+def _number(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
