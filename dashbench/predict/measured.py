@@ -53,8 +53,6 @@ def chip_for(accelerator: str, peak_tflops: Optional[float] = None, precision: s
 
 def runs_with_profiles(store, model: Optional[str] = None) -> list[dict]:
     """Finished runs (newest first, at most SCAN) with their result's profile and accuracy."""
-    from dashbench.workloads.profile import StepProfile
-
     filters = {"status": "done", "limit": SCAN}
     if model:
         filters["model"] = model
@@ -66,6 +64,8 @@ def runs_with_profiles(store, model: Optional[str] = None) -> list[dict]:
         data = result.to_dict() if result is not None else {}
         if not isinstance(data.get("profile"), dict):
             continue
+        from dashbench.workloads.profile import StepProfile
+
         try:
             profile = StepProfile.from_dict(data["profile"])
         except (TypeError, ValueError, KeyError):
