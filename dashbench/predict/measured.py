@@ -2,8 +2,7 @@
 
 Only finished throughput runs that carry their step's profile (result JSON, key "profile") count:
 their median step time is the measurement, their profile the work. A run's accelerator is matched
-to the hardware catalog by name (a family name that holds several variants takes the first one the
-catalog lists); a CPU run stands on its own host's probed peak, which the run recorded."""
+to the hardware catalog by name (a family name takes the catalog's default variant); a CPU run stands on its own host's probed peak, which the run recorded."""
 
 from __future__ import annotations
 
@@ -41,14 +40,13 @@ def chip_for(accelerator: str, peak_tflops: Optional[float] = None, precision: s
         if not peak_tflops or not math.isfinite(peak_tflops):
             return None
         return HostCPU("CPU", {precision: float(peak_tflops), "fp32": float(peak_tflops)})
+    resolve = getattr(catalog, "resolve", None)  # a run's device name ("NVIDIA H100 80GB HBM3") to its row
+    if resolve is not None:
+        return resolve(accelerator)
     try:
         return catalog.get(accelerator)
     except LookupError:
-        try:
-            found = catalog.select([accelerator])
-        except LookupError:
-            return None
-        return found[0] if found else None
+        return None
 
 
 def runs_with_profiles(store, model: Optional[str] = None) -> list[dict]:
