@@ -232,7 +232,7 @@ def device_memory(spec: RunSpec) -> tuple[Optional[float], str, int]:
     """(bytes available to each device of the run, what that is, devices the batch is split over):
     the host's MemAvailable for a CPU run (and for `auto` on a host with no accelerator), the least
     free memory of the GPUs used (nvidia-smi) for a GPU run, a TPU device's share of its chip's HBM
-    (from the VM's accelerator type and data/peaks.csv) for a TPU run; None where it is not known
+    (from the VM's accelerator type and data/hardware.csv) for a TPU run; None where it is not known
     without the framework."""
     if on_host_cpu(spec):
         available, _bound = host_budget(spec.backend)

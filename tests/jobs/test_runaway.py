@@ -482,7 +482,7 @@ def test_the_seeds_accelerator_runs_are_warned_about_not_refused(monkeypatch):
 
 
 def test_a_tpu_run_is_checked_against_its_devices_hbm(monkeypatch):
-    """The TPU's memory comes from the VM's accelerator type (stood in: no TPU here) and data/peaks.csv:
+    """The TPU's memory comes from the VM's accelerator type (stood in: no TPU here) and data/hardware.csv:
     a v3-8 is 4 chips of 32 GiB, each shown as 2 devices of 16 GiB, the batch split over the 8."""
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
     monkeypatch.setattr(memory, "host_memory", lambda: (300 * GB, 340 * GB))  # a v3-8 VM's host
