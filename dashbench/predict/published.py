@@ -10,8 +10,10 @@ with no step time, a shape never published) stay in the file with `use` = no and
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Optional
 
 import pandas as pd
 
@@ -20,6 +22,23 @@ from dashbench.workloads import lm_shape
 
 _SECONDS = {"s/step": 1.0, "ms/step": 1e-3}
 GRAD_BYTES_PER_PARAM = 4.0  # fp32 gradients, one copy
+
+
+@dataclass(frozen=True)
+class FormulaStep:
+    """A published row's step by formula, with the fields the roofline reads of a StepProfile
+    (dashbench.workloads.profile): a row's step is never compiled, so it needs none of the rest."""
+
+    model: str
+    batch_size: int
+    precision: str
+    flops: float
+    params: int
+    grad_bytes: float
+    unit: str
+    tokens_per_example: Optional[int] = None
+    bytes_accessed: Optional[float] = None
+    flops_source: str = "formula"
 
 
 def table() -> pd.DataFrame:
@@ -63,44 +82,28 @@ def lm_dims(shape: str) -> lm_shape.LMDims:
     return dataclasses.replace(base, **{k: v for k, v in values.items() if k not in ("width", "layers", "seq_len")})
 
 
-def lm_profile(row: dict, batch: int):
-    from dashbench.workloads.profile import StepProfile
-
+def lm_profile(row: dict, batch: int) -> FormulaStep:
     dims = lm_dims(row["shape"])
-    per_token = dims.palm_flops()["training"]
-    return StepProfile(
+    return FormulaStep(
         model="llama",
         batch_size=batch,
         precision=row["precision"],
-        flops=per_token * dims.seq_len * batch,
-        flops_source="formula",
-        bytes_accessed=None,
-        bytes_source=None,
+        flops=dims.palm_flops()["training"] * dims.seq_len * batch,
         params=dims.parameters,
-        param_bytes=4.0 * dims.parameters,
-        optimizer_bytes=8.0 * dims.parameters,
         grad_bytes=GRAD_BYTES_PER_PARAM * dims.parameters,
-        tokens_per_example=dims.seq_len,
         unit="tokens",
+        tokens_per_example=dims.seq_len,
     )
 
 
-def image_profile(row: dict, batch: int):
-    from dashbench.workloads.profile import StepProfile
-
+def image_profile(row: dict, batch: int) -> FormulaStep:
     params = int(row["params"] or 0)
-    return StepProfile(
+    return FormulaStep(
         model=row["model"],
         batch_size=batch,
         precision=row["precision"],
         flops=float(row["flops_per_example"]) * batch,
-        flops_source="formula",
-        bytes_accessed=None,
-        bytes_source=None,
         params=params,
-        param_bytes=4.0 * params,
-        optimizer_bytes=8.0 * params,
         grad_bytes=GRAD_BYTES_PER_PARAM * params,
-        tokens_per_example=None,
         unit="examples",
     )

@@ -54,7 +54,7 @@ class Prediction:
     step_s: float
     compute_s: float
     memory_s: Optional[float]
-    communication_s: float
+    communication_s: Optional[float]
     bound: str
     throughput: float  # per second, all chips, in `unit`
     throughput_per_chip: float
@@ -91,8 +91,9 @@ def chip_precision(chip, precision: str) -> str:
     return wanted
 
 
-def ideal_times(profile, chip, chips: int, precision: str) -> tuple[float, Optional[float], float]:
-    """Compute, memory and communication seconds at full efficiency (memory None without bytes)."""
+def ideal_times(profile, chip, chips: int, precision: str) -> tuple[float, Optional[float], Optional[float]]:
+    """Compute, memory and communication seconds at full efficiency (memory None without bytes,
+    communication None where the catalog has no chip-to-chip figure)."""
     if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
         raise PredictError("chips", f"must be an integer >= 1, got {chips!r}")
     peak = chip.peaks[chip_precision(chip, precision)] * 1e12
@@ -103,13 +104,13 @@ def ideal_times(profile, chip, chips: int, precision: str) -> tuple[float, Optio
     return compute, memory, communication_s(profile.grad_bytes, chip.link_gbs, chips)
 
 
-def communication_s(grad_bytes: float, link_gbs: Optional[float], chips: int) -> float:
+def communication_s(grad_bytes: float, link_gbs: Optional[float], chips: int) -> Optional[float]:
     """A ring all-reduce of the gradients: each chip sends and receives 2 (n − 1) / n of them over its
     link (the catalog's bidirectional figure: a ring runs both ways at once)."""
     if chips <= 1 or not grad_bytes:
         return 0.0
     if not link_gbs:
-        return float("inf")  # chips that cannot talk cannot train one model together
+        return None  # the catalog has no figure for the link: the term is left out, and said
     return 2.0 * (chips - 1) / chips * grad_bytes / (link_gbs * 1e9)
 
 
@@ -127,7 +128,7 @@ def predict(profile, chip, chips: int, calib, precision: Optional[str] = None) -
     compute0, memory0, comm = ideal_times(profile, chip, chips, precision)
     compute = compute0 / eff.compute
     memory = None if memory0 is None else memory0 / eff.compute
-    times = {"compute": compute, "memory": memory or 0.0, "communication": comm}
+    times = {"compute": compute, "memory": memory or 0.0, "communication": comm or 0.0}
     bound = max(BOUNDS, key=lambda b: times[b])
     step = eff.overhead_s + times[bound]
     work = profile.batch_size * (profile.tokens_per_example or 1) if profile.unit == "tokens" else profile.batch_size
@@ -152,8 +153,14 @@ def predict(profile, chip, chips: int, calib, precision: Optional[str] = None) -
         throughput_low=None if high is None else work / high,
         throughput_high=None if low is None else work / low,
         calibration=eff.source,
-        band_note=eff.no_band,
+        band_note="; ".join(n for n in (eff.no_band, _link_note(chip, comm)) if n),
     )
+
+
+def _link_note(chip, comm: Optional[float]) -> str:
+    if comm is not None:
+        return ""
+    return f"no chip-to-chip bandwidth for {chip.name} in the catalog: communication left out"
 
 
 def band(step: float, errors) -> tuple[Optional[float], Optional[float]]:
