@@ -1,7 +1,7 @@
 """The store's runs as calibration points and as the measured figures a prediction sits beside.
 
-Only finished throughput runs that carry their step's profile (result JSON, key "profile") count:
-their median step time is the measurement, their profile the work. A run's accelerator is matched
+Finished runs count: their median step time is the measurement, their step's profile (result JSON,
+key "profile"; for older runs, the result's FLOP count) the work. A run's accelerator is matched
 to the hardware catalog by name (a family name takes the catalog's default variant); a CPU run stands on its own host's probed peak, which the run recorded."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dashbench.predict.calibration import Point
+from dashbench.predict.roofline import RUN_PRECISIONS, FormulaStep
 
 # Runs read per question: the newest ones; a store of a million runs is not scanned whole.
 SCAN = 500
@@ -60,16 +61,41 @@ def runs_with_profiles(store, model: Optional[str] = None) -> list[dict]:
         run = store.get_run(row["run_id"])
         result = run.get("result") if run else None
         data = result.to_dict() if result is not None else {}
-        if not isinstance(data.get("profile"), dict):
-            continue
-        from dashbench.workloads.profile import StepProfile
-
-        try:
-            profile = StepProfile.from_dict(data["profile"])
-        except (TypeError, ValueError, KeyError):
+        profile = profile_of(data)
+        if profile is None:
             continue
         out.append(row | {"profile": profile, "accuracy": data.get("accuracy")})
     return out
+
+
+def profile_of(result: dict):
+    """A result's step profile; for a run stored before results carried one, its FLOPs (the
+    compiler's count first, as a profile's) over its measured step, with no bytes."""
+    if isinstance(result.get("profile"), dict):
+        from dashbench.workloads.profile import StepProfile
+
+        try:
+            return StepProfile.from_dict(result["profile"])
+        except (TypeError, ValueError, KeyError):
+            return None
+    per_example = result.get("compiler_flops_per_example") or result.get("flops_per_example")
+    eps, step = result.get("examples_per_sec"), result.get("step_time_median_s")
+    batch = result.get("global_batch_size")
+    if not (per_example and eps and step and batch):
+        return None
+    work = round(eps * step)  # examples (or an LM's tokens) in one step
+    tokens = work // batch if result.get("unit") == "tokens" and batch else None
+    return FormulaStep(
+        model=str(result.get("model")),
+        batch_size=int(batch),
+        precision=RUN_PRECISIONS.get(result.get("precision"), result.get("precision") or "fp32"),
+        flops=per_example * work,
+        params=0,
+        grad_bytes=0.0,
+        unit="tokens" if tokens else "examples",
+        tokens_per_example=tokens,
+        flops_source="result",
+    )
 
 
 def points(runs: list[dict]) -> list[Point]:

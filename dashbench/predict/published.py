@@ -10,35 +10,17 @@ with no step time, a shape never published) stay in the file with `use` = no and
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Optional
 
 import pandas as pd
 
 from dashbench.predict.calibration import Calibration, Point
+from dashbench.predict.roofline import FormulaStep
 from dashbench.workloads import lm_shape
 
 _SECONDS = {"s/step": 1.0, "ms/step": 1e-3}
 GRAD_BYTES_PER_PARAM = 4.0  # fp32 gradients, one copy
-
-
-@dataclass(frozen=True)
-class FormulaStep:
-    """A published row's step by formula, with the fields the roofline reads of a StepProfile
-    (dashbench.workloads.profile): a row's step is never compiled, so it needs none of the rest."""
-
-    model: str
-    batch_size: int
-    precision: str
-    flops: float
-    params: int
-    grad_bytes: float
-    unit: str
-    tokens_per_example: Optional[int] = None
-    bytes_accessed: Optional[float] = None
-    flops_source: str = "formula"
 
 
 def table() -> pd.DataFrame:

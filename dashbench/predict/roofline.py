@@ -45,6 +45,27 @@ class Efficiency:
     no_band: str = ""
 
 
+@dataclass(frozen=True)
+class FormulaStep:
+    """A step known only by its counts (a published row's, by formula; a run stored before runs
+    carried their profile, by its result's FLOPs): the fields the roofline reads of a StepProfile
+    (dashbench.workloads.profile), with no bytes accessed."""
+
+    model: str
+    batch_size: int
+    precision: str
+    flops: float
+    params: int
+    grad_bytes: float
+    unit: str
+    tokens_per_example: Optional[int] = None
+    bytes_accessed: Optional[float] = None
+    flops_source: str = "formula"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class Prediction:
     device: str

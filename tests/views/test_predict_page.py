@@ -12,3 +12,28 @@ def test_the_page_opens_on_an_empty_store_and_read_only(tmp_path, monkeypatch):
         at.radio(key="pred_source").set_value("a workload, profiled in a child process").run()
         assert_clean(at)
         assert at.button(key="pred_profile")  # nothing profiled until asked
+
+
+def test_a_stored_run_is_predicted_on_every_device_with_its_measurement_and_target(tmp_path, monkeypatch):
+    from fixtures.planted_chips import reached_block
+    from fixtures.stored_runs import SPEC, result_for
+
+    from dashbench.store import Store
+
+    db = tmp_path / "runs.sqlite"
+    with Store(db) as store:
+        measured = result_for(SPEC, 20000.0, accelerator="TPU v6e", precision="mixed_bfloat16")
+        store.finish_run(store.create_run(SPEC, run_id="on-v6e"), "done", measured)
+        trained = result_for(SPEC, 20000.0, precision="mixed_bfloat16", accuracy=reached_block(500))
+        store.finish_run(store.create_run(SPEC.replace(label="acc"), run_id="to-target"), "done", trained)
+    at = start(monkeypatch, db, read_only=True)
+    show(at, "pages/predict.py")
+    assert len(at.selectbox(key="pred_run").options) == 2
+    (chart,) = at.get("plotly_chart")
+    names = {trace["name"] for trace in __import__("json").loads(chart.proto.spec)["data"]}
+    assert {"predicted", "predicted cost", "measured (your runs)", "cheapest to the target"} <= names
+    (table,) = at.dataframe
+    frame = table.value
+    assert "TPU v6e ×1" in set(frame["device"]) and "H100 SXM ×1" in set(frame["device"])
+    assert frame.loc[frame["device"] == "TPU v6e ×1", "measured"].item() != ""
+    assert "← cheapest" in texts(at) and "500 steps" in texts(at)

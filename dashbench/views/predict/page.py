@@ -37,7 +37,12 @@ def show() -> None:
     if profile is None:
         return
     cols = st.columns(2)
-    default = CHIP_PRECISIONS.index(CHIP_PRECISION.get(profile["precision"], profile["precision"]))
+    given = profile["precision"] if isinstance(profile, dict) else profile.precision
+    default = (
+        CHIP_PRECISIONS.index(CHIP_PRECISION.get(given, given))
+        if CHIP_PRECISION.get(given, given) in CHIP_PRECISIONS
+        else 0
+    )
     precision = cols[0].selectbox("Precision", CHIP_PRECISIONS, index=default, key="pred_precision")
     chips = int(cols[1].number_input("Chips of each device", min_value=1, value=1, step=1, key="pred_chips"))
     try:

@@ -17,14 +17,14 @@ SHAPES = ("image_size", "seq_len", "width", "layers")
 
 
 def stored(store) -> list[dict]:
-    """Stored runs that carry a profile, newest first: {label, run_id, profile (a dict)}."""
+    """Stored runs with a step profile, newest first: {label, run_id, profile}."""
     out = []
     for run in measured.runs_with_profiles(store):
         p = run["profile"]
         label = (
             f"{p.model} · batch {p.batch_size} · {p.precision} · {run.get('accelerator') or '?'} · {run['run_id'][:8]}"
         )
-        out.append({"label": label, "run_id": run["run_id"], "profile": p.to_dict()})
+        out.append({"label": label, "run_id": run["run_id"], "profile": p})
     return out
 
 
@@ -56,9 +56,13 @@ def child_profile(model: str, batch_size: int, precision: str, shape: Optional[d
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def predictions(profile: dict, chips: int, precision: str, store=None) -> list[dict]:
+def predictions(profile, chips: int, precision: str, store=None) -> list[dict]:
+    """`profile`: a stored run's (a StepProfile or a FormulaStep), or a child's JSON dict."""
     from dashbench.hardware import catalog
-    from dashbench.workloads.profile import StepProfile
 
-    step = StepProfile.from_dict(profile)
+    step = profile
+    if isinstance(profile, dict):
+        from dashbench.workloads.profile import StepProfile
+
+        step = StepProfile.from_dict(profile)
     return table.rows(step, list(catalog.chips()), chips, published.calibration(), store, precision)
