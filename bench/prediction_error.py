@@ -162,7 +162,17 @@ def render(pub: dict | None, cpu: dict | None) -> str:
             lines.append(
                 f"| {r['label']} | {r['group']} | {r['measured_s'] * 1e3:.3g} ms | {r['predicted_s'] * 1e3:.3g} ms | {r['error']:+.0%} |"
             )
+    lines += ["", NO_ACCELERATOR]
     return "\n".join(lines)
+
+
+# What the issue asked of a lent accelerator, and why it is not here.
+NO_ACCELERATOR = (
+    "**(c) Predicted against measured on an accelerator: not measured.** No accelerator was lent to this "
+    "work (the device tool's status said `not_drawn`, 2026-12-05), so `llama` (~1 B, bf16, JAX) and ResNet-50 "
+    "were not run on a GPU or TPU beside their prediction. On a lent machine: `python -m dashbench predict` "
+    "for the device, then `python -m dashbench run` of the same step there, and the row of this block."
+)
 
 
 def main() -> None:

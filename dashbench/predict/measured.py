@@ -2,7 +2,7 @@
 
 Finished runs count: their median step time is the measurement, their step's profile (result JSON,
 key "profile"; for older runs, the result's FLOP count) the work. A run's accelerator is matched
-to the hardware catalog by name (a family name takes the catalog's default variant); a CPU run stands on its own host's probed peak, which the run recorded."""
+to the hardware catalog by name (a family name takes the catalog's default variant); a CPU run stands on its host's probed peak (the median of the probes its runs recorded)."""
 
 from __future__ import annotations
 
@@ -101,18 +101,31 @@ def profile_of(result: dict):
 def points(runs: list[dict]) -> list[Point]:
     """Throughput runs as calibration points (a to-accuracy run's steps include evaluation)."""
     out = []
+    host_peaks = _host_peaks(runs)
     for run in runs:
         step = run.get("step_time_median_s")
         if run.get("accuracy") or step is None or not math.isfinite(step) or step <= 0:
             continue
         prec = run["profile"].precision
-        chip = chip_for(run.get("accelerator") or "", run.get("peak_tflops"), prec)
+        peak = host_peaks.get(run.get("host"), run.get("peak_tflops"))
+        chip = chip_for(run.get("accelerator") or "", peak, prec)
         if chip is None:
             continue
         chips = int(run["accelerator_count"]) if _number(run.get("accelerator_count")) else 1
         key = f"run:{run['run_id']}"
         out.append(Point(key, run["profile"], chip, chips, prec, float(step), "measured", f"run {run['run_id']}"))
     return out
+
+
+def _host_peaks(runs: list[dict]) -> dict:
+    """Each host's CPU peak: the median of its CPU runs' probes. One probe taken under a burst of
+    load reads low, and would move that run's efficiency by as much."""
+    by_host: dict = {}
+    for run in runs:
+        peak = run.get("peak_tflops")
+        if str(run.get("accelerator")).upper() == "CPU" and _number(peak) and peak > 0:
+            by_host.setdefault(run.get("host"), []).append(float(peak))
+    return {host: statistics.median(peaks) for host, peaks in by_host.items()}
 
 
 def same_step(a, b) -> bool:
