@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "preset_cmd",
     "doctor_cmd",
     "store_cmd",
+    "profile_cmd",
     "predict_cmd",
 ]
 
