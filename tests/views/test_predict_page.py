@@ -37,3 +37,18 @@ def test_a_stored_run_is_predicted_on_every_device_with_its_measurement_and_targ
     assert "TPU v6e ×1" in set(frame["device"]) and "H100 SXM ×1" in set(frame["device"])
     assert frame.loc[frame["device"] == "TPU v6e ×1", "measured"].item() != ""
     assert "← cheapest" in texts(at) and "500 steps" in texts(at)
+
+
+def test_a_workload_is_profiled_in_a_child_process_and_predicted(tmp_path, monkeypatch):
+    at = start(monkeypatch, tmp_path / "empty.sqlite")
+    show(at, "pages/predict.py")
+    at.radio(key="pred_source").set_value("a workload, profiled in a child process").run()
+    at.selectbox(key="pred_model").set_value("llama")
+    at.number_input(key="pred_batch").set_value(8)
+    for name, value in (("width", 64), ("layers", 2), ("seq_len", 64)):
+        at.number_input(key=f"pred_{name}").set_value(value)
+    at.button(key="pred_profile").click().run()
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 1
+    frame = at.dataframe[0].value
+    assert "TPU v6e ×1" in set(frame["device"]) and frame.columns[1] == "≈ tokens/s per chip (predicted)"
