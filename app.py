@@ -58,6 +58,7 @@ pages += [
     compare,
     st.Page("pages/results.py", title="Results", icon=":material/table_rows:", url_path="results"),
     st.Page("pages/prices.py", title="Prices", icon=":material/sell:", url_path="prices"),
+    st.Page("pages/predict.py", title="Predict", icon=":material/query_stats:", url_path="predict"),
 ]
 page = st.navigation(pages)
 

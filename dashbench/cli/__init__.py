@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "doctor_cmd",
     "store_cmd",
     "profile_cmd",
+    "predict_cmd",
 ]
 
 
