@@ -21,8 +21,10 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from dashbench.core.spec import SpecError
+from dashbench.engine.workloads import user_abstract
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.engine.workloads.user_import import import_file, one_line, say
+from dashbench.engine.workloads.user_import import import_file, one_line, say, user_code
 from dashbench.workloads import model_file
 from dashbench.workloads.catalog import Shapes
 
@@ -95,10 +97,11 @@ class UserWorkload(KerasWorkload):
                     f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
                     f"{', '.join(BUILDER_ARGUMENTS)}"
                 )
-        try:
-            out = function(**kwargs)
-        except Exception as exc:
-            raise say(f"{self.where}() raised {one_line(exc)}") from None
+        with user_code(f"{self.where}()", "return"):
+            try:
+                out = function(**kwargs)
+            except Exception as exc:
+                raise say(f"{self.where}() raised {one_line(exc)}") from None
         if isinstance(out, dict):
             unknown = [key for key in out if key not in RETURNED_KEYS]
             if unknown:
@@ -112,6 +115,9 @@ class UserWorkload(KerasWorkload):
         return out
 
     def _load_saved(self, keras):
+        from dashbench.workloads import keras_archive, memory
+
+        keras_archive.check(self.path, memory.host_capacity())  # the sizes before Keras parses anything
         try:
             loaded = keras.saving.load_model(str(self.path), safe_mode=True)
         except Exception as exc:
@@ -277,10 +283,11 @@ class UserWorkload(KerasWorkload):
                 arrays.append(rng.standard_normal(shape, dtype=np.float32))
         x = arrays[0] if len(arrays) == 1 else tuple(arrays)
         if "labels" in self.extras:
-            try:
-                y = np.asarray(self.extras["labels"](x))
-            except Exception as exc:
-                raise say(f"{self.where}: its labels function raised {one_line(exc)}") from None
+            with user_code(f"{self.where}: its labels function", "return"):
+                try:
+                    y = np.asarray(self.extras["labels"](x))
+                except Exception as exc:
+                    raise say(f"{self.where}: its labels function raised {one_line(exc)}") from None
             return x, y
         return x, self._targets(arrays, self.meta["inputs"], batch, seed)
 
@@ -345,12 +352,12 @@ class UserWorkload(KerasWorkload):
         given = self.extras.get("optimizer")
         return "Adam" if given is None else given if isinstance(given, str) else type(given).__name__
 
-    def facts(self) -> dict:
+    def facts(self, model=None) -> dict:
         """What the memory estimate needs (dashbench/workloads/memory.py): parameters, optimizer slots, and the
         elements per example of the inputs and of every layer's output."""
         import numpy as np
 
-        model = self.build_model(Shapes(classes=self.classes or 0))
+        model = model if model is not None else self.build_model(Shapes(classes=self.classes or 0))
         activations = 0
         for layer in model.layers:
             for tensor in _outputs_of(layer):
@@ -447,10 +454,12 @@ def _outputs_of(layer) -> list:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def prepare(spec) -> None:
+def prepare(spec, check_memory=None) -> None:
     """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
-    Bad input is a SpecError here, in the run's own process, never a `failed` run."""
+    Bad input is a SpecError here, in the run's own process, never a `failed` run.
+    `check_memory(spec)`: called with the counts of a build that allocated no weight (user_abstract),
+    before the real build; its SpecError is raised with `before_build` set."""
     from dashbench.engine import backends
     from dashbench.workloads import catalog, memory
 
@@ -463,6 +472,14 @@ def prepare(spec) -> None:
         # Building the model now would start the framework before the multi-host start joins this host
         # to its peers (jax.distributed.initialize, TF_CONFIG's strategy): the engine builds it after.
         return
+    abstract = user_abstract.facts(user, shapes) if check_memory is not None else None
+    if abstract is not None:
+        memory.know(spec.model, abstract)
+        try:
+            check_memory(spec)
+        except SpecError as exc:
+            exc.before_build = True
+            raise
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
