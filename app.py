@@ -32,15 +32,24 @@ if not settings.read_only and store is not None:
 app_context = context.AppContext(settings=settings, store=store, store_error=store_error)
 st.session_state[ui.CONTEXT_KEY] = app_context
 
-pages = []
-if not settings.read_only:
-    pages.append(st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run"))
 compare = st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart:", url_path="compare")
+
+
+def _no_run_page():
+    # Read-only has no Run page; a typed or bookmarked /run lands on Compare with one line on why, not on
+    # Streamlit's "Page not found" pop-up (which an address no page claims opens above the default page).
+    ui.note_read_only_run(True)
+    st.switch_page(compare)
+
+
+if settings.read_only:
+    pages = [st.Page(_no_run_page, title="Run", url_path="run", visibility="hidden")]
+else:
+    pages = [st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run")]
 
 
 def _home():
     # The root opens Compare at its own address, so /compare typed or bookmarked works as well.
-    ui.note_read_only_run(settings.read_only)
     st.switch_page(compare, query_params=st.query_params.to_dict())
 
 

@@ -120,6 +120,8 @@ def test_read_only_mode_has_no_run_page_and_no_writing_controls(filled, monkeypa
         labels = [b.label for b in at.button]
         assert not at.get("file_uploader") and "Delete" not in labels and "Reset all overrides" not in labels
         assert "Save price" not in labels
+        # Nor a word about deleting: read-only has no Delete section to point at.
+        assert "delete" not in texts(at).lower(), page
     show(at, "pages/compare.py")
     assert len(at.get("plotly_chart")) == 2  # throughput and cost, until the reader picks more
     # The fixture's CPU runs have no price: the hint must not send a read-only reader to a price form.

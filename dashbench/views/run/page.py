@@ -50,7 +50,23 @@ def show() -> None:
         st.error(md_text(ctx.store_error) or "This dashboard is read-only: runs are launched elsewhere.")
         st.stop()
     db_path = ctx.settings.db_path
+    devices, places = _devices_and_places()
+    check_state = checks.state(db_path)
+    st.fragment(_machine_check_panel, run_every=2.0 if check_state and check_state["running"] else None)(ctx)
+    for key, value in run_form.run_form_defaults(devices.kinds).items():
+        st.session_state.setdefault(key, value)
+    quick_shapes = _model_choice(ctx)
+    _what_to_measure()
+    buttons = _run_form(devices, places, quick_shapes)
+    _launch(ctx, places, buttons)
+    search_state = max_batch.state(db_path)
+    st.fragment(_search_panel, run_every=2.0 if search_state and search_state["running"] else None)(db_path)
+    if not ctx.store.runs(status=["queued", "running"]).empty:
+        st.fragment(ui.through_outages(_live_panel), run_every=1.0)(ctx, places)
+    _finished(ctx)
 
+
+def _devices_and_places():
     with st.spinner("Looking for devices on this machine…"):
         devices = device_views.device_info()
     if devices.error:
@@ -58,42 +74,42 @@ def show() -> None:
     places = fleet_views.places()  # "this machine", and a Ray cluster's places when RAY_ADDRESS names one
     if places.error:
         st.warning(f"The cluster at {md_text(places.address)}: {md_text(places.error)}")
+    return devices, places
 
-    def machine_check_panel():
-        """The host's last `dashbench doctor` verdict and a button that runs it again in the background;
-        refreshes on its own while a check started here is running."""
-        with context.own_store(ctx.settings) as store:
-            status = check_views.machine_check(store)
-        state = checks.state(db_path)
-        with st.container(border=True, key="machine_check"):
-            cols = st.columns([5, 1])
-            getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
-            running = bool(state and state["running"])
-            if cols[1].button(
-                "Check this machine",
-                key="run_check_machine",
-                disabled=running,
-                help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
-                "stopwatch and placement, per device and backend.",
-            ):
-                checks.launch(db_path)
-                st.rerun(scope="app")
-            line = check_views.check_progress(state, checks.log_tail(state["log_path"]) if state else "")
-            if line:
-                (st.info if running else st.error)(md_text(line))
-            for detail in status.details:
-                st.caption(md_text(detail))
-        if st.session_state.get("check_was_running") and not running:
-            st.session_state["check_was_running"] = False
-            st.rerun(scope="app")  # the check landed: redraw once with its verdict
-        st.session_state["check_was_running"] = running
 
-    check_state = checks.state(db_path)
-    st.fragment(machine_check_panel, run_every=2.0 if check_state and check_state["running"] else None)()
+def _machine_check_panel(ctx):
+    """The host's last `dashbench doctor` verdict and a button that runs it again in the background;
+    refreshes on its own while a check started here is running."""
+    db_path = ctx.settings.db_path
+    with context.own_store(ctx.settings) as store:
+        status = check_views.machine_check(store)
+    state = checks.state(db_path)
+    with st.container(border=True, key="machine_check"):
+        cols = st.columns([5, 1])
+        getattr(cols[0], status.level)(status.text)  # made here from a date and a known verdict
+        running = bool(state and state["running"])
+        if cols[1].button(
+            "Check this machine",
+            key="run_check_machine",
+            disabled=running,
+            help="Runs `python -m dashbench doctor` in the background: matmul peaks, the "
+            "stopwatch and placement, per device and backend.",
+        ):
+            checks.launch(db_path)
+            st.rerun(scope="app")
+        line = check_views.check_progress(state, checks.log_tail(state["log_path"]) if state else "")
+        if line:
+            (st.info if running else st.error)(md_text(line))
+        for detail in status.details:
+            st.caption(md_text(detail))
+    if st.session_state.get("check_was_running") and not running:
+        st.session_state["check_was_running"] = False
+        st.rerun(scope="app")  # the check landed: redraw once with its verdict
+    st.session_state["check_was_running"] = running
 
-    for key, value in run_form.run_form_defaults(devices.kinds).items():
-        st.session_state.setdefault(key, value)
 
+def _model_choice(ctx) -> bool:
+    """Preset, model and quick try; True when the quick try's shapes are set without a preset."""
     preset_names = run_form.preset_choices()
     cols = st.columns([3, 2, 1.3])
     cols[0].selectbox(
@@ -121,9 +137,12 @@ def show() -> None:
     if quick_shapes:  # the shape boxes show the model the form last submitted; the launch uses its own
         st.session_state.update(run_form.quick_shape_values(st.session_state["run_model"]))
         st.caption(run_form.quick_caption(st.session_state["run_model"]))
+    return quick_shapes
 
-    # What to measure sits outside the form: choosing a mode redraws the page at once with only that
-    # mode's boxes; inside a form the choice would wait for a launch.
+
+def _what_to_measure() -> None:
+    # Outside the form: choosing a mode redraws the page at once with only that mode's boxes; inside a form
+    # the choice would wait for a launch.
     with st.container(border=True, key="run_accuracy_box"):
         st.radio(
             "What to measure",
@@ -152,56 +171,13 @@ def show() -> None:
         for col, (key, box) in zip(st.columns(5) if boxes else [], boxes):  # 5: the most a mode has
             col.number_input(key=key, **box)
 
+
+def _run_form(devices, places, quick_shapes: bool) -> tuple[bool, bool, bool]:
+    """The form's boxes and its three buttons: (launch, launch sweep, find the largest batch) clicked."""
     # Enter in a field must never launch anything: only a click on a button does.
     with st.form("run_form", enter_to_submit=False):
-        cols = st.columns([1, 2, 1, 1])  # the device's name is long ("CPU: Intel(R) Xeon(R) CPU @ 2.20GHz")
-        # The batch box stops at 1; the other whole-number boxes have no min_value: a value out of range is
-        # refused on launch in words ("Not launched: steps: …").
-        cols[0].number_input(
-            "Global batch size",
-            min_value=1,
-            step=1,
-            key="run_batch_size",
-            help="At least 1: the batch of one step, split across every chip.",
-        )
-        cols[1].selectbox(
-            "Device", devices.kinds, key="run_device", format_func=lambda k: devices.description.get(k, k.upper())
-        )
-        cols[2].selectbox(
-            "Backend",
-            BACKENDS,
-            key="run_backend",
-            help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.",
-        )
-        cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
-        if len(places.options) > 1:
-            st.selectbox(
-                "Where",
-                places.options,
-                key="run_place",
-                format_func=places.labels.get,
-                help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
-                "above is what the run uses there. A cluster run lands in the team store.",
-            )
-        cols = st.columns(5)
-        cols[0].number_input("Measured steps", step=1, key="run_steps")
-        cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
-        cols[2].number_input("Steps per host loop", step=1, key="run_steps_per_loop")
-        cols[3].number_input(
-            "Repeats",
-            step=1,
-            key="run_repeats",
-            help="Measure the steps this many times after one compile: the median is the figure, "
-            "and a spread (CV) over 5% is flagged unstable.",
-        )
-        cols[4].checkbox("XLA (jit_compile)", key="run_xla")
-        st.text_input("Label (optional, stored with the run)", key="run_label")
-        with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
-            cols = st.columns(3)
-            cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)
-            cols[1].number_input("Sequence length", step=1, key="run_seq_len", disabled=quick_shapes)
-            cols[2].number_input("Width (filters / hidden units)", step=1, key="run_width", disabled=quick_shapes)
-        st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
+        _where_and_how(devices, places)
+        _steps_and_shapes(quick_shapes)
         cols = st.columns(3)
         launch = cols[0].form_submit_button("Launch run", type="primary", key="run_launch")
         launch_sweep = cols[1].form_submit_button("Launch sweep", key="run_launch_sweep")
@@ -211,11 +187,72 @@ def show() -> None:
             help="Doubling from the batch size above until a try runs out of memory, then binary search: each try "
             "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).",
         )
+    return launch, launch_sweep, find_max
 
+
+def _where_and_how(devices, places) -> None:
+    cols = st.columns([1, 2, 1, 1])  # the device's name is long ("CPU: Intel(R) Xeon(R) CPU @ 2.20GHz")
+    # The batch box stops at 1; the other whole-number boxes have no min_value: a value out of range is
+    # refused on launch in words ("Not launched: steps: …").
+    cols[0].number_input(
+        "Global batch size",
+        min_value=1,
+        step=1,
+        key="run_batch_size",
+        help="At least 1: the batch of one step, split across every chip.",
+    )
+    cols[1].selectbox(
+        "Device", devices.kinds, key="run_device", format_func=lambda k: devices.description.get(k, k.upper())
+    )
+    cols[2].selectbox(
+        "Backend",
+        BACKENDS,
+        key="run_backend",
+        help="Keras backend: TensorFlow (the default), or JAX. Sweeps use it for every point.",
+    )
+    cols[3].selectbox("Precision", PRECISIONS, key="run_precision")
+    if len(places.options) > 1:
+        st.selectbox(
+            "Where",
+            places.options,
+            key="run_place",
+            format_func=places.labels.get,
+            help="This machine's queue, or a place on the Ray cluster (free devices now); the Device "
+            "above is what the run uses there. A cluster run lands in the team store.",
+        )
+
+
+def _steps_and_shapes(quick_shapes: bool) -> None:
+    cols = st.columns(5)
+    cols[0].number_input("Measured steps", step=1, key="run_steps")
+    cols[1].number_input("Warm-up steps", step=1, key="run_warmup")
+    cols[2].number_input("Steps per host loop", step=1, key="run_steps_per_loop")
+    cols[3].number_input(
+        "Repeats",
+        step=1,
+        key="run_repeats",
+        help="Measure the steps this many times after one compile: the median is the figure, "
+        "and a spread (CV) over 5% is flagged unstable.",
+    )
+    cols[4].checkbox("XLA (jit_compile)", key="run_xla")
+    st.text_input("Label (optional, stored with the run)", key="run_label")
+    with st.expander("Quick shapes (smaller than full size, e.g. to try a model on a CPU; 0 = full size)"):
+        cols = st.columns(3)
+        cols[0].number_input("Image size", step=1, key="run_image_size", disabled=quick_shapes)
+        cols[1].number_input("Sequence length", step=1, key="run_seq_len", disabled=quick_shapes)
+        cols[2].number_input("Width (filters / hidden units)", step=1, key="run_width", disabled=quick_shapes)
+    st.text_input("Batch sizes for a sweep (e.g. 32, 64, 128): one run per size, queued", key="run_sweep")
+
+
+def _launch(ctx, places, buttons: tuple[bool, bool, bool]) -> None:
+    """What a click on one of the form's buttons queues, or one line on why not."""
+    launch, launch_sweep, find_max = buttons
+    db_path = ctx.settings.db_path
     unclear = run_form.launch_conflict(st.session_state, launch)
     if unclear:
         st.warning(unclear)
-    elif launch or launch_sweep:
+        return
+    if launch or launch_sweep:
         try:
             specs, sweep_id = run_form.specs_from_form(
                 st.session_state, sweep=launch_sweep, models_dir=ctx.settings.models_dir
@@ -233,8 +270,7 @@ def show() -> None:
             st.success(f"Queued {len(ids)} run(s)" + (f" as sweep `{sweep_id}`" if sweep_id else "") + ".")
             if note := launcher.note(db_path):
                 st.info(f"Note: {md_text(note)}.")
-
-    if find_max and not unclear:
+    if find_max:
         try:
             if st.session_state.get("run_place"):
                 raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
@@ -243,68 +279,66 @@ def show() -> None:
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
 
-    def search_panel():
-        """The largest-batch search started here: going (its tries are the active runs below), or its answer."""
-        search = max_batch.state(db_path)
-        if search is None:
-            return
-        if search["running"]:
-            st.info(f"Finding the largest batch of {md_text(search['model'])} that fits: each try is a run below.")
-        elif search["summary"]:
-            st.success("  \n".join(md_text(line) for line in max_batch.summary_lines(search["summary"])))
-        else:
-            st.error(
-                f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
-                f"{md_text(checks.log_tail(search['log_path']))}"
-            )
-        if st.session_state.get("search_was_running") and not search["running"]:
-            st.session_state["search_was_running"] = False
-            st.rerun(scope="app")  # the answer landed: redraw once with it and its runs
-        st.session_state["search_was_running"] = search["running"]
 
-    search_state = max_batch.state(db_path)
-    st.fragment(search_panel, run_every=2.0 if search_state and search_state["running"] else None)()
+def _search_panel(db_path):
+    """The largest-batch search started here: going (its tries are the active runs below), or its answer."""
+    search = max_batch.state(db_path)
+    if search is None:
+        return
+    if search["running"]:
+        st.info(f"Finding the largest batch of {md_text(search['model'])} that fits: each try is a run below.")
+    elif search["summary"]:
+        st.success("  \n".join(md_text(line) for line in max_batch.summary_lines(search["summary"])))
+    else:
+        st.error(
+            f"The search for the largest batch ended without an answer (exit code {search['returncode']}): "
+            f"{md_text(checks.log_tail(search['log_path']))}"
+        )
+    if st.session_state.get("search_was_running") and not search["running"]:
+        st.session_state["search_was_running"] = False
+        st.rerun(scope="app")  # the answer landed: redraw once with it and its runs
+    st.session_state["search_was_running"] = search["running"]
 
-    active = ctx.store.runs(status=["queued", "running"])
 
-    def live_panel():
-        """Refreshes on its own while runs are active; a plain function of the store underneath."""
-        with context.own_store(ctx.settings) as store:
-            fleet_views.tend(db_path, places.address)  # the queue moves on; lost hosts' and ended jobs' runs end
-            current = live.running_first(store.runs(status=["queued", "running"]))
-        if current.empty:
-            st.rerun(scope="app")  # all finished: redraw the page once with their headlines
-        st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count
-        for _, row in current.iterrows():
-            run_id = row["run_id"]
-            view = live.live_view(queue.progress(run_id, db_path))
-            with st.container(border=True):
-                cols = st.columns([5, 1])
-                cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
-                if cols[1].button("Cancel", key=f"cancel_{run_id}"):
-                    fleet_views.cancel(run_id, db_path, places.address)
-                st.progress(view.fraction)
-                if not view.samples.empty:
-                    st.plotly_chart(sample_charts.live(view.samples), key=f"live_{run_id}")
+def _live_panel(ctx, places):
+    """Refreshes on its own while runs are active; a plain function of the store underneath."""
+    db_path = ctx.settings.db_path
+    with context.own_store(ctx.settings) as store:
+        fleet_views.tend(db_path, places.address)  # the queue moves on; lost hosts' and ended jobs' runs end
+        current = live.running_first(store.runs(status=["queued", "running"]))
+    if current.empty:
+        st.rerun(scope="app")  # all finished: redraw the page once with their headlines
+    st.subheader(f"Active runs ({len(current)})")  # in here, so a run that ends or is cancelled leaves the count
+    for _, row in current.iterrows():
+        run_id = row["run_id"]
+        view = live.live_view(queue.progress(run_id, db_path))
+        with st.container(border=True):
+            cols = st.columns([5, 1])
+            cols[0].markdown(f"**{md_text(run_label(row))}** — {view.text}")
+            if cols[1].button("Cancel", key=f"cancel_{run_id}"):
+                fleet_views.cancel(run_id, db_path, places.address)
+            st.progress(view.fraction)
+            if not view.samples.empty:
+                st.plotly_chart(sample_charts.live(view.samples), key=f"live_{run_id}")
 
-    if not active.empty:
-        st.fragment(ui.through_outages(live_panel), run_every=1.0)()
 
+def _finished(ctx) -> None:
     mine = run_form.finished_runs(ctx.store, st.session_state.get("my_runs", []))
     earlier = not mine  # a reload or a new tab: this session launched nothing, the store's last runs instead
     if earlier:
         mine = run_form.recent_finished(ctx.store)
-    if mine:
-        st.subheader("Last finished in this store" if earlier else "Finished")
-        for run in mine:
-            detail = stored_runs.run_detail(run)
-            with st.container(border=True):
-                ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
-        cols = st.columns(2)
-        cols[0].page_link(
-            "pages/compare.py",
-            label="Compare these runs",
-            icon=":material/bar_chart:",
-            query_params={"runs": ",".join(r["run_id"] for r in mine)},
-        )
-        cols[1].page_link("pages/results.py", label="Every stored run in Results", icon=":material/table_rows:")
+    if not mine:
+        return
+    st.subheader("Last finished in this store" if earlier else "Finished")
+    for run in mine:
+        detail = stored_runs.run_detail(run)
+        with st.container(border=True):
+            ui.run_summary(detail, accuracy_text.result_lines(run.get("result")))
+    cols = st.columns(2)
+    cols[0].page_link(
+        "pages/compare.py",
+        label="Compare these runs",
+        icon=":material/bar_chart:",
+        query_params={"runs": ",".join(r["run_id"] for r in mine)},
+    )
+    cols[1].page_link("pages/results.py", label="Every stored run in Results", icon=":material/table_rows:")

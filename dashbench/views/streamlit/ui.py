@@ -270,24 +270,15 @@ def _arrow(frame):
 
 READ_ONLY_RUN_KEY = "read_only_run_asked"
 READ_ONLY_RUN_TEXT = (
-    "This dashboard is read-only (started with `--read-only`), so it has no Run page: the "
-    "address /run opens Compare. Runs are launched where this database is written: a dashboard "
-    "without `--read-only`, or `python -m dashbench run`."
+    "This dashboard is read-only (`--read-only`): it has no Run page, so /run opens Compare; runs are launched "
+    "by a dashboard without `--read-only`, or `python -m dashbench run`."
 )
 
 
-def requested_page(url: str | None) -> str:
-    """The page part of the browser's address as Streamlit reports it (st.context.url drops the path of a
-    page the app has, so what is left after the app's address names a page it does not have)."""
-    from urllib.parse import urlsplit
-
-    return urlsplit(url or "").path.rstrip("/").rpartition("/")[2]
-
-
 def note_read_only_run(read_only: bool) -> None:
-    """Called by the default page, which Streamlit runs for an address it has no page for: a read-only
-    dashboard asked for /run says why it shows Compare instead (open_page shows it once)."""
-    if read_only and requested_page(st.context.url) == "run":
+    """Called by the hidden page that claims /run on a read-only dashboard: the page it switches to says
+    why it shows Compare (open_page shows it once)."""
+    if read_only:
         st.session_state[READ_ONLY_RUN_KEY] = True
 
 
@@ -327,11 +318,11 @@ def through_outages(panel):
     its next timed run tries again, and shows the panel once the server answers."""
 
     @functools.wraps(panel)
-    def shown():
+    def shown(*args, **kwargs):
         from dashbench.views.common import context, store_handles
 
         try:
-            return panel()
+            return panel(*args, **kwargs)
         except store_handles.StoreUnreachable as exc:
             st.warning(md_text(context.outage_text(exc)), icon=":material/cloud_off:")
 
