@@ -55,6 +55,14 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--no-store", action="store_true", help="measure only; record nothing")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    parser.add_argument(
+        "--check-spec",
+        metavar="JSON",
+        default=None,
+        help="check this spec (a RunSpec's JSON) as its run would, its model file imported and built, and exit: "
+        "0 with its model's counts as JSON, or 2 with the one line; nothing runs, nothing is stored "
+        "(the queue asks this before it stores a model file's run)",
+    )
     add_device_wait_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=handle)
@@ -82,6 +90,8 @@ def add_device_wait_arguments(parser) -> None:
 
 
 def handle(args) -> int:
+    if args.check_spec is not None:
+        return check_spec(args.check_spec)
     try:
         check_id("run_id", args.run_id, null=True)  # the rule import applies: what run stores, import takes
         if args.cluster is not None:
@@ -209,41 +219,22 @@ def execute(
     Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
     128+N cancelled."""
     from dashbench.cli.db_args import one_field, refuse_if_read_only
-    from dashbench.jobs import device_lock, oom, run_signals, runner
-    from dashbench.store import Store, StoreError
-    from dashbench.workloads import memory
+    from dashbench.jobs import children, device_lock, oom, run_signals, runner
+    from dashbench.store import StoreError
 
     try:
-        if is_user_model(spec):
-            try:
-                from dashbench.engine.workloads import user
-
-                user.prepare(spec)  # the model file is imported here, in the run's own process
-            except SpecError as exc:
-                if stored_row:
-                    with Store(db_path) as store:
-                        store.finish_run(run_id, "failed", error=str(exc))
-                raise
-        if check_memory:
-            from dashbench.engine import backends
-
-            if stored_row:
-                _say_phase(db_path, run_id, "setup")  # a step compiled here is the run setting up
-            backends.get(spec.backend).before_run(spec)  # JAX: the guard then checks XLA's bytes for the step
-            try:
-                warning = memory.check(spec)
-            except SpecError as exc:
-                if not stored_row:
-                    raise
-                return _refused_row(spec, json_out, db_path, run_id, f"out of memory before it started: {exc}"), None
-            if warning:
-                print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
-        if record:
-            refuse_if_read_only(None, "record a run")
-        with _stdout_to_stderr(json_out) as stdout_fd, _last_word(spec, json_out, stdout_fd):
-            result = runner.execute(
-                spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event, device_wait=device_wait
-            )
+        # Everything of the user's (their model file's import, builder, first calls) runs in here: its
+        # stdout goes to stderr, and every process it starts ends with the run.
+        with children.ending_with_run(), _stdout_to_stderr(True) as stdout_fd, _last_word(spec, json_out, stdout_fd):
+            refused = _before_run(spec, json_out, db_path, run_id, check_memory, stored_row)
+            if refused is None:
+                if record:
+                    refuse_if_read_only(None, "record a run")
+                result = runner.execute(
+                    spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event, device_wait=device_wait
+                )
+        if refused is not None:
+            return _refused_row(spec, json_out, db_path, run_id, refused), None
         return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
     except SpecError as exc:
         return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
@@ -265,6 +256,82 @@ def execute(
             return _report_end(spec, json_out, oom.STATUS, runner.error_text(exc), oom.EXIT_CODE, stored_id), None
         error = f"{type(exc).__name__}: {one_line(runner.error_message(exc))}"
         return _report_end(spec, json_out, "failed", error, 1, stored_id), None
+
+
+def _before_run(spec, json_out: bool, db_path, run_id, check_memory: bool, stored_row: bool) -> str | None:
+    """A model file's checks, then the memory estimate's; a stored row's memory refusal is returned
+    (its error, for the row to end `oom`), every other refusal raised."""
+    from dashbench.workloads import memory
+
+    if is_user_model(spec):
+        try:
+            from dashbench.engine.workloads import user
+
+            # The model file is imported here, in the run's own process; its memory checked before its
+            # weights are made.
+            user.prepare(spec, memory.check if check_memory else None)
+        except SpecError as exc:
+            if stored_row and getattr(exc, "before_build", False):
+                return f"out of memory before it started: {exc}"
+            if stored_row:
+                from dashbench.store import Store
+
+                with Store(db_path) as store:
+                    store.finish_run(run_id, "failed", error=str(exc))
+            raise
+    if not check_memory:
+        return None
+    from dashbench.engine import backends
+
+    if stored_row:
+        _say_phase(db_path, run_id, "setup")  # a step compiled here is the run setting up
+    backends.get(spec.backend).before_run(spec)  # JAX: the guard then checks XLA's bytes for the step
+    try:
+        warning = memory.check(spec)
+    except SpecError as exc:
+        if not stored_row:
+            raise
+        return f"out of memory before it started: {exc}"
+    if warning:
+        print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
+    return None
+
+
+def check_spec(text: str) -> int:
+    """`run --check-spec JSON`: a model file's checks in a process of their own, for a caller that must
+    not import it (the queue); prints {"status": "ok", "facts": its counts for the memory estimate}."""
+    import json
+
+    from dashbench.jobs import children
+    from dashbench.workloads import memory_estimate
+
+    spec = None
+    try:
+        try:
+            spec = RunSpec.from_dict(json.loads(text))
+        except (ValueError, TypeError) as exc:
+            raise SpecError("check_spec", f"not a spec's JSON: {one_line(exc)}") from None
+        if not is_user_model(spec):
+            raise SpecError("check_spec", "only a model file's run is checked this way")
+        from dashbench.engine.workloads import user
+
+        with children.ending_with_run(), _stdout_to_stderr(True):
+            user.prepare(spec, _fits_at_some_batch)  # the caller checks the batch, with the counts
+    except SpecError as exc:
+        return report_invalid(exc, True, spec)
+    print_json({"status": "ok", "facts": memory_estimate.USER_MODEL_FACTS.get(spec.model)})
+    return 0
+
+
+def _fits_at_some_batch(spec) -> None:
+    """A model no batch size makes fit is refused before it is built; a batch too large is the caller's."""
+    from dashbench.workloads import memory
+
+    try:
+        memory.check(spec)
+    except SpecError as exc:
+        if exc.field != "batch_size":
+            raise
 
 
 def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None = None) -> int:
@@ -374,23 +441,31 @@ def _evaluation_text(event: dict) -> str:
 
 @contextlib.contextmanager
 def _last_word(spec, json_out: bool, stdout_fd: int | None):
-    """With --json, the one JSON object is printed even when the run process's guard ends the
-    process itself (a stuck run cancelled, a run out of host memory: jobs/run_guard.py)."""
-    from dashbench.jobs import run_guard
+    """The run's end is said even when the process ends itself from a thread (a stuck run cancelled,
+    a run out of host memory: jobs/run_guard.py; a user's code stuck past its time limit:
+    engine/workloads/user_import.py): with --json its one JSON object, and its children ended."""
+    from dashbench.engine.workloads import user_import
+    from dashbench.jobs import children, run_guard
 
-    if not json_out or stdout_fd is None:
-        yield
-        return
+    def say(obj: dict) -> None:
+        if json_out and stdout_fd is not None:
+            os.write(stdout_fd, (strict_json.dumps(obj) + "\n").encode())
 
     def hook(status: str, error: str, run_id: str | None) -> None:
-        line = strict_json.dumps(_error_object(spec, status, error, run_id)) + "\n"
-        os.write(stdout_fd, line.encode())
+        say(_error_object(spec, status, error, run_id))
+
+    def stuck(line: str) -> None:
+        error = line.removeprefix("error: ")
+        say(_error_object(spec, "invalid", error, None, field=error.partition(":")[0]))
+        children.end_now()
 
     run_guard.HARD_EXIT_HOOKS.append(hook)
+    user_import.STUCK_HOOKS.append(stuck)
     try:
         yield
     finally:
         run_guard.HARD_EXIT_HOOKS.remove(hook)
+        user_import.STUCK_HOOKS.remove(stuck)
 
 
 @contextlib.contextmanager

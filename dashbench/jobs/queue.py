@@ -19,9 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-from dashbench.core.spec import RunSpec
+from dashbench.core.spec import RunSpec, is_user_model
 from dashbench.hardware import host
-from dashbench.jobs import background, oom, temp_folder
+from dashbench.jobs import background, model_check, oom, temp_folder
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
@@ -66,6 +66,8 @@ def submit(
 
     spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)
+    if is_user_model(spec):
+        model_check.check(spec, RUN_COMMAND)  # imported and built in a process of its own, never here
     if check_memory:
         memory.check(spec)  # a run that cannot fit in the device's memory is refused, never queued
     with _store(db_path) as store:

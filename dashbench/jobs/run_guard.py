@@ -26,7 +26,7 @@ from typing import Callable
 
 from dashbench.engine import frameworks
 from dashbench.hardware import host
-from dashbench.jobs import multihost, oom, temp_folder
+from dashbench.jobs import children, multihost, oom, temp_folder
 from dashbench.jobs.run_signals import (
     ASK_AGAIN_S,
     CANCEL_SIGNALS,
@@ -225,6 +225,7 @@ def guarded(store: Store | None, wake_fd: int | None):
                 except Exception:
                     pass
             temp_folder.remove_now()  # no finally block or atexit hook runs past os._exit
+            children.end_now()
             os._exit(code)
 
     watcher: list[Store] = []  # the guard thread's own handle, opened on its first question

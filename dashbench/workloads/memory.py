@@ -97,7 +97,7 @@ def check(spec: RunSpec, available: Optional[float] = None) -> Optional[str]:
         if accelerator:
             hint += f" (the estimate errs high on accelerators: refused past {ACCELERATOR_MARGIN:g}× memory)"
         raise SpecError(
-            "batch_size",
+            "batch_size" if fits else "memory",  # a model no batch size makes fit is too big, whatever the batch
             f"{spec.model} at batch {spec.batch_size} needs about {host.gb(need.total)} of "
             f"memory{each} ({said}) but {where} has {host.gb(available)} available; {hint}",
         )

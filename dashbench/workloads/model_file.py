@@ -86,6 +86,10 @@ def reference(text: str) -> dict:
         raise SpecError("model", f"no such model file: {path}")
     resolved = resolved.resolve()
     check_name(resolved)
+    if builder is None:
+        from dashbench.workloads import keras_archive
+
+        keras_archive.check(resolved)  # against the host's memory too, in the run's own process
     if builder is not None:
         found = builders_in(resolved)
         if builder not in found:

@@ -125,3 +125,27 @@ def test_a_keras_file_from_the_models_folder_runs_from_the_page_and_shows_on_com
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]  # its throughput bar
     tables = [t.value for t in at.get("dataframe") if "model" in getattr(t.value, "columns", ())]
     assert tables and all(table["model"].tolist() == [identity] for table in tables)
+
+
+def test_a_bad_model_file_launched_from_the_page_stores_nothing(tmp_path, monkeypatch):
+    """The launch checks the file in a process of its own before storing the run: a builder whose
+    input cannot be made is named on the page, and no row is written."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "ints.py").write_text(
+        "import keras\n\ndef build():\n    i = keras.Input((4,), dtype='int32', name='ids')\n"
+        "    return keras.Model(i, keras.layers.Dense(2)(keras.ops.cast(i, 'float32')))\n"
+    )
+    monkeypatch.setenv("DASHBENCH_MODELS_DIR", str(folder))
+    db = tmp_path / "page.sqlite"
+    at = start(monkeypatch, db)
+    show(at, "pages/run.py")
+    at.selectbox(key="run_model").set_value("ints.py:build")
+    at.selectbox(key="run_device").set_value("cpu")
+    at.number_input(key="run_batch_size").set_value(8)
+    at.button(key="run_launch").click().run()
+    shown = texts(at)
+    assert "Not launched" in shown and "int32 and feeds no Embedding" in shown, shown
+    if db.exists():
+        with Store(db, read_only=True) as store:
+            assert store.runs().empty

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Optional
 
 from dashbench.core.errors import one_line
+from dashbench.core.spec import SpecError
+from dashbench.engine.workloads import user_abstract
 from dashbench.engine.workloads import user_graph as graph
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.engine.workloads.user_import import import_file, say
+from dashbench.engine.workloads.user_import import import_file, say, user_code
 from dashbench.workloads import lm_text, model_file
 from dashbench.workloads.catalog import Shapes
 
@@ -99,10 +101,11 @@ class UserWorkload(KerasWorkload):
                     f"{self.where}() asks for {name!r}; a builder takes no arguments, or any of "
                     f"{', '.join(BUILDER_ARGUMENTS)}"
                 )
-        try:
-            out = function(**kwargs)
-        except Exception as exc:
-            raise say(f"{self.where}() raised {one_line(exc, typed=True)}") from None
+        with user_code(f"{self.where}()", "return"):
+            try:
+                out = function(**kwargs)
+            except Exception as exc:
+                raise say(f"{self.where}() raised {one_line(exc, typed=True)}") from None
         if isinstance(out, dict):
             unknown = [key for key in out if key not in RETURNED_KEYS]
             if unknown:
@@ -114,9 +117,16 @@ class UserWorkload(KerasWorkload):
             raise say(f"{self.where}() returned {type(out).__name__}, not a keras.Model (or a dict with 'model')")
         self._take_compiled(out)
         wanted = graph.check_inputs(self.where, self.extras.get("inputs") or {})
-        return out if graph.has_symbolic_inputs(out) else graph.symbolic(out, self.where, wanted)
+        if graph.has_symbolic_inputs(out):
+            return out
+        with user_code(f"{self.where}()'s model (its call())", "return"):
+            return graph.symbolic(out, self.where, wanted)
 
     def _load_saved(self, keras):
+        from dashbench.hardware import host
+        from dashbench.workloads import keras_archive
+
+        keras_archive.check(self.path, host.host_capacity())  # the sizes before Keras parses anything
         try:
             loaded = keras.saving.load_model(str(self.path), safe_mode=True)
         except Exception as exc:
@@ -292,10 +302,11 @@ class UserWorkload(KerasWorkload):
             next_tokens = text[:, 1:]
         x = arrays[0] if len(arrays) == 1 else tuple(arrays)
         if "labels" in self.extras:
-            try:
-                y = np.asarray(self.extras["labels"](x))
-            except Exception as exc:
-                raise say(f"{self.where}: its labels function raised {one_line(exc, typed=True)}") from None
+            with user_code(f"{self.where}: its labels function", "return"):
+                try:
+                    y = np.asarray(self.extras["labels"](x))
+                except Exception as exc:
+                    raise say(f"{self.where}: its labels function raised {one_line(exc, typed=True)}") from None
             return x, y
         if next_tokens is not None:
             return x, next_tokens
@@ -363,12 +374,12 @@ class UserWorkload(KerasWorkload):
         given = self.extras.get("optimizer")
         return "Adam" if given is None else given if isinstance(given, str) else type(given).__name__
 
-    def facts(self) -> dict:
+    def facts(self, model=None) -> dict:
         """What the memory estimate needs (dashbench/workloads/memory.py): parameters, optimizer slots, and the
         elements per example of the inputs and of every layer's output."""
         import numpy as np
 
-        model = self.build_model(Shapes(classes=self.classes or 0))
+        model = model if model is not None else self.build_model(Shapes(classes=self.classes or 0))
         activations = 0
         for layer in model.layers:
             for tensor in graph.outputs_of(layer):
@@ -431,10 +442,12 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype) if dtype != "bfloat16" else np.float32
 
 
-def prepare(spec) -> None:
+def prepare(spec, check_memory=None) -> None:
     """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
-    Bad input is a SpecError here, in the run's own process, never a `failed` run."""
+    Bad input is a SpecError here, in the run's own process, never a `failed` run.
+    `check_memory(spec)`: called with the counts of a build that allocated no weight (user_abstract),
+    before the real build; its SpecError is raised with `before_build` set."""
     from dashbench.engine import backends
     from dashbench.workloads import catalog, memory_estimate
 
@@ -447,6 +460,14 @@ def prepare(spec) -> None:
         # Building the model now would start the framework before the multi-host start joins this host
         # to its peers (jax.distributed.initialize, TF_CONFIG's strategy): the engine builds it after.
         return
+    abstract = user_abstract.facts(user, shapes) if check_memory is not None else None
+    if abstract is not None:
+        memory_estimate.know(spec.model, abstract)
+        try:
+            check_memory(spec)
+        except SpecError as exc:
+            exc.before_build = True
+            raise
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
