@@ -19,7 +19,10 @@ from dashbench.core.spec import BACKENDS, SpecError, ascii_int
 
 # One backend's whole check (imports, probes, six tiny runs per device) stays well inside this.
 CHILD_TIMEOUT_S = 1800
-_MARK = "DASHBENCH-DOCTOR-REPORT "  # the child's report line, apart from anything a framework prints
+_MARK = "DASHBENCH-DOCTOR-REPORT "
+# A calibration that moves the CPU peak by more than this names the stored runs it re-prices.
+REPRICE_SHARE = 0.15
+REPRICE_SHOWN = 10  # the child's report line, apart from anything a framework prints
 
 
 def register(subparsers) -> None:
@@ -48,6 +51,11 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=_positive, default=None, help="N: the stopwatch runs N and 3N steps")
     p.add_argument("--tries", type=_positive, default=None, help="stopwatch pairs of runs (the median counts)")
     p.add_argument("--no-store", action="store_true", help="do not store the verdicts")
+    p.add_argument(
+        "--busy-ok",
+        action="store_true",
+        help="calibrate the CPU even when other processes keep the machine busy (its peak then reads low)",
+    )
     p.add_argument("--child", choices=BACKENDS, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=handle)
 
@@ -95,7 +103,9 @@ def handle(args) -> int:
             reports.extend(_run_child(backend, args))
         summary = summarize(reports)
         if store is not None:
+            before = cpu_peak_now(store)
             summary["stored"] = [store.add_calibration(calibration_row(summary["host"], r)) for r in reports]
+            summary["repriced"] = repriced(store, summary["host"], before, cpu_peak_now(store))
     finally:
         if store is not None:
             store.close()
@@ -106,11 +116,54 @@ def handle(args) -> int:
     return 1 if summary["verdict"] == "error" else 0
 
 
+def cpu_peak_now(store) -> float | None:
+    """The CPU peak (TFLOP/s) a CPU run on this host would measure against now: the best calibration,
+    else the first probe (the runner's rule)."""
+    from dashbench.jobs import runner
+
+    peaks, _ = runner.calibrated_cpu_peak(store)
+    if not peaks:
+        peaks, _ = runner.first_cpu_probe(store)
+    return next(iter(peaks.values()), None)
+
+
+def repriced(store, host: str, before: float | None, after: float | None) -> dict | None:
+    """When this calibration moves the host's CPU peak by more than REPRICE_SHARE: the old and new
+    peaks and the stored CPU runs of this host whose MFU was against another peak, by id."""
+    if not before or not after or abs(after / before - 1.0) <= REPRICE_SHARE:
+        return None
+    runs = store.runs(host=host, device="cpu")
+    ids = [
+        str(run_id)
+        for run_id, peak in zip(runs["run_id"], runs["peak_tflops"])
+        if peak == peak and peak and abs(peak / after - 1.0) > REPRICE_SHARE  # peak == peak: not NaN
+    ]
+    return {"before_tflops": before, "after_tflops": after, "runs": ids}
+
+
+def repriced_line(moved: dict) -> str:
+    """The one line that names the runs a calibration re-prices."""
+    change = moved["after_tflops"] / moved["before_tflops"] - 1.0
+    ids = moved["runs"]
+    shown = ", ".join(ids[:REPRICE_SHOWN]) + (
+        f", and {len(ids) - REPRICE_SHOWN} more" if len(ids) > REPRICE_SHOWN else ""
+    )
+    return (
+        f"the CPU peak moves from {moved['before_tflops']:.4g} to {moved['after_tflops']:.4g} TFLOP/s "
+        f"({change:+.0%}): later CPU runs here divide by the new one; "
+        + (
+            f"{len(ids)} stored run(s) divided by another and keep their MFU: {shown}"
+            if ids
+            else "no stored run used another"
+        )
+    )
+
+
 def _child(args) -> int:
     from dashbench.engine import doctor
 
     kwargs = {k: v for k, v in (("steps", args.steps), ("tries", args.tries)) if v is not None}
-    report = doctor.check(args.child, kinds=args.device, **kwargs)
+    report = doctor.check(args.child, kinds=args.device, busy_ok=args.busy_ok, **kwargs)
     print(_MARK + strict_json.dumps(report), flush=True)
     return 0
 
@@ -122,6 +175,8 @@ def _run_child(backend: str, args) -> list[dict]:
     argv = [sys.executable, "-m", "dashbench", "doctor", "--child", backend, "--no-store"]
     for kind in args.device or ():
         argv += ["--device", kind]
+    if getattr(args, "busy_ok", False):
+        argv.append("--busy-ok")
     for name in ("steps", "tries"):
         if getattr(args, name) is not None:
             argv += [f"--{name}", str(getattr(args, name))]
@@ -194,7 +249,7 @@ def render(summary: dict) -> str:
         for dtype, probe in (report.get("probes") or {}).items():
             measured, datasheet = probe.get("measured_tflops"), probe.get("datasheet_tflops")
             if measured is None:
-                note = "not supported here"
+                note = probe.get("note") or "not supported here"
             elif datasheet:
                 note = f"{measured / datasheet:.0%} of datasheet"
             else:
@@ -221,6 +276,8 @@ def render(summary: dict) -> str:
         lines.append(f"{head}{'verdict':<11}{report['verdict'].upper():>16}")
         for reason in report.get("reasons") or []:
             lines.append(f"{' ' * 20}  - {reason}")
+    if summary.get("repriced"):
+        lines.append(repriced_line(summary["repriced"]))
     lines.append(f"this machine ({summary['host']}): {summary['verdict'].upper()}")
     return "\n".join(lines)
 

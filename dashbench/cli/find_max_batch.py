@@ -5,7 +5,7 @@ Doubling from --start-batch until a try ends `oom` (or --max-batch is reached), 
 between the last batch that fit and the first that did not, down to one example. Each try is a queued
 run of few steps (4, 1 warm-up, unless --steps/--warmup say otherwise) under one sweep id, so the
 sweep's points show throughput and peak memory against batch, with the OOM wall where `oom` starts.
-A try is checked against the memory its own process may use (dashbench.workloads.memory.host_budget): one past
+A try is checked against the memory its own process may use (dashbench.hardware.host.host_budget): one past
 it ends `oom` without starting. Besides the largest batch that fits, the batch with the best throughput
 per dollar is named (on one device at one price per hour: the best throughput), and how far the
 largest is from it.

@@ -8,6 +8,7 @@ import pandas as pd
 
 from dashbench.cli.terminal import shown
 from dashbench.store import short_id
+from dashbench.workloads import model_file
 
 COUNT_COLUMNS = (
     "accelerator_count",
@@ -56,6 +57,9 @@ def format_table(frame: pd.DataFrame, width: int | None = None) -> str:
     if _widest(text) <= width:
         return "\n".join(line.rstrip() for line in text.split("\n"))
     table = table.assign(run_id=[short_id(r) for r in frame["run_id"]])
+    # A model file's identity is cut in its name, not its end: the version tells two edits apart.
+    models = table["model"].map(lambda v: model_file.short_identity(v, CELL_CHARS) if isinstance(v, str) else v)
+    table = table.assign(model=models)
     table = table.map(lambda v: v[: CELL_CHARS - 1] + "…" if isinstance(v, str) and len(v) > CELL_CHARS else v)
     # A column blank on every row says nothing: left out first, and not named.
     table = table.drop(columns=[name for name in DROP_ORDER if name in table and not (table[name] != "").any()])

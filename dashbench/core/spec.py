@@ -15,7 +15,11 @@ MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "
 # A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
 # its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
 # host; model_path says where it was on the host that queued it (dashbench/workloads/model_file.py).
-MODEL_IDENTITY = re.compile(r"[A-Za-z0-9_.+-]{1,200}\.(py:[A-Za-z_][A-Za-z0-9_]{0,99}|keras)@[0-9a-f]{12}")
+# A model file's name before its suffix: one line of any characters (spaces and Unicode too) but control
+# characters and path separators, at most 200; a builder is a Python name (Unicode too) of at most 100.
+MODEL_FILE_NAME = r"[^\x00-\x1f\x7f-\x9f/\\]{1,200}"
+MODEL_BUILDER = r"[^\W\d]\w{0,99}"
+MODEL_IDENTITY = re.compile(MODEL_FILE_NAME + r"\.(py:" + MODEL_BUILDER + r"|keras)@[0-9a-f]{12}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 DEVICES = ("auto", "cpu", "gpu", "tpu")
 # Keras 3's backend for the run. TensorFlow (TPUStrategy on a TPU) is the product's promise and the

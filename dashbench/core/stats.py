@@ -19,6 +19,7 @@ FLAG_DEVICE_SHARED = "device_shared"  # measured with --share-device beside anot
 FLAG_CONTENDED = "contended"  # other processes used more than CONTENDED_SHARE of the cores while it measured
 FLAG_UNSTABLE = "unstable"  # the repeats' throughputs spread more than UNSTABLE_CV
 FLAG_STORE_OUTAGE = "store_outage"  # the store was unreachable for a while: the run's writes waited (figures unchanged)
+FLAG_SKEWED = "skewed"  # the throughput from total time and from the median step differ by more than SKEW_SHARE
 FLAGS = (
     FLAG_ABOVE_PEAK,
     FLAG_NON_FINITE_LOSS,
@@ -28,9 +29,11 @@ FLAGS = (
     FLAG_CONTENDED,
     FLAG_UNSTABLE,
     FLAG_STORE_OUTAGE,
+    FLAG_SKEWED,
 )
 CONTENDED_SHARE = 0.25
 UNSTABLE_CV = 0.05
+SKEW_SHARE = 0.20
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal 1.96 is close.
 _T95 = {
@@ -97,6 +100,27 @@ def step_time_stats(samples: Sequence[dict], global_batch_size: int) -> dict:
         hi = global_batch_size / (mean - half) if mean > half else None  # None: unbounded above
         result["examples_per_sec_ci95"] = [global_batch_size / (mean + half), hi]
     return result
+
+
+def median_step_rate(items_per_step, step_time_median_s) -> Optional[float]:
+    """Throughput from the median step: the batch's examples (or tokens) over the median step time.
+    The headline (step_time_stats) is total examples over total time; a run with a slow tail of steps
+    reads lower there than here."""
+    if not items_per_step or not step_time_median_s or not math.isfinite(step_time_median_s):
+        return None
+    return items_per_step / step_time_median_s
+
+
+def skew(headline: Optional[float], median_rate: Optional[float]) -> Optional[float]:
+    """How far the median step's throughput is from the headline's, as a fraction of the headline."""
+    if not headline or median_rate is None or not math.isfinite(headline):
+        return None
+    return median_rate / headline - 1.0
+
+
+def skewed(headline: Optional[float], median_rate: Optional[float]) -> bool:
+    found = skew(headline, median_rate)
+    return found is not None and abs(found) > SKEW_SHARE
 
 
 def examples_per_item(unit: str, seq_len) -> int:

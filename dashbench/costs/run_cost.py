@@ -51,7 +51,7 @@ def _match(accelerator, accelerator_count, by_device: dict, ranked: dict, host_c
         return None
     name = canonical_device(accelerator).lower()
     if name not in ranked:
-        rows = by_device.get(name, [])
+        rows = by_device.get(name) or by_device.get(_family(accelerator), [])
         if name == "cpu":
             # Your price for "this machine" first; else the cloud's price per vCPU.
             rows = [r for r in rows if r["origin"] == "override"] or [r for r in rows if r["unit"] == "vCPU-hour"]
@@ -193,3 +193,11 @@ def epochs_cost(examples_per_sec, dataset_size: int, epochs: float, price_row: O
         "usd_on_demand": on_demand,
         "usd_spot": spot,
     }
+
+
+def _family(accelerator: str) -> str:
+    """A variant priced by its family's rows when it has none of its own ("H100 PCIe" by "H100")."""
+    from dashbench.hardware import catalog
+
+    chip = catalog.find(str(accelerator))
+    return canonical_device(chip.family).lower() if chip else ""

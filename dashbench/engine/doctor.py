@@ -11,6 +11,12 @@ its backend once), every device kind that backend sees here:
   the start of the measured phase to the last sample, so setup and compile time stay out of it;
 - placement: the tiny runs land their variables and ops on the device asked for.
 
+A CPU is calibrated only on a quiet machine: the doctor first watches the host for QUIET_WINDOW_S
+(engine.hostload) and, when other processes keep more than stats.CONTENDED_SHARE of the cores busy,
+refuses, in one line that says what to do — a peak probed under load is low, and every later run's
+MFU would be divided by it. Its probe is the one every backend's CPU runs use (probe.cpu_matmul_tflops,
+numpy's BLAS in float32), so the host has one CPU peak whatever the backend or precision.
+
 `check(backend)` is what the child process runs; `verdict(report)` judges one device's report and
 needs no framework. No store here: the command (dashbench.cli.doctor_cmd) stores the verdicts.
 """
@@ -25,6 +31,7 @@ from typing import Optional
 
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec
+from dashbench.engine import hostload, probe
 from dashbench.engine.probe import matmul_tflops
 from dashbench.hardware import peaks
 
@@ -37,10 +44,15 @@ PROBE_PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16
 # Accelerators need bigger products than a CPU to reach their rate.
 ACCEL_PROBE_SIZE = int(os.environ.get("DASHBENCH_ACCEL_PROBE_SIZE", "8192"))
 PROBE_REPEATS = 5
+# What a CPU's bfloat16 and float16 rows say: one probe serves every precision there.
+CPU_ONE_PEAK = "the float32 BLAS probe is this CPU's peak for every precision"
 # The stopwatch's tiny run (the Colab article's conv2d, small) and its step counts: N and 3N measured steps.
 STOPWATCH_SPEC = dict(model="conv2d", batch_size=16, image_size=64, width=16, warmup=3, steps_per_loop=1)
 STOPWATCH_STEPS = int(os.environ.get("DASHBENCH_DOCTOR_STEPS", "30"))
 STOPWATCH_TRIES = int(os.environ.get("DASHBENCH_DOCTOR_TRIES", "3"))
+
+# How long the doctor watches the host before it calibrates a CPU (engine.hostload's window).
+QUIET_WINDOW_S = 2.0
 
 OK, WARNING, ERROR = "ok", "warning", "error"
 _RANK = {OK: 0, WARNING: 1, ERROR: 2}
@@ -52,10 +64,12 @@ _RANK = {OK: 0, WARNING: 1, ERROR: 2}
 def verdict(report: dict) -> tuple[str, list[str]]:
     """(ok | warning | error, reasons) for one device's report (the shape check() makes)."""
     reasons: list[tuple[str, str]] = []
+    if report.get("contended"):  # nothing else was measured: the refusal is the whole verdict
+        return WARNING, [refusal(report["contended"])]
     if report.get("error"):
         reasons.append((ERROR, f"the check failed: {report['error']}"))
-    for dtype, probe in (report.get("probes") or {}).items():
-        measured, datasheet = probe.get("measured_tflops"), probe.get("datasheet_tflops")
+    for dtype, row in (report.get("probes") or {}).items():
+        measured, datasheet = row.get("measured_tflops"), row.get("datasheet_tflops")
         if measured is None or not datasheet:
             continue
         if measured > datasheet:
@@ -110,6 +124,24 @@ def verdict(report: dict) -> tuple[str, list[str]]:
     return level, [text for _, text in reasons]
 
 
+def refusal(load: dict) -> str:
+    """The one line a contended CPU check says instead of calibrating."""
+    return (
+        f"not calibrated: other processes kept {load.get('other_cores', 0):.1f} of {load.get('cores')} cores busy "
+        f"(over {stats.CONTENDED_SHARE:.0%}), so the CPU peak would read low; run `dashbench doctor` again "
+        "when the machine is quiet (or add --busy-ok to store that low peak anyway)"
+    )
+
+
+def cpu_contention(read=hostload.reading, window_s: float = QUIET_WINDOW_S, sleep=time.sleep) -> Optional[dict]:
+    """The host's load while this process waits `window_s`: its record (hostload.Window) when other
+    processes kept the machine contended (stats.contended), else None. `read`: planted in tests."""
+    window = hostload.Window(read=read)
+    sleep(window_s)
+    record = window.close()
+    return record if stats.contended(record.get("other_cores"), record.get("cores")) else None
+
+
 def stopwatch_ratio(
     wall_short: float, wall_long: float, steps_short: int, steps_long: int, engine_step_s: float
 ) -> Optional[float]:
@@ -138,9 +170,15 @@ def device_kinds(backend: str) -> list[str]:
 
 
 def check(
-    backend: str, kinds: Optional[list[str]] = None, steps: int = STOPWATCH_STEPS, tries: int = STOPWATCH_TRIES
+    backend: str,
+    kinds: Optional[list[str]] = None,
+    steps: int = STOPWATCH_STEPS,
+    tries: int = STOPWATCH_TRIES,
+    busy_ok: bool = False,
+    read=hostload.reading,
 ) -> dict:
-    """Every device kind's report for `backend`, measured in this process."""
+    """Every device kind's report for `backend`, measured in this process. A CPU on a contended host
+    (cpu_contention, unless `busy_ok`) is not measured: its report says why (verdict's refusal)."""
     from dashbench.engine import backends
 
     backends.select(backend)
@@ -148,8 +186,12 @@ def check(
     versions = _versions(backend)
     for kind in kinds or device_kinds(backend):
         report = {"backend": backend, "device": kind, "versions": versions}
+        busy = None if kind != "cpu" or busy_ok else cpu_contention(read)
         try:
-            report.update(_check_device(backend, kind, steps, tries))
+            if busy:
+                report.update(accelerator="CPU", probes={}, contended=busy)
+            else:
+                report.update(_check_device(backend, kind, steps, tries))
         except Exception as exc:  # one device's failure is its verdict, not the end of the check
             report["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         report["verdict"], report["reasons"] = verdict(report)
@@ -174,19 +216,25 @@ def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
     tf32 = bool(result.env.get("tf32")) if result is not None else False
     probes = {}
     for dtype, precision in PROBE_PRECISIONS.items():
-        probe = {"precision": precision}
+        probe_ = {"precision": precision}
         try:
             size = _probe_size(kind)
-            probe["measured_tflops"] = matmul_tflops(backend, kind, dtype, size, PROBE_REPEATS)
-            probe["size"] = size
+            if kind == "cpu" and dtype != probe.CPU_PROBE_DTYPE:
+                probe_["measured_tflops"], probe_["note"] = None, CPU_ONE_PEAK
+            elif kind == "cpu":
+                probe_["measured_tflops"] = probe.cpu_matmul_tflops(size, PROBE_REPEATS)
+                probe_["size"], probe_["library"] = size, probe.CPU_PROBE
+            else:
+                probe_["measured_tflops"] = matmul_tflops(backend, kind, dtype, size, PROBE_REPEATS)
+                probe_["size"] = size
         except Exception as exc:  # a dtype this device or backend cannot multiply
-            probe["measured_tflops"] = None
-            probe["unsupported"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            probe_["measured_tflops"] = None
+            probe_["unsupported"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
         datasheet = None if kind == "cpu" else peaks.datasheet_peak_tflops(accelerator, precision, tf32)
         if kind == "cpu":  # no datasheet figure for a CPU, unless the peak table has one (a planted test row)
             datasheet = peaks.datasheet_peak_tflops("CPU", precision, False)
-        probe["datasheet_tflops"] = datasheet
-        probes[dtype] = probe
+        probe_["datasheet_tflops"] = datasheet
+        probes[dtype] = probe_
     placement = {}
     if result is not None:
         placement = {

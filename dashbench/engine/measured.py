@@ -101,6 +101,8 @@ def result(
         flags.append(stats.FLAG_CONTENDED)
     if repeat_cv is not None and repeat_cv > stats.UNSTABLE_CV:
         flags.append(stats.FLAG_UNSTABLE)
+    if stats.skewed(timing["examples_per_sec"], stats.median_step_rate(per_batch, timing["step_time_median_s"])):
+        flags.append(stats.FLAG_SKEWED)
     return RunResult(
         model=spec.model,
         unit=workload.unit,
@@ -145,8 +147,8 @@ def result(
 
 def peak(target, precision: str, tf32: bool, cpu_probe: Callable[[str], float]):
     """(peak TFLOP/s for all accelerators used, 'datasheet'|'measured'|None, above-peak margin).
-    A CPU's peak is measured (`cpu_probe(dtype)`, the backend's own matmul); the others' come from
-    the datasheet table."""
+    A CPU's peak is measured (`cpu_probe(dtype)`: the one numpy probe every backend shares, or the
+    host's calibration); the others' come from the datasheet table."""
     if target.kind == "cpu":
         per_host = cpu_probe("float32")
         dtype = peaks.compute_dtype(precision)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from dashbench.hardware import host
 from dashbench.workloads import memory
 
 HOST_SOURCE = "VmHWM (peak resident memory of the run process)"
@@ -27,7 +28,7 @@ JAX_SOURCE = "jax device.memory_stats"
 
 def host_peak() -> Optional[float]:
     """The run process's peak resident memory so far (VmHWM), in bytes."""
-    return memory._status_bytes("VmHWM:")
+    return host.status_bytes("VmHWM:")
 
 
 def reset_host_peak() -> bool:
@@ -106,7 +107,7 @@ def jax_meters(devices) -> list:
 def device_capacity(kind: str) -> Optional[float]:
     """The memory of one device where known without the framework: nvidia-smi's total, a TPU's HBM."""
     if kind == "gpu":
-        return memory.gpu_total_memory()
+        return host.gpu_total_memory()
     if kind == "tpu":
         from dashbench.core.spec import RunSpec
 

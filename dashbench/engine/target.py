@@ -3,14 +3,11 @@ there, and the names of GPUs and of this host's CPU. No framework here."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from dashbench.core.spec import SpecError
-
-# Checked in order: "H200" before "H100" is irrelevant, but "L4" must not match "L40S".
-_GPU_NAMES = ("H200", "H100", "A100", "V100", "P100", "K80", "T4", "L4")
+from dashbench.hardware import catalog
 
 
 class DeviceError(SpecError):
@@ -26,7 +23,7 @@ class Target:
 
     strategy: Any
     kind: str  # cpu | gpu | tpu
-    accelerator: str  # canonical name (peaks.csv) or the raw device name
+    accelerator: str  # canonical name (the hardware catalog's family or PCIe variant) or the raw device name
     accelerator_count: int
     device_names: list = field(default_factory=list)
     replicas: int = 1
@@ -35,11 +32,13 @@ class Target:
 
 
 def canonical_gpu(raw: str) -> str:
-    """'NVIDIA H100 80GB HBM3' → 'H100'; an unknown name is kept as it is."""
-    for name in _GPU_NAMES:
-        if re.search(rf"(?<![A-Za-z0-9]){name}(?![0-9A-Za-z])", raw):
-            return name
-    return raw or "GPU"
+    """'NVIDIA H100 80GB HBM3' → 'H100' (the family, as prices name it: MFU reads its default row,
+    the SXM part); 'NVIDIA H100 PCIe' → 'H100 PCIe' (a PCIe part peaks lower); an unknown name ('NVIDIA
+    L40S', not an L4) is kept as it is."""
+    chip = catalog.resolve(raw) if raw else None
+    if chip is None or chip.kind != "gpu":
+        return raw or "GPU"
+    return chip.name if "PCIe" in chip.name else chip.family
 
 
 def cpu_model() -> str:

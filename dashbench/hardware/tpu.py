@@ -24,7 +24,7 @@ UNKNOWN = "TPU"  # the name of a TPU whose generation is not known: no peak, no 
 
 @dataclass(frozen=True)
 class Generation:
-    name: str  # canonical, as in data/peaks.csv and data/prices.csv
+    name: str  # canonical, as in data/hardware.csv and data/prices.csv
     cores_per_chip: int  # TensorCores
     devices_per_chip: int  # what TensorFlow and JAX list
     suffix_counts: str  # what the type's number counts: "cores" or "chips"

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from dashbench.core.spec import RunSpec
+from dashbench.hardware import host
 from dashbench.jobs import oom, temp_folder
 from dashbench.store import ACTIVE, WITH_RESULT, Store, StoreError, pid_alive, this_host
-from dashbench.workloads import memory
 
 # A run asked to stop gets SIGTERM; the run process itself ends a run that does not stop within
 # run_guard.CANCEL_GRACE_S (stuck in a compile, say) with no help from here. As a backstop, a run still
@@ -92,7 +92,7 @@ def pump(db_path=None) -> list[str]:
                     busy.add(key)  # first come, first served: later runs for this device wait too
                     continue
                 log_path = store.log_folder / f"{run_id}.log"
-                kills = memory.oom_kills()  # the kernel's OOM kills so far, to judge a SIGKILL by
+                kills = host.oom_kills()  # the kernel's OOM kills so far, to judge a SIGKILL by
                 try:
                     proc = _launch(run_id, db, log_path)
                 except OSError as exc:
@@ -273,7 +273,7 @@ def _verdict(code: int, row: dict, oom_kills_at_start: int | None = None) -> tup
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
         if row["cancel_requested"]:
             return "cancelled", f"cancelled ({name})"
-        if oom.killed_by_kernel(-code, oom_kills_at_start, memory.oom_kills()):
+        if oom.killed_by_kernel(-code, oom_kills_at_start, host.oom_kills()):
             return oom.STATUS, f"out of memory: the kernel's OOM killer ended the run process ({name}){tail}"
         if -code in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             return "interrupted", f"run process killed by {name}"

@@ -25,6 +25,7 @@ import time
 from typing import Callable
 
 from dashbench.engine import frameworks
+from dashbench.hardware import host
 from dashbench.jobs import multihost, oom, temp_folder
 from dashbench.jobs.run_signals import (
     ASK_AGAIN_S,
@@ -37,7 +38,6 @@ from dashbench.jobs.run_signals import (
 )
 from dashbench.store import Store
 from dashbench.store.queue import heartbeat_lapse_s
-from dashbench.workloads import memory
 
 # The guard thread's sampling period, and its defaults (each overridable by the environment variable
 # named beside it).
@@ -76,11 +76,11 @@ class _Guard(threading.Thread):
         self.next_ask = 0.0
         self.beat, self.next_beat = beat, 0.0
         self.stopped = threading.Event()
-        limit = memory.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
-        self.limit = limit * memory.GB if limit > 0 else None
-        self.min_free = memory.env_float("DASHBENCH_MEMORY_MIN_FREE", MEMORY_MIN_FREE)
-        self.memory_grace = memory.env_float("DASHBENCH_MEMORY_GRACE_S", MEMORY_GRACE_S)
-        self.cancel_grace = memory.env_float("DASHBENCH_CANCEL_GRACE_S", CANCEL_GRACE_S)
+        limit = host.env_float("DASHBENCH_MEMORY_LIMIT_GB", 0.0)
+        self.limit = limit * host.GB if limit > 0 else None
+        self.min_free = host.env_float("DASHBENCH_MEMORY_MIN_FREE", MEMORY_MIN_FREE)
+        self.memory_grace = host.env_float("DASHBENCH_MEMORY_GRACE_S", MEMORY_GRACE_S)
+        self.cancel_grace = host.env_float("DASHBENCH_CANCEL_GRACE_S", CANCEL_GRACE_S)
         self.main_ident = threading.main_thread().ident
         self.oom: tuple[float, str] | None = None  # (deadline, message)
         self.cancel: tuple[float, int] | None = None  # (deadline, signal)
@@ -170,12 +170,12 @@ class _Guard(threading.Thread):
     def _check_memory(self) -> None:
         if self.oom is not None:
             return
-        rss = memory.process_rss()
-        available, total = memory.host_memory()
+        rss = host.process_rss()
+        available, total = host.host_memory()
         message = None
         if self.limit is not None and rss is not None and rss > self.limit:
             message = (
-                f"out of host memory ({memory.gb(rss)} of {memory.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
+                f"out of host memory ({host.gb(rss)} of {host.gb(self.limit)} allowed by DASHBENCH_MEMORY_LIMIT_GB)"
             )
         elif (
             available is not None
@@ -183,7 +183,7 @@ class _Guard(threading.Thread):
             and available < self.min_free * total
             and rss >= 0.5 * (total - available)
         ):  # this run, not another process, is what fills it
-            message = f"out of host memory ({memory.gb(rss)} of {memory.gb(total)}; {memory.gb(available)} left)"
+            message = f"out of host memory ({host.gb(rss)} of {host.gb(total)}; {host.gb(available)} left)"
         if message is None:
             return
         self.oom = (time.monotonic() + self.memory_grace, message)

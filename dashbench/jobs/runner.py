@@ -21,6 +21,7 @@ from dashbench.core.accuracy import final_status
 from dashbench.core.spec import SPEC_DEFAULTS, RunSpec, SpecError
 from dashbench.core.stats import FLAG_DEVICE_SHARED
 from dashbench.engine import peak_memory
+from dashbench.hardware import host
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
 
 # Named here too, where callers have always found them (run_cmd, the fleet, tests).
@@ -43,8 +44,7 @@ from dashbench.jobs.run_signals import (  # noqa: F401
     _oom_message,
 )
 from dashbench.results.result import RunResult
-from dashbench.store import Store, StoreError, new_run_id, this_host
-from dashbench.workloads import memory
+from dashbench.store import Store, StoreError, new_run_id, now, this_host
 
 # Samples are committed at least this often; between commits they wait in memory.
 FLUSH_EVERY_S = 0.2
@@ -168,8 +168,10 @@ def execute(
                     tracker = peak_memory.Tracker()
                     tracker.backend = spec.backend
                     recorder = _Recorder(None if later_worker else writes, run_id, tracker.watching(on_event))
-                    with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id):
+                    with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id) as cpu_peak:
                         result = loop.run(spec, on_event=recorder)
+                    if result.device == "cpu" and result.peak_tflops:  # when the MFU's denominator was measured
+                        result = result.replace(peak_as_of=cpu_peak["as_of"] or now())
                     # The last samples wait for the run's end and are written with it (one write fewer);
                     # an end by an error below writes them first (_finish).
                     result = result.replace(memory=_memory_record(tracker, spec))
@@ -266,28 +268,32 @@ def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResu
 def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None = None):
     """A CPU run measures its MFU against the best CPU peak this host's calibrations reached
     (`dashbench doctor`), handed to the engine in its environment, rather than a probe taken under
-    the run's own load. No calibration yet: against the host's first probe on this backend, kept in
-    the store (the first run's own), so that early runs compare — peak_source "provisional"."""
+    the run's own load. No calibration yet: against the host's first CPU probe, kept in the store
+    (the first run's own), so that early runs compare — peak_source "provisional". Either way one
+    probe (numpy's BLAS, float32) serves every backend and precision, so a host has one CPU peak.
+    Yields a dict that gets "as_of": when the peak it handed over was measured (None: this run's own)."""
     from dashbench.engine import calibration, probe
 
     cpu = store is not None and spec.device in ("cpu", "auto")
-    peaks = store.best_cpu_peaks(this_host()) if cpu else {}
+    peaks, as_of = calibrated_cpu_peak(store) if cpu else ({}, None)
     saved = {name: os.environ.get(name) for name in (calibration.CPU_PEAKS_ENV, calibration.CPU_PEAK_SOURCE_ENV)}
     # A peak given by hand (DASHBENCH_CPU_PEAKS, a probe taken on a quiet machine) counts too: the best wins.
-    for dtype, value in calibration.cpu_peaks().items():
-        peaks[dtype] = max(value, peaks.get(dtype, 0.0))
+    given = calibration.cpu_peak(probe.CPU_PROBE_DTYPE)
+    if given is not None and given > peaks.get(probe.CPU_PROBE_DTYPE, 0.0):
+        peaks, as_of = {probe.CPU_PROBE_DTYPE: given}, None
     first = not peaks and cpu
     if first:
-        peaks = store.first_cpu_peaks(this_host(), spec.backend)
+        peaks, as_of = first_cpu_probe(store)
         os.environ[calibration.CPU_PEAK_SOURCE_ENV] = calibration.PROVISIONAL
     if peaks:
         os.environ[calibration.CPU_PEAKS_ENV] = json.dumps(peaks)
+    found = {"as_of": as_of}
     try:
-        yield
-        probed = {k: v for k, v in probe.probed(spec.backend).items() if k not in peaks} if first else {}
+        yield found
+        probed = {k: v for k, v in probe.probed().items() if k not in peaks} if first else {}
         if probed:
             try:
-                store.keep_first_cpu_peaks(this_host(), spec.backend, probed, run_id)
+                store.keep_first_cpu_peaks(this_host(), probe.CPU_PROBE, probed, run_id)
             except (StoreError, ValueError) as exc:  # the run stands; the next one probes and keeps it
                 _say(f"warning: could not keep this CPU's first probe as its provisional peak: {exc}")
     finally:
@@ -298,11 +304,34 @@ def _calibrated_cpu_peaks(store: Store | None, spec: RunSpec, run_id: str | None
                 os.environ[name] = value
 
 
+def calibrated_cpu_peak(store: Store) -> tuple[dict, str | None]:
+    """({"float32": the best calibrated CPU peak of this host}, when it was measured), or ({}, None)."""
+    from dashbench.engine import probe
+
+    best, as_of = 0.0, None
+    for row in store.calibrations(this_host(), "cpu"):
+        value = (row.get("peaks") or {}).get(probe.CPU_PROBE_DTYPE)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > best:
+            best, as_of = float(value), row.get("created_at")
+    return ({probe.CPU_PROBE_DTYPE: best}, as_of) if best > 0 else ({}, None)
+
+
+def first_cpu_probe(store: Store) -> tuple[dict, str | None]:
+    """This host's first CPU probe ({"float32": TFLOP/s}) and when it was taken, or ({}, None)."""
+    from dashbench.engine import probe
+
+    host = this_host()
+    for row in store.first_cpu_probes():
+        if row["host"] == host and row["backend"] == probe.CPU_PROBE and row["dtype"] == probe.CPU_PROBE_DTYPE:
+            return {row["dtype"]: float(row["tflops"])}, row.get("created_at")
+    return {}, None
+
+
 def _memory_record(tracker: "peak_memory.Tracker", spec: RunSpec) -> dict | None:
     """The result's `memory`: the measured peaks beside the pre-run estimate (dashbench.workloads.memory)."""
     devices = len(tracker.meters or []) or 1
     estimate, source = peak_memory.run_estimate(spec, devices)
-    return tracker.summary(estimate, memory.host_capacity(), source)
+    return tracker.summary(estimate, host.host_capacity(), source)
 
 
 def stored_spec(db_path, run_id: str) -> RunSpec | None:

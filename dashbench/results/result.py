@@ -57,6 +57,7 @@ class RunResult(ResultText):
     achieved_tflops: Optional[float] = None
     peak_tflops: Optional[float] = None  # all accelerators used together
     peak_source: Optional[str] = None  # "datasheet" | "measured" | "calibrated" | "provisional" | None (no peak)
+    peak_as_of: Optional[float] = None  # a CPU's peak: when it was measured (epoch s), so MFUs say their denominator
     mfu: Optional[float] = None
     flags: list[str] = field(default_factory=list)
     losses: list[Optional[float]] = field(default_factory=list)  # one per host loop, warm-up included
@@ -128,6 +129,7 @@ _OMITTED_WHEN_NONE = (
     "flops_source",
     "analytic_flops_per_example",
     "compiler_flops_per_example",
+    "peak_as_of",
 )
 
 

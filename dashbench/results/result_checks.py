@@ -136,6 +136,7 @@ _RULES = {
     "achieved_tflops": _amount_or_null,
     "peak_tflops": _amount_or_null,
     "peak_source": _text_or_null,
+    "peak_as_of": _amount_or_null,
     "mfu": _amount_or_null,
     "flags": _flags,
     "losses": _losses,

@@ -21,6 +21,7 @@ FLAG_TEXT = {
     stats.FLAG_CONTENDED: "contended: other processes kept the machine busy while it measured",
     stats.FLAG_UNSTABLE: "unstable: the repeats' throughputs differ by more than 5% (CV)",
     stats.FLAG_STORE_OUTAGE: "store outage: its writes waited for the store (the figures are unaffected)",
+    stats.FLAG_SKEWED: "skewed: the throughput from total time and from the median step differ by more than 20%",
 }
 FLAG_SHORT = {
     stats.FLAG_ABOVE_PEAK: "above peak",
@@ -31,7 +32,15 @@ FLAG_SHORT = {
     stats.FLAG_CONTENDED: "contended",
     stats.FLAG_UNSTABLE: "unstable",
     stats.FLAG_STORE_OUTAGE: "store outage",
+    stats.FLAG_SKEWED: "skewed",
 }
+# A run's verdict on contention where its measured window was too short to take the machine's load.
+TOO_SHORT_TO_JUDGE = "too short to judge contention"
+
+# Which loop a run's throughput times, and how Keras's own model.fit compared with it on the same
+# model and data (bench/engine_overhead.py; the measurement, its load and date: docs/PERFORMANCE.md).
+TIMED_LOOP = "dashbench's compiled train step (steps_per_loop steps per host call), not model.fit"
+FIT_RATIO = {"tensorflow": None}
 
 # What a run is doing, in words: the engine's phase events (the CLI's progress lines, sweep lines, the
 # dashboard's live panel). Any other phase (e.g. "waiting for the device …") is shown as it is.
@@ -79,7 +88,53 @@ class ResultText:
         what = f"{self.model} on {where}" if self.model else where
         if setup:
             what += f" ({', '.join(setup)})"
-        return f"{what}: {self.throughput_text()}"
+        median = self.median_rate()
+        also = f"; {median:,.1f} from the median step" if median is not None else ""
+        return f"{what}: {self.throughput_text()} from total time{also}"
+
+    def median_rate(self) -> Optional[float]:
+        """Throughput from the median step time (stats.median_step_rate), or None."""
+        if not _number(self.global_batch_size) or not _number(self.step_time_median_s):
+            return None
+        seq_len = (self.shapes or {}).get("seq_len") if isinstance(self.shapes, dict) else None
+        per_item = stats.examples_per_item(self.unit, seq_len) if self.unit != "tokens" or seq_len else 1
+        return stats.median_step_rate(self.global_batch_size * per_item, self.step_time_median_s)
+
+    def skew_text(self) -> str:
+        """'the median step gives 722.0/s, 61% above the headline; likely: contention (…)', or ''."""
+        found = stats.skew(self.examples_per_sec if _number(self.examples_per_sec) else None, self.median_rate())
+        if found is None:
+            return ""
+        side = "above" if found > 0 else "below"
+        text = f"the median step gives {self.median_rate():,.1f}/s, {abs(found):.0%} {side} the headline"
+        return text + (f"; likely cause: {self.skew_cause()}" if abs(found) > stats.SKEW_SHARE else "")
+
+    def skew_cause(self) -> str:
+        """The likeliest reason a run's total time and its median step disagree."""
+        load = self.load_text()
+        if stats.FLAG_CONTENDED in self.flags or stats.FLAG_DEVICE_SHARED in self.flags:
+            return f"contention ({load})" if load else "contention"
+        if self.data and self.data != "synthetic":
+            return "input: the data pipeline stalled some steps"
+        return "a slow tail of steps (the first measured steps still warming up, or stalls): raise --warmup"
+
+    def contention_verdict(self) -> Optional[str]:
+        """TOO_SHORT_TO_JUDGE (with the window) where the measured window was too short to take the
+        machine's load, so that no flag does not read as a clean machine; else None."""
+        load = self.host_load if isinstance(self.host_load, dict) else {}
+        if isinstance(load.get("note"), str) and stats.FLAG_CONTENDED not in self.flags:
+            return f"{TOO_SHORT_TO_JUDGE}: {load['note']}; measure more steps"
+        return None
+
+    def timed_loop_text(self) -> tuple[str, str]:
+        """(what was timed, how model.fit compared with it in the bench)."""
+        ratio = FIT_RATIO.get(self.backend_name())
+        if ratio is None:
+            return TIMED_LOOP, "model.fit not measured against it on this backend"
+        return (
+            TIMED_LOOP,
+            f"model.fit ran at {ratio:.2f}× its throughput (bench/engine_overhead.py, docs/PERFORMANCE.md)",
+        )
 
     def backend_name(self) -> str:
         """The Keras backend that ran it; results from before backends existed ran on TensorFlow."""
@@ -123,7 +178,20 @@ class ResultText:
                 (
                     f"{self.unit}/s",
                     f"{self.examples_per_sec:,.1f}",
-                    "; ".join(part for part in (detail, spread) if part),
+                    "; ".join(
+                        part
+                        for part in ("the headline: all examples over the total measured time", detail, spread)
+                        if part
+                    ),
+                )
+            )
+        median = self.median_rate()
+        if median is not None:
+            throughput.append(
+                (
+                    f"{self.unit}/s, median step",
+                    f"{median:,.1f}",
+                    "the batch over the median step time; " + self.skew_text(),
                 )
             )
         return throughput + self._details()
@@ -140,6 +208,8 @@ class ResultText:
             out.append(("step time, median", _ms(self.step_time_median_s), ", ".join(detail)))
         if isinstance(self.model_info, dict):
             out.append(("model", *model_file.info_text(self.model_info)))
+        if not self.accuracy:
+            out.append(("timed loop", *self.timed_loop_text()))
         if self.repeats_text():
             out.append(("repeats", str(len(self.repeats)), self.repeats_text()))
         if _number(self.compile_s):
@@ -189,8 +259,11 @@ class ResultText:
             stats.FLAG_CONTENDED: self.load_text(),
             stats.FLAG_UNSTABLE: self.repeats_text(),
             stats.FLAG_STORE_OUTAGE: (self.store_outage or {}).get("text"),
+            stats.FLAG_SKEWED: self.skew_text(),
         }
-        return [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
+        notes = [(f, FLAG_TEXT.get(f, f) + (f" ({figures[f]})" if figures.get(f) else "")) for f in self.flags]
+        short = self.contention_verdict()
+        return notes + ([("too_short", short)] if short else [])
 
     def describe(self) -> str:
         """Several lines for a terminal: the headline, each figure, each flag explained, the run id."""
@@ -207,14 +280,15 @@ class ResultText:
 
     def _tflops_detail(self) -> str:
         parts = []
+        when = f", measured {_date(self.peak_as_of)}" if _number(self.peak_as_of) else ""
         if _number(self.mfu) and _number(self.peak_tflops) and self.peak_source == peaks.PROVISIONAL:
             parts.append(
                 f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak "
-                f"({peaks.PROVISIONAL}: {peaks.PROVISIONAL_NOTE})"
+                f"({peaks.PROVISIONAL}{when}: {peaks.PROVISIONAL_NOTE})"
             )
         elif _number(self.mfu) and _number(self.peak_tflops):
             parts.append(
-                f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})"
+                f"MFU {self.mfu:.1%} of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'}{when})"
             )
         elif _number(self.peak_tflops):
             parts.append(f"of {self.peak_tflops:.4g} TFLOP/s peak ({self.peak_source or 'datasheet'})")
@@ -226,6 +300,12 @@ class ResultText:
                 + stats.flops_source_text(self.flops_source, self.flops_per_example, self.compiler_flops_per_example)
             )
         return "; ".join(parts)
+
+
+def _date(epoch: float) -> str:
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _bytes(value: float) -> str:

@@ -15,12 +15,17 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from dashbench.core.spec import MODELS, SpecError
+from dashbench.core.spec import MODEL_BUILDER, MODEL_FILE_NAME, MODELS, SpecError, check_text
 
 SUFFIXES = (".py", ".keras")
 DEFAULT_BUILDER = "build"
 MODELS_DIR_ENV = "DASHBENCH_MODELS_DIR"
-_BUILDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BUILDER = re.compile(MODEL_BUILDER)
+_FILE_NAME = re.compile(MODEL_FILE_NAME + r"\.(py|keras)")
+NAME_RULE = (
+    "a model file's name is one line of at most 200 characters before its suffix (spaces and Unicode "
+    "welcome), without control characters"
+)
 
 
 def is_builtin(model: str) -> bool:
@@ -66,7 +71,9 @@ def split(text: str) -> tuple[str, Optional[str]]:
     if path.endswith(".py"):
         builder = builder or DEFAULT_BUILDER
         if not _BUILDER.fullmatch(builder):
-            raise SpecError("model", f"{builder!r} is not a Python function name (file.py:build)")
+            raise SpecError(
+                "model", f"{builder!r} is not a Python function name of at most 100 characters (file.py:build)"
+            )
     return path, builder
 
 
@@ -78,6 +85,7 @@ def reference(text: str) -> dict:
     if not resolved.is_file():
         raise SpecError("model", f"no such model file: {path}")
     resolved = resolved.resolve()
+    check_name(resolved)
     if builder is not None:
         found = builders_in(resolved)
         if builder not in found:
@@ -89,8 +97,45 @@ def reference(text: str) -> dict:
     return {"model": identity(resolved.name, builder, sha), "model_path": str(resolved), "model_sha256": sha}
 
 
+def check_name(path: Path) -> None:
+    """The rule a model file's name and path keep, so its identity can be stored: the same for `run`'s
+    --model and the page's models folder, which offers only what passes it."""
+    if not _FILE_NAME.fullmatch(path.name):
+        raise SpecError("model", f"{path.name!r}: {NAME_RULE}")
+    check_text("model_path", str(path))
+
+
 def identity(file_name: str, builder: Optional[str], sha: str) -> str:
     return f"{file_name}:{builder}@{sha[:12]}" if builder else f"{file_name}@{sha[:12]}"
+
+
+_VERSION = re.compile(r"@[0-9a-f]{12}$")
+
+
+def family(model: str) -> str:
+    """The file and builder an identity names, whatever the file's version: 'mlp.py:build@3fa9c2d1e0b4'
+    → 'mlp.py:build' (what Compare groups by: an edit elsewhere in the file keeps the builder's runs
+    together). A built-in's name as it is."""
+    return _VERSION.sub("", model) if isinstance(model, str) and not is_builtin(model) else model
+
+
+def version(model: str) -> Optional[str]:
+    """The file's version in an identity: the first 12 hex digits of its sha256; None for a built-in."""
+    found = _VERSION.search(model) if isinstance(model, str) and not is_builtin(model) else None
+    return found.group()[1:] if found else None
+
+
+def short_identity(model: str, chars: int) -> str:
+    """An identity cut to `chars` characters from its file name's end, so the version that tells two
+    files apart stays: 'transformer_classi…:build@3fa9c2d1e0b4'."""
+    if len(model) <= chars or version(model) is None:
+        return model
+    name, tail = model[:-13], model[-13:]
+    builder = name[name.rindex(":") :] if ".py:" in name else ""
+    keep = chars - len(tail) - len(builder) - 1
+    if keep < 1:
+        return model[: chars - len(tail) - 1] + "…" + tail
+    return name[: len(name) - len(builder)][:keep] + "…" + builder + tail
 
 
 def builder_of(model: str) -> Optional[str]:
@@ -168,12 +213,20 @@ def choices(folder: Optional[Path]) -> list[str]:
             continue
         if not _inside(path.resolve(), folder):
             continue
+        try:
+            check_name(path.resolve())
+        except SpecError:
+            continue  # the launch would refuse it: never offered
         relative = path.relative_to(folder).as_posix()
         if path.suffix == ".keras":
             out.append(relative)
             continue
         try:
-            out += [f"{relative}:{name}" for name in builders_in(path) if name.startswith(DEFAULT_BUILDER)]
+            out += [
+                f"{relative}:{name}"
+                for name in builders_in(path)
+                if name.startswith(DEFAULT_BUILDER) and _BUILDER.fullmatch(name)
+            ]
         except SpecError:
             continue
     return out

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from dashbench.engine import peak_memory
+from dashbench.hardware import host
 from dashbench.results.result import RunResult
 from dashbench.store import validate
-from dashbench.workloads import memory
 
 GB = 10**9
 
@@ -98,7 +98,7 @@ def test_a_run_that_never_measured_has_no_memory_record_and_a_cpu_run_reads_its_
     events(tracker)
     out = tracker.summary(estimate_bytes=2 * GB, host_capacity=25 * GB)
     assert out["kind"] == "host" and out["devices"] == [] and out["capacity_bytes"] == 25 * GB
-    assert out["peak_bytes"] == out["host_peak_bytes"] >= memory.process_rss() * 0.5
+    assert out["peak_bytes"] == out["host_peak_bytes"] >= host.process_rss() * 0.5
     assert out["estimate_ratio"] == pytest.approx(out["peak_bytes"] / (2 * GB))
 
 
@@ -152,7 +152,7 @@ def test_the_memory_record_is_said_in_words():
 
 
 def run_peak(backend: str, batch: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", memory.BUDGET_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", host.BUDGET_ENV)}
     env["DASHBENCH_CPU_PROBE_SIZE"] = "256"
     done = subprocess.run(
         [

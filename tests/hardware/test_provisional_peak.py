@@ -1,10 +1,12 @@
 """MFU before the first self-check: until `doctor` has calibrated a host, its CPU
-runs share one peak, the first probe taken there (kept in the store per host and backend), labelled
-provisional in `show` and the pages; a calibration, once there, wins."""
+runs share one peak, the first probe taken there (kept in the store per host, one probe for every
+backend), labelled provisional in `show` and the pages; a calibration, once there, wins."""
 
 import contextlib
 import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -91,7 +93,7 @@ def test_cpu_runs_before_doctor_share_the_first_probe_until_a_calibration_wins(t
     first = run_json(capfd, db)
     assert first["peak_source"] == "provisional" and first["peak_tflops"] > 0
     with Store(db) as store:
-        assert store.first_cpu_peaks(this_host(), "tensorflow") == {"float32": first["peak_tflops"]}
+        assert store.first_cpu_peaks(this_host(), probe.CPU_PROBE) == {"float32": first["peak_tflops"]}
         assert store.calibrations() == []  # no doctor verdict was made up
 
     def no_second_probe(*args, **kwargs):
@@ -99,9 +101,15 @@ def test_cpu_runs_before_doctor_share_the_first_probe_until_a_calibration_wins(t
 
     monkeypatch.setattr(probe, "_cpu_peaks", {})
     monkeypatch.setattr(probe, "matmul_tflops", no_second_probe)
+    monkeypatch.setattr(probe, "cpu_matmul_tflops", no_second_probe)
     second = run_json(capfd, db)
     assert second["peak_source"] == "provisional" and second["peak_tflops"] == first["peak_tflops"]
     assert second["mfu"] == pytest.approx(second["achieved_tflops"] / first["peak_tflops"])
+    # The other backend on this CPU divides by the same peak, measured at the same moment.
+    argv = [sys.executable, "-m", "dashbench", "run", *TINY, "--db", str(db), "--json", "--backend", "jax"]
+    on_jax = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    assert on_jax["backend"] == "jax" and on_jax["peak_source"] == "provisional"
+    assert on_jax["peak_tflops"] == first["peak_tflops"] and on_jax["peak_as_of"] == second["peak_as_of"] > 0
 
     # What the run says about its MFU: `show` and the pages' run detail.
     assert main(["show", second["run_id"], "--db", str(db)]) == 0

@@ -10,6 +10,7 @@ import pytest
 
 from dashbench.cli import find_max_batch, main
 from dashbench.core.spec import RunSpec
+from dashbench.hardware import host
 from dashbench.jobs import max_batch
 from dashbench.store import Store
 from dashbench.workloads import memory
@@ -80,7 +81,7 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.update(
         {
-            memory.BUDGET_ENV: repr(budget / memory.GB),
+            host.BUDGET_ENV: repr(budget / memory.GB),
             "DASHBENCH_LOCK_DIR": str(tmp_path / "locks"),
             "DASHBENCH_CPU_PROBE_SIZE": "256",
         }
@@ -132,7 +133,7 @@ def test_find_max_batch_on_a_capped_cpu_finds_the_boundary_the_cap_sets(tmp_path
         runs = store.runs(sweep_id=out["sweep_id"])
         assert sorted(runs["batch_size"]) == sorted(points)  # each try is a run of the sweep
         wall = store.get_run(points[out["oom_batch_size"]]["run_id"])
-    assert wall["status"] == "oom" and memory.BUDGET_ENV in wall["error"]
+    assert wall["status"] == "oom" and host.BUDGET_ENV in wall["error"]
     assert wall["error"].startswith("out of memory before it started: batch_size:")
 
 

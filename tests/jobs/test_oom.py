@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from dashbench.hardware import host
 from dashbench.jobs import oom, queue, runner
 from dashbench.store import FINAL, STATUSES, TERMINAL, Store
-from dashbench.workloads import memory
 
 
 class ResourceExhaustedError(Exception):
@@ -69,7 +69,7 @@ def test_oom_is_a_final_status_the_store_takes(tmp_path):
 
 def test_a_sigkill_with_the_cgroup_oom_kill_counter_grown_is_the_kernels_oom(monkeypatch):
     row = {"cancel_requested": 0, "log_path": None}
-    monkeypatch.setattr(memory, "oom_kills", lambda: 5)
+    monkeypatch.setattr(host, "oom_kills", lambda: 5)
     status, error = queue._verdict(-signal.SIGKILL, row, oom_kills_at_start=4)
     assert status == "oom" and "the kernel's OOM killer" in error
     assert queue._verdict(-signal.SIGKILL, row, oom_kills_at_start=5)[0] == "interrupted"  # another kill
@@ -111,7 +111,7 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
     stopped by its own main thread although the guard's first ask is lost in a gc callback (the
     grace before the guard's own end is longer than the run: without the ask repeated it ends `done`)."""
     db = tmp_path / "runs.db"
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", memory.BUDGET_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", host.BUDGET_ENV)}
     env.update(
         DASHBENCH_MEMORY_LIMIT_GB="0.1",
         DASHBENCH_MEMORY_GRACE_S="120",

@@ -15,6 +15,7 @@ import pytest
 
 from dashbench.cli import main
 from dashbench.core.spec import MODELS, RunSpec, SpecError
+from dashbench.hardware import host
 from dashbench.jobs import queue
 from dashbench.store import Store
 from dashbench.workloads import memory, presets
@@ -188,7 +189,7 @@ def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
     assert rows(db) == 0
     # Past half of what the host has: queued, with a warning.
     need = memory.estimate(RunSpec(model="fashion_mnist_cnn", batch_size=64, device="cpu")).total
-    monkeypatch.setattr(memory, "host_memory", lambda: (need / 0.7, 4 * need))
+    monkeypatch.setattr(host, "host_memory", lambda: (need / 0.7, 4 * need))
     at.number_input(key="run_batch_size").set_value(64)
     at.text_input(key="run_sweep").input("")  # one run, not the sweep
     at.button(key="run_launch").click().run()
@@ -445,7 +446,7 @@ def test_run_json_still_prints_one_object_when_the_guard_ends_the_process(tmp_pa
 def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
     """nvidia-smi's free memory per GPU (stood in here: no GPU on this machine); the batch is split."""
     free = 16e9
-    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [free, free, free, free])
+    monkeypatch.setattr(host, "gpu_free_memory", lambda: [free, free, free, free])
     spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
     per_gpu = memory.estimate(spec.replace(batch_size=1024)).total
     assert per_gpu > free  # 1024 images a GPU do not fit in 16 GB ...
@@ -459,7 +460,7 @@ def test_a_gpu_run_is_checked_against_each_gpus_free_memory(monkeypatch):
     # One GPU chosen: the whole batch is on it.
     with pytest.raises(SpecError, match="but the GPU has 16.0 GB available"):
         memory.check(spec.replace(batch_size=1024, replicas=1))
-    monkeypatch.setattr(memory, "gpu_free_memory", lambda: None)
+    monkeypatch.setattr(host, "gpu_free_memory", lambda: None)
     assert memory.check(spec) is None  # no nvidia-smi: not known before the framework starts
 
 
@@ -467,9 +468,9 @@ def test_the_seeds_accelerator_runs_are_warned_about_not_refused(monkeypatch):
     """The estimate errs high on accelerators (float32, unfused activations): the seed articles' runs
     (ResNet-50 at 128 a TPU v2 core, 256 a 16 GB V100 in mixed precision) fit on the real thing and
     must not be refused; only a batch far past the memory is."""
-    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [16e9] * 4)
+    monkeypatch.setattr(host, "gpu_free_memory", lambda: [16e9] * 4)
     # A host with room for the input batch, whatever this machine has free: its check is tested elsewhere.
-    monkeypatch.setattr(memory, "host_memory", lambda: (64e9, 64e9))
+    monkeypatch.setattr(host, "host_memory", lambda: (64e9, 64e9))
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
     for slug in presets.PRESETS:
         for device in ("gpu", "tpu"):
@@ -482,10 +483,10 @@ def test_the_seeds_accelerator_runs_are_warned_about_not_refused(monkeypatch):
 
 
 def test_a_tpu_run_is_checked_against_its_devices_hbm(monkeypatch):
-    """The TPU's memory comes from the VM's accelerator type (stood in: no TPU here) and data/peaks.csv:
+    """The TPU's memory comes from the VM's accelerator type (stood in: no TPU here) and data/hardware.csv:
     a v3-8 is 4 chips of 32 GiB, each shown as 2 devices of 16 GiB, the batch split over the 8."""
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
-    monkeypatch.setattr(memory, "host_memory", lambda: (300 * GB, 340 * GB))  # a v3-8 VM's host
+    monkeypatch.setattr(host, "host_memory", lambda: (300 * GB, 340 * GB))  # a v3-8 VM's host
     spec = RunSpec(model="resnet50", batch_size=8192, device="tpu")
     with pytest.raises(SpecError) as caught:
         memory.check(spec)
@@ -499,8 +500,8 @@ def test_a_tpu_run_is_checked_against_its_devices_hbm(monkeypatch):
 
 
 def test_an_accelerator_runs_input_batch_must_fit_the_host(monkeypatch):
-    monkeypatch.setattr(memory, "gpu_free_memory", lambda: [80e9] * 8)
-    monkeypatch.setattr(memory, "host_memory", lambda: (4 * GB, 8 * GB))
+    monkeypatch.setattr(host, "gpu_free_memory", lambda: [80e9] * 8)
+    monkeypatch.setattr(host, "host_memory", lambda: (4 * GB, 8 * GB))
     spec = RunSpec(model="resnet50", batch_size=4096, device="gpu")
     with pytest.raises(
         SpecError,

@@ -229,6 +229,68 @@ def test_no_import_takes_an_arrow_the_readme_forbids():
     assert not found, "\n".join(found)
 
 
+ENGINE = "dashbench.engine"
+
+
+def backend_folders(root: Path) -> set[str]:
+    """The engine's backend folders: its packages whose __init__ defines BACKEND."""
+    folders = set()
+    for init in (root / "dashbench" / "engine").glob("*/__init__.py"):
+        tree = ast.parse(init.read_text())
+        names = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+        }
+        if "BACKEND" in names:
+            folders.add(f"{ENGINE}.{init.parent.name}")
+    return folders
+
+
+def backend_reaches(root: Path) -> list[str]:
+    """Imports of a backend folder by shared engine code, or by another backend's folder: the shared
+    code reaches a backend only through backends.get(name)."""
+    folders = backend_folders(root)
+
+    def folder(module: str) -> str | None:
+        return next((f for f in folders if module == f or module.startswith(f + ".")), None)
+
+    return [
+        f"{path}:{line}: {name} → {target}"
+        for path, line, name, target in arrows(root)
+        if name.startswith(ENGINE + ".") and folder(target) and folder(name) != folder(target)
+    ]
+
+
+def test_shared_engine_code_never_imports_a_backend_folder():
+    assert backend_folders(ROOT) == {f"{ENGINE}.tensorflow", f"{ENGINE}.jax"}
+    found = backend_reaches(ROOT)
+    assert not found, "shared engine code imports a backend folder (use backends.get(name)):\n" + "\n".join(found)
+
+
+def test_the_backend_walk_finds_a_lazy_reach_into_a_backend(tmp_path):
+    for package in (
+        "dashbench",
+        "dashbench/engine",
+        "dashbench/engine/jax",
+        "dashbench/engine/tf",
+        "dashbench/engine/w",
+    ):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    engine = tmp_path / "dashbench" / "engine"
+    for name in ("jax", "tf"):
+        (engine / name / "__init__.py").write_text("BACKEND = object()\n")
+    (engine / "jax" / "devices.py").write_text("from dashbench.engine import probe\n")  # a backend uses shared code
+    (engine / "probe.py").write_text("")
+    (engine / "jax" / "loop.py").write_text("from . import devices\n")  # its own folder
+    (engine / "tf" / "loop.py").write_text("from dashbench.engine.jax import devices\n")
+    (engine / "w" / "user.py").write_text("def later():\n    from dashbench.engine.jax import devices\n")
+    assert backend_folders(tmp_path) == {"dashbench.engine.jax", "dashbench.engine.tf"}
+    assert sorted(backend_reaches(tmp_path)) == [
+        "dashbench/engine/tf/loop.py:1: dashbench.engine.tf.loop → dashbench.engine.jax.devices",
+        "dashbench/engine/w/user.py:2: dashbench.engine.w.user → dashbench.engine.jax.devices",
+    ]
+
+
 def test_the_import_walk_finds_forbidden_arrows_wherever_they_hide(tmp_path):
     """The walk itself: relative imports, imports inside functions, `from package import module`."""
     (tmp_path / "pages").mkdir()

@@ -49,7 +49,15 @@ def test_describe_and_headline_render_the_fixture(stored):
     assert "flags: none" in text and f"run id {stored['run_id']}" in text
     # The dashboard's metrics are the same figures, throughput first.
     labels = [label for label, _, _ in result.figures()]
-    assert labels == ["images/s", "step time, median", "compile + first step", "achieved TFLOP/s", "ran on"]
+    assert labels == [
+        "images/s",
+        "images/s, median step",
+        "step time, median",
+        "timed loop",
+        "compile + first step",
+        "achieved TFLOP/s",
+        "ran on",
+    ]
 
 
 def test_flags_are_explained_and_xla_and_replicas_named():
@@ -79,7 +87,7 @@ def test_old_partial_and_newer_json_load_without_crashing(stored):
     assert "achieved TFLOP/s" not in result.describe() and "95% CI" not in result.headline()
     # A stand-in engine's few keys, and keys from a newer writer: kept and written back.
     few = RunResult.from_dict({"examples_per_sec": 10.0, "future_metric": {"x": [1]}, "extra": 3})
-    assert few.headline() == "?: 10.0 examples/s" and "flags: none" in few.describe()
+    assert few.headline() == "?: 10.0 examples/s from total time" and "flags: none" in few.describe()
     assert few.to_dict()["future_metric"] == {"x": [1]} and few.to_dict()["extra"] == 3
     assert RunResult.from_dict({}).describe()
     with pytest.raises(TypeError, match="result: must be a JSON object"):

@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from dashbench.core.spec import RunSpec, SpecError
+from dashbench.hardware import host
 from dashbench.workloads import memory
 
-GB = memory.GB
+GB = host.GB
 
 
 @pytest.fixture
@@ -20,49 +21,49 @@ def cgroup(tmp_path, monkeypatch):
     """A cgroup folder of our own, in place of this process's."""
     folder = tmp_path / "cgroup"
     folder.mkdir()
-    monkeypatch.setattr(memory, "_cgroup_dirs", lambda: [str(folder)])
-    monkeypatch.setattr(memory, "host_memory", lambda: (64 * GB, 128 * GB))
-    monkeypatch.setattr(memory, "_rlimits", lambda: [])
-    monkeypatch.delenv(memory.BUDGET_ENV, raising=False)
+    monkeypatch.setattr(host, "_cgroup_dirs", lambda: [str(folder)])
+    monkeypatch.setattr(host, "host_memory", lambda: (64 * GB, 128 * GB))
+    monkeypatch.setattr(host, "_rlimits", lambda: [])
+    monkeypatch.delenv(host.BUDGET_ENV, raising=False)
     return folder
 
 
 def test_the_cgroup_v2_limit_bounds_the_budget(cgroup):
     (cgroup / "memory.max").write_text("3000000000\n")
     (cgroup / "memory.current").write_text("1000000000\n")
-    room, bound = memory.host_budget()
+    room, bound = host.host_budget()
     assert room == 2 * GB
     assert "cgroup" in bound and "3.0 GB" in bound
-    assert memory.host_capacity() == 3 * GB
+    assert host.host_capacity() == 3 * GB
 
 
 def test_cgroup_v1_no_limit_and_v2_max_bound_nothing(cgroup):
     (cgroup / "memory.limit_in_bytes").write_text("9223372036854771712\n")
-    assert memory.host_budget() == (64 * GB, "its free memory, MemAvailable")
+    assert host.host_budget() == (64 * GB, "its free memory, MemAvailable")
     (cgroup / "memory.max").write_text("max\n")
-    assert memory.host_budget()[0] == 64 * GB
+    assert host.host_budget()[0] == 64 * GB
 
 
 def test_the_oom_kill_counter_is_read_from_v2_and_v1_files(cgroup):
-    assert memory.oom_kills() is None
+    assert host.oom_kills() is None
     (cgroup / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
-    assert memory.oom_kills() == 3
+    assert host.oom_kills() == 3
     (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 2\noom_kill 5\n")
-    assert memory.oom_kills() == 5
+    assert host.oom_kills() == 5
 
 
 def test_an_rlimit_or_the_env_budget_is_the_least_bound(cgroup, monkeypatch):
-    monkeypatch.setattr(memory, "_rlimits", lambda: [("RLIMIT_AS", 8 * GB, 1 * GB), ("RLIMIT_DATA", 20 * GB, None)])
-    room, bound = memory.host_budget("tensorflow")
-    assert room == 7 * GB - memory.ADDRESS_SPACE_EXTRA["tensorflow"] and "RLIMIT_AS" in bound
+    monkeypatch.setattr(host, "_rlimits", lambda: [("RLIMIT_AS", 8 * GB, 1 * GB), ("RLIMIT_DATA", 20 * GB, None)])
+    room, bound = host.host_budget("tensorflow")
+    assert room == 7 * GB - host.ADDRESS_SPACE_EXTRA["tensorflow"] and "RLIMIT_AS" in bound
     assert "address space" in bound
-    assert memory.host_budget("jax")[0] == 7 * GB - memory.ADDRESS_SPACE_EXTRA["jax"]
-    monkeypatch.setenv(memory.BUDGET_ENV, "2.5")
-    assert memory.host_budget() == (2.5 * GB, f"{memory.BUDGET_ENV}=2.5")
+    assert host.host_budget("jax")[0] == 7 * GB - host.ADDRESS_SPACE_EXTRA["jax"]
+    monkeypatch.setenv(host.BUDGET_ENV, "2.5")
+    assert host.host_budget() == (2.5 * GB, f"{host.BUDGET_ENV}=2.5")
     spec = RunSpec(model="fashion_mnist_cnn", batch_size=4096, device="cpu")
     with pytest.raises(SpecError) as refused:
         memory.check(spec)
-    assert refused.value.field == "batch_size" and memory.BUDGET_ENV in str(refused.value)
+    assert refused.value.field == "batch_size" and host.BUDGET_ENV in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_a_run_under_a_small_rlimit_as_is_refused_before_it_starts(tmp_path, cap
 
     db = tmp_path / "runs.db"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    env.pop(memory.BUDGET_ENV, None)
+    env.pop(host.BUDGET_ENV, None)
     done = subprocess.run(
         [sys.executable, "-m", "dashbench", "run", *model, "--device", "cpu", "--db", str(db), "--json"],
         capture_output=True,

@@ -21,9 +21,10 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from dashbench.engine.workloads import user_graph as graph
 from dashbench.engine.workloads.base import KerasWorkload
 from dashbench.engine.workloads.user_import import import_file, one_line, say
-from dashbench.workloads import model_file
+from dashbench.workloads import lm_text, model_file
 from dashbench.workloads.catalog import Shapes
 
 RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
@@ -50,6 +51,7 @@ class UserWorkload(KerasWorkload):
         self.classes: Optional[int] = None
         self.extras: dict = {}
         self.meta: Optional[dict] = None
+        self.kind, self.output_index, self.token_input = "regression", 0, None  # set by _describe
         super().__init__(spec.model, self._build_checked, self._synthetic)
 
     # -- the model ----------------------------------------------------------------------------
@@ -109,7 +111,8 @@ class UserWorkload(KerasWorkload):
         if not isinstance(out, keras.Model):
             raise say(f"{self.where}() returned {type(out).__name__}, not a keras.Model (or a dict with 'model')")
         self._take_compiled(out)
-        return out
+        wanted = graph.check_inputs(self.where, self.extras.get("inputs") or {})
+        return out if graph.has_symbolic_inputs(out) else graph.symbolic(out, self.where, wanted)
 
     def _load_saved(self, keras):
         try:
@@ -147,69 +150,76 @@ class UserWorkload(KerasWorkload):
 
     def _describe(self, model) -> dict:
         """The inputs' and outputs' shapes and how each input is made; bad ones named."""
-        inputs = []
-        wanted = self.extras.get("inputs") or {}
-        if not isinstance(wanted, dict):
-            raise say(f"{self.where}(): 'inputs' must map input names to {{'low', 'high'}}")
-        for tensor in model.inputs:
-            name, shape, dtype = _name(tensor), tuple(tensor.shape[1:]), str(tensor.dtype)
-            if any(d is None for d in shape):
-                raise say(
-                    f"input {name!r} has shape {_shape(shape)}: every dimension but the batch must be "
-                    f"fixed (keras.Input(shape=...)) so its examples can be made"
-                )
-            made = {"name": name, "shape": list(shape), "dtype": dtype}
-            if "int" in dtype or dtype == "bool":
-                bounds = wanted.get(name) or {}
-                high = bounds.get("high", 2 if dtype == "bool" else _embedding_size(model, tensor))
-                if high is None:
-                    raise say(
-                        f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
-                        f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}"
-                    )
-                made.update(low=int(bounds.get("low", 0)), high=int(high))
-            elif "float" not in dtype:
-                raise say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
-            inputs.append(made)
+        wanted = graph.check_inputs(self.where, self.extras.get("inputs") or {})
+        inputs = [self._input(model, tensor, wanted.get(graph.name_of(tensor)) or {}) for tensor in model.inputs]
         if not model.outputs:
             raise say(f"{self.where}: the model has no outputs")
-        if len(model.outputs) > 1 and "labels" not in self.extras:
+        self.output_index, loss = graph.trained_output(model, self.where, self.extras.get("loss"))
+        if self.output_index is None and "labels" not in self.extras:
             raise say(f"{self.where}: the model has {len(model.outputs)} outputs; return 'labels' and 'loss' for them")
-        outputs = [{"name": _name(t), "shape": list(t.shape[1:]), "dtype": str(t.dtype)} for t in model.outputs]
-        if any(d is None for d in outputs[0]["shape"]):
+        outputs = [{"name": graph.name_of(t), "shape": list(t.shape[1:]), "dtype": str(t.dtype)} for t in model.outputs]
+        trained = outputs[self.output_index or 0]
+        if any(d is None for d in trained["shape"]):
             raise say(
-                f"output {outputs[0]['name']!r} has shape {_shape(outputs[0]['shape'])}: its dimensions "
+                f"output {trained['name']!r} has shape {graph.shape_text(trained['shape'])}: its dimensions "
                 f"must be fixed for a target to be made"
             )
-        return {"inputs": inputs, "outputs": outputs, **self._task(model, outputs[0])}
+        return {"inputs": inputs, "outputs": outputs, **self._task(model, trained, loss, inputs)}
 
-    def _task(self, model, output: dict) -> dict:
+    def _input(self, model, tensor, bounds: dict) -> dict:
+        """How one input is made: floats from a normal, or whole numbers in [low, high) where it is an
+        integer input, or a one-dimensional float input feeding an Embedding (token ids, as keras.io's
+        `layers.Input(shape=(maxlen,))` before a TokenAndPositionEmbedding)."""
+        name, shape, dtype = graph.name_of(tensor), tuple(tensor.shape[1:]), str(tensor.dtype)
+        if any(d is None for d in shape):
+            raise say(
+                f"input {name!r} has shape {graph.shape_text(shape)}: every dimension but the batch must be "
+                f"fixed (keras.Input(shape=...)) so its examples can be made"
+            )
+        made = {"name": name, "shape": list(shape), "dtype": dtype}
+        integer = "int" in dtype or dtype == "bool"
+        if not integer and "float" not in dtype:
+            raise say(f"input {name!r} is {dtype}: only float, integer and bool inputs can be made")
+        vocab = None
+        if dtype != "bool" and "high" not in bounds:
+            vocab = graph.embedding_size(model, tensor, nested=integer or len(shape) == 1)
+        if integer or vocab is not None or "high" in bounds:
+            high = bounds.get("high", 2 if dtype == "bool" else vocab)
+            if high is None:
+                raise say(
+                    f"input {name!r} is {dtype} and feeds no Embedding, so its range is unknown: "
+                    f"return {{'model': m, 'inputs': {{'{name}': {{'high': N}}}}}}"
+                )
+            made.update(low=int(bounds.get("low", 0)), high=int(high))
+        return made
+
+    def _task(self, model, output: dict, loss, inputs: list) -> dict:
         """The synthetic task and its loss: what the compiled (or returned) loss asks for, else
-        classes for a vector output, a regression target otherwise."""
+        classes for a vector output, a regression target otherwise. A sequence output under a
+        sparse categorical loss is next-token prediction when an input is its token ids."""
         import keras
 
-        loss = self.extras.get("loss")
         loss_fn = keras.losses.get(loss) if loss is not None else None
         loss_name = str(getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", "") or loss or "")
         shape = output["shape"]
-        if self.classes is not None or "sparse_categorical" in loss_name:
-            kind = "classes"
-        elif "categorical" in loss_name:
-            kind = "one_hot"
-        elif "binary" in loss_name:
-            kind = "binary"
-        elif loss_fn is not None:
-            kind = "regression"
-        else:
-            kind = "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
-        if kind in ("classes", "one_hot") and (len(shape) != 1 or shape[0] < 2):
+        kind = _kind(loss_name, loss_fn, shape, self.classes)
+        labelled = "labels" in self.extras
+        self.token_input = None
+        if kind == "classes" and len(shape) > 1 and shape[-1] > 1 and not labelled:
+            tokens = [i for i, m in enumerate(inputs) if "high" in m and m["shape"] == shape[:-1]]
+            if tokens:
+                kind, self.token_input = "next_token", tokens[0]
+                inputs[tokens[0]]["high"] = min(inputs[tokens[0]]["high"], shape[-1])  # ids are labels too
+        elif kind in ("classes", "one_hot") and not labelled and (len(shape) != 1 or shape[0] < 2):
             raise say(
-                f"output {output['name']!r} has shape {_shape(shape)}; class labels need a vector of at least 2 classes"
+                f"output {output['name']!r} has shape {graph.shape_text(shape)}; class labels need a vector of at "
+                "least 2 classes, or a sequence with a token-id input of its length (next-token prediction), "
+                "or the builder's 'labels'"
             )
-        if self.classes is not None and shape[0] != self.classes:
-            raise say(f"output {output['name']!r} has {shape[0]} classes; the image folder has {self.classes}")
+        if self.classes is not None and shape[-1] != self.classes:
+            raise say(f"output {output['name']!r} has {shape[-1]} classes; the image folder has {self.classes}")
         if loss_fn is None:
-            from_logits = not _ends_in_softmax(model)
+            from_logits = not graph.ends_in_softmax(model)
             self.loss_fn = (
                 (lambda y, p: keras.losses.sparse_categorical_crossentropy(y, p, from_logits=from_logits))
                 if kind == "classes"
@@ -224,14 +234,7 @@ class UserWorkload(KerasWorkload):
             self.loss_fn = loss_fn.call if isinstance(loss_fn, keras.losses.Loss) else loss_fn
             described = f"{loss_name} (the model's)"
         self.kind = kind
-        task = {
-            "classes": f"{shape[0]} classes from a fixed random projection of the inputs",
-            "one_hot": f"{shape[0]} one-hot classes from a fixed random projection of the inputs",
-            "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
-            "regression": "a fixed random projection of the inputs (regression)",
-        }[kind]
-        if "labels" in self.extras:
-            task = "the builder's labels"
+        task = "the builder's labels" if labelled else TASKS[kind].format(classes=shape[-1] if shape else 1)
         return {"loss": described, "task": f"synthetic: {task}"}
 
     # -- what the engine asks ------------------------------------------------------------------
@@ -250,6 +253,8 @@ class UserWorkload(KerasWorkload):
     def per_example_loss(self, y_true, y_pred):
         from keras import ops
 
+        if isinstance(y_pred, (list, tuple)) and self.output_index is not None:
+            y_pred = y_pred[self.output_index]  # the one output a per-output loss trains
         y_pred = ops.cast(y_pred, "float32")
         losses = self.loss_fn(y_true, y_pred)
         while len(losses.shape) > 1:
@@ -272,9 +277,15 @@ class UserWorkload(KerasWorkload):
             shape = (batch, *made["shape"])
             if "high" in made:
                 values = rng.integers(made["low"], made["high"], shape, dtype=np.int64)
-                arrays.append(values.astype(bool if made["dtype"] == "bool" else np.int32))
+                arrays.append(values.astype(bool if made["dtype"] == "bool" else _numpy_dtype(made["dtype"])))
             else:
                 arrays.append(rng.standard_normal(shape, dtype=np.float32))
+        next_tokens = None
+        if self.kind == "next_token" and "labels" not in self.extras:
+            made = self.meta["inputs"][self.token_input]
+            text = lm_text.text(made["high"], made["shape"][0], batch, np.random.default_rng([seed, 3]))
+            arrays[self.token_input] = text[:, :-1].astype(_numpy_dtype(made["dtype"]))
+            next_tokens = text[:, 1:]
         x = arrays[0] if len(arrays) == 1 else tuple(arrays)
         if "labels" in self.extras:
             try:
@@ -282,6 +293,8 @@ class UserWorkload(KerasWorkload):
             except Exception as exc:
                 raise say(f"{self.where}: its labels function raised {one_line(exc)}") from None
             return x, y
+        if next_tokens is not None:
+            return x, next_tokens
         return x, self._targets(arrays, self.meta["inputs"], batch, seed)
 
     def _targets(self, arrays, made, batch: int, seed: int):
@@ -296,12 +309,13 @@ class UserWorkload(KerasWorkload):
             groups.append(np.stack([flat[:, c].mean(axis=1) for c in chunks], axis=1))
         features = np.concatenate(groups, axis=1)
         features = (features - features.mean(axis=0, keepdims=True)) / (features.std(axis=0, keepdims=True) + 1e-6)
-        shape = self.meta["outputs"][0]["shape"]
-        width = int(np.prod(shape)) if shape else 1
+        shape = self.meta["outputs"][self.output_index or 0]["shape"]
+        width = shape[-1] if self.kind == "classes" else int(np.prod(shape)) if shape else 1
         projection = np.random.default_rng([seed, 2]).standard_normal((features.shape[1], width), dtype=np.float32)
         scores = features @ projection / np.sqrt(features.shape[1])
-        if self.kind == "classes":
-            return np.argmax(scores, axis=-1).astype(np.int32)
+        if self.kind == "classes":  # a sequence output: the same class at every position
+            labels = np.argmax(scores, axis=-1).astype(np.int32)
+            return np.broadcast_to(labels.reshape(batch, *[1] * (len(shape) - 1)), (batch, *shape[:-1])).copy()
         if self.kind == "one_hot":
             return np.eye(width, dtype=np.float32)[np.argmax(scores, axis=-1)]
         if self.kind == "binary":
@@ -315,12 +329,12 @@ class UserWorkload(KerasWorkload):
         if len(model.inputs) != 1 or len(model.inputs[0].shape) != 4:
             raise say(
                 f"{self.where}: an image folder feeds a model of one image input (height, width, "
-                f"channels); this one's inputs are {[_shape(t.shape[1:]) for t in model.inputs]}"
+                f"channels); this one's inputs are {[graph.shape_text(t.shape[1:]) for t in model.inputs]}"
             )
         height, width, channels = model.inputs[0].shape[1:]
         if height != width or channels not in (1, 3):
             raise say(
-                f"input {_name(model.inputs[0])!r} has shape {_shape((height, width, channels))}: an "
+                f"input {graph.name_of(model.inputs[0])!r} has shape {graph.shape_text((height, width, channels))}: an "
                 f"image folder is read square, with 1 or 3 channels"
             )
         return Shapes(image_size=int(height), channels=int(channels), classes=shapes.classes)
@@ -353,7 +367,7 @@ class UserWorkload(KerasWorkload):
         model = self.build_model(Shapes(classes=self.classes or 0))
         activations = 0
         for layer in model.layers:
-            for tensor in _outputs_of(layer):
+            for tensor in graph.outputs_of(layer):
                 activations += int(np.prod([d for d in tensor.shape[1:] if d is not None] or [1]))
         slots = {
             "Adam": 2,
@@ -368,6 +382,28 @@ class UserWorkload(KerasWorkload):
         }.get(self._optimizer_name(), 2)
         inputs = sum(int(np.prod(m["shape"] or [1])) for m in self.meta["inputs"])
         return {"parameters": int(model.count_params()), "slots": slots, "activations": activations, "inputs": inputs}
+
+
+TASKS = {
+    "classes": "{classes} classes from a fixed random projection of the inputs",
+    "one_hot": "{classes} one-hot classes from a fixed random projection of the inputs",
+    "binary": "0/1 targets from the sign of a fixed random projection of the inputs",
+    "regression": "a fixed random projection of the inputs (regression)",
+    "next_token": "next-token prediction on a fixed random bigram teacher's text of {classes} tokens",
+}
+
+
+def _kind(loss_name: str, loss_fn, shape: list, classes: Optional[int]) -> str:
+    """The synthetic task a loss (or, without one, the output's shape) asks for."""
+    if classes is not None or "sparse_categorical" in loss_name:
+        return "classes"
+    if "categorical" in loss_name:
+        return "one_hot"
+    if "binary" in loss_name:
+        return "binary"
+    if loss_fn is not None:
+        return "regression"
+    return "classes" if len(shape) == 1 and shape[0] > 1 else "regression"
 
 
 CONFIG_LIMIT = 64 * 2**20  # a .keras file's config.json beyond this is not read for class names
@@ -407,44 +443,10 @@ def _unregistered_classes(keras, path: Path) -> list[str]:
     return found
 
 
-def _name(tensor) -> str:
-    """The name of the layer that makes a tensor (an Input's own name), else the tensor's."""
-    history = getattr(tensor, "_keras_history", None)
-    operation = getattr(history, "operation", None) or (history[0] if isinstance(history, tuple) and history else None)
-    return str(getattr(operation, "name", None) or getattr(tensor, "name", "") or "input").split(":")[0]
+def _numpy_dtype(dtype: str):
+    import numpy as np
 
-
-def _shape(shape) -> str:
-    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _embedding_size(model, tensor) -> Optional[int]:
-    """The vocabulary of the Embedding an integer input feeds directly, if it feeds one."""
-    import keras
-
-    for layer in model.layers:
-        if not isinstance(layer, keras.layers.Embedding):
-            continue
-        for node in getattr(layer, "_inbound_nodes", []):
-            if any(t is tensor or _name(t) == _name(tensor) for t in getattr(node, "input_tensors", [])):
-                return int(layer.input_dim)
-    return None
-
-
-def _ends_in_softmax(model) -> bool:
-    import keras
-
-    last = model.layers[-1] if model.layers else None
-    activation = getattr(last, "activation", None)
-    return isinstance(last, keras.layers.Softmax) or getattr(activation, "__name__", "") == "softmax"
-
-
-def _outputs_of(layer) -> list:
-    try:
-        out = layer.output
-    except (AttributeError, ValueError):
-        return []
-    return list(out) if isinstance(out, (list, tuple)) else [out]
+    return np.dtype(dtype) if dtype != "bfloat16" else np.float32
 
 
 def prepare(spec) -> None:
@@ -471,6 +473,6 @@ def prepare(spec) -> None:
 
 def _joins_peers() -> bool:
     """Whether this process is one host's of a multi-host run (JAX's multi-host start, or TF_CONFIG)."""
-    from dashbench.engine.jax import devices as jax_devices
+    from dashbench.engine import backends
 
-    return jax_devices.distributed_settings() is not None or bool(os.environ.get("TF_CONFIG"))
+    return backends.get("jax").joins_cluster_first() or bool(os.environ.get("TF_CONFIG"))

@@ -16,6 +16,7 @@ from dashbench.results.result import (  # the wording of flags and ids lives wit
     FLAG_TEXT,
     short_id,
 )
+from dashbench.workloads import model_file
 
 PRECISION_SHORT = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 DEFAULT_BACKEND = "tensorflow"  # what a run stored before backends existed ran on
@@ -150,7 +151,8 @@ def shape_key(row: dict | pd.Series) -> tuple:
 def workload_text(row: dict | pd.Series) -> str:
     """The workload and, unless full size, its shape: "fashion_mnist_cnn" or "fashion_mnist_cnn · quick 28px w8"."""
     model = row.get("model")
-    model = str(model) if isinstance(model, str) and model else "?"
+    # A model file's runs group by file and builder across the file's versions (each run keeps its own).
+    model = model_file.family(model) if isinstance(model, str) and model else "?"
     shape = shape_text(row)
     return f"{model} · {shape}" if shape else model
 

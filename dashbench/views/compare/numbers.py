@@ -30,6 +30,7 @@ from dashbench.views.common.format import (
     with_ms,
     workload_text,
 )
+from dashbench.workloads import model_file
 
 REFERENCE_PREFIX = "ref:"
 
@@ -228,6 +229,27 @@ def flag_lines(frame: pd.DataFrame) -> list[str]:
         notes = "; ".join(md_text(FLAG_TEXT.get(f, f)) for f in row["flags"])
         lines.append(f"- **{md_text(row['label'])}**: {notes}")
     return lines
+
+
+def version_notes(frame: pd.DataFrame) -> list[str]:
+    """One line per model file whose compared runs come from more than one version of the file: its
+    file and builder, and each version's hash. Its runs share a section (workload_text groups a file's
+    builder across edits), and a difference between them may be the edit's."""
+    if frame.empty or "model" not in frame:
+        return []
+    measured = frame[frame["kind"] == "measured"] if "kind" in frame else frame
+    versions: dict[str, list[str]] = {}
+    for model in dict.fromkeys(measured["model"].dropna()):
+        version = model_file.version(model)
+        if version is not None:
+            versions.setdefault(model_file.family(model), []).append(version)
+    return [
+        f"{name}: these runs come from {len(found)} versions of the file (sha256 "
+        + ", ".join(f"{v}…" for v in found)
+        + "); the file changed between them, so a difference may be the edit's."
+        for name, found in versions.items()
+        if len(found) > 1
+    ]
 
 
 def group_of(frame: pd.DataFrame) -> pd.Series:

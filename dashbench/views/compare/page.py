@@ -280,6 +280,7 @@ def _flags_and_notes(ctx, built: Built) -> None:
             f"{len(groups)} workloads ({names}), each in its own section: throughput and speed-up are "
             "compared only within one workload and shape."
         )
+    notes += [md_text(line) for line in ui.memo(built.choice, compare.version_notes, built.frame)]
     if notes:
         st.caption("\n\n".join(notes))
     if unpriced and not ctx.settings.read_only:

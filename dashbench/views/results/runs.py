@@ -18,6 +18,7 @@ RESULTS_COLUMNS = [
     "mfu",
     "usd_per_million_examples",
     "flags",
+    "price_key",  # the price row behind the cost, right after the figures that must be seen
     "step_time_median_ms",
     "step_time_p10_ms",
     "step_time_p90_ms",
@@ -115,7 +116,7 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
     if "flags" in table:
         table["flags"] = [flag_text(f) for f in table["flags"]]
     if catalog is not None and not table.empty:
-        table["usd_per_million_examples"] = usd_per_million(table, catalog)
+        table["usd_per_million_examples"], table["price_key"] = priced(table, catalog)
     columns = [c for c in RESULTS_COLUMNS if c in table]
     return nullable_ints(table[columns]).reset_index(drop=True)
 
@@ -123,10 +124,15 @@ def results_table(runs: pd.DataFrame, catalog: pd.DataFrame | None = None) -> pd
 def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
     """On-demand USD per million of each run's unit (NaN: no price): its examples_per_sec counts
     tokens for an LM (stats.examples_per_item), so the same division gives USD per million tokens."""
+    return priced(runs, catalog)[0]
+
+
+def priced(runs: pd.DataFrame, catalog: pd.DataFrame) -> tuple[list, list]:
+    """(usd_per_million as above, the price row behind each cost: its catalog key, None unpriced)."""
     from dashbench.costs import run_cost
 
     match = run_cost.matcher(catalog)
-    out = []
+    out, keys = [], []
     n = len(runs)
     for acc, count, eps, cpus in zip(
         runs.get("accelerator", [None] * n),
@@ -134,8 +140,10 @@ def usd_per_million(runs: pd.DataFrame, catalog: pd.DataFrame) -> list:
         runs.get("examples_per_sec", [None] * n),
         runs.get("host_cpus", [None] * n),
     ):
-        out.append(run_cost.cost_values(acc, count, eps, match, cpus)["usd_per_million_examples"])
-    return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist()
+        values = run_cost.cost_values(acc, count, eps, match, cpus)
+        out.append(values["usd_per_million_examples"])
+        keys.append(values["price_key"])
+    return pd.to_numeric(pd.Series(out, dtype=object), errors="coerce").tolist(), keys
 
 
 def bundle_bytes(db_path: str, **filters) -> bytes:
