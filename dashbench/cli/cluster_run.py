@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 
-from dashbench.cli.terminal import shown, shown_lines
+from dashbench.cli.terminal import fit, shown, shown_lines, terminal_width
 
 POLL_S = 0.5
 NODE_CHECK_S = 3.0  # how often a running run's node is looked up (a lost host)
@@ -125,7 +125,7 @@ def report(row: dict, spec, json_out: bool, print_json) -> int:
         if json_out:
             print_json(result.to_dict() if hasattr(result, "to_dict") else result)
         else:
-            print(shown_lines(result.describe()))
+            print(fit(shown_lines(result.describe()), terminal_width()))
         return code
     error = row["error"] or status
     print(f"error: run {run_guard.END_WORDS.get(status, status)}: {shown(error)}", file=sys.stderr)

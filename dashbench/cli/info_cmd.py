@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dashbench.cli import strict_json
+from dashbench.cli import strict_json, terminal
 from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 
@@ -32,13 +32,15 @@ def handle_models(args) -> int:
     if args.json:
         print(strict_json.dumps(rows))
         return 0
+    width = terminal.terminal_width()  # a terminal's lines wrapped to it; a pipe gets each whole
     for row in rows:
         shape = ", ".join(f"{k} {v}" for k, v in row["defaults"].items())
         batches = ", ".join(f"{k} {v}" for k, v in row["batch_sizes"].items())
-        print(f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}")
+        lines = [f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}"]
         # The one quick recipe: presets' --quick and the Run page's Quick try use the same.
-        print(f"{'':<18} quick try: {WORKLOADS[row['name']].quick_command()}")
-        print(f"{'':<18} {row['description']}")
+        lines.append(f"{'':<18} quick try: {WORKLOADS[row['name']].quick_command()}")
+        lines.append(f"{'':<18} {row['description']}")
+        print(terminal.fit("\n".join(lines), width))
     return 0
 
 

@@ -11,7 +11,7 @@ from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.run_cmd import add_device_wait_arguments
 from dashbench.cli.spec_args import add_spec_arguments, spec_values
-from dashbench.cli.terminal import shown_lines
+from dashbench.cli.terminal import fit, shown_lines, terminal_width
 from dashbench.core.spec import SpecError
 from dashbench.results.result import RunResult
 from dashbench.workloads import presets
@@ -115,7 +115,7 @@ def _handle(args) -> int:
     if args.json:
         run_cmd.print_json(result.to_dict())
         return run_cmd.end_code(result)
-    print(shown_lines(summary(preset, spec.device, result, db_path=args.db)))
+    print(fit(shown_lines(summary(preset, spec.device, result, db_path=args.db)), terminal_width()))
     changed = _changed_from_article(preset, spec)
     if changed:
         print(f"not the article's setup ({changed}): compare with the published rows with care")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import sys
 
 import pandas as pd
@@ -13,7 +12,7 @@ import pandas as pd
 from dashbench.cli import strict_json
 from dashbench.cli.db_args import add_db_argument, read_only_requested, refuse_if_read_only, reports_store_errors
 from dashbench.cli.run_table import format_table, records
-from dashbench.cli.terminal import shown, shown_tree
+from dashbench.cli.terminal import fit, shown, shown_tree, terminal_width
 from dashbench.core.spec import BACKENDS, MAX_INT32, ascii_int
 from dashbench.store import (
     STATUSES,
@@ -232,17 +231,6 @@ def cmd_list(args) -> int:
     return 0
 
 
-def terminal_width() -> int | None:
-    """The width to fit `list` to: a terminal's ($COLUMNS first, as shutil reads it); None when stdout is
-    a pipe or a file, which get every column for grep, awk and cut to read."""
-    try:
-        if not sys.stdout.isatty():
-            return None
-    except (AttributeError, ValueError):
-        return None
-    return max(shutil.get_terminal_size().columns, 40)
-
-
 def with_memory(frame: pd.DataFrame, store: Store) -> pd.DataFrame:
     """The frame with each run's measured peak memory (memory.MEMORY_COLUMNS) and, for to-accuracy runs,
     time to target and the rest of accuracy_text.ACCURACY_COLUMNS, read from its result."""
@@ -280,7 +268,7 @@ def cmd_show(args) -> int:
             run["cost_to_target"] = cost
         print(strict_json.dumps(run, indent=2, default=str))
         return 0
-    print(describe_run(run, samples, cost))
+    print(fit(describe_run(run, samples, cost), terminal_width()))
     return 0
 
 

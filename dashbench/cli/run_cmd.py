@@ -20,7 +20,7 @@ from dashbench.cli import strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
 from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
-from dashbench.cli.terminal import shown, shown_lines
+from dashbench.cli.terminal import fit, shown, shown_lines, terminal_width
 from dashbench.core.errors import one_line
 from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
@@ -119,7 +119,7 @@ def handle(args) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(shown_lines(result.describe()))
+        print(fit(shown_lines(result.describe()), terminal_width()))
         print_accuracy(result)
     return end_code(result)
 
@@ -138,7 +138,7 @@ def print_accuracy(result: RunResult, usd_per_hour: float | None = None) -> None
 
     lines = accuracy_text.headline(result.accuracy, usd_per_hour)
     if lines:
-        print(shown_lines("to accuracy: " + "\n  ".join(lines)))
+        print(fit(shown_lines("to accuracy: " + "\n  ".join(lines)), terminal_width()))
 
 
 def _on_cluster(args) -> int:
@@ -420,7 +420,7 @@ class Progress:
                 line = f"  step {self.measured_steps}/{self.steps}: {per_step * 1e3:.1f} ms/step, loss {loss}"
         else:
             return
-        print(line, file=sys.stderr, flush=True)
+        print(fit(line, terminal_width(sys.stderr)), file=sys.stderr, flush=True)
 
 
 def _evaluation_text(event: dict) -> str:

@@ -5,6 +5,9 @@ cursor or retitle the window. --json output needs none of this: json.dumps escap
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+import textwrap
 from typing import Any
 
 # C0 (newline and tab included: inside one field they forge lines and columns), DEL, C1 (a one-byte
@@ -40,3 +43,50 @@ def shown_tree(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(shown_tree(v) for v in value)
     return value
+
+
+# A line that is a command (after an optional "quick try: "), not prose naming one, wraps as one the shell
+# still reads whole.
+COMMAND = re.compile(r"^ *([\w ]+: )?python -m dashbench ")
+
+
+def terminal_width(stream=None) -> int | None:
+    """The width to fit text to: a terminal's ($COLUMNS first, as shutil reads it); None when the stream
+    (stdout unless named) is a pipe or a file, which get every line whole for grep, awk and cut to read."""
+    try:
+        if not (stream or sys.stdout).isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
+
+
+def fit(text: str, width: int | None) -> str:
+    """Each line longer than `width` wrapped under its own indent (plus four), a command's with a shell
+    continuation (` \\`) so that a copy still runs; `width` None (a pipe, a file): the text unchanged."""
+    if width is None:
+        return text
+    return "\n".join(piece for line in text.split("\n") for piece in _fit_line(line, width))
+
+
+def _fit_line(line: str, width: int) -> list[str]:
+    if len(line) <= width:
+        return [line]
+    lead = " " * (len(line) - len(line.lstrip(" ")))
+    hang = lead + " " * 4 if len(lead) + 4 < width // 2 else " " * 4
+    if COMMAND.match(line):
+        # An option and its value stay on one line: held together by a no-break space while wrapping.
+        held = re.sub(r"(--[\w-]+) (?!-)", "\\1\u00a0", line.lstrip(" "))
+        pieces = textwrap.wrap(
+            held,
+            width - 2,
+            initial_indent=lead,
+            subsequent_indent=hang,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        pieces = [piece.replace("\u00a0", " ") for piece in pieces]
+        return [piece + " \\" for piece in pieces[:-1]] + pieces[-1:]
+    return textwrap.wrap(
+        line.lstrip(" "), width, initial_indent=lead, subsequent_indent=hang, break_on_hyphens=False
+    ) or [line]

@@ -23,7 +23,7 @@ TABLE_PX, SELECT_PX = 938, 32
 LARGEST = {
     "%.1f": 999_999.9,
     "%.2f ms": 99_999.99,
-    "percent": 9.9999,
+    "%.1f%%": 999.99,  # a fraction shown as a percentage (Column.scale): 9.9999 → 999.99%
     "$%.3f": 999.999,
     "%.2f×": 9_999.99,
     "%.3g": 123_456.0,
@@ -36,9 +36,7 @@ LARGEST = {
 
 
 def shown(fmt: str, value) -> str:
-    """A number as Streamlit's NumberColumn prints it with this format (printf-style or "percent")."""
-    if fmt == "percent":
-        return f"{value * 100:.2f}%"
+    """A number as Streamlit's NumberColumn prints it with this printf-style format."""
     return fmt % value
 
 
@@ -96,3 +94,17 @@ def test_the_stored_tables_fit_their_columns(tables):
                     continue
                 text = shown(spec.format, value) if spec.kind == "number" else str(value)
                 assert text_px(text) <= width_of(key), (name, column, text)
+
+
+def test_every_percentage_is_shown_with_one_decimal_and_the_data_keeps_the_fraction():
+    import pandas as pd
+
+    from dashbench.views.common.columns import COLUMNS, as_shown
+
+    # Streamlit's "percent" preset showed 7.1% beside 18.79%: one printf rule for every percentage instead.
+    assert "percent" not in {spec.format for spec in COLUMNS.values()}
+    assert {spec.format for spec in COLUMNS.values() if spec.scale == 100} == {"%.1f%%"} and COLUMNS["mfu"].scale == 100
+    frame = pd.DataFrame({"mfu": [0.071, 0.1879], "label": ["a", "b"]})
+    shown_frame = as_shown(frame)
+    assert [COLUMNS["mfu"].format % v for v in shown_frame["mfu"]] == ["7.1%", "18.8%"]
+    assert frame["mfu"].tolist() == [0.071, 0.1879]  # the table's data (and its CSV) unchanged

@@ -17,6 +17,7 @@ class Column:
     help: str | None = None
     pinned: bool = False
     width: int | None = None  # px; None: width_of's default for the kind, at least the label's width
+    scale: float = 1.0  # shown times this (a fraction as a percentage); the data and its CSV keep the fraction
 
 
 # A table draws every column at a width set here (never sized to its content): at a 1400 px window the
@@ -46,7 +47,8 @@ COLUMNS: dict[str, Column] = {
     "step_time_median_ms": Column("step median", "number", MS, width=110),  # a CPU's "12877.61 ms"
     "step_time_p10_ms": Column("step p10", "number", MS, width=110),
     "step_time_p90_ms": Column("step p90", "number", MS, width=110),
-    "mfu": Column("MFU", "number", "percent", "achieved FLOP/s over the device's peak", width=80),
+    # One decimal, as the CLI's MFU line: Streamlit's "percent" showed 7.1% beside 18.79%.
+    "mfu": Column("MFU", "number", "%.1f%%", "achieved FLOP/s over the device's peak", width=80, scale=100),
     "achieved_tflops": Column("TFLOP/s", "number", "%.3g"),
     "peak_tflops": Column("MFU's peak", "number", "%.3g", "the peak TFLOP/s this row's MFU divides by", width=100),
     "usd_per_million_examples": Column("$ / 1M", "number", USD, "on-demand USD per million examples", width=90),
@@ -92,7 +94,9 @@ COLUMNS: dict[str, Column] = {
     "epochs_to_target": Column("epochs to target", "number", "%.3g", "median over the seeds that reached it"),
     "final_val_accuracy": Column("val accuracy", "number", "%.3g", "last validation accuracy (median over seeds)"),
     "epochs_trained": Column("epochs", "number", "%.3g"),
-    "eval_share": Column("evaluation share", "number", "percent", "share of the timed region spent evaluating"),
+    "eval_share": Column(
+        "evaluation share", "number", "%.1f%%", "share of the timed region spent evaluating", scale=100
+    ),
     "load_s": Column("data loading", "number", "%.2f s", "outside the timed region"),
     # Prices page
     "origin": Column("origin", help="shipped with dashbench, or your override"),
@@ -120,6 +124,18 @@ COLUMNS: dict[str, Column] = {
     "usd_spot": Column("cost spot", "number", "$%.2f", width=110),
     "price": Column("price row"),
 }
+
+
+def as_shown(frame):
+    """The frame as a table shows it: each scaled column (a fraction as a percentage) multiplied."""
+    if not hasattr(frame, "assign"):
+        return frame
+    scaled = {
+        name: frame[name] * COLUMNS[name].scale
+        for name in frame.columns
+        if name in COLUMNS and COLUMNS[name].scale != 1.0
+    }
+    return frame.assign(**scaled) if scaled else frame
 
 
 def text_px(text: str) -> int:

@@ -19,7 +19,7 @@ run next to the published figures.
 2. Or measure from a shell: `{_QUICK.quick_command()}`,
    or a sweep: `python -m dashbench sweep --model resnet50 --batch-sizes 32,64,128`.
 3. Or bring results measured elsewhere: `python -m dashbench import results.json`
-   (bundles made with `python -m dashbench export`).
+   (bundles made with `python -m dashbench export --out results.json`).
 
 Then come back to **Compare** to see throughput, step time, cost and speed-up side by side.
 """

@@ -156,7 +156,7 @@ def _import(ctx) -> None:
     # A new key empties the uploader once its files are in (its value cannot be set from Python).
     upload_key = f"res_import_{st.session_state.get('res_import_round', 0)}"
     uploads = st.file_uploader(
-        "Bundles made with `python -m dashbench export`", accept_multiple_files=True, key=upload_key
+        "Bundles made with `python -m dashbench export --out bundle.json`", accept_multiple_files=True, key=upload_key
     )
     if uploads and st.button("Import", key="res_import_go"):
         message, ok = results.import_uploads(ctx.store, [(u.name, u.getvalue()) for u in uploads])

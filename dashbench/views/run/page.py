@@ -185,7 +185,7 @@ def _run_form(devices, places, quick_shapes: bool) -> tuple[bool, bool, bool]:
             "Find the largest batch",
             key="run_find_max",
             help="Doubling from the batch size above until a try runs out of memory, then binary search: each try "
-            "its own run of few steps, queued as one sweep (`python -m dashbench sweep --find-max-batch`).",
+            "its own run of few steps, queued as one sweep (`python -m dashbench sweep --model MODEL --find-max-batch`).",
         )
     return launch, launch_sweep, find_max
 

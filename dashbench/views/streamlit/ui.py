@@ -26,6 +26,7 @@ LAYOUT_CSS = """<style>
   flex: 1 1 auto; width: max-content; min-width: 10.5rem; max-width: 100%; }
 [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] > .stMultiSelect input { width: 0; }
 [data-testid="stSidebar"] code { overflow-wrap: anywhere; }
+[data-testid="stSidebar"] code .db-path-part { display: inline-block; max-width: 100%; }
 </style>"""
 
 
@@ -214,6 +215,7 @@ def _shown(frame) -> tuple:
     (blank_text) nor converts it to Arrow again (pandas -> Arrow was most of a table's cost; writing
     the Arrow table out is cheap).
     The conversion is Streamlit's own, so the bytes sent are the same. Forgotten when the frame is."""
+    from dashbench.views.common.columns import as_shown
     from dashbench.views.common.format import blank_text
 
     with _shown_lock:
@@ -221,7 +223,10 @@ def _shown(frame) -> tuple:
         if known is not None and known[0]() is frame:
             return known[1]
     # st.dataframe deep-copies the config it is given, then drops its None values: dropped here once instead.
-    shown = (_arrow(blank_text(frame)), {name: _Config(_set_values(c)) for name, c in column_config(frame).items()})
+    shown = (
+        _arrow(blank_text(as_shown(frame))),
+        {name: _Config(_set_values(c)) for name, c in column_config(frame).items()},
+    )
     key = id(frame)
 
     def forget(ref, key=key):
@@ -337,6 +342,9 @@ def _retry_when_back(settings) -> None:
         st.rerun(scope="app")
 
 
+TILE_CHARS = 12  # the longest value a headline tile shows whole beside six others at a 1400 px window
+
+
 def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
     """A stored run's title, status, error, flags and headline figures (common.stored_runs.run_detail), and a
     to-accuracy run's headline lines (accuracy_text.result_lines). Every stored string goes through
@@ -346,9 +354,16 @@ def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
         st.error(md_text(detail["error"]))
     for note in detail["flags"]:
         st.warning(md_text(note), icon=":material/warning:")
-    if detail["headline"]:
-        for col, (label, value, more) in zip(st.columns(len(detail["headline"])), detail["headline"]):
-            col.metric(md_text(label), value)
-            col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
+    # A figure is a tile; a name (a model file's "mlp.py:build") is a line of its own: a tile as narrow as a
+    # figure's cut it to "mlp…".
+    tiles = [figure for figure in detail["headline"] if len(str(figure[1])) <= TILE_CHARS]
+    for col, (label, value, more) in zip(st.columns(len(tiles)) if tiles else [], tiles):
+        col.metric(md_text(label), value)
+        col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
+    for label, value, more in detail["headline"]:
+        if len(str(value)) > TILE_CHARS:
+            st.markdown(
+                f"**{md_text(label)}**: {md_text(value)}" + (f" — {md_text_with_commands(more)}" if more else "")
+            )
     for line in accuracy:  # a to-accuracy run: reached or not, time to target, a hint at chance
         st.caption(md_text(line))
