@@ -40,10 +40,10 @@ LONG_RUN = [
 SAMPLES = 1 + 40000 // 10  # one warm-up loop and the measured ones
 
 
-def _start_run(db: str, home: Path, **env) -> subprocess.Popen:
+def _start_run(db: str, home: Path, run: list[str] = LONG_RUN, **env) -> subprocess.Popen:
     environment = {**os.environ, "XLA_FLAGS": FAST_XLA_COMPILE, "HOME": str(home), **env}
     return subprocess.Popen(
-        [sys.executable, "-m", "dashbench", "run", "--db", db, *LONG_RUN, "--json"],
+        [sys.executable, "-m", "dashbench", "run", "--db", db, *run, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -106,7 +106,11 @@ def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, 
 
 def test_past_the_outage_limit_a_run_ends_in_one_line_and_a_bundle_that_imports_back(pg_own_server, tmp_path):
     url = _database(pg_own_server)
-    proc = _start_run(url, tmp_path, DASHBENCH_STORE_OUTAGE_S="3")
+    # Steps enough that no machine ends the run inside the 3 s: a run that measured everything before the
+    # limit is rightly "done", and this test is about the one the limit ends.
+    at = LONG_RUN.index("--steps") + 1
+    endless = LONG_RUN[:at] + ["900000"] + LONG_RUN[at + 1 :]
+    proc = _start_run(url, tmp_path, endless, DASHBENCH_STORE_OUTAGE_S="3")
     _until_measuring(pg_own_server, proc)
     pg_own_server.crash()
     out, err = proc.communicate(timeout=600)  # the server stays down until the run has ended
