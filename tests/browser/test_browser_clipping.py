@@ -45,11 +45,29 @@ ID_ROOM = """(el, room) => { const ctx = document.createElement('canvas').getCon
   return [...el.querySelectorAll('td[aria-colindex="1"]')].map(td => td.textContent)
     .map(t => [t, Math.round(ctx.measureText(t.slice(0, t.indexOf('#') + 7)).width + 2 * pad)])
     .filter(([t, need]) => need > room); }"""
+# Each chart's titles that Plotly's toolbar (its modebar, shown on hover over whatever lies under it) covers,
+# and how many titles were looked at: none looked at would pass for none covered.
+COVERED_TITLES = """() => { const over = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const covered = plots.flatMap(plot => { const bars = [...plot.querySelectorAll('.modebar')].map(b => b.getBoundingClientRect());
+    return [...plot.querySelectorAll('.gtitle')].filter(t => bars.some(b => over(b, t.getBoundingClientRect())))
+      .map(t => ({what: 'modebar over title', text: t.textContent})); });
+  return {looked: plots.filter(p => p.querySelector('.modebar') && p.querySelector('.gtitle')).length, covered}; }"""
 XEON = "CPU: Intel(R) Xeon(R) CPU @ 2.20GHz"  # what `devices` names a cloud VM's CPU
 
 
 def clipped(page) -> list[dict]:
     return page.evaluate(CLIPPED)
+
+
+def covered_titles(page, charts: int) -> list[dict]:
+    """The titles Plotly's toolbar covers on the page, once its `charts` charts (at least) are drawn."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".js-plotly-plot .gtitle").nth(charts - 1)).to_be_attached(timeout=PAGE_TIMEOUT_MS)
+    found = page.evaluate(COVERED_TITLES)
+    assert found["looked"] >= charts, found
+    return found["covered"]
 
 
 def missed_target(store) -> str:
@@ -108,6 +126,7 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
             c.inner_text() for c in page.locator("[data-testid='stMultiSelect'] span").all()
         }
         cut["compare"] = clipped(page)
+        cut["compare, chart titles"] = covered_titles(page, 2)
         page.close()
 
         page = open_page(browser, url + "/results", "Results", "clip-results.png")
@@ -123,5 +142,9 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         expect(page.get_by_text(f"({len(ids) + 1} stored)")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         page.keyboard.press("Escape")
         cut["results, a model chosen"] = clipped(page)
+        # A run's detail: its charts' titles.
+        grid = table.bounding_box()
+        page.mouse.click(grid["x"] + 18, grid["y"] + 35 + 35 // 2)
+        cut["results, a run's charts"] = covered_titles(page, 2)
         page.close()
     assert not any(cut.values()), {where: texts for where, texts in cut.items() if texts}

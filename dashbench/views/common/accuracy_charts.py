@@ -12,8 +12,10 @@ from dashbench.views.common.charts import (
     LAYOUT,
     MEASURED_COLOR,
     REFERENCE_COLOR,
+    TITLE_PX,
     empty_figure,
     legend_on_top,
+    title_of,
     unvalidated_figure,
 )
 from dashbench.views.common.format import is_number
@@ -82,7 +84,7 @@ def to_target_bars(rows: list[dict], what: str = "time") -> go.Figure:
     layout = dict(
         LAYOUT,
         height=max(260, 110 + 44 * len(shown)),
-        margin=dict(l=10, r=20, t=50, b=10),
+        margin=dict(l=10, r=20, t=TITLE_PX, b=10),
         xaxis=dict(title=dict(text=axis)),
         yaxis=dict(autorange="reversed", automargin=True, categoryorder="array", categoryarray=order),
         barmode="overlay",
@@ -149,7 +151,7 @@ def accuracy_against(curves: list[dict], x: str = "wall_s") -> go.Figure:
                 line=dict(color=REFERENCE_COLOR, dash="dash"),
             )
         ]
-    layout.update(title=dict(text=title), showlegend=True)
+    layout.update(title=title_of(title), showlegend=True)
     return unvalidated_figure(traces, layout)
 
 
@@ -204,6 +206,6 @@ def run_curve(block: dict) -> go.Figure:
     if is_number(block.get("target")):  # a loss target on the loss panel
         row = 2 if metric_of(block) == "val_loss" else 1
         fig.add_hline(y=block["target"], line_dash="dash", line_color=REFERENCE_COLOR, row=row, col=1)
-    fig.update_layout(title=title, **dict(LAYOUT, height=520))
+    fig.update_layout(title=title_of(title), **dict(LAYOUT, height=520))
     fig.update_xaxes(title_text="epoch", row=2, col=1)
     return fig

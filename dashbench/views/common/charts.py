@@ -18,19 +18,29 @@ MEASURED_COLOR = "#1f77b4"
 REFERENCE_COLOR = "#9e9e9e"
 FLAGGED_COLOR = "#d62728"
 SPOT_COLOR = "#ff7f0e"
-# px above the plot: the title's line (~40 px with its pad), then a line for each legend entry (a half-width
+# Plotly's toolbar (the modebar) takes a strip this high across the figure's top right, and shows on hover
+# over whatever lies there: a half-width chart's title ran under it. Every title starts below the strip.
+MODEBAR_PX = 40
+# px above the plot: the modebar's strip, the title's line, then a line for each legend entry (a half-width
 # chart's plot is too narrow for Plotly to set them side by side).
-TITLE_PX, LEGEND_LINE_PX = 50, 20
+TITLE_PX, LEGEND_LINE_PX = MODEBAR_PX + 30, 20
 
 # No template of our own: Streamlit's (its theme, light or dark) costs a figure nothing to build, where
 # plotly_white's validation is paid by every chart.
-LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), height=380)
+LAYOUT = dict(margin=dict(l=10, r=10, t=TITLE_PX, b=10), height=380)
+
+
+def title_of(text) -> dict:
+    """A figure's title (text, or a title dict), pinned under the modebar's strip: every figure's title is
+    made here, so none starts where the modebar is drawn."""
+    title = dict(text) if isinstance(text, dict) else dict(text=text)
+    return dict(title, y=1.0, yref="container", yanchor="top", pad=dict(t=MODEBAR_PX))
 
 
 def empty_figure(title: str, message: str) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, **LAYOUT)
+    fig.update_layout(title=title_of(title), xaxis_visible=False, yaxis_visible=False, **LAYOUT)
     return fig
 
 
@@ -102,10 +112,10 @@ def _color_key(colors: list[str]) -> list[dict]:
 def legend_on_top(title, entries: int) -> dict:
     """Layout for a legend of `entries` between the title and the plot: beside the title it ran over it
     on a half-width chart (a 1400 px window), below it collides with the axis title and notes. The title
-    is pinned to the top of the figure, the legend sits on the plot's top edge, and the top margin leaves
+    is pinned under the modebar (title_of), the legend sits on the plot's top edge, and the top margin leaves
     a line for the title and one for each entry."""
     return dict(
-        title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)),
+        title=title_of(title),
         showlegend=True,
         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom"),
         margin=dict(t=TITLE_PX + LEGEND_LINE_PX * entries + 10),
@@ -146,7 +156,7 @@ def shared(figure: go.Figure | None) -> SharedFigure | None:
     return figure
 
 
-def _title(text) -> dict:
+def _axis_title(text) -> dict:
     return text if isinstance(text, dict) else dict(text=text)
 
 
@@ -156,14 +166,16 @@ def hbar(traces: list[dict], title, n: int, axis_title: str, **layout) -> go.Fig
     base = dict(
         LAYOUT,
         height=max(260, 90 + 44 * n),
-        margin=dict(l=10, r=150, t=50, b=10),
-        title=_title(title),
-        xaxis=dict(title=_title(axis_title)),
+        margin=dict(l=10, r=150, t=TITLE_PX, b=10),
+        title=title_of(title),
+        xaxis=dict(title=_axis_title(axis_title)),
         yaxis=dict(autorange="reversed", automargin=True),
     )
     for key, value in layout.items():
         base[key] = dict(base[key], **value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    base["height"] += base["margin"]["t"] - 50  # a legend's line above the plot takes no room from the bars
+    base["height"] += (
+        base["margin"]["t"] - 50
+    )  # the title's strip and a legend's line above the plot takes no room from the bars
     return unvalidated_figure(traces, base)
 
 
@@ -402,9 +414,11 @@ def throughput_vs_batch(df: pd.DataFrame, walls: dict | None = None) -> go.Figur
         traces,
         dict(
             LAYOUT,
-            title=_title(title),
-            yaxis=dict(title=_title("examples/s"), rangemode="tozero"),
-            xaxis=dict(title=_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+            title=title_of(title),
+            yaxis=dict(title=_axis_title("examples/s"), rangemode="tozero"),
+            xaxis=dict(
+                title=_axis_title("global batch size"), type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]
+            ),
             **({"shapes": lines_, "annotations": notes} if wall_at else {}),
         ),
     )

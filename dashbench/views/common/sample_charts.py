@@ -16,6 +16,7 @@ from dashbench.views.common.charts import (
     empty_figure,
     hbar,
     number_text,
+    title_of,
     wrapped,
 )
 
@@ -94,7 +95,7 @@ def loss_curve(samples: pd.DataFrame) -> go.Figure:
                     line_color=color,
                 )
             )
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="loss", **LAYOUT)
+    fig.update_layout(title=title_of(title), xaxis_title="loop", yaxis_title="loss", **LAYOUT)
     return fig
 
 
@@ -118,7 +119,7 @@ def step_time_series(samples: pd.DataFrame) -> go.Figure:
                     line_color=color,
                 )
             )
-    fig.update_layout(title=title, xaxis_title="loop", yaxis_title="ms per step", **LAYOUT)
+    fig.update_layout(title=title_of(title), xaxis_title="loop", yaxis_title="ms per step", **LAYOUT)
     return fig
 
 
