@@ -108,3 +108,28 @@ def test_every_percentage_is_shown_with_one_decimal_and_the_data_keeps_the_fract
     shown_frame = as_shown(frame)
     assert [COLUMNS["mfu"].format % v for v in shown_frame["mfu"]] == ["7.1%", "18.8%"]
     assert frame["mfu"].tolist() == [0.071, 0.1879]  # the table's data (and its CSV) unchanged
+
+
+def test_a_model_files_run_shows_its_device_and_batch_in_results_run_column():
+    """A model file's identity is long (file, builder, version): in Results' run column it reads as its file,
+    after the device and batch, so they stay in view with the id."""
+    from dashbench.views.common.format import run_labels
+
+    row = {
+        "run_id": "20261205-180545-e70ef681",
+        "model": "transformer_classifier_of_our_team.py:build@3fa9c2d1e0b4",
+        "accelerator": "TPU v5 lite",
+        "accelerator_count": 8,
+        "batch_size": 1024,
+        "precision": "mixed_bfloat16",
+    }
+    (label,) = run_labels(pd.DataFrame([row]), id_first=True)
+    up_to_batch = label[: label.index("b1024") + len("b1024")]
+    assert up_to_batch.startswith("#0ef681") and "8×TPU v5 lite" in up_to_batch
+    assert text_px(up_to_batch) <= width_of("run"), label
+    assert label.endswith("transformer_classifier_of_our_team.py") and "@" not in label
+    # A built-in keeps its name in front; elsewhere (a chart's axis) the identity is whole.
+    (builtin,) = run_labels(pd.DataFrame([dict(row, model="resnet50")]), id_first=True)
+    assert builtin.startswith("#0ef681 · resnet50 · 8×TPU")
+    (whole,) = run_labels(pd.DataFrame([row]))
+    assert whole.startswith("transformer_classifier_of_our_team.py:build@3fa9c2d1e0b4 · ")

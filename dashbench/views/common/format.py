@@ -201,7 +201,11 @@ def run_label(
     count = row.get("accelerator_count")
     if is_number(count) and count > 1:
         acc = f"{int(count)}×{acc}"
-    parts = ([str(row.get("model") or "?")] if with_model else []) + [acc]
+    model = str(row.get("model") or "?")
+    # A model file's identity ("mlp_with_a_long_name.py:build@3fa9c2d1e0b4") cut a table's run column
+    # before the device and batch: there it reads as its file (the id tells the runs apart) and comes last.
+    from_file = id_first and with_model and (model_file.version(model) is not None or model_file.looks_like_file(model))
+    parts = ([model] if with_model and not from_file else []) + [acc]
     replicas = row.get("replicas")
     # Replicas the device count does not already say (a CPU split into logical devices): a 2-replica
     # run and a 1-replica run of one batch must not read alike.
@@ -219,12 +223,21 @@ def run_label(
     backend = backend_of(row)
     if with_backend or (with_backend is None and backend != DEFAULT_BACKEND):
         parts.append(backend)
+    if from_file:
+        parts.append(file_text(model))
     label = row.get("label")
     run_id = short_id(str(row.get("run_id", "")))
     if id_first:
         return f"{run_id} · " + " · ".join(parts) + (f" ({label})" if isinstance(label, str) and label else "")
     tail = f"{label} {run_id}" if isinstance(label, str) and label else run_id
     return " · ".join(parts) + f" ({tail})"
+
+
+def file_text(model: str) -> str:
+    """A model file's identity without its version, and without its builder when that is the default:
+    'mlp.py:build@3fa9c2d1e0b4' → 'mlp.py', 'mlp.py:wide@…' → 'mlp.py:wide'."""
+    name = model_file.family(model)
+    return name.removesuffix(":" + model_file.DEFAULT_BUILDER)
 
 
 def path_text(path) -> str:
