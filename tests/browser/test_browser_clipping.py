@@ -64,7 +64,9 @@ def covered_titles(page, charts: int) -> list[dict]:
     """The titles Plotly's toolbar covers on the page, once its `charts` charts (at least) are drawn."""
     from playwright.sync_api import expect
 
-    expect(page.locator(".js-plotly-plot .gtitle").nth(charts - 1)).to_be_attached(timeout=PAGE_TIMEOUT_MS)
+    # Plotly draws a chart's title and its modebar one after the other: both are waited for.
+    for part in (".gtitle", ".modebar"):
+        expect(page.locator(f".js-plotly-plot {part}").nth(charts - 1)).to_be_attached(timeout=PAGE_TIMEOUT_MS)
     found = page.evaluate(COVERED_TITLES)
     assert found["looked"] >= charts, found
     return found["covered"]
