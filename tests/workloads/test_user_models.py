@@ -90,7 +90,7 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
         assert tf_run["flops_source"] == jax_run["flops_source"], model  # one rule on both backends
     # Dense layers and a ViT's are the formula's: their runs' MFU does not rest on XLA's count.
     assert tf_results[0]["flops_source"] == "analytic" and tf_results[1]["flops_source"] == "analytic"
-    for model, tf_run, jax_run in zip(models, tf_results, jax_results):
+    for tf_run, jax_run in zip(tf_results, jax_results):
         # The memory guard checked XLA's analysis of the JAX run's compiled step, and the counts on TensorFlow.
         assert tf_run["memory"]["estimate_source"] == "counts" and jax_run["memory"]["estimate_source"] == "xla"
     assert tf_results[0]["model_info"]["builder"] == "build_tiny"
