@@ -79,7 +79,6 @@ LONGEST_FIRST = (
     "test_bench_server_cost.py::test_server_cost_prints_cpu_per_visit_for_a_tiny_store",
     # the first of the group carries its module fixture: one interpreter for all eight modules
     "test_first_use.py::test_the_app_without_a_requirement_says_in_one_line_what_is_missing_on_every_page[numpy]",
-    "test_store_outage.py::test_a_run_outlives_an_immediate_stop_of_its_postgres_server[60]",
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[inception_v3]",
     "test_engine.py::test_data_parallel_runs_give_the_loss_of_one_replica_at_the_same_global_batch",
     "test_workloads.py::test_every_workload_trains_with_a_falling_loss[resnet50]",

@@ -67,6 +67,10 @@ CLIENT_START_FAILED = (
     "Proxy failed to Connect to backend",
     "Server startup failed",
     "ray client connection timeout",
+    # The proxy's own start of the session raised (its traceback follows), or the session it started
+    # ended before the first request: both a start on a busy head, not a refusal.
+    "Initialization failure from server",
+    "the Ray client has already been disconnected",
 )
 
 

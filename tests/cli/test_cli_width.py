@@ -26,6 +26,9 @@ def in_terminal(argv: list[str], cwd, columns: int = COLUMNS) -> str:
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = dict(os.environ, COLUMNS=str(columns))
+    # What a user's shell has: not the level an in-process `import jax` set here, which lets TensorFlow's
+    # C++ log (a machine without CUDA's "failed call to cuInit") through.
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dashbench", *argv], stdout=follower, stderr=follower, cwd=cwd, env=env
     )

@@ -90,6 +90,8 @@ def test_result_keys_events_and_placement():
         "flops_source",
         "analytic_flops_per_example",
         "compiler_flops_per_example",
+        "peak_as_of",
+        "profile",
     }
     assert [key for key in result if key not in added] == [key for key in stored if key != "run_id"]
     assert "host_load" in result and "repeats" not in result  # one measurement: no repeats written

@@ -8,10 +8,12 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from fixtures.pg_server import Unavailable, start_server
 from fixtures.xla import FAST_XLA_COMPILE
 
 from dashbench.store import Store
@@ -74,15 +76,80 @@ def _stderr_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if not line.startswith(("  step", "  warm-up"))]
 
 
-@pytest.mark.parametrize("down_s", [5, 60])
-def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, tmp_path, down_s):
+class MinuteOutage:
+    """The 60 s outage: its run started, its server crashed once the run measures and started again 60 s later,
+    all in a thread, so the module's other tests run inside that minute instead of after it."""
+
+    def __init__(self, server, home: Path, locks: Path):
+        self.server, self.url, self.error = server, _database(server), None
+        # Made before the function-scoped autouse fixtures of tests/conftest.py: their settings, given here.
+        self.proc = _start_run(self.url, home, DASHBENCH_CPU_PROBE_SIZE="512", DASHBENCH_LOCK_DIR=str(locks))
+        self.cancelled, self.restarted = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._outage, daemon=True)
+        self.thread.start()
+        # Its output read as it comes, as a terminal does: the run never waits on a full pipe.
+        self.output: tuple[str, str] | None = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        self.output = self.proc.communicate()
+
+    def _outage(self) -> None:
+        try:
+            _until_measuring(self.server, self.proc)
+            self.server.crash()
+            if not self.cancelled.wait(MINUTE_S):
+                self.server.restart()
+        except BaseException as exc:  # raised by the test that waits for it
+            self.error = exc
+        self.restarted.set()
+        # The server dies with the thread that started it (PR_SET_PDEATHSIG is per thread): kept to the end.
+        self.cancelled.wait()
+
+    def end(self) -> None:
+        self.cancelled.set()
+        self.thread.join(timeout=120)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.reader.join(timeout=60)
+        self.server.stop()
+
+
+MINUTE_S = 60
+MINUTE_TEST = "test_a_run_outlives_a_60_s_immediate_stop_of_its_postgres_server"
+# One worker runs the module (its minute begins with the first test that worker runs here).
+pytestmark = pytest.mark.xdist_group("store_outage")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def minute_outage(request, tmp_path_factory):
+    """Begun with the module's first test when the minute's test is among those run; that test is last."""
+    if not any(item.name == MINUTE_TEST for item in request.session.items):
+        yield None
+        return
+    try:
+        server = start_server(durable=True)
+    except Unavailable as exc:
+        yield exc  # the minute's test skips, or fails in CI, as pg_own_server's do
+        return
+    outage = MinuteOutage(server, tmp_path_factory.mktemp("minute"), tmp_path_factory.mktemp("minute-locks"))
+    yield outage
+    outage.end()
+
+
+def test_a_run_outlives_an_immediate_stop_of_its_postgres_server(pg_own_server, tmp_path):
     url = _database(pg_own_server)
     proc = _start_run(url, tmp_path)
     _until_measuring(pg_own_server, proc)
     pg_own_server.crash()
-    time.sleep(down_s)
+    time.sleep(5)
     pg_own_server.restart()
     out, err = proc.communicate(timeout=600)
+    _assert_outlived(url, proc, out, err, 5)
+
+
+def _assert_outlived(url: str, proc: subprocess.Popen, out: str, err: str, down_s: float) -> None:
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     said = _stderr_lines(err)
@@ -224,3 +291,15 @@ def test_the_benchs_outage_row_shortened(pg_own_server):
     assert outcome["errors"] == [] and outcome["runs"] > 0, outcome
     assert outcome["lost_samples"] == 0 and outcome["ended_by_outage"] == 0 and outcome["not_done"] == 0, outcome
     assert outcome["runs_with_outage"] >= 1, outcome
+
+
+def test_a_run_outlives_a_60_s_immediate_stop_of_its_postgres_server(minute_outage):
+    """As the 5 s test above, for an outage of a minute (begun by the module's fixture, last to be awaited)."""
+    if isinstance(minute_outage, Unavailable):
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(minute_outage))  # as start_or_skip does
+    assert minute_outage.restarted.wait(timeout=MINUTE_S + 600)
+    if minute_outage.error is not None:
+        raise minute_outage.error
+    minute_outage.reader.join(timeout=600)
+    out, err = minute_outage.output
+    _assert_outlived(minute_outage.url, minute_outage.proc, out, err, MINUTE_S)

@@ -79,10 +79,18 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
         for run in (tf_run, jax_run):
             assert run["status"] == "done" and run["examples_per_sec"] > 0
             assert run["losses"][-1] < run["losses"][0], (model, run["backend"], run["losses"])
-            # No formula for a user's model: MFU rests on the compiler's count of one step, labelled so.
-            assert run["flops_source"] == "compiler" and "analytic_flops_per_example" not in run, run
+            # MFU rests on the layer formula where it sees every weighted layer, with the compiler's count
+            # beside it; otherwise on the compiler's count of one step, labelled so.
             assert run["compiler_flops_per_example"] > 0 and run["achieved_tflops"] > 0, run
-            assert run["flops_per_example"] == run["compiler_flops_per_example"]
+            if run["flops_source"] == "analytic":
+                assert run["flops_per_example"] == run["analytic_flops_per_example"] > 0, run
+            else:
+                assert run["flops_source"] == "compiler" and "analytic_flops_per_example" not in run, run
+                assert run["flops_per_example"] == run["compiler_flops_per_example"]
+        assert tf_run["flops_source"] == jax_run["flops_source"], model  # one rule on both backends
+    # Dense layers and a ViT's are the formula's: their runs' MFU does not rest on XLA's count.
+    assert tf_results[0]["flops_source"] == "analytic" and tf_results[1]["flops_source"] == "analytic"
+    for tf_run, jax_run in zip(tf_results, jax_results):
         # The memory guard checked XLA's analysis of the JAX run's compiled step, and the counts on TensorFlow.
         assert tf_run["memory"]["estimate_source"] == "counts" and jax_run["memory"]["estimate_source"] == "xla"
     assert tf_results[0]["model_info"]["builder"] == "build_tiny"
@@ -107,7 +115,7 @@ def test_examples_and_a_keras_file_train_on_both_backends_under_one_identity(tmp
     shown = capfd.readouterr().out
     assert f"model: vit.py:build_tiny — sha256 {sha256(EXAMPLES / 'vit.py')[:12]}…" in shown
     assert "inputs image (16, 16, 3) float32" in shown
-    assert "(the compiler's count of one step: no formula for this model)" in shown
+    assert "(analytic; the compiler counts" in shown
     from dashbench.views.compare import numbers as compare
 
     with Store(db) as store:
@@ -374,7 +382,7 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
         "classes": 4,
     }
     assert result["model_info"]["outputs"][0]["shape"] == [4] and len(record["runs"][0]["curve"]) == 2
-    assert result["flops_source"] == "compiler" and result["compiler_flops_per_example"] > 0, result
+    assert result["flops_source"] == "analytic" and result["compiler_flops_per_example"] > 0, result
     # A model whose input is no image is named, not trained.
     assert (
         main(

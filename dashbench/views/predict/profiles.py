@@ -1,6 +1,6 @@
 """Where the Predict page's step profile comes from, without importing any user code here: a stored
-run's result (its "profile"), or a child `python -m dashbench profile --model M --batch-size N --json` (the run-like process
-that builds the model); and the predictions of one profile over the catalog."""
+run's result (its "profile"), or a child `python -m dashbench profile --model MODEL --batch-size 8 --json`
+(the run-like process that builds the model); and the predictions of one profile over the catalog."""
 
 from __future__ import annotations
 
