@@ -26,7 +26,6 @@ LAYOUT_CSS = """<style>
   flex: 1 1 auto; width: max-content; min-width: 10.5rem; max-width: 100%; }
 [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] > .stMultiSelect input { width: 0; }
 [data-testid="stSidebar"] code { overflow-wrap: anywhere; }
-[data-testid="stSidebar"] code .db-path-part { display: inline-block; max-width: 100%; }
 </style>"""
 
 
