@@ -217,8 +217,10 @@ def why_missed(rows: list[dict]) -> str:
 NO_ACCELERATOR = (
     "**(c) Predicted against measured on an accelerator: not measured.** No GPU or TPU was available to this "
     "work (2026-12-05), so `llama` (~1 B, bf16, JAX) and ResNet-50 were not run on an accelerator beside their "
-    "prediction. On one: `python -m dashbench predict` for the device, then `python -m dashbench run` of the "
-    "same step there, and the row of this block."
+    "prediction. On one: `python -m dashbench predict --model llama --width 2048 --layers 16 --seq-len 2048 "
+    "--batch-size 8 --precision bf16 --devices H100`, then `python -m dashbench run --model llama --width 2048 "
+    "--layers 16 --seq-len 2048 --batch-size 8 --precision mixed_bfloat16 --backend jax --device gpu` there, "
+    "and their row in this block."
 )
 
 

@@ -17,7 +17,11 @@ def matmul_tflops(backend: str, kind: str, dtype: str, size: int, repeats: int =
     warm-up (TFLOP/s). Fetching a scalar of the product waits for it."""
     from dashbench.engine import backends
 
-    fetch = backends.get(backend).matmul(kind, dtype, size)
+    return _best_tflops(backends.get(backend).matmul(kind, dtype, size), size, repeats)
+
+
+def _best_tflops(fetch, size: int, repeats: int) -> float:
+    """The TFLOP/s of the fastest of `repeats` calls of `fetch` (one size² product each), after one warm-up."""
     fetch()
     best = float("inf")
     for _ in range(repeats):
@@ -47,16 +51,7 @@ def cpu_matmul_tflops(size: int, repeats: int = CPU_PROBE_REPEATS) -> float:
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)
 
-    def fetch():
-        return float(np.matmul(a, b)[0, 0])
-
-    fetch()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fetch()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best / 1e12
+    return _best_tflops(lambda: float(np.matmul(a, b)[0, 0]), size, repeats)
 
 
 def cpu_peak_tflops(

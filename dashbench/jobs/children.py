@@ -13,6 +13,7 @@ import os
 import signal
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 ROUNDS = 5  # a child may fork while its siblings are killed: look again, this many times at most
 
 
@@ -47,11 +48,16 @@ def descendants(root: int | None = None) -> set[tuple[int, str]]:
     return found
 
 
-def become_subreaper() -> None:
+def become_subreaper(on: bool = True) -> bool:
+    """Set this process's subreaper flag; returns what it was (False where it cannot be read)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        was = ctypes.c_int(0)
+        libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+        return bool(was.value)
     except (OSError, AttributeError):  # not Linux: a double-forked child escapes, a plain one does not
-        pass
+        return False
 
 
 def end_new(before: set[tuple[int, str]]) -> list[int]:
@@ -79,8 +85,10 @@ _running: list[set[tuple[int, str]]] = []
 
 @contextlib.contextmanager
 def ending_with_run():
-    """The block is a run: every process started in it is ended with it."""
-    become_subreaper()
+    """The block is a run: every process started in it is ended with it. The process is a subreaper only
+    for the block: one that stays so after a run (a test worker, a notebook) would collect the orphans of
+    every later child as zombies that nobody reaps."""
+    was = become_subreaper()
     before = descendants()
     _running.append(before)
     try:
@@ -88,6 +96,8 @@ def ending_with_run():
     finally:
         _running.remove(before)
         end_new(before)
+        if not was:
+            become_subreaper(False)
 
 
 def end_now() -> None:
