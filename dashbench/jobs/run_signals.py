@@ -69,6 +69,21 @@ def _raising(exc: BaseException) -> None:
     raised_stop["signum"] = OOM_SIGNAL if isinstance(exc, OutOfHostMemory) else exc.signum
 
 
+def raise_lost_stop() -> None:
+    """A stop raised in the main thread that never reached the run's end (lost where exceptions are only
+    printed, and the guard's asks again came too late for a short run): raised here, before the run's
+    end is written, so that the run ends as it was asked to and never as `done`."""
+    signum = raised_stop["signum"]
+    if raised_stop["raised_at"] is None or raised_stop["ending"] or signum is None:
+        return
+    if signum == OOM_SIGNAL:
+        exc = OutOfHostMemory(oom_message[-1] if oom_message else "out of host memory")
+    else:
+        exc = RunCancelled(signum)
+    _raising(exc)
+    raise exc
+
+
 def mark_ending() -> None:
     """The run reached its end (written or being written): a stop asked again is dropped."""
     if threading.current_thread() is threading.main_thread():

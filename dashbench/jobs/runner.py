@@ -24,7 +24,13 @@ from dashbench.engine import peak_memory
 from dashbench.hardware import host
 from dashbench.jobs import device_lock, multihost, oom, store_buffer, temp_folder
 from dashbench.jobs.run_guard import beat_every_s, guarded, say
-from dashbench.jobs.run_signals import RunCancelled, cancel_on_signals, deferred_signals, mark_ending
+from dashbench.jobs.run_signals import (
+    RunCancelled,
+    cancel_on_signals,
+    deferred_signals,
+    mark_ending,
+    raise_lost_stop,
+)
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError, new_run_id, now, this_host
 
@@ -152,6 +158,7 @@ def execute(
                     recorder = _Recorder(None if later_worker else writes, run_id, tracker.watching(on_event))
                     with _calibrated_cpu_peaks(None if later_worker else store, spec, run_id) as cpu_peak:
                         result = loop.run(spec, on_event=recorder)
+                    raise_lost_stop()
                     if result.device == "cpu" and result.peak_tflops:  # when the MFU's denominator was measured
                         result = result.replace(peak_as_of=cpu_peak["as_of"] or now())
                     # The last samples wait for the run's end and are written with it (one write fewer);

@@ -104,8 +104,15 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
+# The same, with a guard that never asks again: a short run ends before any ask would come, and its lost
+# stop is raised at the run's end instead of the run being written done.
+NEVER_ASKED_AGAIN = LOST_STOP.replace(
+    "held = []\n", "held = []\nrun_signals.ASK_AGAIN_S = run_guard.ASK_AGAIN_S = 1000.0\n"
+)
+
+
+@pytest.mark.parametrize("backend, script", [("tensorflow", LOST_STOP), ("jax", LOST_STOP), ("jax", NEVER_ASKED_AGAIN)])
+def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend, script):
     """A cap the test sets for the run process (the guard's DASHBENCH_MEMORY_LIMIT_GB, below what
     the framework alone holds): the run ends `oom`, exit 3, its cause in the row and the JSON —
     stopped by its own main thread although the guard's first ask is lost in a gc callback (the
@@ -122,7 +129,7 @@ def test_a_capped_run_ends_oom_on_both_backends(tmp_path, backend):
         [
             sys.executable,
             "-c",
-            LOST_STOP,
+            script,
             "run",
             "--model",
             "conv2d",
