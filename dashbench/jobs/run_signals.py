@@ -84,6 +84,24 @@ def raise_lost_stop() -> None:
     raise exc
 
 
+def stop_behind(exc: BaseException) -> BaseException | None:
+    """The run's own stop (a cancel, or the guard's out-of-memory stop) behind `exc`, which a library
+    may have turned into an error of its own: `exc` itself, a stop in its chain (a wrapper that catches
+    everything and raises its own type), or the stop raised in this run when the chain was lost (a
+    framework's native code that turned it into its own error). None: an error of the run's own."""
+    seen, hops = exc, 0
+    while seen is not None and hops < 64:
+        if isinstance(seen, (RunCancelled, OutOfHostMemory)):
+            return seen
+        seen, hops = seen.__cause__ or seen.__context__, hops + 1
+    signum = raised_stop["signum"]
+    if raised_stop["raised_at"] is None or signum is None:
+        return None
+    if signum == OOM_SIGNAL:
+        return OutOfHostMemory(oom_message[-1] if oom_message else "out of host memory")
+    return RunCancelled(signum)
+
+
 def mark_ending() -> None:
     """The run reached its end (written or being written): a stop asked again is dropped."""
     if threading.current_thread() is threading.main_thread():

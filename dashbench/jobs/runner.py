@@ -30,6 +30,7 @@ from dashbench.jobs.run_signals import (
     deferred_signals,
     mark_ending,
     raise_lost_stop,
+    stop_behind,
 )
 from dashbench.results.result import RunResult
 from dashbench.store import Store, StoreError, new_run_id, now, this_host
@@ -173,50 +174,21 @@ def execute(
                         result = result.replace(
                             placement=multihost.merged_placement(result.placement, entry, role.count)
                         )
-            except RunCancelled as exc:
+            except BaseException as caught:
                 mark_ending()
                 run_id = state["run_id"]
+                # A stop raised into a library may come back as the library's own error: still the stop.
+                exc = stop_behind(caught) or caught
                 if store is not None and state["begun"]:
+                    status, error = _end_of(exc, role)
                     # A multi-host run's process is cancelled by its launcher after a lost host or a
                     # failed worker ended the run: that end, already written, stays (fleet/slices.py).
-                    _finish(
-                        writes, run_id, "cancelled", None, str(exc), recorder, state, only_if_going=role is not None
-                    )
+                    going = status == "interrupted" or (status == "cancelled" and role is not None)
+                    _finish(writes, run_id, status, None, error, recorder, state, only_if_going=going)
                     _tag(exc, run_id)
-                raise
-            except BaseException as exc:
-                mark_ending()
-                run_id = state["run_id"]
-                if store is not None and state["begun"]:
-                    status = (
-                        "cancelled"
-                        if isinstance(exc, KeyboardInterrupt)
-                        else oom.STATUS
-                        if oom.is_oom(exc)
-                        else "failed"
-                    )
-                    error = error_text(exc)
-                    if isinstance(exc, store_buffer.OutageLimit):  # its end and samples go to a local bundle
-                        status, error = "interrupted", str(exc)
-                    if status == "failed" and role is not None and multihost.peer_lost(error):
-                        # Not this host's failure: a peer stopped answering. Presumed, so the launcher
-                        # (fleet/slices.py) may still name the lost host or the failed worker.
-                        status, error = (
-                            "interrupted",
-                            f"a peer host of this {role.count}-host run stopped answering: {error}",
-                        )
-                    _finish(
-                        writes,
-                        run_id,
-                        status,
-                        None,
-                        error,
-                        recorder,
-                        state,
-                        only_if_going=status == "interrupted" or (status == "cancelled" and role is not None),
-                    )
-                    _tag(exc, run_id)
-                raise
+                if exc is caught:
+                    raise
+                raise exc from caught
             with deferred_signals(swallow=True), state["ending"]:
                 mark_ending()
                 state["ended"] = True
@@ -232,6 +204,24 @@ def execute(
             os.environ.pop(multihost.RUN_ID_ENV, None)
         if store is not None:
             store.close()
+
+
+def _end_of(exc: BaseException, role: "multihost.Role | None") -> tuple[str, str]:
+    """(status, error) of a run that `exc` ended."""
+    if isinstance(exc, RunCancelled):
+        return "cancelled", str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "cancelled", error_text(exc)
+    if isinstance(exc, store_buffer.OutageLimit):  # its end and samples go to a local bundle
+        return "interrupted", str(exc)
+    error = error_text(exc)
+    if oom.is_oom(exc):
+        return oom.STATUS, error
+    if role is not None and multihost.peer_lost(error):
+        # Not this host's failure: a peer stopped answering. Presumed, so the launcher
+        # (fleet/slices.py) may still name the lost host or the failed worker.
+        return "interrupted", f"a peer host of this {role.count}-host run stopped answering: {error}"
+    return "failed", error
 
 
 def _join_run(store: Store, role: "multihost.Role", entry: dict, result: RunResult, run_id: str | None) -> RunResult:

@@ -128,7 +128,7 @@ def test_a_sweep_on_the_cluster_stopped_by_sigterm_cancels_its_points_there(ray_
     assert "cancelled" in err
     with Store(pg_url) as store:
         rows = [store.get_run(r) for r in store.runs()["run_id"]]
-    assert [r["status"] for r in rows] == ["cancelled", "cancelled"]
+    assert [r["status"] for r in rows] == ["cancelled", "cancelled"], [(r["status"], r["error"]) for r in rows]
     for point in rows:
         _wait(
             lambda point=point: launch.job_state(address, point["run_id"])[0] == "STOPPED",

@@ -176,6 +176,33 @@ def test_a_signal_inside_a_framework_call_keeps_its_meaning(tmp_path, engine, si
         assert run["status"] == "oom" and run["error"].startswith("out of host memory")
 
 
+def _a_library_that_wraps_every_error(sig, chained: bool):
+    """A signal inside a library that turns whatever it catches into its own error type: chained (a
+    wrapper's `raise ... from`) or with its chain lost (native code that converts the exception)."""
+    try:
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the handler raises before this ends
+    except BaseException as exc:
+        if chained:
+            raise RuntimeError("the library's call failed") from exc
+    raise RuntimeError("the library's call failed: an unknown error")
+
+
+@pytest.mark.parametrize("chained", [True, False])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, run_signals.OOM_SIGNAL])
+def test_a_stop_that_a_library_turned_into_its_own_error_keeps_its_meaning(tmp_path, engine, sig, chained):
+    engine.then = lambda: _a_library_that_wraps_every_error(sig, chained)
+    with pytest.raises((run_signals.RunCancelled, run_signals.OutOfHostMemory)) as caught:
+        runner.execute(SPEC, db_path=tmp_path / "r.sqlite")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    with Store(tmp_path / "r.sqlite") as store:
+        run = store.runs().iloc[0]
+    if sig == signal.SIGTERM:
+        assert (run["status"], run["error"]) == ("cancelled", "cancelled by SIGTERM")
+    else:
+        assert run["status"] == "oom" and run["error"].startswith("out of host memory")
+
+
 def test_queued_row_is_started_and_finished(tmp_path, engine):
     db = tmp_path / "r.sqlite"
     with Store(db) as store:
