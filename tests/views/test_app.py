@@ -18,6 +18,7 @@ from fixtures.app_test import (
     TIMEOUT_S,
     _run_page_without_training,
     assert_clean,
+    every_compare_column,
     select_rows,
     show,
     start,
@@ -417,7 +418,7 @@ def test_compare_shows_tf_and_jax_of_one_setup_as_two_entries(tmp_path, monkeypa
     assert len(bars) == 2
     assert "tensorflow" in bars[0] and tf[-6:] in bars[0].replace("<br>", "")
     assert "jax" in bars[1] and jax[-6:] in bars[1].replace("<br>", "")
-    table = at.dataframe[0].value
+    table = every_compare_column(at)
     table = table[table["kind"] == "measured"]
     assert list(table["backend"]) == ["tensorflow", "jax"] and list(table["run_id"]) == [tf, jax]
     assert list(table["batch_size"]) == [64, 64] and list(table["accelerator"]) == ["CPU", "CPU"]
@@ -508,7 +509,8 @@ def test_compare_shows_quick_and_full_size_runs_in_separate_sections(tmp_path, m
     assert "Workload: fashion\\_mnist\\_cnn" in heads, heads
     assert any("quick 28px w8" in h for h in heads), heads
     assert not _none_text(at)
-    numbers = at.dataframe[0].value
+    numbers = every_compare_column(at)
+    assert not _none_text(at)
     assert "image_size" in numbers and str(numbers["batch_size"].dtype) == "Int64"
 
 
