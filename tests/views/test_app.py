@@ -557,18 +557,6 @@ def test_run_page_says_when_this_machine_was_last_checked_and_checks_it(tmp_path
     assert [w.value for w in at.warning if "last checked" in w.value]  # shown at the verdict's level
 
 
-def test_the_sidebar_names_a_database_under_home_as_a_shell_would(tmp_path, monkeypatch):
-    from dashbench.views.common.format import path_text
-
-    monkeypatch.setenv("HOME", str(tmp_path))
-    db = tmp_path / ".dashbench" / "runs.sqlite"
-    assert path_text(db) == "~/.dashbench/runs.sqlite"
-    assert path_text("/srv/results/runs.sqlite") == "/srv/results/runs.sqlite"
-    at = start(monkeypatch, db)
-    captions = [c.value for c in at.sidebar.caption]
-    assert any("`~/.dashbench/runs.sqlite`" in c for c in captions), captions
-
-
 def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, monkeypatch):
     from dashbench.workloads import catalog
 
