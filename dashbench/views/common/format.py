@@ -254,6 +254,27 @@ def path_text(path) -> str:
         return str(path)
 
 
+# The characters of code text the sidebar draws on one line (its own line, after "database:"), with room to spare.
+SIDEBAR_PATH_CHARS = 34
+
+
+def short_path_text(path, room: int = SIDEBAR_PATH_CHARS) -> str:
+    """path_text shortened from the left to `room` characters, whole folder names only and the file's name
+    always whole: '…/dashbench/runs.sqlite'. Inline code breaks a name it cannot fit anywhere, even inside a
+    word ('sqlit' / 'e'); the full path goes in the line's tooltip. A server's URL as path_text gives it."""
+    text = path_text(path)
+    if len(text) <= room or "://" in text:
+        return text
+    sep = "\\" if "\\" in text and "/" not in text else "/"
+    parts = text.split(sep)
+    kept = [parts[-1]]
+    for name in reversed(parts[1:-1]):
+        if len("…" + sep + sep.join([name, *kept])) > room:
+            break
+        kept.insert(0, name)
+    return "…" + sep + sep.join(kept)
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_missing(value)
 
