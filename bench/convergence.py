@@ -30,7 +30,7 @@ from docs_block import write_block  # bench/, on sys.path when a script here run
 
 from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONVERGENCE.md"
@@ -40,7 +40,7 @@ FULL_BATCH = {"conv2d": 16, "fashion_mnist_cnn": 64, "resnet50": 16, "inception_
 
 
 def spec_for(model: str, seed: int, full: bool, steps: int, warmup: int, backend: str) -> RunSpec:
-    quick = dict(catalog.get(model).quick)
+    quick = dict(registry.get(model).quick)
     batch = quick.pop("batch_size")
     if full:
         quick, batch = {}, FULL_BATCH[model]
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         for seed in seeds:
             spec = spec_for(model, seed, full, args.steps, args.warmup, args.backend)
             out = measure(spec)
-            shapes = catalog.get(model).shapes(spec).to_dict()
+            shapes = registry.get(model).shapes(spec).to_dict()
             shown = (
                 "full"
                 if full

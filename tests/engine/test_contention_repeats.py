@@ -15,7 +15,7 @@ from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import hostload, loop, measured
 from dashbench.engine.target import Target
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
 
@@ -39,7 +39,7 @@ def planted(spec, durations_by_repeat, host_load=None):
     target = Target(None, "cpu", "CPU", 1, ["/device:CPU:0"], 1)
     return measured.result(
         spec,
-        catalog.get(spec.model),
+        registry.get(spec.model),
         catalog.check_spec(spec),
         target,
         {"training": 1e6, "forward": 4e5},

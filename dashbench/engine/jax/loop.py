@@ -27,7 +27,7 @@ from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import seed as jax_seed
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog, memory_estimate
+from dashbench.workloads import catalog, memory_estimate, registry
 
 Event = Callable[[dict], None]
 
@@ -37,7 +37,7 @@ _TF32_PRECISIONS = (None, "default", "fastest", "bfloat16", "tensorfloat32", "DE
 
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     emit = on_event or (lambda event: None)
-    workload = catalog.get(spec.model)
+    workload = registry.get(spec.model)
     shapes = catalog.check_spec(spec)
     keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
@@ -203,7 +203,7 @@ def _analyse_before(spec) -> Optional[dict]:
         at_batch = lambda tree: jax.tree_util.tree_map(
             lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree
         )
-        examples = spec.batch_size * stats.examples_per_item(catalog.get(spec.model).unit, shapes.seq_len)
+        examples = spec.batch_size * stats.examples_per_item(registry.get(spec.model).unit, shapes.seq_len)
         found = compiled_step.analyse(step, state_of(model, optimizer), at_batch(x), at_batch(y), examples)
     finally:
         keras.mixed_precision.set_global_policy(previous)

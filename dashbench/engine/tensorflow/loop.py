@@ -23,7 +23,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
 from dashbench.engine.tensorflow import devices
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
 _COMPUTE_OPS = re.compile(
@@ -38,7 +38,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     """Train `spec.model` as the spec says, on TensorFlow, and return the measured result."""
     backends.select(spec.backend)
     emit = on_event or (lambda event: None)
-    workload = catalog.get(spec.model)
+    workload = registry.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
     keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
