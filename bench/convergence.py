@@ -1,7 +1,7 @@
 """Does every workload's loss fall, over several seeds? The engine's `loss_not_falling` flag rests on it.
 
 Each workload runs through the engine (dashbench.engine.loop.run, or the JAX loop with --backend jax)
-at its quick shapes (dashbench.workloads.catalog) for seeds 0–4 with the test suite's settings (4 measured
+at its quick shapes (dashbench.workloads.registry) for seeds 0–4 with the test suite's settings (4 measured
 steps after 2 warm-up steps: six losses), and, with --full, at its full shapes too (`--full-only`:
 those alone), at batches a CPU can do (FULL_BATCH: the shapes are the model's, the batch is small).
 A seed passes when the engine raises no `loss_not_falling` flag, every loss is finite, and the mean

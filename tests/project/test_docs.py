@@ -202,7 +202,7 @@ def _shell_commands(text: str) -> list[str]:
 
 def test_the_manuals_quick_examples_are_the_catalogs_recipe():
     """One quick recipe: every run in the README or docs/ with a shape override is its model's quick try
-    as `models` prints it (dashbench.workloads.catalog), and every preset's --quick is its model's recipe."""
+    as `models` prints it (dashbench.workloads.registry), and every preset's --quick is its model's recipe."""
     from dashbench.workloads import presets, registry
 
     recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")

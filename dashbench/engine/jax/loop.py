@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec
-from dashbench.engine import backends, calibration, measured, workloads
+from dashbench.engine import backends, measured, workloads
 from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import seed as jax_seed
@@ -127,38 +127,36 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
     }
-    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
-        emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
-    tf32 = (
-        target.kind == "gpu"
-        and spec.precision == "float32"
-        and jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
-    )
     return measured.result(
-        spec,
-        workload,
-        shapes,
-        target,
+        setting(jax, spec, workload, shapes, target, parameters, mesh),
         flops,
         compile_s,
         samples,
         placement,
+        emit,
+        host_load=host_load,
         model_info=keras_side.identity(model),
         sizes=measured.variable_sizes(model, optimizer),
         bytes_accessed=None if real else analysed.get("bytes_accessed"),
-        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
-        xla=True,  # JAX compiles every step with XLA
+    )
+
+
+def setting(jax, spec, workload, shapes, target, parameters: int, mesh) -> measured.Setting:
+    """What the result builder takes from a JAX run, the measured loop's and the Trainer's alike."""
+    return measured.Setting(
+        spec,
+        workload,
+        shapes,
+        target,
         backend=("jax", jax.__version__),
-        env_extra={
-            "strategy": f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
-            "replicas": target.replicas,
-            "multi_worker": target.multi_worker,
-            "tf32": tf32,
-            "parameters": parameters,
-            "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
-            **target.env,
-        },
-        host_load=host_load,
+        xla=True,  # JAX compiles every step with XLA
+        tf32=target.kind == "gpu"
+        and spec.precision == "float32"
+        and jax.config.jax_default_matmul_precision in _TF32_PRECISIONS,
+        cpu_probe=jax_devices.cpu_peak_tflops,
+        strategy=f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
+        parameters=parameters,
+        env_extra={"mesh": {str(name): int(size) for name, size in mesh.shape.items()}},
     )
 
 

@@ -136,7 +136,7 @@ FIELD_WORDS = {
 
 
 def quick_without_preset(state) -> bool:
-    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.workloads.catalog) apply."""
+    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.workloads.registry) apply."""
     return bool(state.get("run_quick")) and not state.get("run_preset")
 
 
