@@ -11,7 +11,7 @@ import json
 import subprocess
 
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.workloads import memory_estimate
+from dashbench.workloads import memory_counts
 
 CHECK_TIMEOUT_S = 900.0  # the framework's start and the file's own limits (each of its parts) inside it
 # What does not change a build: a sweep of these is checked once.
@@ -26,7 +26,7 @@ def check(spec: RunSpec, run_command: list[str]) -> None:
     if key not in _checked:
         _checked[key] = _ask(spec, run_command)
     if _checked[key]:
-        memory_estimate.know(spec.model, _checked[key])
+        memory_counts.know(spec.model, _checked[key])
 
 
 def _ask(spec: RunSpec, run_command: list[str]) -> dict | None:

@@ -558,13 +558,13 @@ def test_run_page_says_when_this_machine_was_last_checked_and_checks_it(tmp_path
 
 
 def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, monkeypatch):
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
     db = tmp_path / "quick.sqlite"
     at = _run_page_without_training(monkeypatch, db)
     at.checkbox(key="run_quick").check().run()
     assert_clean(at)
-    recipe = catalog.get("fashion_mnist_cnn").quick_recipe()
+    recipe = registry.get("fashion_mnist_cnn").quick_recipe()
     assert at.number_input(key="run_width").value == recipe["width"] and at.number_input(key="run_width").disabled
     assert at.number_input(key="run_batch_size").value == recipe["batch_size"]
     assert at.number_input(key="run_steps").value == recipe["steps"]
@@ -575,7 +575,7 @@ def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, m
     at.number_input(key="run_batch_size").set_value(8)
     at.button(key="run_launch").click().run()
     assert_clean(at)
-    assert at.number_input(key="run_image_size").value == catalog.get("resnet50").quick["image_size"]
+    assert at.number_input(key="run_image_size").value == registry.get("resnet50").quick["image_size"]
     with Store(db) as store:
         runs = store.runs().sort_values("created_at")
         specs = [store.get_run(run_id)["spec"] for run_id in runs["run_id"]]
@@ -584,7 +584,7 @@ def test_quick_try_without_a_preset_launches_the_models_quick_recipe(tmp_path, m
             store.request_cancel(run_id)
     assert [(s["model"], s["image_size"], s["width"], s["batch_size"], s["steps"]) for s in specs] == [
         ("fashion_mnist_cnn", None, recipe["width"], recipe["batch_size"], recipe["steps"]),
-        ("resnet50", catalog.get("resnet50").quick["image_size"], None, 8, recipe["steps"]),
+        ("resnet50", registry.get("resnet50").quick["image_size"], None, 8, recipe["steps"]),
     ]
     assert "quick 28px w16" in labels[0] and "quick 32px" in labels[1]
 
