@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fixtures.app_test import assert_clean, show, start, texts
+from fixtures.app_test import assert_clean, every_compare_column, show, start, texts
 
 from dashbench.core.spec import SpecError
 from dashbench.store import Store
@@ -123,8 +123,7 @@ def test_a_keras_file_from_the_models_folder_runs_from_the_page_and_shows_on_com
     show(at, "pages/compare.py")
     assert at.multiselect(key="cmp_runs").value == [run_id]
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]  # its throughput bar
-    tables = [t.value for t in at.get("dataframe") if "model" in getattr(t.value, "columns", ())]
-    assert tables and all(table["model"].tolist() == [identity] for table in tables)
+    assert every_compare_column(at)["model"].tolist() == [identity]
 
 
 def test_a_bad_model_file_launched_from_the_page_stores_nothing(tmp_path, monkeypatch):
