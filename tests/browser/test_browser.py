@@ -72,6 +72,7 @@ def test_every_page_in_a_real_browser(browser, tmp_path, monkeypatch):
             expect(page.locator(".js-plotly-plot").filter(has_text=title).first).to_be_visible()
         bars = page.locator(".js-plotly-plot").filter(has_text="Time to target")
         expect(bars.first.get_by_text("predicted from another device's epochs")).to_be_visible()
+        grids["to_target"] = [g for g in grids_of(page) if "time to target (s, median)" in g["heads"]]
         page.close()
 
         page = open_page(recording, url + "/results", "Results", "results.png")

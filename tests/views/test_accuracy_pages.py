@@ -9,6 +9,7 @@ from fixtures.app_test import select_rows, show, start, texts
 
 from dashbench.costs import prices
 from dashbench.store import Store
+from dashbench.views.compare import accuracy as accuracy_view
 
 
 def test_compare_and_results_show_time_and_cost_to_target(tmp_path, monkeypatch):
@@ -28,6 +29,12 @@ def test_compare_and_results_show_time_and_cost_to_target(tmp_path, monkeypatch)
     cost = shown["Cost to target (on-demand USD; bars: min–max of seeds)"]["data"]
     assert cost[0]["x"][0] > 0 and cost[1]["x"][0] > 0  # the override's $3.6/h on both devices
     assert {"Validation accuracy against wall time", "Validation accuracy against cost (on-demand USD)"} <= set(shown)
+    # First shown: what the table is read for, narrow; "how" (measured or predicted) under Every column.
+    assert not [d for d in at.dataframe if "how" in d.value.columns]
+    (first,) = [d.value for d in at.dataframe if "time to target (s, median)" in d.value.columns]
+    assert list(first.columns) == list(accuracy_view.TARGET_HEADLINE)
+    at.session_state["cmp_target_all"] = True
+    at.run()
     (table,) = [d.value for d in at.dataframe if "how" in d.value.columns]
     assert table["how"].tolist() == ["measured", "predicted from the epochs measured on CPU · tensorflow"]
     assert "Predicted rows" in texts(at)

@@ -82,6 +82,13 @@ def test_compare_section_and_table(tmp_path):
     # Unpriced: one line for the cost charts, not two empty ones.
     assert section.cost is None and section.against_cost is None and "No cost to target" in section.note
     assert len(section.against_time.to_dict()["data"]) == 2  # a line per seed
+    # First shown: the columns the table is read for (unpriced: no cost), narrow; the rest under Every column.
+    shown = section.shown
+    assert list(shown.table.columns) == ["device", "run", "epochs to target (median)", "time to target (s, median)"]
+    assert len(shown.table) == 2 and "how" in table.columns
+    # Both rows aim at one target with 1 of 2 seeds reaching it: said once, not a column each.
+    assert "The same on every row" in shown.caption and "seeds reached **1/2**" in shown.caption
+    assert "how" not in shown.caption  # measured and predicted differ
 
 
 def test_the_unvalidated_charts_pass_plotlys_validation(tmp_path):

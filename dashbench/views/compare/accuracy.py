@@ -13,7 +13,7 @@ from dashbench.core.frames import records
 from dashbench.core.spec import has_held_out
 from dashbench.views.common import accuracy_charts, charts
 from dashbench.views.common.format import is_number
-from dashbench.views.compare import parity, to_target
+from dashbench.views.compare import headline, parity, to_target
 
 TABLE_COLUMNS = {
     "device": "device",
@@ -31,6 +31,11 @@ TABLE_COLUMNS = {
     "examples_per_sec": "throughput (examples/s)",
     "run": "run",
 }
+# What the table is read for, first shown; the other columns are under "Every column" and, when every row
+# holds the same there, said once in the caption line.
+TARGET_HEADLINE = tuple(
+    TABLE_COLUMNS[c] for c in ("device", "run", "epochs_to_target", "time_to_target_s", "usd_to_target")
+)
 
 
 @dataclass
@@ -38,13 +43,14 @@ class TargetSection:
     """What Compare shows of the chosen to-accuracy runs (figures None where nothing is to draw: an empty
     chart took ~300 px to say so, `note` says it in one line)."""
 
-    table: pd.DataFrame
+    table: pd.DataFrame  # every column
     time: object
     cost: object
     against_time: object
     against_cost: object
     caption: str
     note: str = ""
+    shown: headline.Headline | None = None  # the table as first shown (target_headline)
 
 
 def to_accuracy_chosen(runs: pd.DataFrame) -> bool:
@@ -86,8 +92,10 @@ def target_section(store, run_ids, catalog) -> TargetSection | None:
     )
     # Kept (ui.memo) and drawn by every session with this choice: each figure's dict made once.
     figures = {name: charts.shared(figure) if figure.data else None for name, figure in figures.items()}
+    table = target_table(rows)
     return TargetSection(
-        table=target_table(rows),
+        table=table,
+        shown=target_headline(table),
         caption=caption(rows) if figures["time"] else "",
         note=missing_note(figures),
         **figures,
@@ -117,6 +125,14 @@ def target_table(rows: list[dict]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(shown).reindex(columns=list(TABLE_COLUMNS)).rename(columns=TABLE_COLUMNS)
+
+
+def target_headline(table: pd.DataFrame) -> headline.Headline:
+    """target_table as first shown, narrow enough for a 1400 px window: TARGET_HEADLINE's columns some row
+    fills, and a caption line with the values every row shares (target, how, seeds reached, ...)."""
+    shown = [c for c in TARGET_HEADLINE if c in table and (c == "run" or not headline.says_nothing(table, c))]
+    shared = headline.shared_columns(table, shown=TARGET_HEADLINE)
+    return headline.Headline(table[shown].reset_index(drop=True), headline.shared_note(shared))
 
 
 def caption(rows: list[dict]) -> str:

@@ -48,14 +48,14 @@ def says_nothing(table: pd.DataFrame, column: str) -> bool:
     return not found
 
 
-def shared_columns(table: pd.DataFrame, skip=()) -> dict[str, object]:
-    """{column: its value} of the columns outside HEADLINE (and `skip`) that hold one value, the same, on every
+def shared_columns(table: pd.DataFrame, skip=(), shown=HEADLINE) -> dict[str, object]:
+    """{column: its value} of the columns outside `shown` (and `skip`) that hold one value, the same, on every
     row (of two rows or more: one row's every value is "shared"). Empty on every row is not a shared value."""
     if len(table) < 2:
         return {}
     shared = {}
     for column in table.columns:
-        if column in HEADLINE or column in NOT_SHARED or column in skip:
+        if column in shown or column in NOT_SHARED or column in skip:
             continue
         values = _values(table, column)
         if values[0] is not None and all(_same(v, values[0]) for v in values):
@@ -92,6 +92,14 @@ def _label(column: str) -> str:
     return spec.label if spec else column
 
 
+def shared_note(shared: dict[str, object]) -> str:
+    """shared_columns' values as one caption sentence, "" when there are none."""
+    if not shared:
+        return ""
+    items = (f"{md_text(_label(c))} **{md_text(value_text(c, v))}**" for c, v in shared.items())
+    return "The same on every row: " + " · ".join(items) + "."
+
+
 def headline(part: pd.DataFrame, headed: bool = False) -> Headline:
     """A compare_table part (one workload section, flags as `flags`) as first shown: HEADLINE's columns that
     say something, and one caption line with the speed-up's baseline, the figures no row has, and the values
@@ -106,10 +114,9 @@ def headline(part: pd.DataFrame, headed: bool = False) -> Headline:
     unknown = [_label(c) for c in FIGURES if c in part and c not in shown]
     if unknown:
         notes.append("No row has " + ", ".join(f"**{md_text(u)}**" for u in unknown) + ".")
-    shared = shared_columns(part, skip=("model",) if headed else ())
+    shared = shared_note(shared_columns(part, skip=("model",) if headed else ()))
     if shared:
-        items = (f"{md_text(_label(c))} **{md_text(value_text(c, v))}**" for c, v in shared.items())
-        notes.append("The same on every row: " + " · ".join(items) + ".")
+        notes.append(shared)
     hints = {"usd_per_million_examples": cost_help(part["model"] if "model" in part else ())}
     return Headline(part[shown].reset_index(drop=True), " ".join(notes), hints)
 

@@ -340,7 +340,13 @@ def _time_to_target(db, chosen: Chosen, built: Built) -> None:
         ("accuracy_cost", target.against_cost),
     ]
     _pairs([(key, figure) for key, figure in figures if figure is not None], lambda key: f"chart_{key}")
-    ui.table(target.table)
+    ui.table(target.shown.table)
+    if target.shown.caption:
+        st.caption(target.shown.caption)
+    # Built only while open, as the numbers' full table.
+    with st.expander(f"Every column ({len(target.table.columns)})", key="cmp_target_all", on_change="rerun") as box:
+        if box.open:
+            ui.table(target.table)
     if target.caption:
         st.caption(target.caption)
 
