@@ -50,7 +50,7 @@ def _conflicts(key: str, busy: set[str]) -> bool:
 
 
 def submit(
-    spec: RunSpec | dict,
+    spec: RunSpec,
     db_path=None,
     sweep_id: str | None = None,
     owner_pid: int | None = None,
@@ -64,7 +64,6 @@ def submit(
     checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded."""
     from dashbench.workloads import catalog, memory
 
-    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     catalog.check_spec(spec)
     if is_user_model(spec):
         model_check.check(spec, RUN_COMMAND)  # imported and built in a process of its own, never here
