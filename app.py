@@ -17,7 +17,7 @@ needs.stop_if_missing()  # before the imports below, which need what it checks
 
 from dashbench.views.common import context, store_handles
 from dashbench.views.common import settings as settings_module
-from dashbench.views.common.format import path_text
+from dashbench.views.common.format import path_text, short_path_text
 from dashbench.views.streamlit import ui
 
 settings = settings_module.load()
@@ -63,7 +63,12 @@ pages += [
 page = st.navigation(pages)
 
 with st.sidebar:
-    st.caption(("**Read-only** · " if settings.read_only else "") + f"database: `{path_text(settings.db_path)}`")
+    # Shortened from the left, folder and file names whole; the full path in the tooltip.
+    shown_path, full_path = short_path_text(settings.db_path), path_text(settings.db_path)
+    st.caption(
+        ("**Read-only** · " if settings.read_only else "") + f"database: `{shown_path}`",
+        help=f"`{full_path}`" if shown_path != full_path else None,
+    )
 
 try:
     page.run()

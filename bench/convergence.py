@@ -1,7 +1,7 @@
 """Does every workload's loss fall, over several seeds? The engine's `loss_not_falling` flag rests on it.
 
 Each workload runs through the engine (dashbench.engine.loop.run, or the JAX loop with --backend jax)
-at its quick shapes (dashbench.workloads.catalog) for seeds 0–4 with the test suite's settings (4 measured
+at its quick shapes (dashbench.workloads.registry) for seeds 0–4 with the test suite's settings (4 measured
 steps after 2 warm-up steps: six losses), and, with --full, at its full shapes too (`--full-only`:
 those alone), at batches a CPU can do (FULL_BATCH: the shapes are the model's, the batch is small).
 A seed passes when the engine raises no `loss_not_falling` flag, every loss is finite, and the mean
@@ -30,7 +30,7 @@ from docs_block import write_block  # bench/, on sys.path when a script here run
 
 from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONVERGENCE.md"
@@ -40,7 +40,7 @@ FULL_BATCH = {"conv2d": 16, "fashion_mnist_cnn": 64, "resnet50": 16, "inception_
 
 
 def spec_for(model: str, seed: int, full: bool, steps: int, warmup: int, backend: str) -> RunSpec:
-    quick = dict(catalog.get(model).quick)
+    quick = dict(registry.get(model).quick)
     batch = quick.pop("batch_size")
     if full:
         quick, batch = {}, FULL_BATCH[model]
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         for seed in seeds:
             spec = spec_for(model, seed, full, args.steps, args.warmup, args.backend)
             out = measure(spec)
-            shapes = catalog.get(model).shapes(spec).to_dict()
+            shapes = registry.get(model).shapes(spec).to_dict()
             shown = (
                 "full"
                 if full

@@ -44,7 +44,7 @@ from docs_block import write_block
 from dashbench.core.spec import RunSpec
 from dashbench.engine import envinfo, loop, workloads
 from dashbench.engine.tensorflow import devices
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "PERFORMANCE.md"
@@ -56,7 +56,7 @@ def _setup(spec: RunSpec):
     tf = devices.import_tensorflow()
     import keras
 
-    shapes = catalog.get(spec.model).shapes(spec)
+    shapes = registry.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(spec.seed)
     model = workloads.build_model(spec.model, shapes)
     batch = workloads.synthetic_batch(spec.model, shapes, spec.batch_size, spec.seed)
@@ -184,7 +184,7 @@ def render(spec: RunSpec, summary: dict) -> str:
     lines = [
         "## Engine overhead (`bench/engine_overhead.py`)" + _heading_tail(spec.model),
         "",
-        f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
+        f"`{spec.model}`, global batch {spec.batch_size}, shapes {registry.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU, measured {measured}. One process, the loops of the same model and data "
         f"taking turns in {rounds} rounds of {_steps(k)}: the engine's host loop (one `tf.function` call: "
         + (
@@ -240,7 +240,7 @@ def jax_hand_loop(spec: RunSpec):
     jax = jax_devices.import_jax()
     import keras
 
-    shapes = catalog.get(spec.model).shapes(spec)
+    shapes = registry.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(spec.seed)
     model = workloads.build_model(spec.model, shapes)
     optimizer = workloads.make_optimizer(spec.model, shapes)
@@ -420,7 +420,7 @@ def render_jax(args, rows: list[dict]) -> str:
     lines = [
         "## Engine overhead on JAX (`bench/engine_overhead.py`, JAX column)" + _heading_tail(spec.model),
         "",
-        f"`{spec.model}`, global batch {spec.batch_size}, shapes {catalog.get(spec.model).shapes(spec).to_dict()}, "
+        f"`{spec.model}`, global batch {spec.batch_size}, shapes {registry.get(spec.model).shapes(spec).to_dict()}, "
         f"{spec.precision}, on the CPU ({', '.join(rows[0]['devices'])}), measured {measured}. The "
         "dashbench engine on Keras's JAX backend (`engine/jax/loop.py`: DataParallel, one jitted function of "
         "`steps_per_loop` steps — written out on a CPU, with XLA's memory-optimised schedule when there are several "

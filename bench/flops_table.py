@@ -63,7 +63,7 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     from dashbench.core.spec import RunSpec
     from dashbench.engine import compiler_flops, workloads
     from dashbench.engine.jax import loop as jax_loop
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
     spec = RunSpec(model=model, batch_size=batch, backend="jax", **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -80,7 +80,7 @@ def count_jax(model: str, overrides: dict, batch: int) -> dict:
     lowered = jax.jit(step).lower(state, batch_of(x), batch_of(y))
     compiled = lowered.compile()
     seconds = time.perf_counter() - start
-    examples = batch * stats.examples_per_item(catalog.get(model).unit, shapes.seq_len)
+    examples = batch * stats.examples_per_item(registry.get(model).unit, shapes.seq_len)
     return {
         "analytic": workloads.flops_per_example(net)["training"],
         "compiler": compiler_flops.per_example(compiler_flops.program_cost(lowered, lambda: compiled), examples),
@@ -95,7 +95,7 @@ def count_tf(model: str, overrides: dict, batch: int) -> dict:
     from dashbench.core import stats
     from dashbench.core.spec import RunSpec
     from dashbench.engine import compiler_flops, workloads
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
     spec = RunSpec(model=model, batch_size=batch, **overrides)
     shapes = _shapes(model, overrides, spec)
@@ -112,7 +112,7 @@ def count_tf(model: str, overrides: dict, batch: int) -> dict:
     x, y = workloads.synthetic_batch(model, shapes, 1, 0)
     specs = [tf.TensorSpec((batch, *a.shape[1:]), tf.as_dtype(a.dtype)) for a in (x, y)]
     start = time.perf_counter()
-    examples = batch * stats.examples_per_item(catalog.get(model).unit, shapes.seq_len)
+    examples = batch * stats.examples_per_item(registry.get(model).unit, shapes.seq_len)
     counted = compiler_flops.tf_step(tf, step, specs, examples)
     return {
         "analytic": workloads.flops_per_example(net)["training"],

@@ -35,7 +35,7 @@ from pathlib import Path
 from docs_block import write_block  # bench/, on sys.path when a script here runs
 
 from dashbench.core.spec import MODELS, RunSpec
-from dashbench.workloads import memory_estimate
+from dashbench.workloads import memory_estimate, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "MEMORY.md"
@@ -115,7 +115,6 @@ def xla_child(model: str, batch: int) -> None:
 
 
 def quick_spec(model: str, batch: int) -> RunSpec:
-    from dashbench.workloads import catalog
 
     return RunSpec(
         model=model,
@@ -125,7 +124,7 @@ def quick_spec(model: str, batch: int) -> RunSpec:
         seed=0,
         device="cpu",
         backend="jax",
-        **catalog.get(model).quick_shapes(),
+        **registry.get(model).quick_shapes(),
     )
 
 

@@ -26,7 +26,8 @@ def register(subparsers) -> None:
 
 
 def handle_models(args) -> int:
-    from dashbench.workloads.catalog import WORKLOADS, describe_all
+    from dashbench.workloads import registry
+    from dashbench.workloads.catalog import describe_all
 
     rows = describe_all()
     if args.json:
@@ -38,7 +39,7 @@ def handle_models(args) -> int:
         batches = ", ".join(f"{k} {v}" for k, v in row["batch_sizes"].items())
         lines = [f"{row['name']:<18} {row['unit']:<9} {shape}; batch {batches}"]
         # The one quick recipe: presets' --quick and the Run page's Quick try use the same.
-        lines.append(f"{'':<18} quick try: {WORKLOADS[row['name']].quick_command()}")
+        lines.append(f"{'':<18} quick try: {registry.get(row['name']).quick_command()}")
         lines.append(f"{'':<18} {row['description']}")
         print(terminal.fit("\n".join(lines), width))
     return 0

@@ -14,7 +14,7 @@ from dashbench.cli.spec_args import add_spec_arguments, spec_values
 from dashbench.cli.terminal import fit, shown_lines, terminal_width
 from dashbench.core.spec import SpecError
 from dashbench.results.result import RunResult
-from dashbench.workloads import presets
+from dashbench.workloads import preset_rows, presets
 
 
 def register(subparsers) -> None:
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
         model=False,
         required=False,
         help={
-            "device": f"device class: {', '.join(presets.DEVICE_CLASSES)}",
+            "device": f"device class: {', '.join(preset_rows.DEVICE_CLASSES)}",
             "label": "free text stored with the run (default: preset:<slug>, which links the run to its preset)",
         },
     )
@@ -62,7 +62,7 @@ def spec_from_args(args: argparse.Namespace):
         raise SpecError("preset", f"name a preset or use --list; presets: {', '.join(presets.PRESETS)}")
     if args.device is None:
         raise SpecError(
-            "device", f"is required: one of {', '.join(presets.DEVICE_CLASSES)} (the batch size depends on it)"
+            "device", f"is required: one of {', '.join(preset_rows.DEVICE_CLASSES)} (the batch size depends on it)"
         )
     overrides = {name: value for name, value in spec_values(args).items() if name != "device"}
     if args.quick:
@@ -219,15 +219,15 @@ def _list(as_json: bool) -> int:
                 "source": p.source,
                 "per_device": p.per_device,
                 "references": list(p.references),
-                "quick": p.quick,
+                "quick": presets.quick_recipe(p),
             }
             for p in presets.PRESETS.values()
         ]
         print(strict_json.dumps(out, indent=2))
         return 0
     for p in presets.PRESETS.values():
-        batches = ", ".join(f"{d} {p.per_device[d]['batch_size']}" for d in presets.DEVICE_CLASSES)
-        steps = ", ".join(f"{d} {p.per_device[d]['steps']}" for d in presets.DEVICE_CLASSES)
+        batches = ", ".join(f"{d} {p.per_device[d]['batch_size']}" for d in preset_rows.DEVICE_CLASSES)
+        steps = ", ".join(f"{d} {p.per_device[d]['steps']}" for d in preset_rows.DEVICE_CLASSES)
         print(f"{p.slug:<22} {p.name}")
         print(f"{'':<22} model {p.model}; batch {batches}; steps {steps}; {p.source}")
     return 0

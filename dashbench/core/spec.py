@@ -11,7 +11,31 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-MODELS = ("conv2d", "fashion_mnist_cnn", "resnet50", "inception_v3", "bilstm", "llama")
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a RunSpec's own checks need to know of a built-in workload. The rest of what a workload is
+    (shapes, FLOPs, memory, presets, profile) lives in its registry entry (dashbench.workloads.registry),
+    which takes these from here: core imports nothing above it, and a spec is checked here."""
+
+    real_data: bool = False  # has a real-data reader (Fashion-MNIST IDX files); the others only synthetic
+    folder_data: bool = False  # an image classifier that reads an image folder (train/, validation/)
+    # Its synthetic data has a held-out split of its own (the LM's teacher text: dashbench.workloads.lm_text),
+    # so it trains to a target on it; the others need real data for that.
+    held_out_synthetic: bool = False
+    loss_target: bool = False  # its to-accuracy target is a validation loss (MLPerf Training's LM convention)
+
+
+# The built-in workloads, in the order every list shows them.
+BUILTINS = {
+    "conv2d": Capabilities(),
+    "fashion_mnist_cnn": Capabilities(real_data=True, folder_data=True),
+    "resnet50": Capabilities(folder_data=True),
+    "inception_v3": Capabilities(folder_data=True),
+    "bilstm": Capabilities(),
+    "llama": Capabilities(held_out_synthetic=True, loss_target=True),
+}
+MODELS = tuple(BUILTINS)
 # A user's model file is stored under its identity: file name, builder and the first 12 hex digits of
 # its sha256 ('mlp.py:build@3fa9c2d1e0b4', 'vit.keras@…'), so the same file groups together from any
 # host; model_path says where it was on the host that queued it (dashbench/workloads/model_file.py).
@@ -27,15 +51,11 @@ DEVICES = ("auto", "cpu", "gpu", "tpu")
 BACKENDS = ("tensorflow", "jax")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_SOURCES = ("synthetic", "real", "folder")
-# Models with a real-data reader; the others only have synthetic data.
-REAL_DATA_MODELS = ("fashion_mnist_cnn",)
-# Image classifiers that read an image folder (train/ and validation/, a subfolder per class).
-FOLDER_DATA_MODELS = ("fashion_mnist_cnn", "resnet50", "inception_v3")
-# Models whose synthetic data has a held-out split of its own (the LM's teacher text: dashbench.workloads.lm_text),
-# so they train to a target on it; the others need real data for that.
-HELD_OUT_SYNTHETIC_MODELS = ("llama",)
-# An LM's to-accuracy target is a validation loss, not an accuracy (MLPerf Training's convention).
-LOSS_TARGET_MODELS = ("llama",)
+# The built-ins of each capability, as the checks below and their messages name them.
+REAL_DATA_MODELS = tuple(name for name, can in BUILTINS.items() if can.real_data)
+FOLDER_DATA_MODELS = tuple(name for name, can in BUILTINS.items() if can.folder_data)
+HELD_OUT_SYNTHETIC_MODELS = tuple(name for name, can in BUILTINS.items() if can.held_out_synthetic)
+LOSS_TARGET_MODELS = tuple(name for name, can in BUILTINS.items() if can.loss_target)
 # A to-accuracy run with a target and no max_epochs stops after this many epochs.
 DEFAULT_MAX_EPOCHS = 20
 # Upper bounds of the whole-number fields: far above any run that fits on today's devices, low

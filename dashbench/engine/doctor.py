@@ -211,7 +211,7 @@ def _versions(backend: str) -> dict:
 
 
 def _check_device(backend: str, kind: str, steps: int, tries: int) -> dict:
-    stopwatch, result = _stopwatch(backend, kind, steps, tries)
+    stopwatch, result = stopwatch_check(backend, kind, steps, tries)
     accelerator = result.accelerator if result is not None else kind.upper()
     tf32 = bool(result.env.get("tf32")) if result is not None else False
     probes = {}
@@ -252,15 +252,17 @@ def _probe_size(kind: str) -> int:
     return ACCEL_PROBE_SIZE
 
 
-def _stopwatch(backend: str, kind: str, steps: int, tries: int):
-    """The median ratio over `tries` pairs of runs (N, 3N steps), and the last run's result."""
+def stopwatch_check(backend: str, kind: str, steps: int, tries: int, shape: Optional[dict] = None):
+    """The median ratio over `tries` pairs of runs (N, 3N steps) of `shape` (RunSpec fields; the
+    doctor's tiny conv2d by default), and the last run's result. Each pair also keeps the step time
+    the longer run reports as its median, the one the card shows beside the headline."""
     from dashbench.engine import loop
 
     ratios, pairs, result = [], [], None
     for _ in range(max(1, tries)):
         walls = {}
         for n in (steps, 3 * steps):
-            spec = RunSpec(device=kind, backend=backend, steps=n, **STOPWATCH_SPEC)
+            spec = RunSpec(device=kind, backend=backend, steps=n, **(shape or STOPWATCH_SPEC))
             marks = {}
 
             def on_event(event, marks=marks):
@@ -278,7 +280,15 @@ def _stopwatch(backend: str, kind: str, steps: int, tries: int):
         engine_step = None if None in measured else (measured[1] - measured[0]) / (2 * steps)
         ratio = stopwatch_ratio(short[0], long_[0], steps, 3 * steps, engine_step)
         ratios.append(ratio)
-        pairs.append({"wall_short_s": short[0], "wall_long_s": long_[0], "engine_step_s": engine_step, "ratio": ratio})
+        pairs.append(
+            {
+                "wall_short_s": short[0],
+                "wall_long_s": long_[0],
+                "engine_step_s": engine_step,
+                "median_step_s": getattr(long_[1], "step_time_median_s", None),
+                "ratio": ratio,
+            }
+        )
     finite = [r for r in ratios if r is not None]
     found = {
         "ratio": statistics.median(finite) if finite else None,
@@ -292,11 +302,14 @@ def _stopwatch(backend: str, kind: str, steps: int, tries: int):
 
 
 def _measured_s(result) -> Optional[float]:
-    """The measured time a result reports: its steps at its throughput; None without a throughput."""
+    """The measured time a result reports: its steps at its throughput; None without a throughput.
+    An LM's throughput counts tokens, so its batch holds seq_len of them per sequence."""
     rate = result.examples_per_sec
     if not _finite(rate) or rate <= 0:
         return None
-    return result.steps * result.global_batch_size / rate
+    shapes = getattr(result, "shapes", None) or {}
+    per_item = stats.examples_per_item(getattr(result, "unit", "examples"), shapes.get("seq_len"))
+    return result.steps * result.global_batch_size * per_item / rate
 
 
 def _why_untimed(pairs: list[dict], steps: int) -> str:

@@ -4,11 +4,12 @@ and the RunResult built from its samples (statistics, MFU, flags, environment re
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from dashbench.core import stats
 from dashbench.core.spec import host_loops
-from dashbench.engine import envinfo, hostload
+from dashbench.engine import calibration, envinfo, hostload
 from dashbench.hardware import peaks
 from dashbench.results.result import RunResult
 
@@ -55,26 +56,58 @@ def run_loops(
     return compile_s, samples, window.close() if window else None
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a backend knows of its run besides what it measured: filled once (each backend's loop.setting,
+    for its measured loop and its Trainer alike), so that `result` builds every backend's RunResult."""
+
+    spec: Any
+    workload: Any  # its registry entry: the unit throughput counts
+    shapes: Any
+    target: Any  # engine.target.Target
+    backend: tuple[str, str]  # (name, version)
+    xla: bool
+    tf32: bool
+    cpu_probe: Callable[[str], float]  # the backend's CPU peak probe (`peak`)
+    strategy: str  # how the batch is split over the devices, in words
+    parameters: int
+    env_extra: dict = field(default_factory=dict)  # the backend's own record (JAX: its mesh)
+
+    def env(self) -> dict:
+        """The environment record's backend part."""
+        target = self.target
+        return {
+            "strategy": self.strategy,
+            "replicas": target.replicas,
+            "multi_worker": target.multi_worker,
+            "tf32": self.tf32,
+            "parameters": self.parameters,
+            **self.env_extra,
+            **target.env,
+        }
+
+
 def result(
-    spec,
-    workload,
-    shapes,
-    target,
+    setting: Setting,
     flops: dict,
     compile_s: float,
     samples: list[dict],
     placement: dict,
-    peak: tuple[Optional[float], Optional[str], float],
-    xla: bool,
-    backend: tuple[str, str],
-    env_extra: dict,
+    emit: Optional[Callable[[dict], None]] = None,
     host_load: Optional[dict] = None,
     model_info: Optional[dict] = None,
     sizes: Optional[dict] = None,
     bytes_accessed: Optional[float] = None,
 ) -> RunResult:
-    """The run's result. `peak`: (TFLOP/s of all accelerators used, its source, above-peak margin).
-    With repeats, the throughput is the median of the repeats' and their CV is kept beside it."""
+    """The run's result. The peak (TFLOP/s of all accelerators used, its source, above-peak margin) is
+    found here: a CPU's by the backend's probe unless the host is calibrated (`emit` says the probe's
+    phase, seconds at full size). With repeats, the throughput is the median of the repeats' and their
+    CV is kept beside it."""
+    spec, workload, shapes, target = setting.spec, setting.workload, setting.shapes, setting.target
+    backend, xla = setting.backend, setting.xla
+    if target.kind == "cpu" and not calibration.cpu_peaks() and emit:  # a calibrated host does not probe
+        emit({"event": "phase", "phase": "probe"})
+    found = calibration.applied(target, peak(target, spec.precision, setting.tf32, setting.cpu_probe))
     measured = [s for s in samples if not s["warmup"]]
     per_batch = spec.batch_size * stats.examples_per_item(workload.unit, shapes.seq_len)
     timing = stats.step_time_stats(measured, per_batch)
@@ -88,7 +121,7 @@ def result(
     losses = [s["loss"] for s in samples]
     counted, source = stats.mfu_flops(flops)
     achieved = stats.achieved_tflops(counted, timing["examples_per_sec"])
-    peak_tflops, peak_source, margin = peak
+    peak_tflops, peak_source, margin = found
     flags = []
     if stats.above_peak(achieved, peak_tflops, margin):
         flags.append(stats.FLAG_ABOVE_PEAK)
@@ -143,7 +176,7 @@ def result(
         placement=placement,
         shapes=shapes.to_dict(),
         model_info=model_info,
-        env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **env_extra}),
+        env=envinfo.record(target.device_names, spec.precision, xla, {"keras_backend": backend[0], **setting.env()}),
         spec=spec.to_dict(),
         host_load=host_load,
         profile=run_profile(

@@ -27,14 +27,14 @@ from typing import Callable, Optional
 from dashbench.core import accuracy, stats
 from dashbench.engine import accuracy_data, hostload, workloads
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 Event = Callable[[dict], None]
 
 
 def prepare(spec, emit: Event):
     """(workload, shapes, data, plan): everything checked and loaded before a framework starts."""
-    workload = catalog.get(spec.model)
+    workload = registry.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before the framework starts
     shapes = workloads.of(spec).data_shapes(shapes)  # a user's model: the image size its input takes
     emit({"event": "phase", "phase": "loading data"})

@@ -12,7 +12,7 @@ import subprocess
 
 from dashbench.core.spec import RunSpec, SpecError, is_user_model
 from dashbench.jobs import children
-from dashbench.workloads import memory_estimate
+from dashbench.workloads import memory_counts
 
 CHECK_TIMEOUT_S = 900.0  # the framework's start and the file's own limits (each of its parts) inside it
 # What does not change a build: a sweep of these is checked once.
@@ -27,7 +27,7 @@ def check(spec: RunSpec, run_command: list[str]) -> None:
     if key not in _checked:
         _checked[key] = _ask(spec, run_command)
     if _checked[key]:
-        memory_estimate.know(spec.model, _checked[key])
+        memory_counts.know(spec.model, _checked[key])
 
 
 def _ask(spec: RunSpec, run_command: list[str]) -> dict | None:
@@ -62,7 +62,7 @@ def answer(spec: RunSpec) -> dict | None:
 
     with children.ending_with_run():
         user.prepare(spec, _fits_at_some_batch)  # the caller checks the batch, with the counts
-    return memory_estimate.USER_MODEL_FACTS.get(spec.model)
+    return memory_counts.USER_MODEL_FACTS.get(spec.model)
 
 
 def _fits_at_some_batch(spec: RunSpec) -> None:

@@ -1,7 +1,7 @@
 """How much memory a run needs against what its devices have (the host's figures: dashbench.hardware.host):
 checked before a run is launched, and watched while it runs (dashbench.jobs.run_guard). No TensorFlow here.
 
-The estimate is analytic, from the shapes in dashbench.workloads.catalog: parameters, their gradients and
+The estimate is analytic, from each workload's counts (dashbench.workloads.registry): parameters, their gradients and
 the optimizer's slots (Adam 2, momentum SGD 1), the synthetic batch (held twice: numpy and the
 framework's copy), the activations of one example times the global batch (counted in float32,
 whatever the precision, and 1.5 times for the backward pass's transient gradients: 2 to 3.5 times

@@ -1,4 +1,4 @@
-"""A run's memory need before it is launched: from the shapes in dashbench.workloads.catalog (parameters,
+"""A run's memory need before it is launched: from its workload's counts (dashbench.workloads.registry: parameters,
 their gradients and the optimizer's slots, the synthetic batch, the activations of one example times
 the global batch, fixed allowances for the framework and the graph it builds), or from XLA's memory
 analysis of the compiled step where the run's process recorded one. dashbench.workloads.memory checks it
@@ -11,10 +11,10 @@ import glob
 from dataclasses import dataclass
 
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.workloads import catalog, lm_shape
+from dashbench.workloads import registry
+from dashbench.workloads.memory_counts import FLOAT
 
 GB = 1e9
-FLOAT = 4  # bytes: float32, also under mixed precision (master weights, and an estimate that errs high)
 # A run process's own footprint: 0.8-1.15 GB of a small model's peak under TensorFlow is neither its
 # weights nor its batch, 0.9-1.2 GB under JAX (docs/MEMORY.md).
 FRAMEWORK_BYTES = 1.25 * GB
@@ -23,8 +23,7 @@ BACKWARD_FACTOR = 1.5  # the activations kept for the backward pass, plus their 
 # float32 bytes): 1.4-1.6× for ResNet-50, Inception-v3 and the BiLSTM, and 2.1× and 3.0× for the two
 # small models' 5×5 convolutions over few channels (docs/MEMORY.md). On accelerators XLA's memory is
 # not measured here; ACCELERATOR_MARGIN stands for it.
-XLA_CPU_BACKWARD_FACTOR = 2.0
-XLA_CPU_BACKWARD_FACTORS = {"conv2d": 3.5, "fashion_mnist_cnn": 3.5}
+XLA_CPU_BACKWARD_FACTOR = 2.0  # a workload's own (its registry entry's xla_cpu_backward) where it has one
 WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the available memory
 # An accelerator's run is refused only past this many times its memory. There the estimate errs high
 # (activations counted in float32 and unfused, where mixed precision halves them and XLA fuses them:
@@ -32,16 +31,6 @@ WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the avail
 # in), and running out fails the run, not the host; the host is guarded by its own check below.
 ACCELERATOR_MARGIN = 4.0
 GIB = 2**30
-OPTIMIZER_SLOTS = {"resnet50": 1, "inception_v3": 1}  # momentum SGD; the rest use Adam (2 slots)
-# A user's model file is counted from the model itself, built in the run's own process (the only one
-# that imports it: engine/workloads/user.py `facts`): identity → {parameters, slots, activations, inputs}.
-# Elsewhere (a sweep's parent, the queue, the page) its estimate is unknown and each run process checks.
-USER_MODEL_FACTS: dict[str, dict] = {}
-
-
-def know(model: str, facts: dict) -> None:
-    """The counts of a user's model, from the process that built it."""
-    USER_MODEL_FACTS[model] = dict(facts)
 
 
 # XLA's memory analysis of a compiled JAX training step, from the run's own process (engine/jax/compiled_step.py):
@@ -71,24 +60,7 @@ def know_compiled(spec: RunSpec, facts: dict) -> None:
 
 
 def estimable(spec: RunSpec) -> bool:
-    return spec.model in catalog.WORKLOADS or spec.model in USER_MODEL_FACTS
-
-
-# keras.applications' models at their default shapes: parameters, and forward activations per
-# example (values kept for the backward pass: conv and activation outputs, ~25M for ResNet-50 at
-# 224 px, about as many for Inception-v3 at 299 px), which scale with the image area.
-APPLICATIONS = {
-    "resnet50": {"params": 25_636_712, "activations": 25_000_000, "image_size": 224},
-    "inception_v3": {"params": 23_851_784, "activations": 25_000_000, "image_size": 299},
-}
-# The graph of a model of hundreds of layers, beyond FRAMEWORK_BYTES: the fixed part of ResNet-50's
-# and Inception-v3's peak is 1.3-1.7 GB beyond their weights over two passes (docs/MEMORY.md).
-APPLICATIONS_GRAPH_BYTES = 0.5 * GB
-BILSTM_EMBEDDING = 256  # as dashbench.engine.workloads.text (the catalog's notes say so too)
-# TensorFlow's while-loop LSTM holds about this many copies of its weights around its first step,
-# whatever the batch and sequence length (measured at widths 256-1024, lengths 50-200: 1.4 GB at
-# width 1024, where the weights are 42 MB; docs/MEMORY.md).
-LSTM_WEIGHT_COPIES = 32
+    return registry.get(spec.model).memory is not None
 
 
 @dataclass(frozen=True)
@@ -111,77 +83,32 @@ class Estimate:
         return max(0, int(room // self.per_example)) if self.per_example > 0 else 0
 
 
-def _graph_bytes(spec: RunSpec) -> float:
-    """What the framework holds for this model beyond its weights and the batch (see the constants)."""
-    if spec.model in APPLICATIONS:
-        return APPLICATIONS_GRAPH_BYTES
-    if spec.model == "bilstm" and spec.backend == "tensorflow":  # JAX's scan holds no such copies
-        h, e = catalog.get(spec.model).shapes(spec).width, BILSTM_EMBEDDING
-        return LSTM_WEIGHT_COPIES * _lstm_params(h, e) * FLOAT
-    return 0.0
-
-
-def _lstm_params(width: int, embedding: int) -> int:
-    """The bidirectional LSTM's weights: two directions, four gates, each over input, state and bias."""
-    return 2 * 4 * width * (embedding + width + 1)
-
-
 def counts(spec: RunSpec) -> tuple[float, float, float]:
     """(parameters, activation values per example, input values per example) of the spec's model."""
-    if spec.model in USER_MODEL_FACTS:
-        facts = USER_MODEL_FACTS[spec.model]
-        return float(facts["parameters"]), float(facts["activations"]), float(facts["inputs"]) + 1
-    shapes = catalog.get(spec.model).shapes(spec)
-    s, c, w = shapes.image_size, shapes.channels, shapes.width
-    if spec.model == "conv2d":
-        out = -(-s // 2)
-        params = 25 * c * w
-        activations = s * s * c + out * out * w + 2 * w
-        return params, activations, s * s * c + w
-    if spec.model == "fashion_mnist_cnn":
-        params, activations, side, c_in = 0.0, 0.0, s, c
-        for filters in (w, 2 * w, 4 * w):
-            pooled = (side // 2) ** 2 * filters
-            params += 4 * c_in + 25 * c_in * filters + filters  # BatchNorm, conv kernel and bias
-            # BatchNorm out, conv out and its ELU, pooled, dropout out and its mask
-            activations += side * side * c_in + 2 * side * side * filters + 3 * pooled
-            side, c_in = side // 2, filters
-        flat = side * side * c_in
-        params += flat * 4 * w + 4 * w + 4 * w * shapes.classes + shapes.classes
-        activations += flat + 4 * 4 * w + 3 * shapes.classes
-        return params, activations, s * s * c + 1
-    if spec.model in APPLICATIONS:
-        app = APPLICATIONS[spec.model]
-        area = (s / app["image_size"]) ** 2
-        return app["params"], app["activations"] * max(area, 0.05), s * s * c + 1
-    if spec.model == "bilstm":
-        h, e, length = w, BILSTM_EMBEDDING, shapes.seq_len
-        params = shapes.vocab * e + _lstm_params(h, e) + 2 * h * shapes.classes + shapes.classes
-        # per step and direction: 4 gates, cell, tanh(cell), hidden (Keras keeps them for backprop)
-        activations = length * e + 2 * length * 7 * h + 2 * h + 2 * shapes.classes
-        return params, activations, length + 1
-    if spec.model == "llama":
-        return lm_shape.memory_counts(lm_shape.dims(w, shapes.layers, shapes.seq_len))
-    raise SpecError("model", f"no memory estimate for {spec.model!r}")
+    workload = registry.get(spec.model)
+    if workload.memory is None:
+        raise SpecError("model", f"no memory estimate for {spec.model!r}")
+    return workload.memory(None if workload.is_file else workload.shapes(spec))
 
 
 def estimate(spec: RunSpec) -> Estimate:
     if step_key(spec) in COMPILED_STEPS:
         return _compiled_estimate(spec)
+    workload = registry.get(spec.model)
     params, activations, inputs = counts(spec)
-    slots = (
-        USER_MODEL_FACTS[spec.model]["slots"] if spec.model in USER_MODEL_FACTS else OPTIMIZER_SLOTS.get(spec.model, 2)
-    )
+    slots = workload.optimizer_slots
     replicas = spec.replicas or 1 if spec.device == "cpu" else 1  # logical CPUs each hold a copy
     weights = params * FLOAT * (2 + slots) * replicas
     factor = BACKWARD_FACTOR
     if spec.backend == "jax" and on_host_cpu(spec):
-        factor = XLA_CPU_BACKWARD_FACTORS.get(spec.model, XLA_CPU_BACKWARD_FACTOR)
+        factor = workload.xla_cpu_backward or XLA_CPU_BACKWARD_FACTOR
     per_example = (activations * factor + 2 * inputs) * FLOAT
+    # What the framework holds for this model beyond its weights and the batch.
+    graph = workload.graph_bytes(workload.shapes(spec), spec.backend) if workload.graph_bytes else 0.0
     return Estimate(
         params=int(params),
         per_example=per_example,
-        fixed=FRAMEWORK_BYTES + _graph_bytes(spec) + weights,
+        fixed=FRAMEWORK_BYTES + graph + weights,
         batch_size=spec.batch_size,
     )
 

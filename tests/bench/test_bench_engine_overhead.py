@@ -4,6 +4,7 @@ row on both clocks, and a real (tiny) JAX run that gives every figure the docs t
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -167,3 +168,18 @@ def test_a_tiny_jax_run_gives_every_figure_of_its_row(tmp_path):
         assert len(r["one_minute"]) == 4
     assert [line for line in done.stdout.splitlines() if line.startswith("| 2 | 3 |")]
     assert "- steps_per_loop 2 (the engine: 2 steps in one jitted call" in done.stdout
+
+
+def test_the_cards_model_fit_figure_is_the_one_the_bench_wrote_into_the_docs():
+    """The card quotes one measurement: the model.fit row of docs/PERFORMANCE.md's engine block, by
+    CPU time (engine/fit median ratio, inverted), and says the wall-time interval spans 1 only while it does."""
+    from dashbench.results import result_text
+
+    page = (BENCH.parent / "docs" / "PERFORMANCE.md").read_text()
+    block = page.split("<!-- engine -->")[1].split("<!-- /engine -->")[0]
+    (row,) = [line for line in block.splitlines() if line.startswith("| Keras model.fit |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    wall = [float(v) for v in re.match(r"([\d.]+) \[[\d.]+–[\d.]+\] \(CI ([\d.]+)–([\d.]+)\)", cells[4]).groups()]
+    cpu = float(cells[5].split()[0])
+    assert result_text.FIT_RATIO["tensorflow"] == round(1 / cpu, 2)
+    assert ("could not tell them apart" in result_text.FIT_CLOCK) == (wall[1] <= 1.0 <= wall[2])

@@ -1,15 +1,18 @@
 """Nothing a newcomer reads is cut short at a 1400 px window, in headless Chromium: the Run page's Device
 select holds a long CPU name, Results' and Compare's filters show their placeholders and chips whole,
-Results' table keeps each run's id in view, and the sidebar's database path stays inside the sidebar.
+Results' table keeps each run's id in view, Compare's numbers need no sideways scroll, and the sidebar's
+database path stays inside the sidebar on one line, no name broken.
 Measured, not looked at: a text's drawn width (the page's own font, canvas measureText) or an element's
 scrollWidth against the room its box gives it."""
 
 from fixtures import accuracy_results, dashboard_data
 from fixtures.browser_fixtures import IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
+from fixtures.browser_tables import grids_of, numbers_grids, sideways
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
 from dashbench.views.common.columns import width_of
+from dashbench.views.common.format import SIDEBAR_PATH_CHARS, short_path_text
 
 # Every text cut short on the page: an input's value or placeholder wider than its box, an ellipsis
 # element whose text overflows (a chip, a select's value), a sidebar <code> past the sidebar's edge.
@@ -33,8 +36,10 @@ CLIPPED = """() => {
   }
   const side = document.querySelector('[data-testid="stSidebarUserContent"]');
   if (side) { const edge = side.getBoundingClientRect().right;
-    for (const c of side.querySelectorAll('code')) for (const r of c.getClientRects())
-      if (r.right > edge + 1) out.push({what: 'sidebar', text: c.innerText, need: Math.round(r.right), room: Math.round(edge)}); }
+    for (const c of side.querySelectorAll('code')) { const rects = c.getClientRects();
+      for (const r of rects)
+        if (r.right > edge + 1) out.push({what: 'sidebar', text: c.innerText, need: Math.round(r.right), room: Math.round(edge)});
+      if (rects.length > 1) out.push({what: 'sidebar code wraps', text: c.innerText, lines: rects.length}); } }
   return out;
 }"""
 # What a cell of the run column needs to show up to its id: the grid draws 14 px Source Sans, 8 px padding.
@@ -102,9 +107,12 @@ def missed_target(store) -> str:
 def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    # A folder name with no place to break it, as pytest's and many home folders are.
-    db = tmp_path / "a_team_store_kept_under_a_long_folder_name_for_the_benchmarks" / "runs.sqlite"
-    db.parent.mkdir()
+    # A folder name with no place to break it, as pytest's and many home folders are, under one that makes the
+    # sidebar's shortened path as long as it is allowed to be.
+    folder = ("team_benchmarks_" * 4)[: SIDEBAR_PATH_CHARS - len("…//runs.sqlite")]
+    db = tmp_path / "a_team_store_kept_under_a_long_folder_name_for_the_benchmarks" / folder / "runs.sqlite"
+    db.parent.mkdir(parents=True)
+    assert len(short_path_text(db)) == SIDEBAR_PATH_CHARS, short_path_text(db)
     ids = dashboard_data.fill(db, n_runs=30)
     with Store(db) as store:
         missed = missed_target(store)
@@ -128,6 +136,9 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
             c.inner_text() for c in page.locator("[data-testid='stMultiSelect'] span").all()
         }
         cut["compare"] = clipped(page)
+        numbers = numbers_grids(grids_of(page))
+        assert numbers, "no numbers table on Compare"
+        cut["compare, the numbers"] = sideways(numbers)  # every column it draws in view
         cut["compare, chart titles"] = covered_titles(page, 2)
         page.close()
 

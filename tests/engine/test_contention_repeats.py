@@ -15,7 +15,7 @@ from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import hostload, loop, measured
 from dashbench.engine.target import Target
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 TINY = dict(model="conv2d", batch_size=8, image_size=16, width=8, warmup=1)
 
@@ -37,20 +37,25 @@ def planted(spec, durations_by_repeat, host_load=None):
             )
             index += 1
     target = Target(None, "cpu", "CPU", 1, ["/device:CPU:0"], 1)
-    return measured.result(
+    setting = measured.Setting(
         spec,
-        catalog.get(spec.model),
+        registry.get(spec.model),
         catalog.check_spec(spec),
         target,
+        backend=("tensorflow", "2.19.1"),
+        xla=False,
+        tf32=False,
+        cpu_probe=lambda dtype: 1.0,  # a planted 1 TFLOP/s CPU: no probe runs
+        strategy="OneDeviceStrategy",
+        parameters=1,
+    )
+    return measured.result(
+        setting,
         {"training": 1e6, "forward": 4e5},
         1.0,
         samples,
         {"variables": ["/device:CPU:0"], "ops": ["/device:CPU:0"]},
-        (1.0, "measured", 1.0),
-        False,
-        ("tensorflow", "2.19.1"),
-        {},
-        host_load,
+        host_load=host_load,
     )
 
 

@@ -172,16 +172,36 @@ def untimeable_runs(monkeypatch, rates):
 )
 def test_a_stopwatch_that_cannot_time_says_so_in_the_verdict(monkeypatch, rates, why):
     untimeable_runs(monkeypatch, rates)
-    stopwatch, _ = doctor._stopwatch("tensorflow", "cpu", steps=5, tries=2)
+    stopwatch, _ = doctor.stopwatch_check("tensorflow", "cpu", steps=5, tries=2)
     assert stopwatch["ratio"] is None and why in stopwatch["why"], stopwatch
     level, reasons = doctor.verdict(report(ratio=None) | {"stopwatch": stopwatch})
     assert level == "warning" and reasons[0].startswith("stopwatch: could not time the engine's steps")
     assert why in reasons[0]
 
 
+def test_an_lms_stopwatch_holds_its_token_rate_to_sequences_and_keeps_the_median_step(monkeypatch):
+    """An LM reports tokens/s: the engine's step time is the batch's tokens over that rate, not its
+    sequences (which read 32× too short at seq_len 32); each pair keeps the long run's median step."""
+    from dashbench.engine import loop
+
+    def lm_run(spec, on_event):
+        on_event({"event": "phase", "phase": "measure"})
+        on_event({"event": "sample", "warmup": False})
+        timed = _Timed(spec.steps, spec.batch_size * spec.seq_len / 0.010)  # 10 ms a step, in tokens/s
+        timed.global_batch_size, timed.unit, timed.shapes = spec.batch_size, "tokens", {"seq_len": spec.seq_len}
+        timed.step_time_median_s = 0.008 * spec.steps / 15
+        return timed
+
+    monkeypatch.setattr(loop, "run", lm_run)
+    shape = dict(model="llama", batch_size=4, seq_len=32, width=32, layers=2, warmup=1, steps_per_loop=1)
+    found, _ = doctor.stopwatch_check("tensorflow", "cpu", steps=5, tries=1, shape=shape)
+    assert found["tries"][0]["engine_step_s"] == pytest.approx(0.010)
+    assert found["tries"][0]["median_step_s"] == pytest.approx(0.008)  # the 15-step run's, not the 5-step one's
+
+
 def test_a_doctor_that_cannot_time_stores_prints_and_exits_as_documented(tmp_path, monkeypatch, capsys):
     untimeable_runs(monkeypatch, lambda steps: 1000.0 * steps)
-    stopwatch, _ = doctor._stopwatch("tensorflow", "cpu", steps=5, tries=1)
+    stopwatch, _ = doctor.stopwatch_check("tensorflow", "cpu", steps=5, tries=1)
     checked = report(datasheet=None) | {"device": "cpu", "stopwatch": stopwatch, "versions": {}}
     checked["verdict"], checked["reasons"] = doctor.verdict(checked)
     monkeypatch.setattr(doctor_cmd, "_run_child", lambda backend, args: [dict(checked)])

@@ -17,7 +17,7 @@ from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import backends
 from dashbench.engine.jax import devices as jax_devices
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 FOUR_DEVICES = "--xla_force_host_platform_device_count=4"
 TINY_FASHION = [
@@ -46,7 +46,7 @@ TINY_FASHION = [
 ALL_WORKLOADS = """
 import json, sys
 import numpy as np
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 from dashbench.engine import loop, workloads
 from dashbench.engine.jax import loop as jax_loop, seed as jax_seed
 from dashbench.core.spec import RunSpec
@@ -55,7 +55,7 @@ for model, precision in [(m, "float32") for m in ("conv2d", "fashion_mnist_cnn")
         ("conv2d", "mixed_float16"), ("conv2d", "mixed_bfloat16"), ("bilstm", "float32")]:
     if model == "bilstm":  # Keras's LSTM layer loads TensorFlow, even on JAX
         out["tensorflow_imported"] = "tensorflow" in sys.modules
-    quick = dict(catalog.get(model).quick)
+    quick = dict(registry.get(model).quick)
     spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), steps=4, warmup=2, backend="jax",
                    device="cpu", precision=precision, **quick)
     out["runs"][f"{model}/{precision}"] = loop.run(spec).to_dict()
@@ -119,9 +119,9 @@ def test_every_workload_trains_on_jax_with_tensorflows_keys_and_flops():
         allowed = {"above_peak", "contended", "skewed"} | ({"flops_disagree"} if model == "bilstm" else set())
         assert set(result["flags"]) <= allowed, (name, result["flags"])
         assert result["placement"]["variables"] == ["/device:CPU:0"] == result["placement"]["ops"]
-        assert result["unit"] == catalog.get(model).unit and result["examples_per_sec"] > 0
+        assert result["unit"] == registry.get(model).unit and result["examples_per_sec"] > 0
         # The same FLOP count as the model built on TensorFlow (this process's backend).
-        quick = dict(catalog.get(model).quick)
+        quick = dict(registry.get(model).quick)
         spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), **quick)
         flops = workloads.flops_per_example(workloads.build_model(model, catalog.check_spec(spec)))
         assert result["flops_per_example"] == flops["training"] > 0, name

@@ -17,7 +17,7 @@ from fixtures.xla import FAST_XLA_COMPILE
 CHILD = """
 import json
 import jax, keras, numpy as np
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 from dashbench.engine import workloads
 from dashbench.engine.jax import seed as jax_seed
 from dashbench.engine.jax.loop import loop_compiler_options, step_of, train_loop_of
@@ -26,7 +26,7 @@ from dashbench.core.spec import RunSpec
 K = 2  # two steps a host call: a skipped, repeated or reordered step still moves the losses
 spec = RunSpec(model="fashion_mnist_cnn", batch_size=8, image_size=16, width=4, steps=K, warmup=1,
                steps_per_loop=K, device="cpu", backend="jax")
-shapes = catalog.get(spec.model).shapes(spec)
+shapes = registry.get(spec.model).shapes(spec)
 jax_seed.set_random_seed(spec.seed)  # Keras's own imports TensorFlow (~3 s here); the engine's does not
 model = workloads.build_model(spec.model, shapes)  # convolutions, max pooling and dropout
 optimizer = workloads.make_optimizer(spec.model, shapes)

@@ -8,7 +8,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.engine import workloads
 from dashbench.engine.tensorflow import devices
 from dashbench.engine.tensorflow.loop import train_loop_of
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 
 def _loop(k: int):
@@ -18,7 +18,7 @@ def _loop(k: int):
     spec = RunSpec(
         model="fashion_mnist_cnn", batch_size=4, image_size=8, width=2, steps=k, steps_per_loop=k, device="cpu"
     )
-    shapes = catalog.get(spec.model).shapes(spec)
+    shapes = registry.get(spec.model).shapes(spec)
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():

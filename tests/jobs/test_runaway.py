@@ -18,8 +18,7 @@ from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.hardware import host
 from dashbench.jobs import queue
 from dashbench.store import Store
-from dashbench.workloads import memory, memory_estimate, presets
-from dashbench.workloads.catalog import WORKLOADS
+from dashbench.workloads import memory, memory_estimate, presets, registry
 
 HUGE = ["--model", "fashion_mnist_cnn", "--device", "cpu"]
 GB = 1e9
@@ -62,7 +61,7 @@ def test_shipped_presets_and_quick_shapes_are_not_refused():
         memory.check(spec, available=24 * GB)
         assert memory_estimate.estimate(presets.quick_spec(slug, "cpu", check=False)).total < 2.5 * GB
     for model in MODELS:
-        quick = dict(WORKLOADS[model].quick)
+        quick = dict(registry.get(model).quick)
         spec = RunSpec(model=model, batch_size=quick.pop("batch_size"), device="cpu", **quick)
         assert memory.check(spec, available=5 * GB) is None
 

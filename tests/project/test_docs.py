@@ -202,8 +202,8 @@ def _shell_commands(text: str) -> list[str]:
 
 def test_the_manuals_quick_examples_are_the_catalogs_recipe():
     """One quick recipe: every run in the README or docs/ with a shape override is its model's quick try
-    as `models` prints it (dashbench.workloads.catalog), and every preset's --quick is its model's recipe."""
-    from dashbench.workloads import catalog, presets
+    as `models` prints it (dashbench.workloads.registry), and every preset's --quick is its model's recipe."""
+    from dashbench.workloads import presets, registry
 
     recipe_options = ("--image-size", "--seq-len", "--width", "--layers", "--batch-size", "--steps")
     shown = [c for page in MANUAL for c in _shell_commands(page.read_text())]
@@ -217,13 +217,12 @@ def test_the_manuals_quick_examples_are_the_catalogs_recipe():
     for command in quick_runs:
         words = command.split()
         options = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
-        workload = catalog.get(options["--model"])
+        workload = registry.get(options["--model"])
         recipe = {f"--{k.replace('_', '-')}": str(v) for k, v in workload.quick_recipe().items()}
         assert {k: v for k, v in options.items() if k in recipe_options} == recipe, command
-    assert catalog.get("fashion_mnist_cnn").quick_command() in README  # the tour's first line
+    assert registry.get("fashion_mnist_cnn").quick_command() in README  # the tour's first line
     for preset in presets.PRESETS.values():
-        recipe = catalog.get(preset.model).quick_recipe()
-        assert preset.quick == recipe
+        recipe = registry.get(preset.model).quick_recipe()
         spec = presets.quick_spec(preset.slug, "cpu", check=False)  # its shapes, not its data files
         assert {k: getattr(spec, k) for k in recipe} == recipe, preset.slug
 

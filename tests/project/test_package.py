@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_the_dashbench_command_answers_like_python_m_dashbench(tmp_path):
     )
     models = json.loads(by_command.stdout)
     assert models == json.loads(by_module.stdout)
-    assert [m["name"] for m in models] == list(catalog.WORKLOADS)
+    assert [m["name"] for m in models] == list(registry.names())
 
 
 def test_the_dashbench_command_exits_with_the_cli_exit_code(tmp_path):

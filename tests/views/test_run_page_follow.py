@@ -14,7 +14,7 @@ from dashbench.cli import main
 from dashbench.core.spec import RunSpec
 from dashbench.store import TERMINAL, Store
 from dashbench.views.run import form as run_form
-from dashbench.workloads import catalog
+from dashbench.workloads import registry
 
 
 def data_notes(at) -> list[str]:
@@ -34,7 +34,7 @@ def stored_specs(db) -> list[dict]:
 def test_resnet50s_quick_recipe_is_batch_8_as_models_prints_it(capsys):
     assert main(["models"]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "--model resnet50 " in line]
-    assert "--batch-size 8" in line and catalog.get("resnet50").quick_recipe()["batch_size"] == 8
+    assert "--batch-size 8" in line and registry.get("resnet50").quick_recipe()["batch_size"] == 8
 
 
 @pytest.mark.parametrize("order", ["tick, then model", "model, then tick"])
@@ -48,7 +48,7 @@ def test_the_quick_try_follows_the_model_whichever_box_is_set_first(tmp_path, mo
     for name in order.split(", then "):
         steps[name]().run()
         assert_clean(at)
-    recipe = catalog.get("resnet50").quick_recipe()
+    recipe = registry.get("resnet50").quick_recipe()
     captions = [c.value for c in at.caption if c.value.startswith("Quick try of")]
     assert captions == [run_form.quick_caption("resnet50")] and "batch size 8" in captions[0], captions
     assert at.number_input(key="run_batch_size").value == recipe["batch_size"] == 8

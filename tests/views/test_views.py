@@ -592,11 +592,11 @@ def test_run_label_names_replicas_the_device_count_does_not_say(tmp_path):
 
 
 def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
     state = run_form.run_form_defaults(["cpu"]) | {"run_quick": True}
     state |= run_form.quick_toggle_values(state)  # what ticking the box puts in the form
-    recipe = catalog.get("fashion_mnist_cnn").quick_recipe()
+    recipe = registry.get("fashion_mnist_cnn").quick_recipe()
     (spec,), _ = run_form.specs_from_form(state)
     assert (spec.width, spec.image_size, spec.batch_size, spec.steps) == (
         recipe["width"],
@@ -607,7 +607,7 @@ def test_quick_try_without_a_preset_builds_the_chosen_models_quick_recipe():
     assert "quick 28px w16" in run_label(spec.to_dict() | {"accelerator": "CPU"})
     # A model chosen in the form after the tick: its own quick shapes, never the other model's.
     (spec,), _ = run_form.specs_from_form(state | {"run_model": "resnet50", "run_batch_size": 8})
-    assert (spec.image_size, spec.width) == (catalog.get("resnet50").quick["image_size"], None)
+    assert (spec.image_size, spec.width) == (registry.get("resnet50").quick["image_size"], None)
     # Unticked: full size, and the default batch size and steps back where the recipe had put them.
     state = state | {"run_quick": False, "run_steps": 7}
     state |= run_form.quick_toggle_values(state)

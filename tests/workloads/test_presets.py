@@ -9,7 +9,7 @@ from fixtures.learnable_data import learnable_idx  # noqa: F401 (fixture: IDX fi
 
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.costs import reference
-from dashbench.workloads import catalog, presets
+from dashbench.workloads import preset_rows, presets, registry
 
 ARTICLE_BATCH = {
     ("riseml-resnet50", "tpu"): 1024,
@@ -33,7 +33,7 @@ def test_the_five_seed_presets():
 
 
 @pytest.mark.parametrize("slug", list(presets.PRESETS))
-@pytest.mark.parametrize("device", presets.DEVICE_CLASSES)
+@pytest.mark.parametrize("device", preset_rows.DEVICE_CLASSES)
 def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device, learnable_idx):
     # A preset on real data reads its files' headers before a run exists (here: IDX files made here).
     data = {"data_path": str(learnable_idx)} if presets.get(slug).per_device[device].get("data") == "real" else {}
@@ -45,7 +45,7 @@ def test_every_preset_builds_a_valid_spec_on_every_device_class(slug, device, le
     if (slug, device) in ARTICLE_BATCH:
         assert spec.batch_size == ARTICLE_BATCH[(slug, device)]
     quick = presets.quick_spec(slug, device, **data)
-    recipe = catalog.get(spec.model).quick_recipe()  # the one quick recipe, as `models` prints it
+    recipe = registry.get(spec.model).quick_recipe()  # the one quick recipe, as `models` prints it
     if spec.epochs:  # the article's epochs, each of the quick steps
         recipe = {**recipe, "steps_per_epoch": recipe["steps"]}
     assert {name: getattr(quick, name) for name in recipe} == recipe and quick.label == f"preset:{slug}"

@@ -410,7 +410,7 @@ def test_a_builder_trains_to_accuracy_on_an_image_folder(tmp_path, capfd):
 
 
 def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_path, capfd, monkeypatch):
-    from dashbench.workloads import memory_estimate
+    from dashbench.workloads import memory_counts
 
     monkeypatch.setenv("DASHBENCH_MEMORY_BUDGET_GB", "4")
     db = tmp_path / "runs.sqlite"
@@ -419,8 +419,8 @@ def test_the_memory_guard_counts_a_model_files_parameters_and_activations(tmp_pa
     err = capfd.readouterr().err
     assert "error: batch_size: mlp.py:build@" in err and "at batch 2000000 needs about" in err, err
     assert rows(db) == []
-    facts = memory_estimate.USER_MODEL_FACTS[
-        next(k for k in memory_estimate.USER_MODEL_FACTS if k.startswith("mlp.py:build@"))
+    facts = memory_counts.USER_MODEL_FACTS[
+        next(k for k in memory_counts.USER_MODEL_FACTS if k.startswith("mlp.py:build@"))
     ]
     assert facts["parameters"] == 256 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10
     assert facts["slots"] == 2 and facts["inputs"] == 256 and facts["activations"] >= 256 + 512 + 512 + 10

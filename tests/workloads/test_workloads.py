@@ -11,7 +11,7 @@ from dashbench.core import stats
 from dashbench.core.spec import MODELS, RunSpec, SpecError
 from dashbench.engine import frameworks, loop, workloads
 from dashbench.engine.workloads.text import BILSTM_EMBEDDING
-from dashbench.workloads import catalog, datasets
+from dashbench.workloads import datasets, registry
 
 
 @pytest.fixture(autouse=True)
@@ -42,19 +42,19 @@ def test_metadata_needs_no_tensorflow():
 
 
 def test_shape_overrides_and_their_errors():
-    conv = catalog.get("conv2d")
+    conv = registry.get("conv2d")
     assert conv.shapes(RunSpec(model="conv2d", batch_size=1)).image_size == 256
     assert conv.shapes(RunSpec(model="conv2d", batch_size=1, image_size=32, width=8)).width == 8
     with pytest.raises(SpecError, match="width: resnet50 has no width override; it accepts: image_size"):
-        catalog.get("resnet50").shapes(RunSpec(model="resnet50", batch_size=1, width=8))
+        registry.get("resnet50").shapes(RunSpec(model="resnet50", batch_size=1, width=8))
     with pytest.raises(SpecError, match="inception_v3 needs images of at least 75 px"):
-        catalog.get("inception_v3").shapes(RunSpec(model="inception_v3", batch_size=1, image_size=32))
+        registry.get("inception_v3").shapes(RunSpec(model="inception_v3", batch_size=1, image_size=32))
     with pytest.raises(SpecError, match="model: unknown model 'vgg'"):
-        catalog.get("vgg")
+        registry.get("vgg")
 
 
 def test_conv2d_flops_match_the_seed_hand_count():
-    w = catalog.get("conv2d")
+    w = registry.get("conv2d")
     model = workloads.build_model("conv2d", w.shapes(RunSpec(model="conv2d", batch_size=128)))
     flops = workloads.flops_per_example(model)
     # 128×128 outputs × 256 filters × 5·5·3 multiply-adds × 2 FLOPs, per image
@@ -65,7 +65,7 @@ def test_conv2d_flops_match_the_seed_hand_count():
 
 
 def test_fashion_and_bilstm_flops_match_hand_counts():
-    fashion = catalog.get("fashion_mnist_cnn")
+    fashion = registry.get("fashion_mnist_cnn")
     model = workloads.build_model(
         "fashion_mnist_cnn", fashion.shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1, width=2))
     )
@@ -76,7 +76,7 @@ def test_fashion_and_bilstm_flops_match_hand_counts():
     assert flops["forward"] == forward
     assert flops["training"] == 3 * forward  # a BatchNorm comes first, so every conv needs input gradients
 
-    lstm = catalog.get("bilstm")
+    lstm = registry.get("bilstm")
     shapes = lstm.shapes(RunSpec(model="bilstm", batch_size=1, seq_len=5, width=3))
     flops = workloads.flops_per_example(workloads.build_model("bilstm", shapes))
     per_direction = 5 * 4 * 3 * (BILSTM_EMBEDDING + 3) * 2
@@ -95,7 +95,7 @@ def test_idx_round_trip_and_errors(tmp_path):
 
 
 def quick_spec(model, **changes):
-    quick = dict(catalog.get(model).quick)
+    quick = dict(registry.get(model).quick)
     values = {"model": model, "batch_size": quick.pop("batch_size"), "steps": 4, "warmup": 2, **quick}
     values.update(changes)
     return RunSpec(**values)
@@ -134,7 +134,7 @@ def test_every_workload_trains_with_a_falling_loss(model, without_grappler_for_k
     # TF's profiler counts conv2d's unused image gradient and not the BiLSTM's loop: counts disagree.
     allowed = {"above_peak", "contended", "skewed"} | ({"flops_disagree"} if model in ("conv2d", "bilstm") else set())
     assert set(result["flags"]) <= allowed, result["flags"]
-    assert result["unit"] == catalog.get(model).unit
+    assert result["unit"] == registry.get(model).unit
     assert result["flops_per_example"] > 0 and result["examples_per_sec"] > 0
     assert result["flops_source"] == "analytic" and result["analytic_flops_per_example"] == result["flops_per_example"]
     # The graph profiler's count of one step sits beside the analytic one (docs/PERFORMANCE.md: the LM's
@@ -150,12 +150,12 @@ def test_the_bilstms_adam_step_does_not_grow_with_its_width():
     # At 1e-3 the full-width BiLSTM's loss leapt (0.52 → 7.3 in three steps): docs/CONVERGENCE.md.
     def rate(width):
         spec = RunSpec(model="bilstm", batch_size=1, width=width)
-        return float(workloads.make_optimizer("bilstm", catalog.get("bilstm").shapes(spec)).learning_rate)
+        return float(workloads.make_optimizer("bilstm", registry.get("bilstm").shapes(spec)).learning_rate)
 
     assert rate(64) == pytest.approx(1e-3)  # the quick shapes keep the usual rate
     assert rate(1024) == pytest.approx(workloads.LSTM_LR_TIMES_WIDTH / 1024) and rate(1024) <= 1e-4
     assert rate(2048) * 2048 == pytest.approx(rate(1024) * 1024)
-    fashion = catalog.get("fashion_mnist_cnn").shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1))
+    fashion = registry.get("fashion_mnist_cnn").shapes(RunSpec(model="fashion_mnist_cnn", batch_size=1))
     assert float(workloads.make_optimizer("fashion_mnist_cnn", fashion).learning_rate) == pytest.approx(1e-3)
 
 

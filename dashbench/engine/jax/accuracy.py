@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, calibration, compiler_flops, measured, to_accuracy, workloads
+from dashbench.engine import accuracy_data, compiler_flops, measured, to_accuracy, workloads
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import loop as jax_loop
 from dashbench.engine.jax import seed as jax_seed
@@ -36,35 +36,14 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
             "variables": jax_loop._devices_of(jax.tree_util.tree_leaves(trainer.state)),
             "ops": jax_loop._devices_of(trainer.eval_inputs[0]),
         }
-        if target.kind == "cpu" and not calibration.cpu_peaks():
-            emit({"event": "phase", "phase": "probe"})
-        tf32 = (
-            target.kind == "gpu"
-            and spec.precision == "float32"
-            and jax.config.jax_default_matmul_precision in jax_loop._TF32_PRECISIONS
-        )
         mesh = distribution.device_mesh.backend_mesh
         result = measured.result(
-            spec,
-            workload,
-            shapes,
-            target,
+            jax_loop.setting(jax, spec, workload, shapes, target, trainer.parameters, mesh),
             trainer.flops,
             compile_s,
             samples,
             placement,
-            peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
-            xla=True,
-            backend=("jax", jax.__version__),
-            env_extra={
-                "strategy": f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
-                "replicas": target.replicas,
-                "multi_worker": target.multi_worker,
-                "tf32": tf32,
-                "parameters": trainer.parameters,
-                "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
-                **target.env,
-            },
+            emit,
             host_load=host_load,
             model_info=trainer.workload.identity(trainer.model),
         )

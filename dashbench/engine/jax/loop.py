@@ -22,12 +22,12 @@ from typing import Callable, Optional
 
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec
-from dashbench.engine import backends, calibration, measured, workloads
+from dashbench.engine import backends, measured, workloads
 from dashbench.engine.jax import compiled_step
 from dashbench.engine.jax import devices as jax_devices
 from dashbench.engine.jax import seed as jax_seed
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog, memory_estimate
+from dashbench.workloads import catalog, memory_estimate, registry
 
 Event = Callable[[dict], None]
 
@@ -37,7 +37,7 @@ _TF32_PRECISIONS = (None, "default", "fastest", "bfloat16", "tensorfloat32", "DE
 
 def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     emit = on_event or (lambda event: None)
-    workload = catalog.get(spec.model)
+    workload = registry.get(spec.model)
     shapes = catalog.check_spec(spec)
     keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
@@ -127,38 +127,36 @@ def _measure(keras, spec, workload, keras_side, shapes, target, distribution, em
         "variables": _devices_of(jax.tree_util.tree_leaves(holder["state"])),
         "ops": _devices_of(holder["inputs"]),  # where the step's inputs, and so its work, were split
     }
-    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
-        emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
-    tf32 = (
-        target.kind == "gpu"
-        and spec.precision == "float32"
-        and jax.config.jax_default_matmul_precision in _TF32_PRECISIONS
-    )
     return measured.result(
-        spec,
-        workload,
-        shapes,
-        target,
+        setting(jax, spec, workload, shapes, target, parameters, mesh),
         flops,
         compile_s,
         samples,
         placement,
+        emit,
+        host_load=host_load,
         model_info=keras_side.identity(model),
         sizes=measured.variable_sizes(model, optimizer),
         bytes_accessed=None if real else analysed.get("bytes_accessed"),
-        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, jax_devices.cpu_peak_tflops)),
-        xla=True,  # JAX compiles every step with XLA
+    )
+
+
+def setting(jax, spec, workload, shapes, target, parameters: int, mesh) -> measured.Setting:
+    """What the result builder takes from a JAX run, the measured loop's and the Trainer's alike."""
+    return measured.Setting(
+        spec,
+        workload,
+        shapes,
+        target,
         backend=("jax", jax.__version__),
-        env_extra={
-            "strategy": f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
-            "replicas": target.replicas,
-            "multi_worker": target.multi_worker,
-            "tf32": tf32,
-            "parameters": parameters,
-            "mesh": {str(name): int(size) for name, size in mesh.shape.items()},
-            **target.env,
-        },
-        host_load=host_load,
+        xla=True,  # JAX compiles every step with XLA
+        tf32=target.kind == "gpu"
+        and spec.precision == "float32"
+        and jax.config.jax_default_matmul_precision in _TF32_PRECISIONS,
+        cpu_probe=jax_devices.cpu_peak_tflops,
+        strategy=f"keras.distribution.DataParallel over {len(target.strategy)} device(s)",
+        parameters=parameters,
+        env_extra={"mesh": {str(name): int(size) for name, size in mesh.shape.items()}},
     )
 
 
@@ -203,7 +201,7 @@ def _analyse_before(spec) -> Optional[dict]:
         at_batch = lambda tree: jax.tree_util.tree_map(
             lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree
         )
-        examples = spec.batch_size * stats.examples_per_item(catalog.get(spec.model).unit, shapes.seq_len)
+        examples = spec.batch_size * stats.examples_per_item(registry.get(spec.model).unit, shapes.seq_len)
         found = compiled_step.analyse(step, state_of(model, optimizer), at_batch(x), at_batch(y), examples)
     finally:
         keras.mixed_precision.set_global_policy(previous)

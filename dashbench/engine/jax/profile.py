@@ -19,7 +19,7 @@ from typing import Optional
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.engine import compiler_flops, measured
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 from dashbench.workloads.profile import PRECISION, StepProfile
 
 
@@ -33,7 +33,7 @@ def step_profile(spec: RunSpec) -> StepProfile:
     import keras
 
     keras_side = workloads.of(spec)
-    unit = getattr(keras_side, "unit", None) or catalog.get(spec.model).unit
+    unit = getattr(keras_side, "unit", None) or registry.get(spec.model).unit
     tokens = int(shapes.seq_len) if unit == "tokens" else None
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(spec.precision)
@@ -41,7 +41,7 @@ def step_profile(spec: RunSpec) -> StepProfile:
         model, optimizer = _abstract(keras, spec, keras_side, shapes)
         sizes = measured.variable_sizes(model, optimizer)
         layers = shapes.layers or 0
-        if spec.model == "llama" and layers > 2:
+        if registry.get(spec.model).profile_by_layers and layers > 2:
             one, two = (_xla(keras, spec, keras_side, dataclasses.replace(shapes, layers=n)) for n in (1, 2))
             flops, accessed = (a + (layers - 1) * (b - a) if a and b else None for a, b in zip(one, two))
             note = f"FLOPs and bytes: XLA on 1 and 2 layers, extrapolated to {layers}; sizes: the whole model"
@@ -80,7 +80,7 @@ def _abstract(keras, spec: RunSpec, keras_side, shapes):
             optimizer.build(model.trainable_variables)
         return model, optimizer
     except Exception:
-        if spec.model in catalog.WORKLOADS:
+        if not registry.get(spec.model).is_file:
             raise
     model = keras_side.build_model(shapes)
     optimizer.build(model.trainable_variables)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dashbench.engine import accuracy_data, backends, calibration, compiler_flops, measured, to_accuracy, workloads
+from dashbench.engine import accuracy_data, backends, compiler_flops, measured, to_accuracy, workloads
 from dashbench.engine.tensorflow import devices
+from dashbench.engine.tensorflow import loop as tf_loop
 from dashbench.results.result import RunResult
 
 
@@ -29,29 +30,13 @@ def run(spec, on_event: Optional[to_accuracy.Event] = None) -> RunResult:
         )
         model, optimizer = trainer.model, trainer.optimizer
         placement = {"variables": devices.variable_devices(model, optimizer), "ops": []}
-        tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-        if target.kind == "cpu" and not calibration.cpu_peaks():
-            emit({"event": "phase", "phase": "probe"})
         result = measured.result(
-            spec,
-            workload,
-            shapes,
-            target,
+            tf_loop.setting(tf, spec, workload, shapes, target, model),
             trainer.flops,
             compile_s,
             samples,
             placement,
-            peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
-            xla=spec.xla or target.kind == "tpu",
-            backend=("tensorflow", tf.__version__),
-            env_extra={
-                "strategy": type(target.strategy).__name__,
-                "replicas": target.replicas,
-                "multi_worker": target.multi_worker,
-                "tf32": tf32,
-                "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
-                **target.env,
-            },
+            emit,
             host_load=host_load,
             model_info=trainer.workload.identity(trainer.model),
         )

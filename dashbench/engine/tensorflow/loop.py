@@ -20,10 +20,10 @@ from typing import Callable, Optional
 
 from dashbench.core import stats
 from dashbench.core.spec import RunSpec
-from dashbench.engine import backends, calibration, compiler_flops, measured, workloads
+from dashbench.engine import backends, compiler_flops, measured, workloads
 from dashbench.engine.tensorflow import devices
 from dashbench.results.result import RunResult
-from dashbench.workloads import catalog
+from dashbench.workloads import catalog, registry
 
 # Op types whose placement says where the training work ran (not loop counters or host copies).
 _COMPUTE_OPS = re.compile(
@@ -38,7 +38,7 @@ def run(spec: RunSpec, on_event: Optional[Event] = None) -> RunResult:
     """Train `spec.model` as the spec says, on TensorFlow, and return the measured result."""
     backends.select(spec.backend)
     emit = on_event or (lambda event: None)
-    workload = catalog.get(spec.model)
+    workload = registry.get(spec.model)
     shapes = catalog.check_spec(spec)  # bad input is a SpecError before TF starts
     keras_side = workloads.of(spec)
     emit({"event": "phase", "phase": "setup"})
@@ -124,32 +124,32 @@ def _measure(tf, keras, spec, workload, keras_side, shapes, target, emit) -> Run
         "variables": devices.variable_devices(model, optimizer),
         "ops": _op_devices(train_loop, source, steps_per_loop),
     }
-    tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    if target.kind == "cpu" and not calibration.cpu_peaks():  # a calibrated host does not probe
-        emit({"event": "phase", "phase": "probe"})  # seconds at full size: say so
     return measured.result(
-        spec,
-        workload,
-        shapes,
-        target,
+        setting(tf, spec, workload, shapes, target, model),
         flops,
         compile_s,
         samples,
         placement,
+        emit,
+        host_load=host_load,
         model_info=keras_side.identity(model),
         sizes=measured.variable_sizes(model, optimizer),
-        peak=calibration.applied(target, measured.peak(target, spec.precision, tf32, devices.cpu_peak_tflops)),
-        xla=spec.xla or target.kind == "tpu",
+    )
+
+
+def setting(tf, spec, workload, shapes, target, model) -> measured.Setting:
+    """What the result builder takes from a TensorFlow run, the measured loop's and the Trainer's alike."""
+    return measured.Setting(
+        spec,
+        workload,
+        shapes,
+        target,
         backend=("tensorflow", tf.__version__),
-        env_extra={
-            "strategy": type(target.strategy).__name__,
-            "replicas": target.replicas,
-            "multi_worker": target.multi_worker,
-            "tf32": tf32,
-            "parameters": int(sum(int(tf.size(v)) for v in model.trainable_variables)),
-            **target.env,
-        },
-        host_load=host_load,
+        xla=spec.xla or target.kind == "tpu",
+        tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+        cpu_probe=devices.cpu_peak_tflops,
+        strategy=type(target.strategy).__name__,
+        parameters=int(sum(int(tf.size(v)) for v in model.trainable_variables)),
     )
 
 

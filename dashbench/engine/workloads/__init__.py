@@ -2,7 +2,8 @@
 (`of(spec)`) and asks it for everything: the model, the optimizer, the per-example loss, the synthetic
 and real batches, the FLOPs and the model's identity; it never asks which workload it holds. The five
 built-ins are instances of `KerasWorkload`; a user's model file is one too (workloads/user.py). What each
-built-in workload *is* (shapes, units, defaults) is in dashbench.workloads.catalog, which needs no Keras.
+built-in workload *is* (shapes, units, defaults, FLOPs formula, memory count) is its entry in
+dashbench.workloads.registry, which needs no Keras; this module keeps one object per name listed there.
 
 Synthetic data is one global batch made in numpy from the seed — the same examples on TensorFlow
 and JAX — put on the devices once and reused every step. Losses use keras.ops, not tf.*.
@@ -10,11 +11,12 @@ and JAX — put on the devices once and reused every step. Losses use keras.ops,
 
 from __future__ import annotations
 
-from dashbench.core.spec import MODELS, SpecError
+from dashbench.core.spec import SpecError
 from dashbench.engine.workloads import images, llama, text
 from dashbench.engine.workloads.base import KerasWorkload, real_batches, real_dataset
 from dashbench.engine.workloads.flops import count_flops
-from dashbench.workloads.catalog import Shapes
+from dashbench.workloads import registry
+from dashbench.workloads.registry import Shapes
 
 __all__ = ["KerasWorkload", "BUILTINS", "of", "real_batches", "real_dataset"]
 
@@ -68,7 +70,6 @@ BUILTINS: dict[str, KerasWorkload] = {
             images.fashion_model,
             images.classified_images,
             loss="crossentropy_probabilities",
-            real=True,
         ),
         KerasWorkload("resnet50", images.resnet50_model, images.classified_images, optimizer=_sgd_with_warmup),
         KerasWorkload("inception_v3", images.inception_model, images.classified_images, optimizer=_sgd_with_warmup),
@@ -76,12 +77,12 @@ BUILTINS: dict[str, KerasWorkload] = {
         llama.LanguageModel("llama", llama.llama_model, llama.llama_batch),
     )
 }
-assert tuple(BUILTINS) == MODELS, "every model of spec.MODELS has its Keras side here"
+assert tuple(BUILTINS) == registry.names(), "every built-in of the registry has its Keras side here"
 
 
 def of(spec) -> KerasWorkload:
     """The workload object of a run: a built-in by name, or the user's model file the spec names."""
-    if spec.model in BUILTINS:
+    if not registry.get(spec.model).is_file:
         return BUILTINS[spec.model]
     if getattr(spec, "model_path", None):
         from dashbench.engine.workloads import user

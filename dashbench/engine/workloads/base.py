@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from dashbench.engine.workloads.flops import count_flops
-from dashbench.workloads.catalog import Shapes
 from dashbench.workloads.datasets import FASHION_CLASSES, load_fashion_mnist
+from dashbench.workloads.registry import Shapes
 
 
 class KerasWorkload:
@@ -22,10 +22,9 @@ class KerasWorkload:
         batch: Callable,
         loss: str = "crossentropy_logits",
         optimizer: Optional[Callable] = None,
-        real: bool = False,
     ):
         self.name, self._build, self._batch, self._loss_kind = name, build, batch, loss
-        self._optimizer, self.has_real_data = optimizer, real
+        self._optimizer = optimizer
 
     def build_model(self, shapes: Shapes):
         return self._build(shapes)
@@ -53,7 +52,7 @@ class KerasWorkload:
         return count_flops(model)
 
     def data_shapes(self, shapes: Shapes) -> Shapes:
-        """The shapes a to-accuracy run's data is read at (a built-in's are the catalog's)."""
+        """The shapes a to-accuracy run's data is read at (a built-in's are its registry entry's)."""
         return shapes
 
     def identity(self, model) -> Optional[dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dashbench.workloads.catalog import Shapes
+    from dashbench.workloads.registry import Shapes
 
 
 def conv2d_model(s: Shapes):

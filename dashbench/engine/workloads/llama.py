@@ -12,10 +12,10 @@ import functools
 from typing import TYPE_CHECKING
 
 from dashbench.engine.workloads.base import KerasWorkload
-from dashbench.workloads import lm_shape, lm_text
+from dashbench.workloads import lm_shape, lm_text, registry
 
 if TYPE_CHECKING:
-    from dashbench.workloads.catalog import Shapes
+    from dashbench.workloads.registry import Shapes
 
 
 class LanguageModel(KerasWorkload):
@@ -48,8 +48,8 @@ def llama_model(s: "Shapes"):
     x = layers.RMSNormalization(epsilon=lm_shape.NORM_EPSILON, name="final_norm")(x)
     logits = layers.Dense(d.vocab, use_bias=False, name="lm_head")(x)
     model = keras.Model(tokens, logits, name="llama")
-    # The convention (PaLM's, as MaxText reports MFU): LanguageModel.flops_per_example reads it.
-    model.analytic_flops = {**d.palm_flops(), "formula": "PaLM 6N + 12·L·H·Q·T per token"}
+    # Its registry entry's formula (PaLM's, as MaxText reports MFU): LanguageModel.flops_per_example reads it.
+    model.analytic_flops = registry.get("llama").flops(s)
     return model
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dashbench.workloads.catalog import Shapes
+    from dashbench.workloads.registry import Shapes
 
 BILSTM_EMBEDDING = 256
 

@@ -29,7 +29,7 @@ from dashbench.engine.workloads import user_graph as graph
 from dashbench.engine.workloads.base import KerasWorkload
 from dashbench.engine.workloads.user_import import import_file, say, user_code
 from dashbench.workloads import lm_text, model_file
-from dashbench.workloads.catalog import Shapes
+from dashbench.workloads.registry import Shapes
 
 RETURNED_KEYS = ("model", "inputs", "labels", "loss", "optimizer")
 BUILDER_ARGUMENTS = ("batch_size", "classes")
@@ -450,7 +450,7 @@ def prepare(spec, check_memory=None, shapes=None) -> None:
     before the real build; its SpecError is raised with `before_build` set. `shapes`: what
     catalog.check_spec returned for `spec`, where the caller has checked it in this process already."""
     from dashbench.engine import backends
-    from dashbench.workloads import catalog, memory_estimate
+    from dashbench.workloads import catalog, memory_counts
 
     if shapes is None:
         shapes = catalog.check_spec(spec)
@@ -464,7 +464,7 @@ def prepare(spec, check_memory=None, shapes=None) -> None:
         return
     abstract = user_abstract.facts(user, shapes) if check_memory is not None else None
     if abstract is not None:
-        memory_estimate.know(spec.model, abstract)
+        memory_counts.know(spec.model, abstract)
         try:
             check_memory(spec)
         except SpecError as exc:
@@ -473,7 +473,7 @@ def prepare(spec, check_memory=None, shapes=None) -> None:
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
     user.build_model(shapes)
-    memory_estimate.know(spec.model, user.facts())
+    memory_counts.know(spec.model, user.facts())
 
 
 def _joins_peers() -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dashbench.workloads.catalog import WORKLOADS
+from dashbench.workloads import registry
 
-# The quick try it suggests is the catalog's recipe, as `models` prints it.
-_QUICK = WORKLOADS["fashion_mnist_cnn"]
+# The quick try it suggests is the registry's recipe, as `models` prints it.
+_QUICK = registry.get("fashion_mnist_cnn")
 EMPTY_STORE_TEXT = f"""\
 **No runs stored yet.** dashbench measures training throughput on this machine and keeps every
 run next to the published figures.

@@ -105,8 +105,8 @@ _SHAPE_SHORT = {"image_size": "{}px", "seq_len": "len{}", "width": "w{}"}
 def run_shape(row: dict | pd.Series) -> dict:
     """{} for a full-size run; else the run's resolved shape over the dimensions its workload lets a
     spec override ({"image_size": 28, "width": 8}), from the stored overrides and the workload's
-    full-size defaults (dashbench.workloads.catalog)."""
-    from dashbench.workloads.catalog import WORKLOADS
+    full-size defaults (dashbench.workloads.registry)."""
+    from dashbench.workloads import registry
 
     overrides = {}
     for name in SHAPE_COLUMNS:
@@ -115,11 +115,11 @@ def run_shape(row: dict | pd.Series) -> dict:
             overrides[name] = int(value)
     if not overrides:
         return {}
-    workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
+    workload = registry.builtin(row.get("model"))
     defaults = workload.defaults if workload else {}
     if all(defaults.get(name) == value for name, value in overrides.items()):
         return {}  # overrides that repeat the full-size defaults: a full-size run
-    # The dimensions the store keeps (an LM's layer count is not one: catalog refuses it alone).
+    # The dimensions the store keeps (an LM's layer count is not one: the registry refuses it alone).
     names = [n for n in workload.overrides if n in SHAPE_COLUMNS] if workload else tuple(overrides)
     return {
         name: overrides.get(name, defaults.get(name))
@@ -134,9 +134,9 @@ def shape_text(row: dict | pd.Series) -> str:
     shape = run_shape(row)
     if not shape:
         return ""
-    from dashbench.workloads.catalog import WORKLOADS
+    from dashbench.workloads import registry
 
-    workload = WORKLOADS.get(row.get("model")) if isinstance(row.get("model"), str) else None
+    workload = registry.builtin(row.get("model"))
     defaults = workload.defaults if workload else {}
     smaller = all(defaults.get(n) is None or v <= defaults[n] for n, v in shape.items())
     dims = " ".join(_SHAPE_SHORT[n].format(v) for n, v in shape.items())
@@ -254,6 +254,27 @@ def path_text(path) -> str:
         return str(path)
 
 
+# The characters of code text the sidebar draws on one line (its own line, after "database:"), with room to spare.
+SIDEBAR_PATH_CHARS = 34
+
+
+def short_path_text(path, room: int = SIDEBAR_PATH_CHARS) -> str:
+    """path_text shortened from the left to `room` characters, whole folder names only and the file's name
+    always whole: '…/dashbench/runs.sqlite'. Inline code breaks a name it cannot fit anywhere, even inside a
+    word ('sqlit' / 'e'); the full path goes in the line's tooltip. A server's URL as path_text gives it."""
+    text = path_text(path)
+    if len(text) <= room or "://" in text:
+        return text
+    sep = "\\" if "\\" in text and "/" not in text else "/"
+    parts = text.split(sep)
+    kept = [parts[-1]]
+    for name in reversed(parts[1:-1]):
+        if len("…" + sep + sep.join([name, *kept])) > room:
+            break
+        kept.insert(0, name)
+    return "…" + sep + sep.join(kept)
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_missing(value)
 
@@ -350,10 +371,10 @@ def unreadable_note(runs) -> str:
 def cost_unit(models) -> str:
     """What a "USD per million" of these rows' models counts: "examples", "tokens" (an LM's throughput
     and so its cost are per token), or "of the run's unit (examples or tokens)" where rows mix them."""
-    from dashbench.workloads.catalog import WORKLOADS
+    from dashbench.workloads import registry
 
     def word(model) -> str:
-        workload = WORKLOADS.get(model) if isinstance(model, str) else None
+        workload = registry.builtin(model)
         return "tokens" if workload is not None and workload.unit == "tokens" else "examples"
 
     words = {word(m) for m in models}

@@ -18,8 +18,8 @@ from dashbench.views.common import context, stored_runs
 from dashbench.views.common.format import cost_help, md_text, unreadable_note
 from dashbench.views.compare import accuracy as accuracy_view
 from dashbench.views.compare import choice as compare_choice
+from dashbench.views.compare import headline, parity, picker
 from dashbench.views.compare import numbers as compare
-from dashbench.views.compare import parity, picker
 from dashbench.views.compare import sections as compare_view
 from dashbench.views.streamlit import ui
 
@@ -367,11 +367,19 @@ def _the_numbers(built: Built) -> None:
         st.caption(md_text(denominators))
     key = built.choice + (built.baseline,)
     table = ui.memo(key, compare.compare_table, built.frame)
-    # One table per workload section when there are several: each has its own speed-up baseline.
-    for head, part in ui.memo(key + ("parts",), compare_view.table_parts, table, built.frame, built.group_bases):
+    # One table per workload section when there are several: each has its own speed-up baseline. Each shows
+    # the figures a row is read for; the other columns are in the full table below and the CSV.
+    parts = ui.memo(key + ("parts",), compare_view.table_parts, table, built.frame, built.group_bases)
+    for head, shown in ui.memo(key + ("headline",), headline.headline_parts, parts):
         if head:
             st.markdown(head)
-        ui.table(part, hints={"usd_per_million_examples": cost_help(part["model"] if "model" in part else ())})
+        ui.table(shown.table, hints=shown.hints)
+        if shown.caption:
+            st.caption(shown.caption)
+    # Built only while open, as the epochs table: a closed expander's table still cost every visit its Arrow.
+    with st.expander(f"Every column ({len(table.columns)})", key="cmp_numbers_all", on_change="rerun") as every_column:
+        if every_column.open:
+            ui.table(table, hints={"usd_per_million_examples": cost_help(table["model"] if "model" in table else ())})
     # Written only when clicked.
     st.download_button(
         "Download CSV",

@@ -136,15 +136,15 @@ FIELD_WORDS = {
 
 
 def quick_without_preset(state) -> bool:
-    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.workloads.catalog) apply."""
+    """Quick try ticked with no preset: the chosen model's quick shapes (dashbench.workloads.registry) apply."""
     return bool(state.get("run_quick")) and not state.get("run_preset")
 
 
 def quick_shape_values(model: str) -> dict:
     """The shape boxes of `model`'s quick try (0, full size, where its recipe keeps the default)."""
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
-    shapes = catalog.get(model).quick_shapes()
+    shapes = registry.get(model).quick_shapes()
     return {f"run_{name}": shapes.get(name, 0) for name in SHAPE_FIELDS}
 
 
@@ -152,9 +152,9 @@ def quick_toggle_values(state) -> dict:
     """What ticking (or unticking) Quick try with no preset puts in the form: the chosen model's quick
     recipe (shapes, batch size, steps); unticked, full size again, and the default batch size and steps
     where they still hold the recipe's (a value the user typed stays)."""
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
-    recipe = catalog.get(state.get("run_model")).quick_recipe()
+    recipe = registry.get(state.get("run_model")).quick_recipe()
     if state.get("run_quick"):
         return {
             **quick_shape_values(state.get("run_model")),
@@ -180,9 +180,9 @@ def model_change_values(state) -> dict:
     )
     if not quick_without_preset(state):
         return data
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
-    recipe = catalog.get(state.get("run_model")).quick_recipe()
+    recipe = registry.get(state.get("run_model")).quick_recipe()
     return {
         **quick_shape_values(state.get("run_model")),
         "run_batch_size": recipe["batch_size"],
@@ -193,9 +193,9 @@ def model_change_values(state) -> dict:
 
 def quick_caption(model: str) -> str:
     """What Quick try (no preset) runs, from the catalog: "fashion_mnist_cnn's quick try: width 16, …"."""
-    from dashbench.workloads import catalog
+    from dashbench.workloads import registry
 
-    recipe = catalog.get(model).quick_recipe()
+    recipe = registry.get(model).quick_recipe()
     shapes = ", ".join(f"{FIELD_WORDS.get(k, k)} {v}" for k, v in recipe.items() if k in SHAPE_FIELDS)
     return (
         f"Quick try of {model}: {shapes} (the shape boxes follow the model), batch size {recipe['batch_size']}, "
