@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 
+from dashbench import store as _store
 from dashbench.cli.terminal import shown
-from dashbench.store import ServerURL, StoreError, db_line, default_db_path, is_server_url, url_refusal
-
-READ_ONLY_ENV = "DASHBENCH_READ_ONLY"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
+from dashbench.store import READ_ONLY_ENV, ServerURL, StoreError, db_line, default_db_path, is_server_url, url_refusal
 
 
 def db_path_arg(text: str) -> str:
@@ -43,16 +39,12 @@ def add_db_argument(parser: argparse.ArgumentParser, read_only_option: bool = Fa
 
 def read_only_requested(args) -> bool:
     """--read-only, or DASHBENCH_READ_ONLY=1 (as the dashboard reads it)."""
-    text = (os.environ.get(READ_ONLY_ENV) or "").strip().lower()
-    if text not in _TRUE | _FALSE:
-        raise StoreError(f"{READ_ONLY_ENV}: {os.environ.get(READ_ONLY_ENV)!r} is not a yes/no value; use 1 or 0")
-    return bool(getattr(args, "read_only", False)) or text in _TRUE
+    return _store.read_only_requested(bool(getattr(args, "read_only", False)))
 
 
 def refuse_if_read_only(args, what: str) -> None:
     """A writing command in read-only mode: one line, nothing opened for writing."""
-    if read_only_requested(args):
-        raise StoreError(f"db: cannot {what}: read-only mode ({READ_ONLY_ENV}=1) never writes to the database")
+    _store.refuse_if_read_only(what, bool(getattr(args, "read_only", False)))
 
 
 def one_field(message: str) -> str:

@@ -150,9 +150,15 @@ def find(args, spec: RunSpec, db, sweep_id: str, wait: Callable) -> int:
     stopped: list[dict] = []
 
     def fits(batch: int) -> Optional[bool]:
-        # check_memory off: the try's own process checks, and a refusal is an `oom` try, recorded.
+        # check_memory off: the try's own process checks, and a refusal is an `oom` try, recorded. The
+        # spec was checked above, and the batch changes none of its checks.
         run_id = queue.submit(
-            spec.replace(batch_size=batch), db, sweep_id=sweep_id, owner_pid=os.getpid(), check_memory=False
+            spec.replace(batch_size=batch),
+            db,
+            sweep_id=sweep_id,
+            owner_pid=os.getpid(),
+            check_memory=False,
+            checked=True,
         )
         run_ids.append(run_id)
         (points[batch],) = wait([run_id], db, [batch])  # sweep's points: run_id, status, figures, peak memory

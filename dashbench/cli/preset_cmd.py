@@ -107,9 +107,18 @@ def _handle(args) -> int:
         if event.get("event") == "evaluation" and not args.json:
             progress(event)
 
-    code, result = run_cmd.execute(
-        spec, json_out=args.json, record=not args.no_store, db_path=args.db, on_event=each, device_wait=args.device_wait
+    from dashbench.jobs import run_life
+
+    # spec_for checked the spec: once per process.
+    ask = run_life.Ask(
+        options=lambda: spec,
+        db=args.db,
+        record=not args.no_store,
+        device_wait=args.device_wait,
+        checked=True,
+        follow=lambda _spec: each,
     )
+    code, result = run_cmd.execute(ask, args.json)
     if code:
         return code
     if args.json:

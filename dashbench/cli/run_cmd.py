@@ -13,8 +13,10 @@ cancelled by signal N. `preset` runs through the same `execute`, so both report 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from dashbench.cli import strict_json
 from dashbench.cli.cluster_args import add_cluster_arguments
@@ -22,9 +24,12 @@ from dashbench.cli.db_args import db_path_arg
 from dashbench.cli.spec_args import add_spec_arguments, given_fields, spec_from_args
 from dashbench.cli.terminal import fit, shown, shown_lines, terminal_width
 from dashbench.core.errors import one_line
-from dashbench.core.spec import RunSpec, SpecError, check_id, is_user_model
+from dashbench.core.spec import RunSpec, SpecError, check_id
 from dashbench.results.accuracy_text import EXIT_NOT_REACHED
 from dashbench.results.result import RunResult, phase_text
+
+if TYPE_CHECKING:
+    from dashbench.jobs import run_life
 
 
 def register(subparsers) -> None:
@@ -96,24 +101,24 @@ def handle(args) -> int:
         check_id("run_id", args.run_id, null=True)  # the rule import applies: what run stores, import takes
         if args.cluster is not None:
             return _on_cluster(args)
-        spec, from_row = _spec(args)
     except SpecError as exc:
         return report_invalid(exc, args.json)
-    progress = Progress(
-        spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend, to_accuracy=spec.to_accuracy
-    )
-    # A stored (queued) run's memory is checked again here, in the process that runs it (its own
-    # RLIMIT_AS, the memory free now): past it, the row ends `oom` (a refusal when it is not stored).
-    code, result = execute(
-        spec,
-        json_out=args.json,
-        record=not args.no_store,
-        db_path=args.db,
+    from dashbench.jobs import run_life
+
+    # A stored (queued) run's memory is checked again in the process that runs it (its own RLIMIT_AS,
+    # the memory free now): past it, the row ends `oom` (a refusal when it is not stored).
+    ask = run_life.Ask(
+        options=lambda: spec_from_args(args),
+        given=tuple(given_fields(args)),
         run_id=args.run_id,
-        on_event=progress,
+        db=args.db,
+        record=not args.no_store,
         device_wait=args.device_wait,
-        stored_row=from_row,
+        follow=lambda spec: Progress(
+            spec.steps * spec.repeats, spec.warmup, spec.steps_per_loop, spec.backend, to_accuracy=spec.to_accuracy
+        ),
     )
+    code, result = execute(ask, args.json)
     if code:
         return code
     if args.json:
@@ -158,143 +163,28 @@ def _on_cluster(args) -> int:
     return cluster_run.run(spec_from_args(args), args, args.json, report_invalid, print_json)
 
 
-def _spec(args) -> tuple[RunSpec, bool]:
-    """The spec to run and whether it is a stored row's (the --run-id of a stored run), else the
-    options'."""
-    if args.run_id is not None and not args.no_store:
-        from dashbench.jobs import runner
-        from dashbench.store import StoreError
+def execute(ask: run_life.Ask, json_out: bool) -> tuple[int, RunResult | None]:
+    """The run's life (jobs/run_life.py), its end reported the one way every command does (run,
+    preset): one `error:` line on stderr and, with --json, one JSON object on stdout. Returns (exit
+    code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory, 128+N cancelled;
+    a result not stored (--no-store) has no run_id, so its JSON has none, as the error objects."""
+    from dashbench.jobs import run_life
 
-        try:
-            stored = runner.stored_spec(args.db, args.run_id)
-        except StoreError as exc:
-            raise SpecError("db", one_line(exc)) from None
-        given = given_fields(args)
-        if stored is not None and given and _later_worker():
-            # Every host of a hand-started multi-host run gets the same command; worker 0 may have
-            # stored it already. The runner checks the options against the stored spec.
-            return spec_from_args(args), False
-        if stored is not None and given:
-            option = "--" + given[0].replace("_", "-")
-            raise SpecError(
-                given[0],
-                f"run {args.run_id} is stored with its spec, which --run-id runs as "
-                f"stored; leave out {option} (and every other spec option)",
-            )
-        if stored is not None:
-            return stored, True
-        if not given:
-            raise SpecError(
-                "run_id",
-                f"no run {args.run_id} is stored in the database; give --model and "
-                "--batch-size to record a new run under this id",
-            )
-    return spec_from_args(args), False
+    # Everything of the user's runs while the real stdout is put aside for the one JSON object.
+    with _stdout_to_stderr(True) as stdout_fd:
+        end = run_life.live(dataclasses.replace(ask, warn=_warn, last_word=_last_word(json_out, stdout_fd)))
+    if end.status == "done":
+        return 0, end.result
+    if end.status == "invalid":
+        print(f"error: {shown(end.error)}", file=sys.stderr)
+        if json_out:
+            print_json(_error_object(end.spec, "invalid", end.error, end.run_id, field=end.field))
+        return end.code, None
+    return _report_end(end.spec, json_out, end.status, end.error, end.code, end.run_id), None
 
 
-def _later_worker() -> bool:
-    from dashbench.jobs import multihost
-
-    found = multihost.role()
-    return found is not None and not found.writes_run
-
-
-def execute(
-    spec,
-    *,
-    json_out: bool,
-    record: bool,
-    db_path=None,
-    run_id=None,
-    on_event=None,
-    device_wait: str = "wait",
-    check_memory: bool = True,
-    stored_row: bool = False,
-) -> tuple[int, RunResult | None]:
-    """Run `spec` through the runner and report an error the one way every command does (run,
-    preset): one `error:` line on stderr and, with --json, one JSON object on stdout.
-    `check_memory`: refuse a run whose memory estimate exceeds what the device has (dashbench.workloads.memory)
-    before anything else, and warn on stderr past half of it.
-    `stored_row`: `run_id` is a stored (queued) row, which a memory refusal ends as `oom`.
-    Returns (exit code, result): 0 and the result, or 2 bad input / db, 1 failed, 3 out of memory,
-    128+N cancelled."""
-    from dashbench.cli.db_args import one_field, refuse_if_read_only
-    from dashbench.jobs import children, device_lock, oom, run_signals, runner
-    from dashbench.store import StoreError
-
-    try:
-        # Everything of the user's (their model file's import, builder, first calls) runs in here: its
-        # stdout goes to stderr, and every process it starts ends with the run.
-        with children.ending_with_run(), _stdout_to_stderr(True) as stdout_fd, _last_word(spec, json_out, stdout_fd):
-            refused = _before_run(spec, json_out, db_path, run_id, check_memory, stored_row)
-            if refused is None:
-                if record:
-                    refuse_if_read_only(None, "record a run")
-                result = runner.execute(
-                    spec, db_path=db_path, run_id=run_id, record=record, on_event=on_event, device_wait=device_wait
-                )
-        if refused is not None:
-            return _refused_row(spec, json_out, db_path, run_id, refused), None
-        return 0, result  # not stored (--no-store): no run_id, so its JSON has none, as the error objects
-    except SpecError as exc:
-        return report_invalid(exc, json_out, spec, getattr(exc, "run_id", None)), None
-    except device_lock.DeviceBusy as exc:  # --no-wait: refused before any row was written
-        return report_invalid(SpecError("device", str(exc)), json_out, spec), None
-    except runner.store_buffer.RunStoreLost as exc:  # measured, but its store stayed away: a local bundle has it
-        return _report_end(spec, json_out, "interrupted", str(exc), 1, getattr(exc, "run_id", None)), None
-    except StoreError as exc:  # the database cannot be opened or written: bad input, like a bad field
-        return report_invalid(
-            SpecError("db", one_field(one_line(exc))), json_out, spec, getattr(exc, "run_id", None)
-        ), None
-    except KeyboardInterrupt as exc:
-        return _report_end(spec, json_out, "cancelled", "interrupted", 130, getattr(exc, "run_id", None)), None
-    except (Exception, run_signals.RunCancelled, run_signals.OutOfHostMemory) as exc:
-        stored_id = getattr(exc, "run_id", None)
-        if isinstance(exc, run_signals.RunCancelled):  # a signal; already recorded as cancelled
-            return _report_end(spec, json_out, "cancelled", str(exc), exc.exit_code, stored_id), None
-        if oom.is_oom(exc):  # "out of host memory (N GB of M)", "out of memory (…); tried to allocate …"
-            return _report_end(spec, json_out, oom.STATUS, runner.error_text(exc), oom.EXIT_CODE, stored_id), None
-        error = f"{type(exc).__name__}: {one_line(runner.error_message(exc))}"
-        return _report_end(spec, json_out, "failed", error, 1, stored_id), None
-
-
-def _before_run(spec, json_out: bool, db_path, run_id, check_memory: bool, stored_row: bool) -> str | None:
-    """A model file's checks, then the memory estimate's; a stored row's memory refusal is returned
-    (its error, for the row to end `oom`), every other refusal raised."""
-    from dashbench.workloads import memory
-
-    if is_user_model(spec):
-        try:
-            from dashbench.engine.workloads import user
-
-            # The model file is imported here, in the run's own process; its memory checked before its
-            # weights are made.
-            user.prepare(spec, memory.check if check_memory else None)
-        except SpecError as exc:
-            if stored_row and getattr(exc, "before_build", False):
-                return f"out of memory before it started: {exc}"
-            if stored_row:
-                from dashbench.store import Store
-
-                with Store(db_path) as store:
-                    store.finish_run(run_id, "failed", error=str(exc))
-            raise
-    if not check_memory:
-        return None
-    from dashbench.engine import backends
-
-    if stored_row:
-        _say_phase(db_path, run_id, "setup")  # a step compiled here is the run setting up
-    backends.get(spec.backend).before_run(spec)  # JAX: the guard then checks XLA's bytes for the step
-    try:
-        warning = memory.check(spec)
-    except SpecError as exc:
-        if not stored_row:
-            raise
-        return f"out of memory before it started: {exc}"
-    if warning:
-        print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
-    return None
+def _warn(warning: str) -> None:
+    print(f"warning: {shown(warning)}", file=sys.stderr, flush=True)
 
 
 def check_spec(text: str) -> int:
@@ -302,8 +192,7 @@ def check_spec(text: str) -> int:
     not import it (the queue); prints {"status": "ok", "facts": its counts for the memory estimate}."""
     import json
 
-    from dashbench.jobs import children
-    from dashbench.workloads import memory_estimate
+    from dashbench.jobs import model_check
 
     spec = None
     try:
@@ -311,27 +200,12 @@ def check_spec(text: str) -> int:
             spec = RunSpec.from_dict(json.loads(text))
         except (ValueError, TypeError) as exc:
             raise SpecError("check_spec", f"not a spec's JSON: {one_line(exc)}") from None
-        if not is_user_model(spec):
-            raise SpecError("check_spec", "only a model file's run is checked this way")
-        from dashbench.engine.workloads import user
-
-        with children.ending_with_run(), _stdout_to_stderr(True):
-            user.prepare(spec, _fits_at_some_batch)  # the caller checks the batch, with the counts
+        with _stdout_to_stderr(True):
+            facts = model_check.answer(spec)
     except SpecError as exc:
         return report_invalid(exc, True, spec)
-    print_json({"status": "ok", "facts": memory_estimate.USER_MODEL_FACTS.get(spec.model)})
+    print_json({"status": "ok", "facts": facts})
     return 0
-
-
-def _fits_at_some_batch(spec) -> None:
-    """A model no batch size makes fit is refused before it is built; a batch too large is the caller's."""
-    from dashbench.workloads import memory
-
-    try:
-        memory.check(spec)
-    except SpecError as exc:
-        if exc.field != "batch_size":
-            raise
 
 
 def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None = None) -> int:
@@ -340,27 +214,6 @@ def report_invalid(exc: SpecError, json_out: bool, spec=None, run_id: str | None
     if json_out:
         print_json(_error_object(spec, "invalid", str(exc), run_id, field=exc.field))
     return 2
-
-
-def _say_phase(db_path, run_id: str, phase: str) -> None:
-    """The run's phase, for whoever follows it; a store that does not answer only leaves it unsaid."""
-    from dashbench.store import Store, StoreError, StoreUnreachable
-
-    try:
-        with Store(db_path) as store:
-            store.set_phase(run_id, phase)
-    except (StoreError, StoreUnreachable):
-        pass
-
-
-def _refused_row(spec, json_out: bool, db_path, run_id: str, error: str) -> int:
-    """A stored run that its own process finds cannot fit: its row ends `oom`, never runs."""
-    from dashbench.jobs import oom
-    from dashbench.store import Store
-
-    with Store(db_path) as store:
-        store.finish_run(run_id, oom.STATUS, error=error)
-    return _report_end(spec, json_out, oom.STATUS, error, oom.EXIT_CODE, run_id)
 
 
 def _report_end(spec, json_out: bool, status: str, error: str, code: int, run_id: str | None) -> int:
@@ -439,33 +292,21 @@ def _evaluation_text(event: dict) -> str:
     )
 
 
-@contextlib.contextmanager
-def _last_word(spec, json_out: bool, stdout_fd: int | None):
-    """The run's end is said even when the process ends itself from a thread (a stuck run cancelled,
-    a run out of host memory: jobs/run_guard.py; a user's code stuck past its time limit:
-    engine/workloads/user_import.py): with --json its one JSON object, and its children ended."""
-    from dashbench.engine.workloads import user_import
-    from dashbench.jobs import children, run_guard
+def _last_word(json_out: bool, stdout_fd: int | None):
+    """What says the run's end when the process ends itself from a thread (jobs/run_life.py): with
+    --json its one JSON object, straight to the real stdout."""
 
-    def say(obj: dict) -> None:
+    def say(end: run_life.End) -> None:
         if json_out and stdout_fd is not None:
-            os.write(stdout_fd, (strict_json.dumps(obj) + "\n").encode())
+            extra = {"field": end.field} if end.status == "invalid" else {}
+            os.write(
+                stdout_fd,
+                (
+                    strict_json.dumps(_error_object(end.spec, end.status, end.error, end.run_id, **extra)) + "\n"
+                ).encode(),
+            )
 
-    def hook(status: str, error: str, run_id: str | None) -> None:
-        say(_error_object(spec, status, error, run_id))
-
-    def stuck(line: str) -> None:
-        error = line.removeprefix("error: ")
-        say(_error_object(spec, "invalid", error, None, field=error.partition(":")[0]))
-        children.end_now()
-
-    run_guard.HARD_EXIT_HOOKS.append(hook)
-    user_import.STUCK_HOOKS.append(stuck)
-    try:
-        yield
-    finally:
-        run_guard.HARD_EXIT_HOOKS.remove(hook)
-        user_import.STUCK_HOOKS.remove(stuck)
+    return say
 
 
 @contextlib.contextmanager

@@ -135,7 +135,7 @@ def cmd_sweep(args) -> int:
     run_ids: list[str] = []
     try:
         for spec in specs:
-            run_ids.append(launcher.launch(spec, db, sweep_id=sweep_id))
+            run_ids.append(launcher.launch(spec, db, sweep_id=sweep_id, checked=True))  # checked above
         rows = _wait(run_ids, db, sizes, every(cluster))
     except KeyboardInterrupt as exc:
         for sig in previous:  # a second signal must not cut the cancelling short

@@ -50,10 +50,10 @@ class RayFleet:
 
         launch.team_store_url(db)  # a team store every host reaches, or one line saying so
 
-    def launch(self, spec: RunSpec, db, sweep_id: str | None = None) -> str:
+    def launch(self, spec: RunSpec, db, sweep_id: str | None = None, checked: bool = False) -> str:
         from dashbench.fleet.submit import submit
 
-        return submit(spec, db, self.address, on=self.on, sweep_id=sweep_id)
+        return submit(spec, db, self.address, on=self.on, sweep_id=sweep_id, checked=checked)
 
     def cancel(self, run_id: str, db) -> bool:
         from dashbench.fleet import launch

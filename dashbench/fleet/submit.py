@@ -9,16 +9,22 @@ from dashbench.fleet.address import ClusterAddress, parse
 
 
 def submit(
-    spec: RunSpec | dict, db, address: ClusterAddress | str, on: str | None = None, sweep_id: str | None = None
+    spec: RunSpec,
+    db,
+    address: ClusterAddress | str,
+    on: str | None = None,
+    sweep_id: str | None = None,
+    checked: bool = False,
 ) -> str:
     """Store the run and start it on the cluster; returns the run id. FleetError (a SpecError), with
     nothing stored, for a request no live node can hold (naming what the cluster has), a store that is
-    not a PostgreSQL server, or a cluster that cannot be reached."""
+    not a PostgreSQL server, or a cluster that cannot be reached. `checked`: the caller ran
+    catalog.check_spec on `spec` in this process already."""
     from dashbench.workloads import catalog
 
     address = address if isinstance(address, ClusterAddress) else parse(address)
-    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
-    catalog.check_spec(spec)
+    if not checked:
+        catalog.check_spec(spec)
     url = launch.team_store_url(db)
     placement = launch.plan(address, spec, on)
     if placement.kind.multi_host:

@@ -28,8 +28,10 @@ class Launcher(Protocol):
     def check(self, db) -> None:
         """Refuse (SpecError naming the field) what this launcher can never take, before any row."""
 
-    def launch(self, spec: RunSpec, db, sweep_id: str | None = None) -> str:
-        """Store the run and start it; returns its run id. SpecError, nothing stored, for bad input."""
+    def launch(self, spec: RunSpec, db, sweep_id: str | None = None, checked: bool = False) -> str:
+        """Store the run and start it; returns its run id. SpecError, nothing stored, for bad input.
+        `checked`: the caller ran the spec's checks in this process (catalog.check_spec, and memory.check
+        where checks_here), so they are not run again."""
 
     def cancel(self, run_id: str, db) -> bool:
         """Ask the run to stop (it records `cancelled` itself); False when it is not this launcher's."""
@@ -60,8 +62,8 @@ class LocalQueue:
     def check(self, db) -> None:
         return None
 
-    def launch(self, spec: RunSpec, db, sweep_id: str | None = None) -> str:
-        return queue.submit(spec, db, sweep_id=sweep_id, owner_pid=self.owner_pid)
+    def launch(self, spec: RunSpec, db, sweep_id: str | None = None, checked: bool = False) -> str:
+        return queue.submit(spec, db, sweep_id=sweep_id, owner_pid=self.owner_pid, checked=checked)
 
     def cancel(self, run_id: str, db) -> bool:
         queue.cancel(run_id, db)

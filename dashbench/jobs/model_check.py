@@ -3,14 +3,15 @@ The file may be imported only in a run's own kind of process, so `python -m dash
 --check-spec` imports and builds it there and says either its one line (raised here as the SpecError
 it was) or the model's counts, which the memory estimate here then knows: a sweep's points past the
 host's memory are refused before any is stored. One check per file, hash, builder and what shapes the
-build (the batch only where the builder takes it) in this process."""
+build (the batch only where the builder takes it) in this process. `answer` is that process's side."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from dashbench.core.spec import RunSpec, SpecError
+from dashbench.core.spec import RunSpec, SpecError, is_user_model
+from dashbench.jobs import children
 from dashbench.workloads import memory_counts
 
 CHECK_TIMEOUT_S = 900.0  # the framework's start and the file's own limits (each of its parts) inside it
@@ -50,3 +51,26 @@ def _ask(spec: RunSpec, run_command: list[str]) -> dict | None:
         raise SpecError(field, str(answer.get("error", "")).removeprefix(f"{field}: "))
     tail = " | ".join(done.stderr.strip().splitlines()[-3:])
     raise SpecError("model", f"{spec.model} could not be checked (exit {done.returncode}): {tail}")
+
+
+def answer(spec: RunSpec) -> dict | None:
+    """`run --check-spec`'s side, in the process `_ask` starts: the model file imported and built as its
+    run would (its SpecError raised); returns the model's counts for the memory estimate."""
+    if not is_user_model(spec):
+        raise SpecError("check_spec", "only a model file's run is checked this way")
+    from dashbench.engine.workloads import user
+
+    with children.ending_with_run():
+        user.prepare(spec, _fits_at_some_batch)  # the caller checks the batch, with the counts
+    return memory_counts.USER_MODEL_FACTS.get(spec.model)
+
+
+def _fits_at_some_batch(spec: RunSpec) -> None:
+    """A model no batch size makes fit is refused before it is built; a batch too large is the caller's."""
+    from dashbench.workloads import memory
+
+    try:
+        memory.check(spec)
+    except SpecError as exc:
+        if exc.field != "batch_size":
+            raise

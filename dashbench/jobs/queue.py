@@ -50,25 +50,28 @@ def _conflicts(key: str, busy: set[str]) -> bool:
 
 
 def submit(
-    spec: RunSpec | dict,
+    spec: RunSpec,
     db_path=None,
     sweep_id: str | None = None,
     owner_pid: int | None = None,
     check_memory: bool = True,
+    checked: bool = False,
 ) -> str:
     """Queue a run (a `queued` row) and start it now if its device is free. Returns its run id.
     Bad input that needs no TensorFlow (shape overrides, real data's files, a memory estimate past
     what the device has: dashbench.workloads.memory) raises SpecError first.
     `owner_pid`: the process the run belongs to (a `sweep`): if it ends before the run starts, the
     run is cancelled, never started (Store.reconcile). `check_memory` False: the run's own process
-    checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded."""
+    checks (it ends `oom` without starting), as `sweep --find-max-batch` wants each try recorded.
+    `checked`: the caller ran catalog.check_spec and memory.check on `spec` in this process (the Run
+    page, `sweep`), so neither runs again; a model file's memory is known only once it is checked here."""
     from dashbench.workloads import catalog, memory
 
-    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
-    catalog.check_spec(spec)
+    if not checked:
+        catalog.check_spec(spec)
     if is_user_model(spec):
         model_check.check(spec, RUN_COMMAND)  # imported and built in a process of its own, never here
-    if check_memory:
+    if check_memory and (not checked or is_user_model(spec)):
         memory.check(spec)  # a run that cannot fit in the device's memory is refused, never queued
     with _store(db_path) as store:
         run_id = store.create_run(spec, status="queued", sweep_id=sweep_id, host=this_host(), pid=owner_pid)

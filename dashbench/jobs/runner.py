@@ -1,4 +1,5 @@
-"""Run the engine inside this process and record the run's whole life in the store.
+"""Run the engine inside this process and record the run in the store: the measured part of a run's
+life, which run_life.py hands over once the run's spec, model file and memory are checked.
 
 The row exists before the first step (so a crash leaves a trace, never nothing), samples land while
 the run goes (so a SIGKILL keeps what was measured), and the end is always written: `done` with the
@@ -89,12 +90,14 @@ class _Recorder:
 
 @temp_folder.in_own_folder  # TensorFlow's autograph files go there, gone at the run's end
 def execute(
-    spec: RunSpec | dict | None,
+    spec: RunSpec | None,
     db_path=None,
     run_id: str | None = None,
     record: bool = True,
     on_event: Callable[[dict], None] | None = None,
     device_wait: str = device_lock.WAIT,
+    store: Store | None = None,
+    checked: bool = False,
 ) -> RunResult:
     """Run `spec` with `dashbench.engine.loop.run`, recording it. Returns the result with its run_id
     (None when not recorded).
@@ -106,10 +109,16 @@ def execute(
 
     The device's lock (device_lock) is held from before the engine starts to the run's end.
     `device_wait`: WAIT for a held device (phase "waiting for the device …"), NO_WAIT raises
-    DeviceBusy before any row is written, SHARE measures beside the holder, flagged device_shared."""
+    DeviceBusy before any row is written, SHARE measures beside the holder, flagged device_shared.
+    `store`: the run's store, open already (its owner closes it), else opened here at `db_path`.
+    `checked`: catalog.check_spec has passed `spec` in this process already (run_life.py)."""
     from dashbench.engine import loop  # looked up per call, so tests can swap loop.run
 
-    store = Store(db_path, write_retry_s=WRITE_RETRY_S) if record else None
+    owned = record and store is None
+    if owned:
+        store = Store(db_path, write_retry_s=WRITE_RETRY_S)
+    elif not record:
+        store = None
     # Every write of the run goes through `writes`, which waits out an outage of the store (store_buffer.py).
     writes = store_buffer.RunWrites(store, beat_every_s()) if store is not None else None
     # A later worker of a multi-host run writes no row of its own: worker 0 writes the run, this
@@ -127,7 +136,7 @@ def execute(
             state_of_run = state
             if store is None and spec is None:
                 raise ValueError("spec: a spec is required when the run is not recorded")
-            spec, stored = _prepare(store, spec, run_id)
+            spec, stored = _prepare(store, spec, run_id, checked)
             state.update(run_id=run_id, begun=False)
             recorder = None
 
@@ -202,7 +211,7 @@ def execute(
     finally:
         if state_of_run.get("set_run_id_env"):
             os.environ.pop(multihost.RUN_ID_ENV, None)
-        if store is not None:
+        if owned:
             store.close()
 
 
@@ -321,7 +330,7 @@ def stored_spec(db_path, run_id: str) -> RunSpec | None:
     return None if row is None else RunSpec.from_dict(row["spec"])
 
 
-def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bool]:
+def _prepare(store: Store | None, spec: RunSpec | None, run_id: str | None, checked: bool) -> tuple[RunSpec, bool]:
     """The spec to run and whether its row is stored already; checks only, no writes, so bad input
     is refused before the device is waited for and before there is a row."""
     if store is not None and run_id is not None:
@@ -330,17 +339,17 @@ def _prepare(store: Store | None, spec, run_id: str | None) -> tuple[RunSpec, bo
             if spec is None:
                 return RunSpec.from_dict(row["spec"]), True
             _check_stored(spec, row)
-            return (spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))), True
+            return spec, True
     if spec is None:
         raise StoreError(f"run_id: no run {run_id} in {store.path}, and no spec given to create it")
-    spec = spec if isinstance(spec, RunSpec) else RunSpec.from_dict(dict(spec))
     # Bad input that needs no TensorFlow is an error before there is a row: no junk `failed` runs.
     # A row that already exists (queued by the job runner) goes on, so its end says what was wrong.
     if store is not None:
         from dashbench.engine import presence
         from dashbench.workloads import catalog
 
-        catalog.check_spec(spec)
+        if not checked:
+            catalog.check_spec(spec)
         presence.require(spec)  # a GPU or TPU that is not here: this process starts the framework anyway
     return spec, False
 
@@ -353,10 +362,10 @@ def _begin(store: Store, spec: RunSpec, run_id: str | None, stored: bool) -> str
         return store.create_run(spec, status="running", pid=os.getpid(), host=this_host(), run_id=run_id)
 
 
-def _check_stored(spec, row: dict) -> None:
+def _check_stored(spec: RunSpec, row: dict) -> None:
     """A stored run runs its stored spec: one source of truth, never a second copy that disagrees."""
-    # A field left out (of a row written before the field existed, or of a dict) has its default.
-    given = spec.to_dict() if isinstance(spec, RunSpec) else {**SPEC_DEFAULTS, **spec}
+    # A field left out (of a row written before the field existed) has its default.
+    given = spec.to_dict()
     stored = {**SPEC_DEFAULTS, **row["spec"]}
     for name in [*stored, *(k for k in given if k not in stored)]:
         if given.get(name) != stored.get(name):

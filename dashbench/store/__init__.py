@@ -6,7 +6,7 @@ forward migrations (alembic revisions in migrations/, run by migrate.py), run st
 moves (states.py), run filters and DataFrames (queries.py, which also judges which stored rows can be
 read), the pages' bounded questions (browse.py), which errors are the store being away for a while
 (outage.py), the change token their cache is keyed on (watch.py), reading without leaving -wal/-shm files
-(sidecars.py), a URL's password never shown (urls.py), and export bundles (bundle.py, on the Store's
+(sidecars.py), read-only mode asked for (read_only.py), a URL's password never shown (urls.py), and export bundles (bundle.py, on the Store's
 public API). Other parts use the names below (bundles too: `export_bundle`, `import_bundles`), never the
 modules."""
 
@@ -37,6 +37,7 @@ from dashbench.store.database import (  # noqa: F401  (the store's public face)
 from dashbench.store.errors import StoreUnreachable, db_line  # noqa: F401
 from dashbench.store.outage import OUTAGE_ENV, PollWait, is_outage, outage_s  # noqa: F401
 from dashbench.store.queries import unreadable_text  # noqa: F401
+from dashbench.store.read_only import READ_ONLY_ENV, read_only_requested, refuse_if_read_only  # noqa: F401
 from dashbench.store.states import ACTIVE, FINAL, STATUSES, TERMINAL, WITH_RESULT  # noqa: F401
 from dashbench.store.urls import without_password  # noqa: F401
 

@@ -18,19 +18,13 @@ from dashbench.store.retry import retried
 from dashbench.store.states import TERMINAL
 
 
-def _spec_dict(spec: RunSpec | dict) -> dict:
-    if isinstance(spec, RunSpec):
-        return spec.to_dict()
-    return RunSpec.from_dict(dict(spec)).to_dict()
-
-
 class RunsPart:
     """The Store's run lifecycle (mixed into Store, which provides _write, _read and path)."""
 
     @retried
     def create_run(
         self,
-        spec: RunSpec | dict,
+        spec: RunSpec,
         status: str = "running",
         sweep_id: str | None = None,
         pid: int | None = None,
@@ -39,7 +33,7 @@ class RunsPart:
     ) -> str:
         if not states.allowed(None, status):
             raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
-        spec_d = _spec_dict(spec)
+        spec_d = spec.to_dict()
         # Every way a run comes in checks ids as import does, so an exported run always imports.
         check_id("run_id", run_id, null=True)
         check_id("sweep_id", sweep_id, null=True)

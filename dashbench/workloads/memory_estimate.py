@@ -11,7 +11,7 @@ import glob
 from dataclasses import dataclass
 
 from dashbench.core.spec import RunSpec, SpecError
-from dashbench.workloads import memory_counts, registry
+from dashbench.workloads import registry
 from dashbench.workloads.memory_counts import FLOAT
 
 GB = 1e9
@@ -31,9 +31,6 @@ WARN_FRACTION = 0.5  # warn when a run's estimate passes this share of the avail
 # in), and running out fails the run, not the host; the host is guarded by its own check below.
 ACCELERATOR_MARGIN = 4.0
 GIB = 2**30
-# A user's model file's counts, from the process that built it (memory_counts.know); `run`'s model
-# check prints them from here.
-USER_MODEL_FACTS = memory_counts.USER_MODEL_FACTS
 
 
 # XLA's memory analysis of a compiled JAX training step, from the run's own process (engine/jax/compiled_step.py):

@@ -1,9 +1,9 @@
 """--backend reaches the spec of every command that builds one (run, sweep, preset), and `run --run-id`
 runs the stored spec, so a queued JAX run starts on JAX."""
 
-from dashbench.cli import build_parser, preset_cmd, run_cmd, spec_args, sweep_cmd
+from dashbench.cli import build_parser, preset_cmd, spec_args, sweep_cmd
 from dashbench.core.spec import RunSpec
-from dashbench.jobs import runner
+from dashbench.jobs import run_life, runner
 from dashbench.store import Store
 
 
@@ -24,7 +24,10 @@ def test_a_stored_run_starts_with_its_stored_backend(tmp_path):
     db = tmp_path / "q.sqlite"
     with Store(db) as store:
         run_id = store.create_run(RunSpec(model="conv2d", batch_size=8, backend="jax"), status="queued")
-    args = build_parser().parse_args(["run", "--run-id", run_id, "--db", str(db)])
-    spec, from_row = run_cmd._spec(args)
+    life = run_life._Life(run_life.Ask(run_id=run_id, db=str(db)))  # as `run --run-id ID --db DB` asks
+    try:
+        spec, from_row = life.resolve()
+    finally:
+        life.close()
     assert spec.backend == "jax" and from_row
     assert runner.stored_spec(str(db), run_id).backend == "jax"

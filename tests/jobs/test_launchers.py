@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dashbench.core.spec import SpecError
+from dashbench.core.spec import RunSpec, SpecError
 from dashbench.fleet.launcher import RayFleet, every, pick
 from dashbench.jobs.launchers import Launcher, LocalQueue
 from dashbench.store import Store
@@ -58,7 +58,7 @@ def test_a_launch_either_launcher_refuses_stores_nothing(tmp_path):
     and on a cluster (a store every host reaches), with no cluster needed to say so."""
     db = tmp_path / "runs.sqlite"
     with pytest.raises(SpecError) as refused:
-        pick(None).launch({**TINY, "batch_size": 0}, db)
+        pick(None).launch(RunSpec(**{**TINY, "batch_size": 10**9}), db)  # past any host's memory
     assert refused.value.field == "batch_size"
     with pytest.raises(SpecError) as refused:
         pick("ray://head:10001").check(db)

@@ -233,7 +233,7 @@ def test_a_stored_run_runs_its_stored_spec_and_no_other(tmp_path, engine):
 
 def test_unrecorded_run_touches_no_database(tmp_path, engine, monkeypatch):
     monkeypatch.setenv("DASHBENCH_DB", str(tmp_path / "default.sqlite"))
-    result = runner.execute(SPEC.to_dict(), record=False)
+    result = runner.execute(SPEC, record=False)
     assert result.run_id is None and result.examples_per_sec == 1234.0
     assert not (tmp_path / "default.sqlite").exists()
 

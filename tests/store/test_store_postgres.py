@@ -169,7 +169,7 @@ def test_the_job_runner_hands_a_run_process_the_url_in_its_environment_only(pg_u
 
     monkeypatch.setattr(jobs_queue.subprocess, "Popen", fake_popen)
     monkeypatch.setenv("HOME", str(tmp_path))  # a server's run logs go to this host's data folder
-    run_id = jobs_queue.submit(SPEC.replace(device="cpu").to_dict(), url)
+    run_id = jobs_queue.submit(SPEC.replace(device="cpu"), url)
     assert PASSWORD not in " ".join(map(str, seen["argv"])) and "--db" not in seen["argv"]
     assert seen["env"]["DASHBENCH_DB"] == url
     with Store(url) as store:

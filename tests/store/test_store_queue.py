@@ -9,11 +9,12 @@ import pytest
 from fixtures.store_backends import db_at, on_server  # noqa: F401 (db_at: a fixture, SQLite and PostgreSQL)
 from fixtures.stored_runs import SPEC
 
+from dashbench.core.spec import RunSpec
 from dashbench.store import Store, StoreError, this_host
 
 
-def spec_on(device: str | None) -> dict:
-    return {**SPEC.to_dict(), "device": device}
+def spec_on(device: str | None) -> RunSpec:
+    return RunSpec.from_dict({**SPEC.to_dict(), "device": device})
 
 
 def test_a_claim_sees_this_hosts_runs_and_records_starts(db_at):

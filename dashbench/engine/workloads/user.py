@@ -442,16 +442,18 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype) if dtype != "bfloat16" else np.float32
 
 
-def prepare(spec, check_memory=None) -> None:
+def prepare(spec, check_memory=None, shapes=None) -> None:
     """Before a run of a model file has a row: the file is there and unchanged, it imports in time,
     its builder gives a model whose inputs can be made, and the memory estimate knows its counts.
     Bad input is a SpecError here, in the run's own process, never a `failed` run.
     `check_memory(spec)`: called with the counts of a build that allocated no weight (user_abstract),
-    before the real build; its SpecError is raised with `before_build` set."""
+    before the real build; its SpecError is raised with `before_build` set. `shapes`: what
+    catalog.check_spec returned for `spec`, where the caller has checked it in this process already."""
     from dashbench.engine import backends
     from dashbench.workloads import catalog, memory_counts
 
-    shapes = catalog.check_spec(spec)
+    if shapes is None:
+        shapes = catalog.check_spec(spec)
     backends.select(spec.backend)
     # The framework first, quietly: its C++ start-up lines would bury the one line of bad input.
     backends.get(spec.backend).import_framework()

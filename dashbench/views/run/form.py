@@ -222,7 +222,8 @@ def model_choices(models_dir: str | None) -> list[str]:
 
 
 def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -> tuple[list[RunSpec], str | None]:
-    """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id.
+    """The Run form's values → the specs to submit (one, or one per sweep batch size) and a sweep id,
+    each checked (catalog.check_spec) once; their memory is the launcher's to check (memory_warnings).
     With Quick try and no preset, the shapes are the submitted model's quick shapes, whatever the
     shape boxes held for the model chosen before."""
     values = {name: state.get(f"run_{name}") for name in FORM_FIELDS}
@@ -238,7 +239,6 @@ def specs_from_form(state, sweep: bool = False, models_dir: str | None = None) -
     else:
         sizes = parse_batch_sizes(state.get("run_sweep") or "")
         specs, sweep_id = [base.replace(batch_size=size) for size in sizes], new_sweep_id()
-    memory_warnings(specs)  # a point that cannot fit refuses the whole launch before anything is queued
     return specs, sweep_id
 
 

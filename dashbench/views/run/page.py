@@ -259,8 +259,10 @@ def _launch(ctx, places, buttons: tuple[bool, bool, bool]) -> None:
             )
             place = st.session_state.get("run_place") or fleet_views.THIS_MACHINE
             launcher = fleet_views.launcher(places.address, place)
+            # A point that cannot fit here refuses the whole launch before anything is queued; a cluster's
+            # run processes check their own. The specs are checked once, so the launcher does not again.
             warnings = run_form.memory_warnings(specs) if launcher.checks_here else []
-            ids = [launcher.launch(spec, db_path, sweep_id=sweep_id) for spec in specs]
+            ids = [launcher.launch(spec, db_path, sweep_id=sweep_id, checked=True) for spec in specs]
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
         else:
@@ -275,6 +277,7 @@ def _launch(ctx, places, buttons: tuple[bool, bool, bool]) -> None:
             if st.session_state.get("run_place"):
                 raise SpecError("where", "the largest-batch search runs on this machine: choose “this machine”")
             base, _sweep = run_form.specs_from_form(st.session_state, models_dir=ctx.settings.models_dir)
+            run_form.memory_warnings(base)  # the search starts from a batch that fits this machine
             max_batch.launch(base[0], db_path)
         except SpecError as exc:
             st.error(f"Not launched: {md_text(run_form.refusal_text(exc))}")
