@@ -188,8 +188,7 @@ class RunSpec:
         if not self.to_accuracy:
             _check_loops(self)
         _check_to_accuracy(self)
-        for name in ("label", "data_path", "tpu"):
-            check_text(name, getattr(self, name))
+        check_texts(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -274,6 +273,12 @@ def check_id(field_name: str, value: Any, null: bool = False) -> None:
         return
     if not isinstance(value, str) or not ID_RULE.fullmatch(value):
         raise SpecError(field_name, f"must be {ID_TEXT}, got {_short(value)}")
+
+
+def check_texts(spec: "RunSpec") -> None:
+    """The spec's free text (label, data path, TPU name): what a store refuses even from a spec made in code."""
+    for name in ("label", "data_path", "tpu"):
+        check_text(name, getattr(spec, name))
 
 
 def check_text(field_name: str, value: Any, limit: int = TEXT_LIMIT) -> None:

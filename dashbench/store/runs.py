@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Iterable, Iterator
 
-from dashbench.core.spec import RunSpec, check_id
+from dashbench.core.spec import RunSpec, check_id, check_texts
 from dashbench.results.result import RunResult
 from dashbench.store import schema, states, validate
 from dashbench.store.errors import StoreError
@@ -34,7 +34,9 @@ class RunsPart:
         if not states.allowed(None, status):
             raise ValueError(f"status: a new run is 'running' or 'queued', not {status!r}")
         spec_d = spec.to_dict()
-        # Every way a run comes in checks ids as import does, so an exported run always imports.
+        # Every way a run comes in checks ids and text as import does, so an exported run always imports (the
+        # rest of the spec was checked where it was made).
+        check_texts(spec)
         check_id("run_id", run_id, null=True)
         check_id("sweep_id", sweep_id, null=True)
         run_id = run_id or new_run_id()
