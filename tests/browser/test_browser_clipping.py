@@ -6,12 +6,12 @@ Measured, not looked at: a text's drawn width (the page's own font, canvas measu
 scrollWidth against the room its box gives it."""
 
 from fixtures import accuracy_results, dashboard_data
-from fixtures.browser_fixtures import IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
-from fixtures.browser_tables import grids_of, numbers_grids, sideways
+from fixtures.browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
+from fixtures.browser_tables import LABELS, geometry, grids_of, numbers_grids, sideways
 
 from dashbench.core.spec import RunSpec
 from dashbench.store import Store
-from dashbench.views.common.columns import width_of
+from dashbench.views.common.columns import COLUMNS, width_of
 from dashbench.views.common.format import SIDEBAR_PATH_CHARS, short_path_text
 
 # Every text cut short on the page: an input's value or placeholder wider than its box, an ellipsis
@@ -42,13 +42,14 @@ CLIPPED = """() => {
       if (rects.length > 1) out.push({what: 'sidebar code wraps', text: c.innerText, lines: rects.length}); } }
   return out;
 }"""
-# What a cell of the run column needs to show up to its id: the grid draws 14 px Source Sans, 8 px padding.
-ID_ROOM = """(el, room) => { const ctx = document.createElement('canvas').getContext('2d');
+# The first column's cells that need more than `room` px to show up to their id (or `whole`): the grid draws
+# 14 px Source Sans, 8 px padding.
+ID_ROOM = """(el, [room, whole]) => { const ctx = document.createElement('canvas').getContext('2d');
   const font = getComputedStyle(el.querySelector('.stDataFrameGlideDataEditor'));
   ctx.font = `${font.getPropertyValue('--gdg-base-font-style')} ${font.getPropertyValue('--gdg-font-family')}`;
   const pad = parseFloat(font.getPropertyValue('--gdg-cell-horizontal-padding'));
   return [...el.querySelectorAll('td[aria-colindex="1"]')].map(td => td.textContent)
-    .map(t => [t, Math.round(ctx.measureText(t.slice(0, t.indexOf('#') + 7)).width + 2 * pad)])
+    .map(t => [t, Math.round(ctx.measureText(whole ? t : t.slice(0, t.indexOf('#') + 7)).width + 2 * pad)])
     .filter(([t, need]) => need > room); }"""
 # Each chart's titles that Plotly's toolbar (its modebar, shown on hover over whatever lies under it) covers,
 # and how many titles were looked at: none looked at would pass for none covered.
@@ -75,6 +76,23 @@ def covered_titles(page, charts: int) -> list[dict]:
     found = page.evaluate(COVERED_TITLES)
     assert found["looked"] >= charts, found
     return found["covered"]
+
+
+def names_cut(page) -> list:
+    """The names in Compare's numbers tables that their column cuts short: the column is as wide as the grid's
+    columns leave it (the others at their set widths)."""
+    cut, names = [], []
+    for table in page.locator("[data-testid='stDataFrame']:visible").all():
+        grid = geometry(table)
+        if grid["heads"][:1] == [COLUMNS["label"].label]:
+            room = grid["scroll"] - sum(width_of(LABELS[h]) for h in grid["heads"][1:])
+            cut += table.evaluate(ID_ROOM, [room, True])
+            looked = [t for t, _ in table.evaluate(ID_ROOM, [0, True])]
+            if any(t.startswith("published: ") for t in looked):
+                table.screenshot(path=str(ARTIFACTS / f"clip-compare-numbers-{len(names)}.png"))
+            names += looked
+    assert any("ResNet-50 · TPU v2-8, real ImageNet" in t for t in names), names  # the longest was looked at
+    return cut
 
 
 def missed_target(store) -> str:
@@ -117,7 +135,11 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
     with Store(db) as store:
         missed = missed_target(store)
         runs = store.runs()
-    cnn = runs[(runs["model"] == "fashion_mnist_cnn") & (runs["status"] == "done")]["run_id"].tolist()[:2]
+    done = runs[runs["status"] == "done"]
+    chosen = (
+        done[done["model"] == "fashion_mnist_cnn"]["run_id"].tolist()[:2]
+        + done[done["model"] == "resnet50"]["run_id"].tolist()[:1]
+    )
     cut = {}  # what each page cuts short: all of it said at the end, not only the first
     with streamlit_server(db) as url:
         page = open_page(browser, url + "/run", "Run", "clip-run.png")
@@ -128,7 +150,7 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         cut["run, a Xeon's name"] = clipped(page)
         page.close()
 
-        page = open_page(browser, url + "/compare?runs=" + ",".join(cnn + [missed]), "Compare", "clip-compare.png")
+        page = open_page(browser, url + "/compare?runs=" + ",".join(chosen + [missed]), "Compare", "clip-compare.png")
         page.get_by_text("Choose runs").click()  # a link opens with the filters folded away
         chips = page.locator("[data-testid='stMultiSelect']").filter(has_text="Status")
         expect(chips.get_by_text("not_reached")).to_be_visible()
@@ -139,6 +161,7 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         numbers = numbers_grids(grids_of(page))
         assert numbers, "no numbers table on Compare"
         cut["compare, the numbers"] = sideways(numbers)  # every column it draws in view
+        cut["compare, published names"] = names_cut(page)  # a published ResNet-50 row's long name reads whole
         cut["compare, chart titles"] = covered_titles(page, 2)
         page.close()
 
@@ -147,7 +170,7 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         table = page.locator("[data-testid='stDataFrame']").first
         expect(table.locator("td").first).to_be_attached(timeout=PAGE_TIMEOUT_MS)
         assert table.locator("td[aria-colindex='1']").count() >= 10
-        cut["results, run ids"] = table.evaluate(ID_ROOM, width_of("run"))  # every run's id in view
+        cut["results, run ids"] = table.evaluate(ID_ROOM, [width_of("run"), False])  # every run's id in view
         # A model chosen: its chip reads whole.
         page.locator("[data-testid='stMultiSelect']").filter(has_text="Model").click()
         page.get_by_role("option", name="fashion_mnist_cnn").click()

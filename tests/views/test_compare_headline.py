@@ -9,12 +9,10 @@ from fixtures import dashboard_data
 
 from dashbench.costs import prices
 from dashbench.store import Store
-from dashbench.views.common.columns import width_of
+from dashbench.views.common.columns import CELL_CHAR_PX, ROOM_PX, width_of
 from dashbench.views.compare import headline
 from dashbench.views.compare import numbers as compare
 from dashbench.views.compare import sections as compare_view
-
-TABLE_PX = 938  # the table's width in the wide layout at a 1400 px window (tests/views/test_table_widths.py)
 
 
 def part(**columns) -> pd.DataFrame:
@@ -99,10 +97,32 @@ def test_with_many_runs_each_section_fits_a_1400_px_window_and_the_full_table_ke
     assert len(table.columns) > 40 and len(parts) > 1  # the table that scrolled sideways
     shown = headline.headline_parts(parts)
     for (head, section), (_, first) in zip(parts, shown):
-        assert sum(width_of(c) for c in first.table.columns) <= TABLE_PX, (head, list(first.table.columns))
+        drawn = sum(first.widths.get(c) or width_of(c) for c in first.table.columns)
+        assert drawn <= ROOM_PX, (head, list(first.table.columns))
         assert {"label", "examples_per_sec", "speedup", "mfu", "usd_per_million_examples"} <= set(first.table.columns)
         assert first.table["label"].tolist() == section["label"].tolist()
         assert "The same on every row:" in first.caption
     # Nothing is dropped from the full table and its CSV.
     back = pd.read_csv(io.BytesIO(compare.csv_bytes(table)))
     assert list(back.columns) == list(table.columns) and "speedup_vs" in back and "run_id" in back
+
+
+@pytest.mark.parametrize("flags", ["", "not on the chosen device"])
+def test_a_long_published_name_reads_whole_and_the_table_still_fits(flags):
+    from dashbench.costs import reference
+
+    longest = "published: " + max(reference.rows()["name"].astype(str), key=len)
+    table = part(
+        label=["#12 · resnet50 · cpu · 64 · float32", longest],
+        mfu=[0.2, 0.3],
+        usd_per_million_examples=[1.0, 2.0],
+        flags=["", flags],
+    )
+    shown = headline.headline(table)
+    width = shown.widths["label"]
+    assert width > width_of("label")  # the shared width cut this name ("…real ImageNet 9…")
+    assert sum(shown.widths.get(c) or width_of(c) for c in shown.table.columns) <= ROOM_PX
+    assert width >= CELL_CHAR_PX * len(longest), (width, len(longest))
+    # A name no room could hold takes the room there is, and no more.
+    huge = headline.headline(part(label=["x" * 400, "y"], mfu=[0.2, 0.3]))
+    assert sum(huge.widths.get(c) or width_of(c) for c in huge.table.columns) == ROOM_PX

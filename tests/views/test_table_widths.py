@@ -11,14 +11,14 @@ from fixtures import dashboard_data
 from dashbench.costs import prices, reference
 from dashbench.results.result import FLAG_SHORT
 from dashbench.store import Store
-from dashbench.views.common.columns import COLUMNS, MUST_SEE, text_px, width_of
+from dashbench.views.common.columns import COLUMNS, MUST_SEE, ROOM_PX, text_px, width_of
 from dashbench.views.compare import numbers as compare
 from dashbench.views.compare import sections as compare_view
 from dashbench.views.prices import tables as price_views
 from dashbench.views.results import runs as results
 
-# The table's width in the wide layout at a 1400 px window (the sidebar open), and Results' selection boxes.
-TABLE_PX, SELECT_PX = 938, 32
+# The table's width at a 1400 px window (the sidebar open), and Results' selection boxes.
+TABLE_PX, SELECT_PX = ROOM_PX, 32
 # The largest figure each number format must show whole.
 LARGEST = {
     "%.1f": 999_999.9,

@@ -25,6 +25,10 @@ class Column:
 # Estimated from the grid's 14 px font: ~7.5 px a character and ~20 px of padding and sort mark.
 CHAR_PX, PAD_PX = 7.5, 20
 KIND_WIDTH = {"text": 120, "number": 90, "datetime": 140, "checkbox": 60}
+# The room a table has beside the sidebar at a 1400 px window, and what a cell's text takes a character
+# there (the grid's 14 px proportional font, estimated high: a name estimated too wide is still whole).
+ROOM_PX = 938
+CELL_CHAR_PX, CELL_PAD_PX = 6.2, 24
 # What a row must show without scrolling sideways, in each dashboard table's first columns.
 MUST_SEE = ("examples_per_sec", "mfu", "usd_per_million_examples", "flags")
 
@@ -141,6 +145,15 @@ def as_shown(frame):
 def text_px(text: str) -> int:
     """About how wide `text` is drawn in a table cell, padding included."""
     return round(CHAR_PX * len(text) + PAD_PX)
+
+
+def fitted_width(name: str, texts, others: list[str]) -> int:
+    """Column `name`'s width in a table that also shows the columns `others`: wide enough for its longest
+    text, never narrower than width_of's, and never so wide that the table outgrows ROOM_PX."""
+    longest = max((len(str(t)) for t in texts), default=0)
+    need = round(CELL_CHAR_PX * longest + CELL_PAD_PX)
+    room = ROOM_PX - sum(width_of(o) or 0 for o in others)
+    return max(width_of(name), min(need, room))
 
 
 def width_of(name: str) -> int | None:

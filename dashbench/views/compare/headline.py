@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from dashbench.views.common.columns import COLUMNS
+from dashbench.views.common.columns import COLUMNS, fitted_width
 from dashbench.views.common.format import cost_help, is_missing, md_text
 
 # A row's name and what it is read for (columns.MUST_SEE and its speed-up), in compare_table's order.
@@ -29,6 +29,7 @@ class Headline:
     table: pd.DataFrame
     caption: str  # markdown; "" when there is nothing to say
     hints: dict = field(default_factory=dict)
+    widths: dict = field(default_factory=dict)  # column -> px, where this table's own rows set it
 
 
 def _empty(value) -> bool:
@@ -118,7 +119,10 @@ def headline(part: pd.DataFrame, headed: bool = False) -> Headline:
     if shared:
         notes.append(shared)
     hints = {"usd_per_million_examples": cost_help(part["model"] if "model" in part else ())}
-    return Headline(part[shown].reset_index(drop=True), " ".join(notes), hints)
+    # The row's name takes the room the figures leave: a published row's long name reads whole.
+    others = [c for c in shown if c != "label"]
+    widths = {"label": fitted_width("label", part["label"], others)} if "label" in part else {}
+    return Headline(part[shown].reset_index(drop=True), " ".join(notes), hints, widths)
 
 
 def headline_parts(parts: list[tuple[str, pd.DataFrame]]) -> list[tuple[str, Headline]]:

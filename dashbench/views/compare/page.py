@@ -379,7 +379,8 @@ def _the_numbers(built: Built) -> None:
     for head, shown in ui.memo(key + ("headline",), headline.headline_parts, parts):
         if head:
             st.markdown(head)
-        ui.table(shown.table, hints=shown.hints)
+        # As wide as its columns: a stretched grid widens only its unpinned figures, never the pinned name.
+        ui.table(shown.table, hints=shown.hints, widths=shown.widths, width="content")
         if shown.caption:
             st.caption(shown.caption)
     # Built only while open, as the epochs table: a closed expander's table still cost every visit its Arrow.

@@ -190,16 +190,22 @@ def column_config(table) -> dict:
     return config
 
 
-def table(frame, hints: dict | None = None, **kwargs):
+def table(frame, hints: dict | None = None, widths: dict | None = None, **kwargs):
     """st.dataframe with dashbench's column labels and formats, without the index; a missing value
     is a blank cell (not Streamlit's grey "None"), and text that only says "None" is missing too.
-    `hints` replaces columns' hints for this table (column name -> text), e.g. a cost's unit."""
+    `hints` replaces columns' hints for this table (column name -> text), e.g. a cost's unit; `widths` their
+    px widths (column name -> px), e.g. a name column fitted to this table's names."""
     kwargs.setdefault("placeholder", "")
     data, config = _shown(frame)
     if hints:
         config = {
             **config,
             **{name: _Config({**config[name], "help": text}) for name, text in hints.items() if name in config},
+        }
+    if widths:
+        config = {
+            **config,
+            **{name: _Config({**config[name], "width": px}) for name, px in widths.items() if name in config},
         }
     return st.dataframe(data, column_config=config, hide_index=True, **kwargs)
 
