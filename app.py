@@ -16,6 +16,7 @@ st.set_page_config(page_title="dashbench", page_icon="⏱️", layout="wide")
 needs.stop_if_missing()  # before the imports below, which need what it checks
 
 from dashbench.views.common import context, store_handles
+from dashbench.views.common import devices as run_devices
 from dashbench.views.common import settings as settings_module
 from dashbench.views.common.format import path_text, short_path_text
 from dashbench.views.streamlit import ui
@@ -24,6 +25,7 @@ settings = settings_module.load()
 # One handle per database, shared by every run of every session: never closed here (store_handles).
 store, store_error = store_handles.shared_store(settings)
 if not settings.read_only and store is not None:
+    run_devices.look_ahead()  # the Run page's device discovery, begun on whichever page opens first
     try:
         context.pump_jobs(settings)  # start queued runs whose device is free; idempotent
     except store_handles.StoreUnreachable as exc:  # the team store's server went away: the page says so and retries

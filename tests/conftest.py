@@ -125,3 +125,13 @@ def pytest_collection_modifyitems(config, items):
     # The lost hosts' tests kill cluster nodes: after them, the next Ray test would wait for those nodes
     # to be started again (tests/fixtures/ray_cluster.py's restore). Last, they leave none to start.
     items.sort(key=lambda item: item.nodeid.split("::")[0].endswith(LOSES_HOSTS))
+
+
+@pytest.fixture(autouse=True)
+def _no_device_look_ahead(monkeypatch):
+    """The dashboard starts the Run page's device discovery (a TensorFlow process) on any page's first run:
+    a test's app does not, unless it is the test's subject (tests/views/test_device_discovery.py); the Run
+    page still discovers them when it is shown."""
+    from dashbench.views.common import devices
+
+    monkeypatch.setattr(devices, "look_ahead", lambda: None)

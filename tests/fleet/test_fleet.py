@@ -279,7 +279,7 @@ def test_a_run_launched_from_the_run_page_lands_in_the_team_store_on_its_node_an
     from fixtures.app_test import APP, TIMEOUT_S, assert_clean, show, texts
     from streamlit.testing.v1 import AppTest
 
-    from dashbench.views.run import devices as device_views
+    from dashbench.views.common import devices as device_views
 
     monkeypatch.setenv("RAY_ADDRESS", ray_cluster.dashboard_url)
     monkeypatch.setenv("DASHBENCH_DB", pg_url)

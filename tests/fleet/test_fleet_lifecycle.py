@@ -152,7 +152,7 @@ def test_a_run_outlives_the_dashboard_that_launched_it_and_a_fresh_run_page_canc
     from fixtures.app_test import APP, TIMEOUT_S, assert_clean, show
     from streamlit.testing.v1 import AppTest
 
-    from dashbench.views.run import devices as device_views
+    from dashbench.views.common import devices as device_views
 
     address = ray_cluster.dashboard_url
     _gpu_free(address)

@@ -163,7 +163,7 @@ def test_run_sweep_preset_and_queue_refuse_before_anything_is_stored(tmp_path, c
 def test_run_page_refuses_and_warns_before_queueing(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from dashbench.views.run import devices as device_views
+    from dashbench.views.common import devices as device_views
 
     monkeypatch.setattr(queue, "pump", lambda db_path=None: [])  # nothing starts: no training here
     monkeypatch.setattr(

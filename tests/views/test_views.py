@@ -11,14 +11,14 @@ from fixtures import dashboard_data
 from dashbench.core.spec import RunSpec, SpecError
 from dashbench.costs import prices, reference, run_cost
 from dashbench.store import STATUSES, TERMINAL, Store
-from dashbench.views.common import charts, context, sample_charts, stored_runs
+from dashbench.views.common import charts, context, devices, sample_charts, stored_runs
 from dashbench.views.common.format import flag_list, flag_text, md_text, run_label
 from dashbench.views.common.samples import prepare_samples, step_samples
 from dashbench.views.compare import numbers as compare
 from dashbench.views.compare import picker
 from dashbench.views.results import runs as results
-from dashbench.views.run import devices, live
 from dashbench.views.run import form as run_form
+from dashbench.views.run import live
 
 # The one sweep-id format, made by the CLI's sweep and the Run page alike (store.new_sweep_id).
 SWEEP_ID = r"sweep-\d{8}-\d{6}-[0-9a-f]{8}"

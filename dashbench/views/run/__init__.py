@@ -1,1 +1,1 @@
-"""The Run page: its widgets (page), and its form, devices, fleet places, checks and live panel."""
+"""The Run page: its widgets (page), and its form, fleet places, checks and live panel."""

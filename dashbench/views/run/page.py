@@ -11,9 +11,9 @@ from dashbench.core.spec import BACKENDS, DATA_SOURCES, PRECISIONS, SpecError
 from dashbench.jobs import checks, max_batch, queue
 from dashbench.results import accuracy_text
 from dashbench.views.common import context, sample_charts, stored_runs
+from dashbench.views.common import devices as device_views
 from dashbench.views.common.format import md_text, run_label
 from dashbench.views.run import checks as check_views
-from dashbench.views.run import devices as device_views
 from dashbench.views.run import fleet as fleet_views
 from dashbench.views.run import form as run_form
 from dashbench.views.run import live
@@ -67,14 +67,40 @@ def show() -> None:
 
 
 def _devices_and_places():
-    with st.spinner("Looking for devices on this machine…"):
-        devices = device_views.device_info()
+    devices = device_views.device_info(wait=False)
+    if devices is None:  # the form is drawn at once, with the CPU; the devices fill in when found
+        st.fragment(_until_devices_found, run_every=1.0)()
+        st.session_state.setdefault(PROVISIONAL, "run_device" not in st.session_state)
+        devices = device_views.LOOKING
+    elif st.session_state.pop(PROVISIONAL, False):
+        _device_found(devices.kinds)
     if devices.error:
         st.warning(md_text(devices.error))
     places = fleet_views.places()  # "this machine", and a Ray cluster's places when RAY_ADDRESS names one
     if places.error:
         st.warning(f"The cluster at {md_text(places.address)}: {md_text(places.error)}")
     return devices, places
+
+
+PROVISIONAL = "run_device_provisional"  # the CPU was chosen only because the devices were not known yet
+
+
+def _until_devices_found():
+    if device_views.device_info(wait=False) is None:
+        st.caption("Looking for devices on this machine… the form offers the CPU until they are found.")
+    else:
+        st.rerun(scope="app")
+
+
+def _device_found(kinds: list[str]) -> None:
+    """The CPU offered while the discovery ran was no one's choice: the machine's default device replaces it,
+    and a preset chosen meanwhile takes that device's values."""
+    state = st.session_state
+    if state.get("run_device", kinds[0]) == kinds[0]:
+        return
+    state["run_device"] = kinds[0]
+    if state.get("run_preset"):
+        state.update(run_form.preset_form_values(state["run_preset"], kinds[0], quick=state.get("run_quick", False)))
 
 
 def _machine_check_panel(ctx):

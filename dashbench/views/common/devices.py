@@ -13,6 +13,7 @@ from typing import Any
 
 _DEVICE_CACHE: dict[str, tuple[float, "DeviceInfo"]] = {}
 _DEVICE_LOCK = threading.Lock()
+_LOOKING: dict[str, threading.Thread] = {}  # python -> the discovery running in the background for it
 # A failed discovery is retried after this long; a successful one holds for the process (devices
 # do not come and go under a running server; restart it after changing hardware).
 DEVICE_RETRY_S = 60.0
@@ -28,15 +29,47 @@ class DeviceInfo:
     error: str | None = None
 
 
-def device_info(python: str | None = None, timeout: float = 180.0, refresh: bool = False) -> DeviceInfo:
-    """Devices on this machine, discovered in a subprocess (TF stays out of the app) and cached per process."""
+# What the Run page offers while the discovery is still running: the CPU, which every machine has.
+LOOKING = DeviceInfo(kinds=["cpu"], description={"cpu": "CPU"})
+
+
+def device_info(
+    python: str | None = None, timeout: float = 180.0, refresh: bool = False, wait: bool = True
+) -> DeviceInfo | None:
+    """Devices on this machine, discovered in a subprocess (TF stays out of the app) and cached per process.
+    With `wait=False`, None while the discovery runs (started in the background if it was not running)."""
     python = python or sys.executable
     with _DEVICE_LOCK:
         cached = _DEVICE_CACHE.get(python)
         stale = cached is not None and cached[1].error and time.monotonic() - cached[0] > DEVICE_RETRY_S
-        if refresh or cached is None or stale:
-            _DEVICE_CACHE[python] = (time.monotonic(), _discover(python, timeout))
+        if not (refresh or cached is None or stale):
+            return cached[1]
+        looking = _LOOKING.get(python)
+        if looking is None:
+            looking = threading.Thread(target=_look, args=(python, timeout), name="dashbench-devices", daemon=True)
+            _LOOKING[python] = looking
+            looking.start()
+    if not wait:
+        return None
+    looking.join()
+    with _DEVICE_LOCK:
         return _DEVICE_CACHE[python][1]
+
+
+def look_ahead() -> None:
+    """Start the discovery in the background, so that the Run page finds it done: the dashboard calls it on
+    any page's first run, and a visitor who opens Compare first then finds the Run form whole at once."""
+    device_info(wait=False)
+
+
+def _look(python: str, timeout: float) -> None:
+    try:
+        found = _discover(python, timeout)
+    except Exception as exc:  # a thread's error would be lost: the page says it instead
+        found = DeviceInfo(kinds=["cpu"], error=f"device discovery failed ({exc}); offering the CPU only")
+    with _DEVICE_LOCK:
+        _DEVICE_CACHE[python] = (time.monotonic(), found)
+        del _LOOKING[python]
 
 
 def _discover(python: str, timeout: float) -> DeviceInfo:
