@@ -179,4 +179,16 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         page.keyboard.press("Escape")
         cut["results, a model chosen"] = clipped(page)
         page.close()
+
+        # Predict, a workload profiled at its full size: its table reads whole, without scrolling sideways.
+        page = open_page(browser, url + "/predict", "Predict", "clip-predict.png")
+        page.get_by_text("a workload, profiled in a child process").click()
+        page.get_by_role("button", name="Profile it").click()
+        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=PAGE_TIMEOUT_MS)
+        expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1, timeout=PAGE_TIMEOUT_MS)  # below it
+        expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        tables = grids_of(page)
+        assert [g["heads"][0] for g in tables] == ["device"], tables
+        cut["predict"] = clipped(page) + sideways(tables)
+        page.close()
     assert not any(cut.values()), {where: texts for where, texts in cut.items() if texts}

@@ -37,6 +37,14 @@ def test_a_stored_run_is_predicted_on_every_device_with_its_measurement_and_targ
     assert "TPU v6e ×1" in set(frame["device"]) and "H100 SXM ×1" in set(frame["device"])
     assert frame.loc[frame["device"] == "TPU v6e ×1", "measured"].item() != ""
     assert "← cheapest" in texts(at) and "500 steps" in texts(at)
+    # The step time, the spot price and the calibration are in the full table, built when it is opened.
+    assert not {"step", "$/M spot", "calibration"} & set(frame.columns)
+    at.session_state["pred_all"] = True
+    at.run()
+    assert_clean(at)
+    shown, full = (d.value for d in at.dataframe)
+    assert list(shown.columns) == [c for c in full.columns if c not in ("step", "$/M spot", "calibration")]
+    assert {"step", "$/M spot", "calibration"} <= set(full.columns) and len(full) == len(shown)
 
 
 def test_a_workload_is_profiled_in_a_child_process_and_predicted(tmp_path, monkeypatch):

@@ -134,12 +134,22 @@ def as_shown(frame):
     """The frame as a table shows it: each scaled column (a fraction as a percentage) multiplied."""
     if not hasattr(frame, "assign"):
         return frame
+    # Only numbers: a column of text under a known name (a figure already written as "41%") is shown as it is.
     scaled = {
         name: frame[name] * COLUMNS[name].scale
         for name in frame.columns
-        if name in COLUMNS and COLUMNS[name].scale != 1.0
+        if name in COLUMNS and COLUMNS[name].scale != 1.0 and not written(frame[name])
     }
     return frame.assign(**scaled) if scaled else frame
+
+
+def written(column) -> bool:
+    """Whether a column holds text (a figure already written, as "41%"), not numbers."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(column):
+        return False
+    return any(isinstance(v, str) for v in column.dropna())
 
 
 def text_px(text: str) -> int:
@@ -147,13 +157,16 @@ def text_px(text: str) -> int:
     return round(CHAR_PX * len(text) + PAD_PX)
 
 
+def cells_px(texts) -> int:
+    """About how wide a column must be to show the longest of `texts` whole in its cells."""
+    return round(CELL_CHAR_PX * max((len(str(t)) for t in texts), default=0) + CELL_PAD_PX)
+
+
 def fitted_width(name: str, texts, others: list[str]) -> int:
     """Column `name`'s width in a table that also shows the columns `others`: wide enough for its longest
     text, never narrower than width_of's, and never so wide that the table outgrows ROOM_PX."""
-    longest = max((len(str(t)) for t in texts), default=0)
-    need = round(CELL_CHAR_PX * longest + CELL_PAD_PX)
     room = ROOM_PX - sum(width_of(o) or 0 for o in others)
-    return max(width_of(name), min(need, room))
+    return max(width_of(name), min(cells_px(texts), room))
 
 
 def width_of(name: str) -> int | None:

@@ -12,6 +12,7 @@ from dashbench.predict import words
 from dashbench.predict.roofline import CHIP_PRECISIONS, PredictError
 from dashbench.views.common.format import md_text
 from dashbench.views.predict import charts, profiles
+from dashbench.views.predict import table as predict_table
 from dashbench.views.streamlit import ui
 from dashbench.workloads import model_file
 
@@ -54,7 +55,13 @@ def show() -> None:
         st.info("No device of the catalog computes at this precision.")
         return
     st.plotly_chart(charts.figure(rows), key="pred_chart")
-    ui.table(words.frame(rows))
+    full = words.frame(rows)
+    shown, widths = predict_table.headline(full)
+    ui.table(shown, widths=widths, width="content")
+    folded = f"Every column ({len(full.columns)}): step time, spot price, calibration"
+    with st.expander(folded, key="pred_all", on_change="rerun") as every_column:
+        if every_column.open:  # built only while open
+            ui.table(full, widths=predict_table.widths(full))
     for note in sorted({r["band_note"] for r in rows if r["band_note"]}):
         st.caption(md_text(note))
     lines = words.target_lines(rows)

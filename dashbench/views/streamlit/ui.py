@@ -171,7 +171,7 @@ def key_of(mapping: dict) -> tuple:
 
 def column_config(table) -> dict:
     """st.column_config for a dashbench table: readable labels and number formats (views.columns)."""
-    from dashbench.views.common.columns import COLUMNS, width_of
+    from dashbench.views.common.columns import COLUMNS, width_of, written
 
     config = {}
     for name in table.columns:
@@ -179,11 +179,12 @@ def column_config(table) -> dict:
         if spec is None:
             continue
         common = dict(label=spec.label, help=spec.help, pinned=spec.pinned or None, width=width_of(name))
-        if spec.kind == "number":
+        kind = "text" if spec.kind == "number" and written(table[name]) else spec.kind
+        if kind == "number":
             config[name] = st.column_config.NumberColumn(format=spec.format, **common)
-        elif spec.kind == "datetime":
+        elif kind == "datetime":
             config[name] = st.column_config.DatetimeColumn(format=spec.format, **common)
-        elif spec.kind == "checkbox":
+        elif kind == "checkbox":
             config[name] = st.column_config.CheckboxColumn(**common)
         else:
             config[name] = st.column_config.TextColumn(**common)
@@ -202,10 +203,10 @@ def table(frame, hints: dict | None = None, widths: dict | None = None, **kwargs
             **config,
             **{name: _Config({**config[name], "help": text}) for name, text in hints.items() if name in config},
         }
-    if widths:
+    if widths:  # a column without a spec in views.common.columns takes its width alone
         config = {
             **config,
-            **{name: _Config({**config[name], "width": px}) for name, px in widths.items() if name in config},
+            **{name: _Config({**config.get(name, {}), "width": px}) for name, px in widths.items() if name in frame},
         }
     return st.dataframe(data, column_config=config, hide_index=True, **kwargs)
 
