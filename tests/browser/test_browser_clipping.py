@@ -133,7 +133,6 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
     assert len(short_path_text(db)) == SIDEBAR_PATH_CHARS, short_path_text(db)
     ids = dashboard_data.fill(db, n_runs=30)
     with Store(db) as store:
-        missed = missed_target(store)
         runs = store.runs()
     done = runs[runs["status"] == "done"]
     chosen = (
@@ -143,12 +142,16 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
     cut = {}  # what each page cuts short: all of it said at the end, not only the first
     with streamlit_server(db) as url:
         page = open_page(browser, url + "/run", "Run", "clip-run.png")
+        # The last finished run's card, of six figures and more: none cut ("4× TP…").
+        expect(page.get_by_text("ran on", exact=True).first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         cut["run"] = clipped(page)
         # The Device select's box has room for a cloud VM's CPU name (this machine's may be shorter).
         device = page.locator("[data-testid='stSelectbox']").filter(has_text="Device").locator("input")
         device.evaluate("(el, name) => { el.value = name; }", XEON)
         cut["run, a Xeon's name"] = clipped(page)
         page.close()
+        with Store(db) as store:
+            missed = missed_target(store)  # now the newest finished run: its card has fewer figures
 
         page = open_page(browser, url + "/compare?runs=" + ",".join(chosen + [missed]), "Compare", "clip-compare.png")
         page.get_by_text("Choose runs").click()  # a link opens with the filters folded away

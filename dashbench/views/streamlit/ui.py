@@ -348,7 +348,8 @@ def _retry_when_back(settings) -> None:
         st.rerun(scope="app")
 
 
-TILE_CHARS = 12  # the longest value a headline tile shows whole beside six others at a 1400 px window
+TILE_CHARS = 12  # the longest value a headline tile shows whole, TILES_PER_ROW to a row at a 1400 px window
+TILES_PER_ROW = 3  # six in one row cut a label ("sequences/s, median…") and a device ("4× TP…")
 
 
 def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
@@ -363,9 +364,10 @@ def run_summary(detail: dict, accuracy: list[str] = ()) -> None:
     # A figure is a tile; a name (a model file's "mlp.py:build") is a line of its own: a tile as narrow as a
     # figure's cut it to "mlp…".
     tiles = [figure for figure in detail["headline"] if len(str(figure[1])) <= TILE_CHARS]
-    for col, (label, value, more) in zip(st.columns(len(tiles)) if tiles else [], tiles):
-        col.metric(md_text(label), value)
-        col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
+    for start in range(0, len(tiles), TILES_PER_ROW):
+        for col, (label, value, more) in zip(st.columns(TILES_PER_ROW), tiles[start : start + TILES_PER_ROW]):
+            col.metric(md_text(label), value)
+            col.caption(md_text_with_commands(more))  # "run `python -m dashbench doctor`" as code
     for label, value, more in detail["headline"]:
         if len(str(value)) > TILE_CHARS:
             st.markdown(
