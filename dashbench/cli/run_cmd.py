@@ -273,7 +273,10 @@ class Progress:
                 line = f"  step {self.measured_steps}/{self.steps}: {per_step * 1e3:.1f} ms/step, loss {loss}"
         else:
             return
-        print(fit(line, terminal_width(sys.stderr)), file=sys.stderr, flush=True)
+        # One write, the newline in it: print() writes the line and its newline apart, and a note the store's
+        # retry thread writes (after flushing stderr) between the two was glued to the end of a step's line.
+        sys.stderr.write(fit(line, terminal_width(sys.stderr)) + "\n")
+        sys.stderr.flush()
 
 
 def _evaluation_text(event: dict) -> str:

@@ -270,7 +270,8 @@ def say_past_silencing(line: str) -> None:
 
 
 def say(line: str) -> None:
-    try:
-        print(line, file=sys.stderr, flush=True)
+    try:  # one write, the newline in it: a thread's note flushed between line and newline would join them
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass
