@@ -28,6 +28,7 @@ from dashbench.fleet.address import (
 )
 
 _clients: dict[str, object] = {}
+CLIENT_LOG_STREAM = "ray.util.client.logsclient"  # the logger of a Ray Client session's log stream
 
 
 def jobs_client(address: ClusterAddress | str):
@@ -47,7 +48,10 @@ def jobs_client(address: ClusterAddress | str):
 @contextlib.contextmanager
 def _client_session(address: ClusterAddress):
     """A Ray Client session's settings for the while it is made (client_env), and Ray's INFO line about
-    its ray.init arguments kept off the user's terminal (a command says one line when it fails)."""
+    its ray.init arguments kept off the user's terminal (a command says one line when it fails). So is
+    the session's log stream's logger (CLIENT_LOG_STREAM): a session the head failed to start ends that
+    stream with a traceback of its own, and a session's server has nothing to say to a command that
+    only asks it where the dashboard is."""
     if address.kind != "client":
         yield
         return
@@ -59,10 +63,15 @@ def _client_session(address: ClusterAddress):
     quiet = logging.getLogger("ray.client_builder")
     level = quiet.level
     quiet.setLevel(logging.WARNING)
+    # Ray sets this logger's level itself when the session starts: only `disabled` stays as set here.
+    stream = logging.getLogger(CLIENT_LOG_STREAM)
+    was_disabled = stream.disabled
+    stream.disabled = True
     try:
         yield
     finally:
         quiet.setLevel(level)
+        stream.disabled = was_disabled
         if grace is None:
             os.environ.pop(CLIENT_GRACE_ENV, None)
 

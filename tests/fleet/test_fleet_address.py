@@ -1,6 +1,7 @@
 """The fleet without a cluster: the address forms, and nothing changes where Ray is not installed."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -25,6 +26,33 @@ def test_the_four_address_forms_ray_users_type_are_taken_and_anything_else_named
         assert "ray://HOST:10001" in str(caught.value) and "http://HOST:8265" in str(caught.value)
     with pytest.raises(FleetError, match="RAY_ADDRESS"):
         parse(None, env={})
+
+
+def test_a_ray_client_session_keeps_rays_client_logs_off_the_terminal_and_gives_them_back_after():
+    from dashbench.fleet.address import CLIENT_GRACE_ENV
+    from dashbench.fleet.inventory import CLIENT_LOG_STREAM, _client_session
+
+    builder, stream = logging.getLogger("ray.client_builder"), logging.getLogger(CLIENT_LOG_STREAM)
+    assert not stream.disabled and CLIENT_GRACE_ENV not in os.environ
+    with _client_session(parse("http://head:8265")):
+        assert not stream.disabled and CLIENT_GRACE_ENV not in os.environ  # no Ray Client session
+    level, stream_level = builder.level, stream.level
+    shown = []
+    catch = logging.Handler()
+    catch.emit = shown.append
+    stream.addHandler(catch)
+    try:
+        with _client_session(parse("ray://head:10001")):
+            assert builder.level == logging.WARNING and os.environ[CLIENT_GRACE_ENV] == "0"
+            stream.setLevel(logging.INFO)  # as Ray does when the session starts
+            stream.error("Unexpected exception:")  # as a stream the head ended says
+        assert shown == []
+        assert not stream.disabled and builder.level == level and CLIENT_GRACE_ENV not in os.environ
+        stream.error("after the session")
+        assert [r.getMessage() for r in shown] == ["after the session"]
+    finally:
+        stream.removeHandler(catch)
+        stream.setLevel(stream_level)
 
 
 BLOCK_RAY = "import sys; sys.modules['ray'] = None; "  # `import ray` raises ImportError, as without it

@@ -2,6 +2,7 @@
 proxier), which a busy head can fail to start. A command gets its answer, or after a few tries one line
 that says what to retry (dashbench/fleet/address.py)."""
 
+import logging
 import subprocess
 from pathlib import Path
 
@@ -10,8 +11,16 @@ from fixtures import ray_cluster as rc
 from fixtures.fleet_runs import _cli
 
 from dashbench.fleet.address import CLIENT_TRIES
+from dashbench.fleet.inventory import CLIENT_LOG_STREAM
 
 PROXY = "client-proxy"  # the marker of the second proxy's processes (tests/fixtures/ray_cluster.py)
+# Ray's proxy, `python -m ray.util.client.server`, as the head runs it, whose log stream for a session it
+# failed to start ends at once: Ray pauses between its tries to find that session's server, a fixed wait
+# (not read from the environment) the client's disconnect sits through on each of the command's tries.
+PROXY_MAIN = (
+    "import runpy; import ray.util.client.server.proxier as proxier; proxier.LOGSTREAM_RETRY_INTERVAL_SEC = 0; "
+    "runpy.run_module('ray.util.client.server', run_name='__main__')"
+)
 
 
 @rc.needs_ray()
@@ -25,19 +34,26 @@ def test_devices_through_the_ray_client_address_lists_the_clusters_hosts(ray_clu
 
 
 @rc.needs_ray()
+def test_the_log_stream_logger_dashbench_quiets_is_the_one_rays_client_logs_through():
+    import ray.util.client.logsclient
+
+    assert logging.getLogger(CLIENT_LOG_STREAM) is ray.util.client.logsclient.logger
+
+
+@rc.needs_ray()
 @pytest.mark.xdist_group("ray")  # the session's cluster: see scripts/test.sh
 def test_a_head_that_never_starts_a_client_session_gets_one_line_saying_what_to_retry(ray_cluster):
     """A second Ray Client proxy on the session's cluster, as `ray start --head` runs one, whose wait for
     each session's server is 0 s (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S, read by Ray's proxier): every
-    session fails as a busy head's slow start does, the same way each time."""
+    session fails as a busy head's slow start does, the same way each time (PROXY_MAIN)."""
     port = rc._free_port()
     logs = Path(ray_cluster.folder) / "ray" / "session_latest" / "logs"
     before = set(logs.glob("ray_client_server_*.err"))
     proxy = subprocess.Popen(
         [
             f"{rc.VENV_BIN}/python",
-            "-m",
-            "ray.util.client.server",
+            "-c",
+            PROXY_MAIN,
             f"--address={ray_cluster.gcs_address}",
             "--host=127.0.0.1",
             f"--port={port}",

@@ -100,8 +100,7 @@ def test_a_run_uses_its_hosts_ray_python_and_a_host_without_dashbench_is_refused
         with Store(pg_url) as store:
             assert store.count_runs() == before  # nothing queued
     finally:
-        ray_cluster.kill_node(OFF_PATH)
-        ray_cluster.kill_node(BARE)
+        ray_cluster.kill_node(OFF_PATH, BARE)
 
 
 def _asks(ray_cluster) -> int:
