@@ -115,7 +115,8 @@ def test_a_builder_that_never_returns_is_stopped_at_the_time_limit(backend, tmp_
 def test_a_builder_that_keeps_its_stop_is_ended_from_outside(tmp_path):
     path = write(tmp_path, "hostile.py", HOSTILE)
     db = tmp_path / "runs.sqlite"
-    done = run(f"{path}:stubborn", db, "jax", tmp_path)
+    # The backstop's grace made short: what is proved is that it ends the process, not how long it waits.
+    done = run(f"{path}:stubborn", db, "jax", tmp_path, DASHBENCH_MODEL_BACKSTOP_S="1")
     refused(done, "error: model: hostile.py:stubborn() did not return within 2 s", "model")
     assert rows(db) == []
 
@@ -237,3 +238,14 @@ def test_the_queue_and_a_sweep_store_nothing_for_a_bad_model_file(tmp_path, capf
     with pytest.raises(SpecError, match="no batch size fits") as caught:
         queue.submit(huge, db)
     assert caught.value.field == "memory" and rows(db) == []
+
+
+def test_the_backstops_grace_is_read_from_its_variable(monkeypatch):
+    from dashbench.engine.workloads import user_import
+
+    for value, grace in [(None, 5.0), ("1", 1.0), ("0.5", 0.5), ("0", 5.0), ("-2", 5.0), ("soon", 5.0), ("", 5.0)]:
+        if value is None:
+            monkeypatch.delenv("DASHBENCH_MODEL_BACKSTOP_S", raising=False)
+        else:
+            monkeypatch.setenv("DASHBENCH_MODEL_BACKSTOP_S", value)
+        assert user_import.backstop_s() == grace, value

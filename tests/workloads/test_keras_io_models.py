@@ -157,3 +157,34 @@ def test_bad_input_shapes_are_named(tmp_path, capfd, inputs, words):
     assert main(["run", "--model", f"{path}:build_bad", "--db", str(tmp_path / "r.sqlite"), *TINY]) == 2
     err = capfd.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+COUNTED = """
+import os
+import keras
+
+def build():
+    with open(os.environ["BUILDS_FILE"], "a") as handle:
+        handle.write("built\\n")
+    x = keras.Input((4,), name="x")
+    return keras.Model(x, keras.layers.Dense(2)(x))
+"""
+
+
+def test_a_model_files_check_runs_its_builder_once_for_real(tmp_path, monkeypatch):
+    """Before a run: once without weights (the memory check's counts), once for real (the model's
+    inputs and task, and the counts the guard keeps); the counts are never a third build."""
+    from dashbench.core.spec import RunSpec
+    from dashbench.engine.workloads import user
+    from dashbench.workloads import memory_counts, model_file
+
+    path = tmp_path / "counted.py"
+    path.write_text(COUNTED)
+    builds = tmp_path / "builds"
+    monkeypatch.setenv("BUILDS_FILE", str(builds))
+    spec = RunSpec(batch_size=8, steps=2, warmup=1, device="cpu", **model_file.reference(f"{path}:build"))
+    checked = []
+    user.prepare(spec, checked.append)
+    assert checked == [spec] and builds.read_text().splitlines() == ["built", "built"]
+    facts = next(v for k, v in memory_counts.USER_MODEL_FACTS.items() if k.startswith("counted.py:build@"))
+    assert facts["parameters"] == 10 and facts["inputs"] == 4, facts

@@ -472,8 +472,8 @@ def prepare(spec, check_memory=None, shapes=None) -> None:
             raise
     if spec.data == "folder":
         shapes = user.data_shapes(shapes)
-    user.build_model(shapes)
-    memory_counts.know(spec.model, user.facts())
+    # The counts come from this build: building again for them would run the user's builder once more.
+    memory_counts.know(spec.model, user.facts(user.build_model(shapes)))
 
 
 def _joins_peers() -> bool:

@@ -1,8 +1,8 @@
 """Running a user's code (`file.py:build`: its import, its builder, anything else of it) in the run's
 own process, so that it can neither hang, nor end, nor speak for the run:
 - each piece runs under one time limit, DASHBENCH_MODEL_IMPORT_TIMEOUT_S: a SIGALRM in the main thread
-  stops Python code past it; code stuck in C past it plus BACKSTOP_S ends the process from a thread
-  (its one line said first, STUCK_HOOKS run: the command's JSON, the run's children ended);
+  stops Python code past it; code stuck in C past it plus DASHBENCH_MODEL_BACKSTOP_S ends the process
+  from a thread (its one line said first, STUCK_HOOKS run: the command's JSON, the run's children ended);
 - `sys.exit` and `os._exit` (in this process, not in a child it forked) are refused, whatever the code.
 Every failure is a one-line SpecError on `model`, as every error about a user's model is."""
 
@@ -22,6 +22,7 @@ from dashbench.core.spec import SpecError
 
 IMPORT_TIMEOUT_ENV = "DASHBENCH_MODEL_IMPORT_TIMEOUT_S"
 IMPORT_TIMEOUT_S = 60.0
+BACKSTOP_ENV = "DASHBENCH_MODEL_BACKSTOP_S"
 BACKSTOP_S = 5.0  # past the limit, a main thread still not back (stuck in C code) ends the process
 EXIT_CODE = 2  # the exit of a run whose user code had to be stopped from the backstop: bad input
 # Called with the error line just before the backstop ends the process (a command's JSON, the children).
@@ -40,6 +41,16 @@ def timeout_s() -> float:
         return float(os.environ.get(IMPORT_TIMEOUT_ENV) or IMPORT_TIMEOUT_S)
     except ValueError:
         return IMPORT_TIMEOUT_S
+
+
+def backstop_s() -> float:
+    """The grace past the time limit before a main thread still not back is ended from outside: long
+    enough for a SIGALRM to stop Python code, short enough that a stuck builder is not waited on."""
+    try:
+        value = float(os.environ.get(BACKSTOP_ENV) or BACKSTOP_S)
+    except ValueError:
+        return BACKSTOP_S
+    return value if value > 0 else BACKSTOP_S
 
 
 class Stopped(SpecError):
@@ -72,7 +83,7 @@ def user_code(what: str, doing: str):
 
     alarm = threading.current_thread() is threading.main_thread() and signal.getitimer(signal.ITIMER_REAL)[0] == 0
     previous = signal.signal(signal.SIGALRM, _on_alarm) if alarm else None
-    backstop = threading.Timer(limit + BACKSTOP_S, _end_stuck, args=(f"error: model: {late}",))
+    backstop = threading.Timer(limit + backstop_s(), _end_stuck, args=(f"error: model: {late}",))
     backstop.daemon = True
     os._exit = refuse_exit
     backstop.start()
