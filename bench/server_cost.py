@@ -167,14 +167,19 @@ def warm_context(browser, url: str | None, title: str | None):
 class Chromiums:
     """`count` headless Chromiums, each launched once in a thread of its own (Playwright's sync API is bound
     to the thread that started it) and lent to every call of visits_together: a Chromium's start loads the
-    cores for seconds, and the page's and the floor's visitors at once would otherwise each start `count`."""
+    cores for seconds, and the page's and the floor's visitors at once would otherwise each start `count`.
+    Launched at the first call, not before: their start never shares a measuring window of the visitors
+    one at a time."""
 
     def __init__(self, count: int):
         self.count = count
         self.jobs: list = [queue.Queue() for _ in range(count)]
         self.threads = [threading.Thread(target=self._serve, args=(q,), daemon=True) for q in self.jobs]
-        for thread in self.threads:
-            thread.start()
+
+    def _start(self) -> None:
+        if self.threads[0].ident is None:  # not started yet
+            for thread in self.threads:
+                thread.start()
 
     @staticmethod
     def _serve(jobs: queue.Queue) -> None:
@@ -200,6 +205,7 @@ class Chromiums:
     def run(self, job) -> None:
         """`job(i, browser)` in every Chromium's thread, all at once; returns when all are done. A browser
         that failed to launch is passed as the exception it raised."""
+        self._start()
         finished = threading.Barrier(self.count + 1)
 
         def one(i: int, browser) -> None:
@@ -213,6 +219,8 @@ class Chromiums:
         finished.wait()
 
     def close(self) -> None:
+        if self.threads[0].ident is None:  # never lent
+            return
         for jobs in self.jobs:
             jobs.put(None)
         for thread in self.threads:
@@ -473,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         browser = p.chromium.launch(executable_path=dashboard_scale.CHROMIUM, args=dashboard_scale.CHROMIUM_ARGS)
         stack.callback(browser.close)
         chromiums = None
-        if args.together:  # the visitors' at once, launched once for every page's and the floor's
+        if args.together:  # the visitors' at once, launched at their first use, for every page's and the floor's
             chromiums = Chromiums(args.together)
             stack.callback(chromiums.close)
         try:
