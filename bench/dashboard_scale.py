@@ -18,6 +18,7 @@ import contextlib
 import importlib.util
 import os
 import platform
+import signal
 import socket
 import sqlite3
 import statistics
@@ -342,12 +343,25 @@ def streamlit_server(db: Path, read_only: bool, log_dir: Path, app: Path = APP):
                 time.sleep(0.2)
             yield url
         finally:
-            proc.terminate()
+            # Its whole process group (its own session): a child it started, as the Run page's device
+            # discovery or Predict's profile, would otherwise outlive it and load the cores under what
+            # runs next. A run launched from it has a session of its own, and is left alone.
+            stop(proc, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                stop(proc, signal.SIGKILL)
                 proc.wait()
+
+
+def stop(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to the process group `proc` leads (started with start_new_session), or to `proc` alone once
+    the group is gone."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
 
 
 def wait_idle(page, title: str) -> None:

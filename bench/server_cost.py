@@ -21,6 +21,7 @@ shown, script stopped, no skeleton or spinner). Writes the table into docs/PERFO
     .venv/bin/python bench/server_cost.py --baseline /tmp/before.json       # side by side with it
     .venv/bin/python bench/server_cost.py --base-root /tmp/base             # both, page by page, under one load
     .venv/bin/python bench/server_cost.py --runs 200 --visits 1 --together 2 --no-docs --keep /tmp/stores
+    .venv/bin/python bench/server_cost.py --runs 200 --together 2 --same-server --no-docs  # a quick look
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -162,45 +164,109 @@ def warm_context(browser, url: str | None, title: str | None):
     return context
 
 
-def visits_together(url: str, title: str, count: int, warm: tuple, measure) -> list[float]:
-    """`count` new visitors at once, each in a Chromium of its own thread (Playwright's sync API is bound
-    to the thread that started it) warmed by an untimed visit to `warm` (url, title) first; `measure`
-    wraps the moment all start together until the last page is settled. The times from that start."""
-    ready, go, done = (threading.Barrier(count + 1) for _ in range(3))
-    times: list = [None] * count
-    errors: list = []
+class Chromiums:
+    """`count` headless Chromiums, each launched once in a thread of its own (Playwright's sync API is bound
+    to the thread that started it) and lent to every call of visits_together: a Chromium's start loads the
+    cores for seconds, and the page's and the floor's visitors at once would otherwise each start `count`.
+    Launched at the first call, not before: their start never shares a measuring window of the visitors
+    one at a time."""
 
-    def one(i: int) -> None:
+    def __init__(self, count: int):
+        self.count = count
+        self.jobs: list = [queue.Queue() for _ in range(count)]
+        self.threads = [threading.Thread(target=self._serve, args=(q,), daemon=True) for q in self.jobs]
+
+    def _start(self) -> None:
+        if self.threads[0].ident is None:  # not started yet
+            for thread in self.threads:
+                thread.start()
+
+    @staticmethod
+    def _serve(jobs: queue.Queue) -> None:
         from playwright.sync_api import sync_playwright
 
+        stopped, failed = False, None
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(
                     executable_path=dashboard_scale.CHROMIUM, args=dashboard_scale.CHROMIUM_ARGS
                 )
                 try:
-                    context = warm_context(browser, *warm)
-                    ready.wait()
-                    go.wait()
-                    times[i] = visit(context, url, title)
-                    done.wait()
+                    while (job := jobs.get()) is not None:
+                        job(browser)
+                    stopped = True
                 finally:
                     browser.close()
+        except Exception as exc:  # noqa: BLE001 - a launch that failed: every job waiting or to come is told
+            failed = exc
+        while not stopped and (job := jobs.get()) is not None:
+            job(failed)
+
+    def run(self, job) -> None:
+        """`job(i, browser)` in every Chromium's thread, all at once; returns when all are done. A browser
+        that failed to launch is passed as the exception it raised."""
+        self._start()
+        finished = threading.Barrier(self.count + 1)
+
+        def one(i: int, browser) -> None:
+            try:
+                job(i, browser)
+            finally:
+                finished.wait()
+
+        for i, jobs in enumerate(self.jobs):
+            jobs.put(lambda browser, i=i: one(i, browser))
+        finished.wait()
+
+    def close(self) -> None:
+        if self.threads[0].ident is None:  # never lent
+            return
+        for jobs in self.jobs:
+            jobs.put(None)
+        for thread in self.threads:
+            thread.join()
+
+
+def visits_together(
+    url: str, title: str, count: int, warm: tuple, measure, chromiums: Chromiums | None = None
+) -> list[float]:
+    """`count` new visitors at once, each in a Chromium of its own (`chromiums`, else `count` started for this
+    call) warmed by an untimed visit to `warm` (url, title) first; `measure` wraps the moment all start
+    together until the last page is settled. The times from that start."""
+    ready, go, done = (threading.Barrier(count + 1) for _ in range(3))
+    times: list = [None] * count
+    errors: list = []
+
+    def one(i: int, browser) -> None:
+        try:
+            if isinstance(browser, Exception):
+                raise browser
+            context = warm_context(browser, *warm)
+            try:
+                ready.wait()
+                go.wait()
+                times[i] = visit(context, url, title)
+                done.wait()
+            finally:
+                context.close()
         except Exception as exc:  # noqa: BLE001 - reported below, with the others
             errors.append(exc)
             for barrier in (ready, go, done):
                 barrier.abort()
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
+    own = chromiums is None
+    chromiums = Chromiums(count) if own else chromiums
+    assert chromiums.count == count, (chromiums.count, count)
+    runner = threading.Thread(target=chromiums.run, args=(one,))
+    runner.start()
     try:
         ready.wait()
         measure(lambda: (go.wait(), done.wait()))
     except threading.BrokenBarrierError:
         pass
-    for thread in threads:
-        thread.join()
+    runner.join()
+    if own:
+        chromiums.close()
     if errors:
         raise dashboard_scale.PageFailed(f"{count} visitors at once: {errors[0]}")
     return times
@@ -218,12 +284,15 @@ def addresses(url: str, page: str) -> tuple[str, tuple[str, str]]:
     return f"{url}/{page}", (f"{url}/{WARM_PAGE[page]}", PAGES[WARM_PAGE[page]])
 
 
-def measure_one_at_a_time(browser, db: Path, runs: int, page: str, root: Path, log_dir: Path, visits: int) -> PageCost:
-    """A fresh server of its own: an untimed visit to another page (the server's imports, the browser's
-    cache), the page's first visitor (its caches cold), then `visits` visitors one after another."""
+def measure_one_at_a_time(
+    browser, db: Path, runs: int, page: str, root: Path, log_dir: Path, visits: int, served: tuple | None = None
+) -> PageCost:
+    """A fresh server of its own (or `served`, a (url, pid) started for it by the caller): an untimed visit to
+    another page (the server's imports, the browser's cache), the page's first visitor (its caches cold),
+    then `visits` visitors one after another."""
     out = PageCost(runs, page)
     title = PAGES[page]
-    with server(db, root, log_dir) as (url, pid):
+    with contextlib.nullcontext(served) if served else server(db, root, log_dir) as (url, pid):
         address, warm = addresses(url, page)
         context = warm_context(browser, *warm)
         out.idle_cpu_per_s = idle_rate(pid)
@@ -237,19 +306,32 @@ def measure_one_at_a_time(browser, db: Path, runs: int, page: str, root: Path, l
     return out
 
 
-def measure_together(browser, db: Path, row: PageCost, root: Path, log_dir: Path, together: int) -> None:
+def measure_together(
+    browser,
+    db: Path,
+    row: PageCost,
+    root: Path,
+    log_dir: Path,
+    together: int,
+    chromiums: Chromiums | None = None,
+    served: tuple | None = None,
+) -> None:
     """Another fresh server, warmed as above and by one visit to the page itself (its caches as the
     visitors one at a time found them), then `together` visitors at once: the Chromiums these start
     load the cores for a minute, so they never share a server start, or a measuring window, with the
-    visitors one at a time."""
+    visitors one at a time. With `served`, the server the visitors one at a time were measured on
+    (--same-server), warm already."""
     title = PAGES[row.page]
-    with server(db, root, log_dir) as (url, pid):
+    with contextlib.nullcontext(served) if served else server(db, root, log_dir) as (url, pid):
         address, warm = addresses(url, row.page)
-        context = warm_context(browser, *warm)
-        visit(context, address, title)
-        context.close()
+        if not served:
+            context = warm_context(browser, *warm)
+            visit(context, address, title)
+            context.close()
         spent = []
-        row.together_s = visits_together(address, title, together, warm, lambda fn: spent.append(cpu_of(pid, fn)[0]))
+        row.together_s = visits_together(
+            address, title, together, warm, lambda fn: spent.append(cpu_of(pid, fn)[0]), chromiums
+        )
         row.together_cpu_per_visit_s = spent[0] / together
 
 
@@ -283,7 +365,7 @@ class Floor:
         self.row.visit_s += times
         return cpu / self.visits
 
-    def finish(self, browser, together: int, cold_visits: int) -> PageCost:
+    def finish(self, browser, together: int, cold_visits: int, chromiums: Chromiums | None = None) -> PageCost:
         """Its row: CPU per visit over every time it was taken, `together` at once, and a browser with an
         empty cache (Streamlit's static files, the same for every page and every app)."""
         row = self.row
@@ -292,7 +374,12 @@ class Floor:
         if together:
             spent = []
             row.together_s = visits_together(
-                self.url, self.TITLE, together, (self.url, self.TITLE), lambda fn: spent.append(cpu_of(self.pid, fn)[0])
+                self.url,
+                self.TITLE,
+                together,
+                (self.url, self.TITLE),
+                lambda fn: spent.append(cpu_of(self.pid, fn)[0]),
+                chromiums,
             )
             row.together_cpu_per_visit_s = spent[0] / together
 
@@ -339,6 +426,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds the server's CPU must stand still for a visit to count as done",
     )
     parser.add_argument("--no-floor", action="store_true", help="skip the title-only Streamlit page")
+    parser.add_argument(
+        "--same-server",
+        action="store_true",
+        help="a quick look: each page's visitors at once on the server its visitors one at a time were measured "
+        "on, not on a fresh one (one server start and its imports fewer per page; the figures at once then "
+        "share the machine's state with those one at a time)",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/PERFORMANCE.md alone")
     args = parser.parse_args(argv)
     args.run_counts = [int(r) for r in args.runs.split(",") if r.strip()]
@@ -356,6 +450,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"needs Chromium at {dashboard_scale.CHROMIUM} and playwright")
     if args.baseline and args.base_root:
         parser.error("--baseline and --base-root: give one")
+    if args.same_server and args.base_root:
+        parser.error("--same-server and --base-root: the baseline's visitors at once are on a fresh server")
     if (args.baseline or args.base_root) and not args.baseline_name:
         args.baseline_name = f"`{args.baseline or args.base_root}`"
     return args
@@ -384,6 +480,10 @@ def main(argv: list[str] | None = None) -> int:
         p = stack.enter_context(sync_playwright())
         browser = p.chromium.launch(executable_path=dashboard_scale.CHROMIUM, args=dashboard_scale.CHROMIUM_ARGS)
         stack.callback(browser.close)
+        chromiums = None
+        if args.together:  # the visitors' at once, launched at their first use, for every page's and the floor's
+            chromiums = Chromiums(args.together)
+            stack.callback(chromiums.close)
         try:
             floor = None if args.no_floor else Floor(stack, browser, args.root, folder, args.visits)
             before = floor.per_visit() if floor else None
@@ -395,10 +495,13 @@ def main(argv: list[str] | None = None) -> int:
                     store_queries.checkpoint(db)
                 fills.append((runs, db.stat().st_size / 2**20))
                 for page in args.page_list:
-                    old = None
+                    old = served = None
                     if args.base_root:
                         old = measure_one_at_a_time(browser, db, runs, page, args.base_root, folder, args.visits)
-                    row = measure_one_at_a_time(browser, db, runs, page, args.root, folder, args.visits)
+                    page_servers = stack.enter_context(contextlib.ExitStack())  # --same-server's: this page's
+                    if args.same_server:
+                        served = page_servers.enter_context(server(db, args.root, folder))
+                    row = measure_one_at_a_time(browser, db, runs, page, args.root, folder, args.visits, served)
                     if floor:
                         after = floor.per_visit()
                         for measured in (old, row):
@@ -407,8 +510,9 @@ def main(argv: list[str] | None = None) -> int:
                         before = after
                     if args.together:
                         if old is not None:
-                            measure_together(browser, db, old, args.base_root, folder, args.together)
-                        measure_together(browser, db, row, args.root, folder, args.together)
+                            measure_together(browser, db, old, args.base_root, folder, args.together, chromiums)
+                        measure_together(browser, db, row, args.root, folder, args.together, chromiums, served)
+                    page_servers.close()
                     if old is not None:
                         baseline[(runs, page)] = asdict(old)
                         print(
@@ -428,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     rows.append(row)
             if floor:
-                floor_row, taken = floor.finish(browser, args.together, min(args.visits, 3)), floor.taken
+                floor_row, taken = floor.finish(browser, args.together, min(args.visits, 3), chromiums), floor.taken
         except dashboard_scale.PageFailed as error:
             print(f"FAILED: {error}", file=sys.stderr)
             return 1

@@ -137,8 +137,13 @@ def report(
             f"bench/store_queries.py's filler ({fill_text}); headless Chromium through Playwright, every visitor a new "
             "tab (a new Streamlit session) of a browser that has Streamlit's scripts in its cache. Per page, a fresh "
             "server and an untimed visit to another page (the server's imports, the browser's cache), then the page's "
-            f"first visitor (caches cold) and {args.visits} visitors one after another; then another fresh server, "
-            f"warmed the same way and by one visit to the page, and {args.together} visitors at once, each in a "
+            f"first visitor (caches cold) and {args.visits} visitors one after another; then "
+            + (
+                "on the same server (`--same-server`)"
+                if getattr(args, "same_server", False)
+                else "another fresh server, warmed the same way and by one visit to the page, and"
+            )
+            + f" {args.together} visitors at once, each in a "
             "Chromium of its own warmed the same way. *CPU s per visit* is the server process's utime + stime "
             "(`/proc/PID/stat`, all threads, 10 ms ticks) from before the visits to after them, once its CPU stood "
             f"still for {quiet_s} s. Idle, a server spends CPU too (uvicorn's 10 Hz tick, Streamlit's config polling): "

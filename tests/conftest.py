@@ -130,8 +130,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _no_device_look_ahead(monkeypatch):
     """The dashboard starts the Run page's device discovery (a TensorFlow process) on any page's first run:
-    a test's app does not, unless it is the test's subject (tests/views/test_device_discovery.py); the Run
-    page still discovers them when it is shown."""
+    a test's app does not, in this process or in a `streamlit run` it starts (its environment), unless it is
+    the test's subject (tests/views/test_device_discovery.py); the Run page still discovers them when shown."""
     from dashbench.views.common import devices
 
     monkeypatch.setattr(devices, "look_ahead", lambda: None)
+    monkeypatch.setenv(devices.LOOK_AHEAD_ENV, "0")

@@ -1,5 +1,5 @@
-"""bench/server_cost.py end to end on a tiny store (one page, one visitor, one on a server of its own as the
-'at once' visitors are): docs left alone."""
+"""bench/server_cost.py end to end on a tiny store (one page, one visitor, one 'at once' on the same server:
+--same-server): docs left alone."""
 
 import json
 import subprocess
@@ -37,6 +37,7 @@ def test_server_cost_prints_cpu_per_visit_for_a_tiny_store(tmp_path):
             "0.1",
             "--quiet-s",
             "0.2",
+            "--same-server",
             "--no-docs",
             "--keep",
             str(tmp_path),

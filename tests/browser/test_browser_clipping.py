@@ -5,14 +5,17 @@ database path stays inside the sidebar on one line, no name broken.
 Measured, not looked at: a text's drawn width (the page's own font, canvas measureText) or an element's
 scrollWidth against the room its box gives it."""
 
+import re
+
 from fixtures import accuracy_results, dashboard_data
 from fixtures.browser_fixtures import ARTIFACTS, IDLE, PAGE_TIMEOUT_MS, browser, open_page, streamlit_server  # noqa: F401 (browser: the fixture)
 from fixtures.browser_tables import LABELS, geometry, grids_of, numbers_grids, sideways
 
-from dashbench.core.spec import RunSpec
+from dashbench.core.spec import MODELS, RunSpec
 from dashbench.store import Store
 from dashbench.views.common.columns import COLUMNS, width_of
 from dashbench.views.common.format import SIDEBAR_PATH_CHARS, short_path_text
+from dashbench.views.predict import profiles
 
 # Every text cut short on the page: an input's value or placeholder wider than its box, an ellipsis
 # element whose text overflows (a chip, a select's value), a sidebar <code> past the sidebar's edge.
@@ -122,8 +125,42 @@ def missed_target(store) -> str:
     return run_id
 
 
+def profiled_run(store, profile: dict) -> str:
+    """A finished run whose result carries `profile` (as a run's result does): Predict's default source,
+    a stored run, shows it first (the newest)."""
+    spec = RunSpec(model=profile["model"], batch_size=profile["batch_size"], device="cpu")
+    run_id = store.create_run(spec, status="running")
+    store.finish_run(
+        run_id,
+        "done",
+        result={
+            "model": spec.model,
+            "device": "cpu",
+            "accelerator": "CPU",
+            "accelerator_count": 1,
+            "replicas": 1,
+            "global_batch_size": spec.batch_size,
+            "precision": "float32",
+            "data": "synthetic",
+            "examples_per_sec": 600.0,
+            "losses": [2.0, 1.5],
+            "steps_per_loop": 1,
+            "spec": spec.to_dict(),
+            "profile": profile,
+        },
+    )
+    return run_id
+
+
 def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  # noqa: F811
+    from concurrent.futures import ThreadPoolExecutor
+
     from playwright.sync_api import expect
+
+    # Predict's workload at its full size, as its "Profile it" button profiles it (the page's defaults: the
+    # first model, batch 32, float32) in a child process, while the other pages are looked at.
+    profiling = ThreadPoolExecutor(1)
+    profiled = profiling.submit(profiles.child_profile, MODELS[0], 32, "float32")
 
     # A folder name with no place to break it, as pytest's and many home folders are, under one that makes the
     # sidebar's shortened path as long as it is allowed to be.
@@ -183,15 +220,23 @@ def test_nothing_a_newcomer_reads_is_cut_short_at_1400_px(browser, tmp_path):  #
         cut["results, a model chosen"] = clipped(page)
         page.close()
 
-        # Predict, a workload profiled at its full size: its table reads whole, without scrolling sideways.
+        # Predict, a workload profiled at its full size, stored with a run: its table reads whole, without
+        # scrolling sideways.
+        with Store(db) as store:
+            profiled_run(store, profiled.result(timeout=600))
+        profiling.shutdown()
         page = open_page(browser, url + "/predict", "Predict", "clip-predict.png")
-        page.get_by_text("a workload, profiled in a child process").click()
-        page.get_by_role("button", name="Profile it").click()
+        stored = page.locator("[data-testid='stSelectbox']").filter(has_text="Stored run").locator("input")
+        expect(stored).to_have_value(re.compile(rf"^{MODELS[0]} · batch 32 · fp32 · "))  # the workload's, chosen
         expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=PAGE_TIMEOUT_MS)
         expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1, timeout=PAGE_TIMEOUT_MS)  # below it
-        expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
         tables = grids_of(page)
         assert [g["heads"][0] for g in tables] == ["device"], tables
         cut["predict"] = clipped(page) + sideways(tables)
+        # The workload's own form: its model, batch and precision read whole.
+        page.get_by_text("a workload, profiled in a child process").click()
+        expect(page.get_by_role("button", name="Profile it")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        expect(page.locator(IDLE)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+        cut["predict, a workload's form"] = clipped(page)
         page.close()
     assert not any(cut.values()), {where: texts for where, texts in cut.items() if texts}

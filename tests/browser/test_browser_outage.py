@@ -9,12 +9,14 @@ from fixtures.stored_runs import SPEC
 
 from dashbench.store import Store
 from dashbench.views.common import context
+from dashbench.views.streamlit import ui
 
 
-def test_a_page_open_in_chromium_through_a_server_crash_recovers_by_itself(browser, team):
+def test_a_page_open_in_chromium_through_a_server_crash_recovers_by_itself(browser, team, monkeypatch):
     from playwright.sync_api import expect
 
     server, stored = team
+    monkeypatch.setenv(ui.OUTAGE_RETRY_ENV, "1")  # the server's page asks again every second, not every 3 s
     with streamlit_server(server.url()) as app:
         page = open_page(browser, app + "/compare", "Compare", "outage-before.png")
         crash(server)

@@ -8,6 +8,7 @@ from fixtures.pg_restart import crash, pg_own, start_again  # noqa: F401 (pg_own
 from streamlit.testing.v1 import AppTest
 
 from dashbench.views.common import context
+from dashbench.views.streamlit import ui
 
 PAGES = ["pages/compare.py", "pages/results.py", "pages/prices.py", "pages/run.py"]
 
@@ -32,3 +33,9 @@ def test_a_page_open_through_a_server_crash_says_it_retries_and_recovers_without
     at.switch_page("pages/results.py").run()  # what the page's own retry reruns
     assert_clean(at)
     assert not outage_shown(at) and len(at.dataframe[0].value) == stored
+
+
+def test_how_often_a_page_asks_again_is_its_variable_and_a_bad_one_keeps_the_default(monkeypatch):
+    for text, seconds in (("1", 1.0), ("0.5", 0.5), ("", 3.0), ("0", 3.0), ("-2", 3.0), ("soon", 3.0), ("inf", 3.0)):
+        monkeypatch.setenv(ui.OUTAGE_RETRY_ENV, text)
+        assert ui.outage_retry_s() == seconds, text

@@ -51,6 +51,7 @@ def test_a_discovery_runs_once_in_the_background_and_is_kept(tmp_path, monkeypat
 def test_the_dashboard_begins_the_discovery_on_its_first_page(tmp_path, monkeypatch):
     asked = []
     monkeypatch.setattr(devices, "look_ahead", LOOK_AHEAD)
+    monkeypatch.delenv(devices.LOOK_AHEAD_ENV)
     monkeypatch.setattr(devices, "device_info", lambda *a, **k: asked.append(k) or None)
     start(monkeypatch, tmp_path / "runs.sqlite")  # the default page, Compare
     assert asked and asked[0] == {"wait": False}
@@ -58,6 +59,17 @@ def test_the_dashboard_begins_the_discovery_on_its_first_page(tmp_path, monkeypa
     monkeypatch.setattr(devices, "device_info", lambda *a, **k: read_only.append(k) or None)
     start(monkeypatch, tmp_path / "runs.sqlite", read_only=True)
     assert not read_only  # a read-only dashboard launches nothing: it never looks
+
+
+def test_a_dashboard_told_not_to_look_ahead_looks_once_the_run_page_is_shown(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(devices, "look_ahead", LOOK_AHEAD)
+    monkeypatch.setenv(devices.LOOK_AHEAD_ENV, "0")
+    monkeypatch.setattr(devices, "device_info", lambda *a, **k: asked.append(k) or None)
+    at = start(monkeypatch, tmp_path / "runs.sqlite")  # the default page, Compare
+    assert not asked
+    show(at, "pages/run.py")
+    assert asked and asked[0] == {"wait": False}
 
 
 def test_the_form_offers_the_cpu_until_the_devices_are_found_then_the_machines_default(tmp_path, monkeypatch):

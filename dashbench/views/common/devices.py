@@ -4,6 +4,7 @@ so that TensorFlow stays out of the app process (libtpu allows one process per T
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -56,9 +57,16 @@ def device_info(
         return _DEVICE_CACHE[python][1]
 
 
+LOOK_AHEAD_ENV = "DASHBENCH_DEVICE_LOOK_AHEAD"
+
+
 def look_ahead() -> None:
     """Start the discovery in the background, so that the Run page finds it done: the dashboard calls it on
-    any page's first run, and a visitor who opens Compare first then finds the Run form whole at once."""
+    any page's first run, and a visitor who opens Compare first then finds the Run form whole at once.
+    DASHBENCH_DEVICE_LOOK_AHEAD=0: not ahead, only once the Run page is shown (a dashboard opened mostly to
+    read results spares the TensorFlow process)."""
+    if os.environ.get(LOOK_AHEAD_ENV, "").strip() == "0":
+        return
     device_info(wait=False)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import math
+import os
 import threading
 import weakref
 
@@ -307,8 +309,20 @@ def open_page(title: str, flash_key: str | None = None):
     return ctx
 
 
-# How often a page shown during a team-store outage asks the server again.
-OUTAGE_RETRY_S = 3.0
+OUTAGE_RETRY_ENV = "DASHBENCH_OUTAGE_RETRY_S"
+
+
+def outage_retry_s(default: float = 3.0) -> float:
+    """How often a page shown during a team-store outage asks the server again: DASHBENCH_OUTAGE_RETRY_S,
+    seconds above 0 (a value that is not one leaves the default: a page must go on asking)."""
+    try:
+        value = float(os.environ.get(OUTAGE_RETRY_ENV) or default)
+    except ValueError:
+        return default
+    return value if value > 0 and math.isfinite(value) else default
+
+
+OUTAGE_RETRY_S = outage_retry_s()  # read once, as the server starts: the fragment's timer is set at import
 
 
 def show_store_error(settings, message: str) -> None:
