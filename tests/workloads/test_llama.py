@@ -67,6 +67,7 @@ def test_a_block_states_the_output_its_call_computes():
     from dashbench.engine.workloads import llama
 
     d = llama.dims_of(catalog.check_spec(RunSpec(model="llama", batch_size=2, seq_len=16, width=64, layers=1)))
+    previous = keras.mixed_precision.global_policy()
     for policy, dtype in (("float32", "float32"), ("mixed_bfloat16", "bfloat16")):
         keras.mixed_precision.set_global_policy(policy)
         try:
@@ -77,7 +78,7 @@ def test_a_block_states_the_output_its_call_computes():
             assert not calls  # stated, not traced
             computed = block(keras.ops.ones((2, d.seq_len, d.width), dtype=block.compute_dtype))
         finally:
-            keras.mixed_precision.set_global_policy("float32")
+            keras.mixed_precision.set_global_policy(previous)
         assert stated.shape == (None, *computed.shape[1:]) and stated.dtype == computed.dtype == dtype
 
 
