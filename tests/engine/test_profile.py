@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.child_env import child_env
 
 from dashbench.workloads import lm_shape
 from dashbench.workloads.profile import StepProfile
@@ -36,6 +37,35 @@ def profile(*args, timeout=900) -> tuple[int, dict | None, str, float]:
     return done.returncode, json.loads(out[-1]) if done.returncode == 0 else None, done.stderr, max(peak, before) / 1e6
 
 
+# Several `dashbench profile` commands in one child, each with its own stdout and stderr: one
+# interpreter's start (Keras, JAX) for all of them, as a script profiling several shapes would.
+SEVERAL = """
+import contextlib, io, json, sys
+from dashbench.cli import main
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["profile", "--json", *argv])
+    print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}), flush=True)
+"""
+
+
+def profiles(*commands, timeout=900, env=None) -> tuple[list[tuple[int, dict | None, str]], float]:
+    """([(exit code, the JSON profile, stderr) of each command], the child's peak RSS in GB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run(
+        [sys.executable, "-c", SEVERAL, json.dumps(commands)], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert done.returncode == 0, done.stderr[-3000:]
+    each = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    assert len(each) == len(commands), done.stdout[-3000:]
+    found = [
+        (r["code"], json.loads(r["out"].strip().splitlines()[-1]) if r["code"] == 0 else None, r["err"]) for r in each
+    ]
+    return found, max(peak, before) / 1e6
+
+
 def test_a_dense_layer_costs_its_hand_count(tmp_path):
     path = tmp_path / "dense.py"
     path.write_text(DENSE_FILE)
@@ -53,16 +83,33 @@ def test_a_dense_layer_costs_its_hand_count(tmp_path):
     assert StepProfile.from_dict(p.to_dict() | {"newer": 1}) == p
 
 
-@pytest.mark.parametrize(
-    ("width", "layers"),
-    [(4096, 32), (8192, 80)],  # Llama 3.1 8B at sequence 8192, and a 70B shape
-    ids=["8B", "70B"],
-)
-def test_full_size_llamas_profile_on_this_host_without_their_weights(width, layers):
-    code, found, err, peak_gb = profile(
-        "--model", "llama", "--batch-size", "1", "--precision", "mixed_bfloat16",
-        "--width", str(width), "--layers", str(layers), "--seq-len", "8192",
+LLAMAS = {"8B": (4096, 32), "70B": (8192, 80)}  # Llama 3.1 8B at sequence 8192, and a 70B shape
+
+
+@pytest.fixture(scope="module")
+def llama_profiles(tmp_path_factory):
+    """Both full-size profiles, counted in one child: {id: (exit code, the JSON profile, stderr)}, and
+    the child's peak RSS in GB (the larger of the two: each must stay under the limit)."""
+    # Made before conftest's per-test settings apply: the child gets them (fast XLA compiles, a
+    # database of its own) from child_env and here.
+    env = child_env(DASHBENCH_DB=str(tmp_path_factory.mktemp("default-db") / "dashbench.sqlite"))
+    found, peak_gb = profiles(
+        *(
+            ["--model", "llama", "--batch-size", "1", "--precision", "mixed_bfloat16",
+             "--width", str(width), "--layers", str(layers), "--seq-len", "8192"]
+            for width, layers in LLAMAS.values()
+        ),
+        env=env,
     )  # fmt: skip
+    return dict(zip(LLAMAS, found)), peak_gb
+
+
+@pytest.mark.xdist_group("full_size_llamas")  # one worker: the module fixture's child is made once
+@pytest.mark.parametrize("name", list(LLAMAS))
+def test_full_size_llamas_profile_on_this_host_without_their_weights(llama_profiles, name):
+    width, layers = LLAMAS[name]
+    each, peak_gb = llama_profiles
+    code, found, err = each[name]
     assert code == 0, err
     p = StepProfile.from_dict(found)
     d = lm_shape.dims(width, layers, 8192)
@@ -78,15 +125,16 @@ def test_full_size_llamas_profile_on_this_host_without_their_weights(width, laye
 
 
 def test_bad_input_is_one_line_naming_the_field():
-    for args, field in (
+    cases = (
         (["--model", "nope", "--batch-size", "1"], "model"),
         (["--model", "llama", "--batch-size", "0"], "batch_size"),
         (["--model", "llama", "--batch-size", "1", "--steps", "3"], "steps"),
         (["--model", "conv2d", "--batch-size", "1", "--layers", "2"], "layers"),
-    ):
-        code, _, err, _ = profile(*args, timeout=120)
+    )
+    found, _ = profiles(*(args for args, _ in cases), timeout=120)
+    for (args, field), (code, _, err) in zip(cases, found):
         lines = [line for line in err.splitlines() if line.startswith("error: ")]
-        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {field}: "), err
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {field}: "), (args, err)
 
 
 @pytest.mark.parametrize(("backend", "source"), [("jax", "xla"), ("tensorflow", "tf_profiler")])

@@ -60,6 +60,28 @@ def test_the_text_follows_one_teacher_on_every_call():
     assert all(y[b, t] in successors[x[b, t]] for b in range(4) for t in range(32))
 
 
+def test_a_block_states_the_output_its_call_computes():
+    """The functional model takes a block's output from its compute_output_shape, not by tracing it."""
+    import keras
+
+    from dashbench.engine.workloads import llama
+
+    d = llama.dims_of(catalog.check_spec(RunSpec(model="llama", batch_size=2, seq_len=16, width=64, layers=1)))
+    previous = keras.mixed_precision.global_policy()
+    for policy, dtype in (("float32", "float32"), ("mixed_bfloat16", "bfloat16")):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            block, calls = llama._block(d, llama._rope_tables(d), 0), []
+            traced = block.call
+            block.call = lambda x, calls=calls, traced=traced: calls.append(x) or traced(x)
+            stated = block(keras.KerasTensor((None, d.seq_len, d.width), dtype=block.compute_dtype))
+            assert not calls  # stated, not traced
+            computed = block(keras.ops.ones((2, d.seq_len, d.width), dtype=block.compute_dtype))
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+        assert stated.shape == (None, *computed.shape[1:]) and stated.dtype == computed.dtype == dtype
+
+
 def test_a_layers_override_off_full_width_and_length_is_refused_as_one_line():
     with pytest.raises(SpecError, match="^layers: 2 layers need --width or --seq-len off full size"):
         catalog.check_spec(RunSpec(model="llama", batch_size=1, layers=2))
