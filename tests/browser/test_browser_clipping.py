@@ -101,54 +101,33 @@ def names_cut(page) -> list:
 def missed_target(store) -> str:
     """A to-accuracy run that ended not_reached: its status is one of Compare's default chips."""
     spec = RunSpec(**accuracy_results.SETUP, device="cpu", data="real", data_path="/x", target_accuracy=0.99)
-    run_id = store.create_run(spec, status="running")
     acc = accuracy_results.block([accuracy_results.seed_run(0, 9, 1.0, 0.5, reached=False)], target=0.99)
-    store.finish_run(
-        run_id,
-        "not_reached",
-        result={
-            "model": spec.model,
-            "device": "cpu",
-            "accelerator": "CPU",
-            "accelerator_count": 1,
-            "replicas": 1,
-            "global_batch_size": 64,
-            "precision": "float32",
-            "data": "real",
-            "examples_per_sec": 600.0,
-            "losses": [2.0, 1.5],
-            "steps_per_loop": 1,
-            "spec": spec.to_dict(),
-            "accuracy": acc,
-        },
-    )
-    return run_id
+    return _finished_run(store, spec, "not_reached", global_batch_size=64, data="real", accuracy=acc)
 
 
 def profiled_run(store, profile: dict) -> str:
     """A finished run whose result carries `profile` (as a run's result does): Predict's default source,
     a stored run, shows it first (the newest)."""
     spec = RunSpec(model=profile["model"], batch_size=profile["batch_size"], device="cpu")
+    return _finished_run(store, spec, "done", global_batch_size=spec.batch_size, data="synthetic", profile=profile)
+
+
+def _finished_run(store, spec: RunSpec, status: str, **fields) -> str:
+    """A run of `spec` stored as ended with `status`, its result a CPU run's plus `fields`."""
     run_id = store.create_run(spec, status="running")
-    store.finish_run(
-        run_id,
-        "done",
-        result={
-            "model": spec.model,
-            "device": "cpu",
-            "accelerator": "CPU",
-            "accelerator_count": 1,
-            "replicas": 1,
-            "global_batch_size": spec.batch_size,
-            "precision": "float32",
-            "data": "synthetic",
-            "examples_per_sec": 600.0,
-            "losses": [2.0, 1.5],
-            "steps_per_loop": 1,
-            "spec": spec.to_dict(),
-            "profile": profile,
-        },
-    )
+    result = {
+        "model": spec.model,
+        "device": "cpu",
+        "accelerator": "CPU",
+        "accelerator_count": 1,
+        "replicas": 1,
+        "precision": "float32",
+        "examples_per_sec": 600.0,
+        "losses": [2.0, 1.5],
+        "steps_per_loop": 1,
+        "spec": spec.to_dict(),
+    }
+    store.finish_run(run_id, status, result={**result, **fields})
     return run_id
 
 

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from dashbench.core.env import positive_seconds
 from dashbench.core.errors import one_line
 from dashbench.core.spec import SpecError
 
@@ -46,11 +47,7 @@ def timeout_s() -> float:
 def backstop_s() -> float:
     """The grace past the time limit before a main thread still not back is ended from outside: long
     enough for a SIGALRM to stop Python code, short enough that a stuck builder is not waited on."""
-    try:
-        value = float(os.environ.get(BACKSTOP_ENV) or BACKSTOP_S)
-    except ValueError:
-        return BACKSTOP_S
-    return value if value > 0 else BACKSTOP_S
+    return positive_seconds(BACKSTOP_ENV, BACKSTOP_S)
 
 
 class Stopped(SpecError):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import collections
 import functools
 import gc
-import math
-import os
 import threading
 import weakref
 
 import streamlit as st
 
+from dashbench.core.env import positive_seconds
 from dashbench.views.common.format import md_text, md_text_with_commands
 from dashbench.views.streamlit import pages_folder
 
@@ -315,11 +314,7 @@ OUTAGE_RETRY_ENV = "DASHBENCH_OUTAGE_RETRY_S"
 def outage_retry_s(default: float = 3.0) -> float:
     """How often a page shown during a team-store outage asks the server again: DASHBENCH_OUTAGE_RETRY_S,
     seconds above 0 (a value that is not one leaves the default: a page must go on asking)."""
-    try:
-        value = float(os.environ.get(OUTAGE_RETRY_ENV) or default)
-    except ValueError:
-        return default
-    return value if value > 0 and math.isfinite(value) else default
+    return positive_seconds(OUTAGE_RETRY_ENV, default)
 
 
 OUTAGE_RETRY_S = outage_retry_s()  # read once, as the server starts: the fragment's timer is set at import
