@@ -46,7 +46,7 @@ def test_a_head_that_never_starts_a_client_session_gets_one_line_saying_what_to_
     """A second Ray Client proxy on the session's cluster, as `ray start --head` runs one, whose wait for
     each session's server is 0 s (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S, read by Ray's proxier): every
     session fails as a busy head's slow start does, the same way each time (PROXY_MAIN)."""
-    port = rc._free_port()
+    port = rc._free_port(ray_cluster.ports)
     logs = Path(ray_cluster.folder) / "ray" / "session_latest" / "logs"
     before = set(logs.glob("ray_client_server_*.err"))
     proxy = subprocess.Popen(
