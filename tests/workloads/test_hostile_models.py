@@ -240,12 +240,20 @@ def test_the_queue_and_a_sweep_store_nothing_for_a_bad_model_file(tmp_path, capf
     assert caught.value.field == "memory" and rows(db) == []
 
 
-def test_the_backstops_grace_is_read_from_its_variable(monkeypatch):
+@pytest.mark.parametrize(
+    "variable, read, default",
+    [("DASHBENCH_MODEL_BACKSTOP_S", "backstop_s", 5.0), ("DASHBENCH_MODEL_IMPORT_TIMEOUT_S", "timeout_s", 60.0)],
+)
+def test_the_time_limits_are_read_from_their_variables(monkeypatch, variable, read, default):
     from dashbench.engine.workloads import user_import
 
-    for value, grace in [(None, 5.0), ("1", 1.0), ("0.5", 0.5), ("0", 5.0), ("-2", 5.0), ("soon", 5.0), ("", 5.0)]:
+    for value, seconds in [(None, default), ("1", 1.0), ("0.5", 0.5), ("0", default), ("-2", default)] + [
+        ("soon", default),
+        ("", default),
+        ("inf", default),
+    ]:
         if value is None:
-            monkeypatch.delenv("DASHBENCH_MODEL_BACKSTOP_S", raising=False)
+            monkeypatch.delenv(variable, raising=False)
         else:
-            monkeypatch.setenv("DASHBENCH_MODEL_BACKSTOP_S", value)
-        assert user_import.backstop_s() == grace, value
+            monkeypatch.setenv(variable, value)
+        assert getattr(user_import, read)() == seconds, value

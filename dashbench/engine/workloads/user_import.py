@@ -38,10 +38,8 @@ def say(field_text: str) -> SpecError:
 
 
 def timeout_s() -> float:
-    try:
-        return float(os.environ.get(IMPORT_TIMEOUT_ENV) or IMPORT_TIMEOUT_S)
-    except ValueError:
-        return IMPORT_TIMEOUT_S
+    """The time limit of each piece of a user's code: a 0 or negative one would switch the alarm off."""
+    return positive_seconds(IMPORT_TIMEOUT_ENV, IMPORT_TIMEOUT_S)
 
 
 def backstop_s() -> float:
