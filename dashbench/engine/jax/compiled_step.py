@@ -5,7 +5,8 @@ one step on abstract arguments, so no device memory is taken.
 A JAX run on the host's CPU compiles its step so in its own process before its memory check
 (`engine/jax/loop.before_run`): the guard (dashbench/workloads/memory.py) then checks XLA's bytes instead of the counts, for a
 built-in and a user's model alike, and the run reuses the analysis for its compiler FLOPs instead of
-compiling the step again. On an accelerator nothing is compiled before the run (the device is not yet
+compiling the step again; where the run's loop is that one step on one device, the step compiled is
+the run's own loop, which the run then calls without compiling it again. On an accelerator nothing is compiled before the run (the device is not yet
 the run's: another run may hold it); the step compiled after the run for its FLOPs gives the
 result's estimate there. A compile that fails leaves the counts standing: never a lost run.
 """
@@ -20,14 +21,21 @@ from dashbench.workloads import memory_estimate
 _analysed: dict[tuple, dict] = {}
 
 
-def analyse(step, state, x, y, examples: int) -> Optional[dict]:
+def analyse(step, state, x, y, examples: int, jitted=None) -> Optional[dict]:
     """{flops_per_example, memory} of `step(state, x, y)` compiled once for the shapes of its
-    arguments, with the state donated as the run's loop donates it; None where the compile fails."""
+    arguments, with the state donated as the run's loop donates it; None where the compile fails.
+    `jitted`: the run's own jitted loop of this one step, compiled for its arguments' shardings as
+    well, so that the run's first call finds it compiled (JAX keeps what it compiled per jitted function)."""
     import jax
 
     try:
-        abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (state, x, y))
-        lowered = jax.jit(step, donate_argnums=0).lower(*abstract)
+        if jitted is None:
+            jitted = jax.jit(step, donate_argnums=0)
+            described = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)
+        else:
+            described = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)
+        abstract = jax.tree_util.tree_map(described, (state, x, y))
+        lowered = jitted.lower(*abstract)
         compiled = lowered.compile()
     except Exception:  # an analysis beside the run's, never a reason to lose the run
         return None
