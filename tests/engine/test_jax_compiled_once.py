@@ -33,20 +33,22 @@ logging.getLogger("jax").addHandler(Compiles())
 logging.getLogger("jax").setLevel(logging.WARNING)
 jax.config.update("jax_log_compiles", True)
 
-def watched(spec, analysed):
+def watched(spec, analysed=None):
     start = len(compiled)
-    source = loop.before_run(spec) if analysed else None
+    source = loop.before_run(analysed) if analysed else None
     prepared = loop._prepared.get("program")
     middle = len(compiled)
     result = loop.run(spec)
     return {"source": source, "before": compiled[start:middle], "during": compiled[middle:],
             "prepared_s": prepared.compile_s if prepared else None, "compile_s": result.compile_s,
-            "losses": result.losses, "flops": result.flops_per_example}
+            "losses": result.losses, "flops": result.flops_per_example, "left": bool(loop._prepared)}
 
 tiny = dict(model="fashion_mnist_cnn", batch_size=8, image_size=16, width=4, steps=2, warmup=1,
             device="cpu", backend="jax")
-out = {"one": watched(RunSpec(**tiny), True), "alone": watched(RunSpec(**tiny), False),
-       "two": watched(RunSpec(**tiny, steps_per_loop=2), True)}
+one, two = RunSpec(**tiny), RunSpec(**tiny, steps_per_loop=2)
+# "alone": the program compiled before it was another spec's (a label apart), so the run compiles its own.
+out = {"one": watched(one, one), "alone": watched(one, RunSpec(**tiny, label="another")),
+       "two": watched(two, two)}
 print("RESULT " + json.dumps(out))
 """
 
@@ -65,8 +67,10 @@ def test_a_cpu_run_compiles_its_step_once_and_measures_what_it_measured_before()
     assert not {"jit(train_loop)", "jit(step)"} & set(one["during"]), one["during"]
     # Its compile is in the run's compile_s, which is the first call's time on top of it.
     assert one["prepared_s"] > 0 and one["compile_s"] > one["prepared_s"]
-    # The same run measured with its own compile: the same model, the same losses, the same FLOPs.
-    assert "jit(train_loop)" in alone["during"]
+    # The same run measured with its own compile (the program compiled before it was another spec's, and
+    # was let go): the same model, the same losses, the same FLOPs.
+    assert "jit(train_loop)" in alone["before"] and "jit(train_loop)" in alone["during"]
+    assert not one["left"] and not alone["left"]
     assert one["losses"] == alone["losses"] and one["flops"] == alone["flops"]
 
     # Two steps a host call: the guard's analysis is still one step, and the run compiles its own loop.

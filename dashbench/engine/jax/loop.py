@@ -196,10 +196,11 @@ _prepared: dict = {}  # the one Program compiled before its run, under its spec
 
 
 def _take_prepared(spec) -> Optional[Program]:
-    """The Program _prepare_program compiled for this very spec, handed over once."""
-    if _prepared.get("spec") != spec:
-        return None
-    return _prepared.pop("program", None)
+    """The Program _prepare_program compiled for this very spec, handed over once; one made for another
+    spec is let go (its model's memory is not held through a run it is not for)."""
+    found = _prepared.get("program") if _prepared.get("spec") == spec else None
+    _prepared.clear()
+    return found
 
 
 # Batch the synthetic example arrays are made at before a run, to learn their shapes and dtypes: the
