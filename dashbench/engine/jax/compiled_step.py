@@ -6,9 +6,10 @@ A JAX run on the host's CPU compiles its step so in its own process before its m
 (`engine/jax/loop.before_run`): the guard (dashbench/workloads/memory.py) then checks XLA's bytes instead of the counts, for a
 built-in and a user's model alike, and the run reuses the analysis for its compiler FLOPs instead of
 compiling the step again; where the run's loop is that one step on one device, the step compiled is
-the run's own loop, which the run then calls without compiling it again. On an accelerator nothing is compiled before the run (the device is not yet
-the run's: another run may hold it); the step compiled after the run for its FLOPs gives the
-result's estimate there. A compile that fails leaves the counts standing: never a lost run.
+the run's own loop, which the run then calls without compiling it again. On an accelerator nothing is
+compiled before the run (the device is not yet the run's: another run may hold it); the step compiled
+after the run for its FLOPs gives the result's estimate there. A compile that fails leaves the counts
+standing: never a lost run.
 """
 
 from __future__ import annotations
