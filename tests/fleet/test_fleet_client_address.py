@@ -4,6 +4,8 @@ that says what to retry (dashbench/fleet/address.py)."""
 
 import logging
 import subprocess
+import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ from fixtures.fleet_runs import _cli
 from dashbench.fleet.address import CLIENT_TRIES
 from dashbench.fleet.inventory import CLIENT_LOG_STREAM
 
+# Far above what this test's one session takes on a quiet or a loaded machine (docs/testing.md), and yet
+# passed in some whole-suite runs for a cause not found yet: past it, what the head logged goes in the report.
+SLOW_SESSION_S = 20.0
 PROXY = "client-proxy"  # the marker of the second proxy's processes (tests/fixtures/ray_cluster.py)
 # Ray's proxy, `python -m ray.util.client.server`, as the head runs it, whose log stream for a session it
 # failed to start ends at once: Ray pauses between its tries to find that session's server, a fixed wait
@@ -26,7 +31,17 @@ PROXY_MAIN = (
 @rc.needs_ray()
 @pytest.mark.xdist_group("ray")  # the session's cluster: see scripts/test.sh
 def test_devices_through_the_ray_client_address_lists_the_clusters_hosts(ray_cluster):
+    logs = Path(ray_cluster.folder) / "ray" / "session_latest" / "logs"
+    before = set(logs.glob("ray_client_server*.err"))
+    began = time.monotonic()
     out = _cli("devices", "--cluster", ray_cluster.client_url)
+    took = time.monotonic() - began
+    if took > SLOW_SESSION_S:
+        said = {p.name: p.read_text(errors="replace")[-1500:] for p in sorted(logs.glob("ray_client_server*.err"))}
+        new = sorted(p.name for p in set(logs.glob("ray_client_server*.err")) - before)
+        warnings.warn(
+            f"a Ray Client session took {took:.1f} s; new server logs {new}; {said}; {out.stderr[-1500:]}", stacklevel=1
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     for host in (rc.GPU_NODE, *rc.TPU_HOSTS):
         assert host in out.stdout, out.stdout
