@@ -238,18 +238,19 @@ def _analyse_before(spec) -> Optional[dict]:
     keras_side = workloads.of(spec)
     target = jax_devices.create(spec)
     x, y = keras_side.synthetic_batch(shapes, min(spec.batch_size, SHAPE_BATCH), spec.seed)
+    at_batch = lambda tree: jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree
+    )
+    example = (at_batch(x), at_batch(y))  # the run's batch, described
     examples = spec.batch_size * stats.examples_per_item(registry.get(spec.model).unit, shapes.seq_len)
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(spec.precision)
     try:
         if spec.steps_per_loop == 1 and len(target.strategy) == 1:
-            found = _prepare_program(jax, keras, spec, keras_side, shapes, target, (x, y), examples)
+            found = _prepare_program(jax, keras, spec, keras_side, shapes, target, example, examples)
         else:
             model, optimizer, step = model_and_step(keras, spec, keras_side, shapes)
-            at_batch = lambda tree: jax.tree_util.tree_map(
-                lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype), tree
-            )
-            found = compiled_step.analyse(step, state_of(model, optimizer), at_batch(x), at_batch(y), examples)
+            found = compiled_step.analyse(step, state_of(model, optimizer), *example, examples)
     finally:
         keras.mixed_precision.set_global_policy(previous)
     compiled_step.remember(spec, found)
@@ -269,12 +270,12 @@ def _prepare_program(jax, keras, spec, keras_side, shapes, target, example, exam
     try:
         program = program_of(jax, keras, spec, keras_side, shapes, target, distribution)
         split = NamedSharding(program.mesh, PartitionSpec(program.batch_axis))  # as the run puts its batch
-        at_batch = lambda tree: jax.tree_util.tree_map(
-            lambda a: jax.ShapeDtypeStruct((spec.batch_size, *a.shape[1:]), a.dtype, sharding=split), tree
+        split_as_run = lambda tree: jax.tree_util.tree_map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=split), tree
         )
         start = time.perf_counter()
         found = compiled_step.analyse(
-            program.step, program.state, *map(at_batch, example), examples, jitted=program.jitted
+            program.step, program.state, *map(split_as_run, example), examples, jitted=program.jitted
         )
         program.compile_s = time.perf_counter() - start
     finally:
