@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh requirements-dev.txt
 # --dist loadgroup: the Ray tests are one group, "ray", kept on one worker with one cluster (a second
 # cluster's start and its idle nodes cost more than the chain's length once its runs were made small).
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup --durations=20 "$@"
+# Three workers on two cores: many tests wait on a process they started (a run, a server, a node), and
+# with two workers the CPU sat idle through those waits; a third fills them (docs/testing.md).
+exec .venv/bin/python -m pytest -n 3 --dist loadgroup --durations=20 "$@"

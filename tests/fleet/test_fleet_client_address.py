@@ -4,6 +4,7 @@ that says what to retry (dashbench/fleet/address.py)."""
 
 import logging
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -34,18 +35,55 @@ def test_devices_through_the_ray_client_address_lists_the_clusters_hosts(ray_clu
     logs = Path(ray_cluster.folder) / "ray" / "session_latest" / "logs"
     before = set(logs.glob("ray_client_server*.err"))
     began = time.monotonic()
-    out = _cli("devices", "--cluster", ray_cluster.client_url)
+    command = subprocess.Popen(
+        [sys.executable, "-m", "dashbench", "devices", "--cluster", ray_cluster.client_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = command.communicate(timeout=SLOW_SESSION_S)
+        seen = ""
+    except subprocess.TimeoutExpired:
+        seen = _client_servers(ray_cluster)  # while the session is slow: what its servers are doing
+        stdout, stderr = command.communicate(timeout=300)
     took = time.monotonic() - began
     if took > SLOW_SESSION_S:
-        said = {p.name: p.read_text(errors="replace")[-1500:] for p in sorted(logs.glob("ray_client_server*.err"))}
+        said = {p.name: p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("ray_client_server*.err"))}
         new = sorted(p.name for p in set(logs.glob("ray_client_server*.err")) - before)
         warnings.warn(
-            f"a Ray Client session took {took:.1f} s; new server logs {new}; {said}; {out.stderr[-1500:]}", stacklevel=1
+            f"a Ray Client session took {took:.1f} s; its servers at {SLOW_SESSION_S:.0f} s: {seen}; new server logs "
+            f"{new}; {said}; {stderr[-1500:]}",
+            stacklevel=1,
         )
+    out = subprocess.CompletedProcess(command.args, command.returncode, stdout, stderr)
     assert out.returncode == 0, out.stderr[-3000:]
     for host in (rc.GPU_NODE, *rc.TPU_HOSTS):
         assert host in out.stdout, out.stdout
     assert f"TPU {rc.TPU_TYPE} slice {rc.SLICE_NAME}, 2 hosts" in out.stdout
+
+
+def _client_servers(ray_cluster) -> str:
+    """Each Ray Client server process of the cluster: its state, age, CPU, command line and what each of its
+    threads waits in (a server stuck before its exec keeps its parent's command line)."""
+    import psutil
+
+    found = []
+    for pid in ray_cluster.pids():
+        try:
+            proc = psutil.Process(pid)
+            argv = proc.cmdline()
+            cmdline = " ".join(argv)
+            if "ray.util.client.server" not in cmdline or Path(argv[0]).name == "raylet":  # a raylet names it too
+                continue
+            waits = sorted({Path(f"/proc/{pid}/task/{tid.id}/wchan").read_text() for tid in proc.threads()})
+            found.append(
+                f"pid {pid} (parent {proc.ppid()}) {proc.status()} {time.time() - proc.create_time():.1f} s old, "
+                f"{sum(proc.cpu_times()[:2]):.1f} s CPU, waits {waits}: {cmdline[:300]}"
+            )
+        except (psutil.Error, OSError):
+            continue
+    return "; ".join(found) or "none"
 
 
 @rc.needs_ray()
