@@ -478,6 +478,10 @@ def _import_here(capsys, db, path) -> str:
     return lines[0]
 
 
+# A value no time, id or sample of the bundle spells out.
+MARK = 777_000_777_000_777
+
+
 @pytest.mark.parametrize(
     "where, field",
     [
@@ -489,9 +493,11 @@ def _import_here(capsys, db, path) -> str:
 )
 def test_an_integer_of_5000_digits_names_the_file_and_the_field(tmp_path, exported, capsys, where, field):
     data, db = exported
-    set_path(data, where, 777)
+    set_path(data, where, MARK)
+    text = json.dumps(data)
+    assert text.count(str(MARK)) == 1  # only the field's value is made huge, never a time's or an id's digits
     path = tmp_path / "huge.json"
-    path.write_text(json.dumps(data).replace("777", "9" * 5000, 1))
+    path.write_text(text.replace(str(MARK), "9" * 5000))
     before = snapshot(db)
     line = _import_here(capsys, db, path)
     named = ".".join(str(k) for k in where[2:]).replace(".1.0", "[1][0]") if where[0] == "runs" else where[0]
