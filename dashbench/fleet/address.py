@@ -59,7 +59,8 @@ def _port_ok(match) -> bool:
 
 
 # A Ray Client address costs the head a server process per connection (Ray's proxier starts one for each
-# session): on a busy head that process can die or miss the proxy's wait, and Ray says so in a traceback.
+# session): on a busy head that process can miss the proxy's wait, and with grpcio 1.81-1.85 on the head it
+# can die before its exec (tests/fleet/test_grpc_fork.py); Ray says so in a traceback.
 # Each of these is a start that may go through on another try; anything else is not retried.
 CLIENT_TRIES = 3
 CLIENT_START_FAILED = (
@@ -84,8 +85,9 @@ def client_retry_line(address: ClusterAddress) -> str:
     host = address.text.partition("://")[2].rsplit(":", 1)[0]
     return (
         f"the head at {address} did not start a Ray Client session in {CLIENT_TRIES} tries (a busy head is slow "
-        f"to start its server): run the command again, or give the Jobs API address (--cluster http://{host}:8265), "
-        "which needs no Ray Client server"
+        "to start its server, and a head with grpcio 1.81 to 1.85 loses some as they start: "
+        "requirements-cluster.txt pins one that does not): run the command again, or give the Jobs API address "
+        f"(--cluster http://{host}:8265), which needs no Ray Client server"
     )
 
 

@@ -19,7 +19,7 @@ from dashbench.core.spec import RunSpec
 from dashbench.fleet import inventory, launch
 from dashbench.store import Store
 
-# One cluster per suite run under `pytest -n 3 --dist loadgroup` (every Ray test in one group, one worker).
+# One cluster per suite run under `pytest -n 2 --dist loadgroup` (every Ray test in one group, one worker).
 pytestmark = [rc.needs_ray(), pytest.mark.xdist_group("ray")]
 
 TINY = [*SHAPE, "--batch-size", "8", "--device", "cpu"]
