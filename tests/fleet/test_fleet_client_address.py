@@ -16,8 +16,8 @@ from fixtures.fleet_runs import _cli
 from dashbench.fleet.address import CLIENT_TRIES
 from dashbench.fleet.inventory import CLIENT_LOG_STREAM
 
-# Far above what this test's one session takes on a quiet or a loaded machine (docs/testing.md), and yet
-# passed in some whole-suite runs for a cause not found yet: past it, what the head logged goes in the report.
+# Far above what this test's one session takes on a quiet or a loaded machine (docs/testing.md). Past it (as
+# grpcio's fork crash did, tests/fleet/test_grpc_fork.py), what the head logged and ran goes in the report.
 SLOW_SESSION_S = 20.0
 PROXY = "client-proxy"  # the marker of the second proxy's processes (tests/fixtures/ray_cluster.py)
 # Ray's proxy, `python -m ray.util.client.server`, as the head runs it, whose log stream for a session it
