@@ -26,13 +26,33 @@ def import_tensorflow():
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    with native_stderr_silenced():
+    with native_stderr_silenced(), _jax_hidden():
         import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
     import absl.logging
 
     absl.logging.set_verbosity(absl.logging.ERROR)
     return tf
+
+
+@contextlib.contextmanager
+def _jax_hidden():
+    """JAX made unimportable for the duration, where it is not imported yet.
+
+    TensorFlow's import imports JAX wherever it is installed, for TF Lite's optional JAX converter
+    (`tensorflow.lite.python.util`, in a try/except ImportError), which nothing here uses: a quarter of
+    the import's CPU, paid by every TensorFlow run and device listing. Hidden for that import only, so
+    a later `import jax` (a user's model file, the doctor, a test) imports the real one.
+    """
+    if "jax" in sys.modules:
+        yield
+        return
+    sys.modules["jax"] = None  # the import system's "not importable" entry
+    try:
+        yield
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
 
 
 def import_jax():
