@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh requirements-dev.txt
 # Python's own bytecode cache (__pycache__, gitignored), even where the environment turns it off: the suite
 # starts hundreds of Python processes that import dashbench, and each worker collects every test module, so
-# compiling them once instead of in every process spares ~5% of the suite's CPU (docs/testing.md).
+# compiling them once instead of in every process spares CPU (measured in docs/testing.md).
 unset PYTHONDONTWRITEBYTECODE
 # --dist loadgroup: the Ray tests are one group, "ray", kept on one worker with one cluster (a second
 # cluster's start and its idle nodes cost more than the chain's length once its runs were made small).

@@ -40,9 +40,9 @@ def _jax_hidden():
     """JAX made unimportable for the duration, where it is not imported yet.
 
     TensorFlow's import imports JAX wherever it is installed, for TF Lite's optional JAX converter
-    (`tensorflow.lite.python.util`, in a try/except ImportError), which nothing here uses: a quarter of
-    the import's CPU, paid by every TensorFlow run and device listing. Hidden for that import only, so
-    a later `import jax` (a user's model file, the doctor, a test) imports the real one.
+    (`tensorflow.lite.python.util`, in a try/except ImportError), which nothing here uses, and every
+    TensorFlow run and device listing paid for it. Hidden for that import only, so a later `import jax`
+    (a user's model file, the doctor, a test) imports the real one.
     """
     if "jax" in sys.modules:
         yield
@@ -51,7 +51,7 @@ def _jax_hidden():
     try:
         yield
     finally:
-        if "jax" in sys.modules and sys.modules["jax"] is None:
+        if sys.modules.get("jax", False) is None:  # still our entry, not a JAX imported meanwhile
             del sys.modules["jax"]
 
 
